@@ -1,0 +1,176 @@
+"""The accelerator's integer arithmetic, bit-exact, vectorised numpy (int64 internally).
+
+The RTL, the SimPy model, the compiler and the golden model all use exactly these steps.
+Source: gemmlowp ``fixedpoint/fixedpoint.h`` (SaturatingRoundingDoublingHighMul,
+RoundingDivideByPOT) and TFLite ``kernels/internal/quantization_util.cc`` (QuantizeMultiplier),
+``reference/add.h`` (quantized Add with ``left_shift = 20``).
+
+Rounding used (documented because it matters for 1-LSB agreement): the multiplier is rounded
+half away from zero to Q31; the product is rounded by SRDHM (half up, away from zero for
+negatives) and then again by RoundingDivideByPOT (half away from zero) - gemmlowp's *double*
+rounding, which differs from exact ties-to-even rounding by at most 1 LSB.
+
+All array arguments are integer numpy arrays (any int dtype); results are int64 unless stated.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
+           "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "matmul_acc"]
+
+INT32_MIN = -(2 ** 31)
+INT32_MAX = 2 ** 31 - 1
+ADD_LEFT_SHIFT = 20
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """Real multiplier -> (mult, shift) with real ~= mult * 2**(shift - 31).
+
+    mult is a Q31 int32 in [2**30, 2**31 - 1] (or 0); shift in [-31, 30], positive = left.
+    real == 0 or real < 2**-32 (incl. denormals) -> (0, 0): the multiplier flushes to zero.
+    Raises ValueError for NaN, infinity, negative values, and real >= 2**30 (unsupported).
+    """
+    real = float(real)
+    if not math.isfinite(real) or real < 0:
+        raise ValueError(f"multiplier must be finite and >= 0, got {real!r}")
+    if real == 0.0 or real < 2.0 ** -32:
+        return 0, 0
+    f, e = math.frexp(real)
+    m = math.floor(f * 2.0 ** 31 + 0.5)     # f > 0: round half away from zero; exact in float64
+    if m == 2 ** 31:
+        m //= 2
+        e += 1
+    if e < -31:
+        return 0, 0
+    if e > 30:
+        raise ValueError(f"multiplier {real!r} >= 2**30 is unsupported (shift {e} > 30)")
+    return int(m), int(e)
+
+
+def sat32(x) -> np.ndarray:
+    """Saturate to the int32 range; returns int64."""
+    return np.clip(np.asarray(x, dtype=np.int64), INT32_MIN, INT32_MAX)
+
+
+def wrap32(x) -> np.ndarray:
+    """Two's-complement wrap-around to int32 (what a 32-bit adder does); returns int64."""
+    x = np.asarray(x, dtype=np.int64)
+    return ((x - INT32_MIN) & 0xFFFFFFFF) + INT32_MIN
+
+
+def _trunc_div_pow2(x: np.ndarray, n: int) -> np.ndarray:
+    """x / 2**n truncated toward zero (C integer division)."""
+    return np.where(x >= 0, x >> n, -((-x) >> n))
+
+
+def srdhm(a, b) -> np.ndarray:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values: round(a*b / 2**31).
+
+    INT32_MAX if a == b == INT32_MIN; else ab = a*b (int64), nudge = 2**30 if ab >= 0 else
+    1 - 2**30, result (ab + nudge) / 2**31 truncated toward zero.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    ab = a * b
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    res = _trunc_div_pow2(ab + nudge, 31)
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), res)
+
+
+def rdbpot(x, e) -> np.ndarray:
+    """gemmlowp RoundingDivideByPOT: x / 2**e rounded half away from zero; e in [0, 31].
+
+    mask = 2**e - 1, rem = x & mask, thr = (mask >> 1) + (x < 0), result (x >> e) + (rem > thr).
+    Raises ValueError if any e is outside [0, 31].
+    """
+    x = np.asarray(x, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    if e.size and (e.min() < 0 or e.max() > 31):
+        raise ValueError(f"rdbpot exponent must be in [0, 31], got range [{e.min()}, {e.max()}]")
+    mask = (np.int64(1) << e) - 1
+    rem = x & mask
+    thr = (mask >> 1) + (x < 0)
+    return (x >> e) + (rem > thr)
+
+
+def requant(x, mult, shift) -> np.ndarray:
+    """gemmlowp MultiplyByQuantizedMultiplier: ~ x * mult * 2**(shift - 31), int64 result.
+
+    left = max(shift, 0); right = max(-shift, 0); t = sat32(x * 2**left);
+    result = rdbpot(srdhm(t, mult), right). mult/shift broadcast against x (per element/channel).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    t = sat32(x * (np.int64(1) << left))
+    return rdbpot(srdhm(t, mult), right)
+
+
+def requant_conv(acc, bias, mult, shift, zp: int, relu: bool) -> np.ndarray:
+    """Conv/FC output stage. acc int32 [..., N]; bias, mult, shift int [N]; zp scalar.
+
+    v = sat32(acc + bias); y = requant(v, mult, shift) + zp; clamp [zp if relu else -128, 127].
+    Returns int8 [..., N].
+    """
+    v = sat32(np.asarray(acc, dtype=np.int64) + np.asarray(bias, dtype=np.int64))
+    y = requant(v, mult, shift) + int(zp)
+    lo = int(zp) if relu else -128
+    return np.clip(y, lo, 127).astype(np.int8)
+
+
+def pool_avg(sum_, n: int, zp_in: int, mult, shift, zp_out: int) -> np.ndarray:
+    """Average-pool output stage. sum_: int32 window sums of the raw int8 inputs; n taps.
+
+    v = sat32(sum - n*zp_in); y = requant(v, mult, shift) + zp_out; clamp [-128, 127] -> int8.
+    mult/shift come from quantize_multiplier(s_in / (n * s_out)).
+    """
+    v = sat32(np.asarray(sum_, dtype=np.int64) - int(n) * int(zp_in))
+    y = requant(v, mult, shift) + int(zp_out)
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def add_multipliers(s_a: float, s_b: float, s_out: float) -> tuple:
+    """TFLite Add multipliers: ((ma, sa), (mb, sb), (mo, so)) for scales s_a, s_b, s_out.
+
+    real_a = s_a / (2 max), real_b = s_b / (2 max), real_o = 2 max / (2**20 s_out).
+    """
+    twice_max = 2.0 * max(s_a, s_b)
+    return (quantize_multiplier(s_a / twice_max), quantize_multiplier(s_b / twice_max),
+            quantize_multiplier(twice_max / (2.0 ** ADD_LEFT_SHIFT * s_out)))
+
+
+def add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu: bool) -> np.ndarray:
+    """TFLite-style int8 residual add (int8 a, b of equal shape -> int8).
+
+    a2 = (a - zp_a) << 20, b2 = (b - zp_b) << 20, s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb)),
+    y = requant(s, mo, so) + zp_o, clamp [zp_o if relu else -128, 127].
+    """
+    a2 = (np.asarray(a, dtype=np.int64) - int(zp_a)) << ADD_LEFT_SHIFT
+    b2 = (np.asarray(b, dtype=np.int64) - int(zp_b)) << ADD_LEFT_SHIFT
+    s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb))
+    y = requant(s, mo, so) + int(zp_o)
+    lo = int(zp_o) if relu else -128
+    return np.clip(y, lo, 127).astype(np.int8)
+
+
+def matmul_acc(x, w) -> np.ndarray:
+    """int8 x [M, K] @ int8 w [K, N] -> int32 [M, N] with 32-bit wrap-around accumulation.
+
+    Computed in float64 BLAS: every partial sum is an integer of magnitude <= K * 2**14 < 2**53
+    (for K < 2**39), so it is exact in any summation order; then wrapped to int32. Falls back to
+    an int64 matmul beyond that bound.
+    """
+    x = np.asarray(x)
+    w = np.asarray(w)
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise ValueError(f"matmul_acc shapes {x.shape} @ {w.shape} do not match")
+    k = x.shape[1]
+    if k * (1 << 14) < (1 << 53):
+        acc = (x.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
+    else:
+        acc = x.astype(np.int64) @ w.astype(np.int64)
+    return wrap32(acc).astype(np.int32)

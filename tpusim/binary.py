@@ -1,0 +1,232 @@
+"""The .tpubin container: code, constants and I/O descriptors for one hardware configuration.
+
+Layout (all integers little endian):
+
+  header   magic b"TPUB" | version u16 | reserved u16 | config SHA-256 (32 bytes) |
+           section count u32
+  table    per section: kind u32 | reserved u32 | offset u64 | size u64   (offsets from file start)
+  payload  the sections' bytes
+  trailer  CRC-32 (zlib) of everything before it, u32
+
+Section kinds:
+  CODE (1)   u64 DDR byte address, then the instructions (32 bytes each, tpusim.isa)
+  CONST (2)  u64 DDR byte address, then bytes (weights, bias and requant tables)
+  FILL (3)   JSON list of {"addr", "size", "value"}: DDR regions preset to one byte value
+             (e.g. the zero-point padding around activation tensors)
+  IO (4)     JSON {"inputs": [...], "outputs": [...]}: TensorDesc dicts (below)
+  META (5)   JSON: compiler metadata (model name, host ops such as Softmax, per-layer info)
+
+A TensorDesc gives name, logical shape (N, C, H, W), dtype "int8", scale, zero_point, and the DDR
+layout: blocked channels ``[C/blk][H + pad_t + pad_b][W + pad_l + pad_r][blk]`` int8 at
+``ddr_addr`` with ``blk`` = the array rows (padding channels are zero).
+"""
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tpusim.errors import BinaryFormatError
+
+MAGIC = b"TPUB"
+VERSION = 1
+KIND_CODE, KIND_CONST, KIND_FILL, KIND_IO, KIND_META = 1, 2, 3, 4, 5
+_KINDS = {KIND_CODE: "CODE", KIND_CONST: "CONST", KIND_FILL: "FILL", KIND_IO: "IO", KIND_META: "META"}
+_HDR = struct.Struct("<4sHH32sI")
+_SEC = struct.Struct("<IIQQ")
+ADDR_LIMIT = 1 << 40
+
+
+@dataclass
+class TensorDesc:
+    """Where and how a device tensor lives in DDR (blocked int8 layout, see module docstring)."""
+    name: str
+    shape: tuple          # logical (N, C, H, W)
+    scale: float
+    zero_point: int
+    ddr_addr: int
+    blk: int              # channels per block (= array rows)
+    pads: tuple = (0, 0, 0, 0)  # top, left, bottom, right (the DDR buffer's border)
+    dtype: str = "int8"
+
+    @property
+    def padded_hw(self) -> tuple[int, int]:
+        _, _, h, w = self.shape
+        t, l, b, r = self.pads
+        return h + t + b, w + l + r
+
+    @property
+    def nblocks(self) -> int:
+        return -(-self.shape[1] // self.blk)
+
+    @property
+    def size_bytes(self) -> int:
+        hp, wp = self.padded_hw
+        return self.nblocks * hp * wp * self.blk
+
+    def to_blocked(self, x: np.ndarray, fill: int) -> bytes:
+        """int8 NCHW (N=1) array → the bytes of the whole padded blocked buffer."""
+        n, c, h, w = self.shape
+        if x.shape != (n, c, h, w):
+            raise BinaryFormatError(f"tensor {self.name!r}: expected shape {(n, c, h, w)}, got {x.shape}")
+        hp, wp = self.padded_hw
+        t, l, _, _ = self.pads
+        buf = np.full((self.nblocks, hp, wp, self.blk), fill, dtype=np.int8)
+        buf[:, t:t + h, l:l + w, :] = 0  # padding channels are zero inside the image
+        xc = np.zeros((self.nblocks * self.blk, h, w), dtype=np.int8)
+        xc[:c] = x[0]
+        buf[:, t:t + h, l:l + w, :] = xc.reshape(self.nblocks, self.blk, h, w).transpose(0, 2, 3, 1)
+        return buf.tobytes()
+
+    def from_blocked(self, raw: bytes) -> np.ndarray:
+        """The bytes of the padded blocked buffer → int8 NCHW (N=1) array."""
+        if len(raw) != self.size_bytes:
+            raise BinaryFormatError(f"tensor {self.name!r}: expected {self.size_bytes} bytes, got {len(raw)}")
+        n, c, h, w = self.shape
+        hp, wp = self.padded_hw
+        t, l, _, _ = self.pads
+        buf = np.frombuffer(raw, dtype=np.int8).reshape(self.nblocks, hp, wp, self.blk)
+        x = buf[:, t:t + h, l:l + w, :].transpose(0, 3, 1, 2).reshape(self.nblocks * self.blk, h, w)
+        return x[:c][None].copy()
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "scale": self.scale,
+                "zero_point": self.zero_point, "ddr_addr": self.ddr_addr, "blk": self.blk,
+                "pads": list(self.pads), "dtype": self.dtype}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TensorDesc":
+        try:
+            return cls(d["name"], tuple(d["shape"]), float(d["scale"]), int(d["zero_point"]),
+                       int(d["ddr_addr"]), int(d["blk"]), tuple(d.get("pads", (0, 0, 0, 0))),
+                       d.get("dtype", "int8"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: {e}") from None
+
+
+@dataclass
+class TpuBinary:
+    """An in-memory .tpubin. ``code`` is loaded at ``code_addr``; ``consts`` are (addr, bytes)."""
+    config_hash: bytes
+    code_addr: int
+    code: bytes
+    consts: list = field(default_factory=list)     # [(ddr_addr, bytes)]
+    fills: list = field(default_factory=list)      # [{"addr", "size", "value"}]
+    inputs: list = field(default_factory=list)     # [TensorDesc]
+    outputs: list = field(default_factory=list)    # [TensorDesc]
+    meta: dict = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- writing
+    def to_bytes(self) -> bytes:
+        secs = [(KIND_CODE, struct.pack("<Q", self.code_addr) + self.code)]
+        secs += [(KIND_CONST, struct.pack("<Q", a) + bytes(b)) for a, b in self.consts]
+        secs.append((KIND_FILL, json.dumps(self.fills).encode()))
+        secs.append((KIND_IO, json.dumps({"inputs": [t.to_json() for t in self.inputs],
+                                          "outputs": [t.to_json() for t in self.outputs]}).encode()))
+        secs.append((KIND_META, json.dumps(self.meta).encode()))
+        off = _HDR.size + _SEC.size * len(secs)
+        table, payload = [], []
+        for kind, data in secs:
+            table.append(_SEC.pack(kind, 0, off, len(data)))
+            payload.append(data)
+            off += len(data)
+        body = _HDR.pack(MAGIC, VERSION, 0, self.config_hash, len(secs)) + b"".join(table) + b"".join(payload)
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    def write(self, path: str | Path) -> None:
+        """Write atomically (temporary file in the same folder, then rename)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(self.to_bytes())
+        tmp.replace(path)
+
+    # ---------------------------------------------------------------- reading
+    @classmethod
+    def from_bytes(cls, raw: bytes, expected_config_hash: bytes | None = None, where: str = "") -> "TpuBinary":
+        """Parse and check a .tpubin. BinaryFormatError names what is wrong (magic, version,
+        checksum, config hash, section bounds, JSON)."""
+        w = f"{where}: " if where else ""
+        if len(raw) < _HDR.size + 4:
+            raise BinaryFormatError(f"{w}file of {len(raw)} bytes is too short for a .tpubin header")
+        magic, version, _, chash, nsec = _HDR.unpack_from(raw, 0)
+        if magic != MAGIC:
+            raise BinaryFormatError(f"{w}bad magic {magic!r}, expected {MAGIC!r}: not a .tpubin file")
+        if version != VERSION:
+            raise BinaryFormatError(f"{w}unsupported format version {version} (this tool reads {VERSION})")
+        (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
+        if zlib.crc32(raw[:-4]) != crc:
+            raise BinaryFormatError(f"{w}checksum mismatch (stored {crc:#010x}, computed "
+                                    f"{zlib.crc32(raw[:-4]):#010x}): file is corrupt or truncated")
+        if expected_config_hash is not None and chash != expected_config_hash:
+            raise BinaryFormatError(f"{w}built for hardware config {chash.hex()[:16]}…, but the selected "
+                                    f"config is {expected_config_hash.hex()[:16]}…: recompile for this config")
+        end = len(raw) - 4
+        if _HDR.size + nsec * _SEC.size > end:
+            raise BinaryFormatError(f"{w}section table of {nsec} entries runs past the end of the file")
+        b = cls(chash, 0, b"")
+        seen_code = False
+        for i in range(nsec):
+            kind, _, off, size = _SEC.unpack_from(raw, _HDR.size + i * _SEC.size)
+            if off + size > end or off < _HDR.size:
+                raise BinaryFormatError(f"{w}section {i} ({_KINDS.get(kind, kind)}) at offset {off} "
+                                        f"size {size} is outside the file ({end} bytes of payload)")
+            data = raw[off:off + size]
+            if kind in (KIND_CODE, KIND_CONST):
+                if size < 8:
+                    raise BinaryFormatError(f"{w}section {i} ({_KINDS[kind]}) is truncated ({size} bytes)")
+                (addr,) = struct.unpack_from("<Q", data, 0)
+                if addr + size - 8 > ADDR_LIMIT:
+                    raise BinaryFormatError(f"{w}section {i} ({_KINDS[kind]}) at DDR {addr:#x} "
+                                            f"+ {size - 8} bytes passes 2^40")
+                if kind == KIND_CODE:
+                    b.code_addr, b.code, seen_code = addr, data[8:], True
+                else:
+                    b.consts.append((addr, data[8:]))
+            elif kind in (KIND_FILL, KIND_IO, KIND_META):
+                try:
+                    obj = json.loads(data)
+                except (ValueError, UnicodeDecodeError) as e:
+                    raise BinaryFormatError(f"{w}section {i} ({_KINDS[kind]}) is not valid JSON: {e}") from None
+                if kind == KIND_FILL:
+                    b.fills = obj
+                elif kind == KIND_IO:
+                    b.inputs = [TensorDesc.from_json(d) for d in obj.get("inputs", [])]
+                    b.outputs = [TensorDesc.from_json(d) for d in obj.get("outputs", [])]
+                else:
+                    b.meta = obj
+            else:
+                raise BinaryFormatError(f"{w}section {i} has unknown kind {kind}")
+        if not seen_code:
+            raise BinaryFormatError(f"{w}no CODE section")
+        return b
+
+    @classmethod
+    def read(cls, path: str | Path, expected_config_hash: bytes | None = None) -> "TpuBinary":
+        p = Path(path)
+        try:
+            raw = p.read_bytes()
+        except OSError as e:
+            raise BinaryFormatError(f"cannot read {p}: {e.strerror}") from None
+        return cls.from_bytes(raw, expected_config_hash, str(p))
+
+    # ---------------------------------------------------------------- DDR image
+    def ddr_segments(self, inputs: dict[str, bytes] | None = None) -> list[tuple[int, bytes]]:
+        """Everything to preload into DDR, in order: fills, constants, code, then the given inputs
+        (name → bytes of the whole blocked buffer). Later segments overwrite earlier ones."""
+        segs = [(f["addr"], bytes([f["value"] & 0xFF]) * f["size"]) for f in self.fills]
+        segs += [(a, bytes(d)) for a, d in self.consts]
+        segs.append((self.code_addr, self.code))
+        for name, data in (inputs or {}).items():
+            desc = next((t for t in self.inputs if t.name == name), None)
+            if desc is None:
+                raise BinaryFormatError(f"binary has no input named {name!r}; inputs: "
+                                        f"{[t.name for t in self.inputs]}")
+            segs.append((desc.ddr_addr, data))
+        return segs
+
+
+__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION"]

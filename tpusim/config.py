@@ -1,0 +1,216 @@
+"""Hardware configuration: one YAML file, validated into a frozen dataclass.
+
+Every number the compiler, the SimPy model and the RTL use comes from here (the RTL receives it as
+a generated SystemVerilog package, see ``tpusim.svgen``). Unknown and missing keys are errors.
+
+Derived quantities:
+  * ``word_bytes`` = ``array.rows``: one SRAM word holds one activation vector (K lanes of int8).
+  * ``bank_bytes`` = ``sram.size_bytes / sram.banks``; banks are address-partitioned
+    (bank index = SRAM byte address // bank_bytes).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tpusim.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+@dataclass(frozen=True)
+class ClockConfig:
+    """One clock domain: frequency in MHz and phase of its first rising edge in ps."""
+    freq_mhz: int
+    phase_ps: int
+
+
+@dataclass(frozen=True)
+class HwConfig:
+    """Validated hardware configuration (all sizes in bytes, latencies in that domain's cycles)."""
+    name: str
+    array_rows: int
+    array_cols: int
+    acc_depth_rows: int
+    sram_size_bytes: int
+    sram_banks: int
+    ddr_beat_bytes: int
+    ddr_latency_cycles: int
+    ddr_address_bits: int
+    dma_burst_bytes: int
+    qreg_banks: int
+    qreg_entries: int
+    queue_depth: int
+    fetch_line_buffers: int
+    clk_core: ClockConfig
+    clk_ddr: ClockConfig
+    clk_dma: ClockConfig
+
+    # ---- derived -------------------------------------------------------------------------
+    @property
+    def word_bytes(self) -> int:
+        """SRAM word width in bytes (= array rows: one int8 activation vector)."""
+        return self.array_rows
+
+    @property
+    def sram_words(self) -> int:
+        return self.sram_size_bytes // self.word_bytes
+
+    @property
+    def bank_bytes(self) -> int:
+        return self.sram_size_bytes // self.sram_banks
+
+    @property
+    def bank_words(self) -> int:
+        return self.bank_bytes // self.word_bytes
+
+    @property
+    def qreg_count(self) -> int:
+        return self.qreg_banks * self.qreg_entries
+
+    @property
+    def param_words(self) -> int:
+        """SRAM words of one per-channel requant table: bias int32[cols], mult int32[cols], shift int8[cols]."""
+        return (9 * self.array_cols) // self.word_bytes
+
+    @property
+    def pes(self) -> int:
+        return self.array_rows * self.array_cols
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def hash_bytes(self) -> bytes:
+        """SHA-256 of the canonical JSON of this configuration (32 bytes); stored in every .tpubin."""
+        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(canon).digest()
+
+    def hash_hex(self) -> str:
+        return self.hash_bytes().hex()
+
+
+_SCHEMA: dict[str, Any] = {
+    "name": str,
+    "array": {"rows": int, "cols": int},
+    "accumulator": {"depth_rows": int},
+    "sram": {"size_bytes": int, "banks": int},
+    "ddr": {"beat_bytes": int, "latency_cycles": int, "address_bits": int},
+    "dma": {"burst_bytes": int},
+    "quant_regs": {"banks": int, "entries": int},
+    "queues": {"depth": int},
+    "fetch": {"line_buffers": int},
+    "clocks": {d: {"freq_mhz": int, "phase_ps": int} for d in ("core", "ddr", "dma")},
+}
+
+
+def _check_schema(data: Any, schema: Any, where: str) -> None:
+    if isinstance(schema, dict):
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where or 'config'}: expected a mapping, got {type(data).__name__} {data!r}")
+        unknown = sorted(set(data) - set(schema))
+        if unknown:
+            raise ConfigError(f"{where or 'config'}: unknown key(s) {unknown}; expected {sorted(schema)}")
+        missing = sorted(set(schema) - set(data))
+        if missing:
+            raise ConfigError(f"{where or 'config'}: missing key(s) {missing}")
+        for k, sub in schema.items():
+            _check_schema(data[k], sub, f"{where}.{k}" if where else k)
+    else:
+        if schema is int and (isinstance(data, bool) or not isinstance(data, int)):
+            raise ConfigError(f"{where}: expected an integer, got {data!r}")
+        if schema is str and not isinstance(data, str):
+            raise ConfigError(f"{where}: expected a string, got {data!r}")
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+def _validate(c: HwConfig) -> None:
+    def need(cond: bool, msg: str) -> None:
+        if not cond:
+            raise ConfigError(f"config '{c.name}': {msg}")
+
+    for key in ("array_rows", "array_cols", "acc_depth_rows", "sram_size_bytes", "sram_banks",
+                "ddr_beat_bytes", "ddr_latency_cycles", "dma_burst_bytes", "qreg_banks",
+                "qreg_entries", "queue_depth", "fetch_line_buffers"):
+        need(getattr(c, key) > 0, f"{key} must be positive, got {getattr(c, key)}")
+    need(c.array_rows == c.array_cols,
+         f"array must be square for now (rows {c.array_rows} != cols {c.array_cols})")
+    need(_pow2(c.array_rows) and c.array_rows >= 4, f"array.rows must be a power of two >= 4, got {c.array_rows}")
+    need(c.sram_size_bytes % c.sram_banks == 0,
+         f"sram.size_bytes {c.sram_size_bytes} is not divisible into {c.sram_banks} banks")
+    need(_pow2(c.sram_banks), f"sram.banks must be a power of two, got {c.sram_banks}")
+    need(c.bank_bytes % c.word_bytes == 0,
+         f"SRAM bank of {c.bank_bytes} bytes is not a whole number of {c.word_bytes}-byte words")
+    need(c.sram_words <= 1 << 16, f"SRAM of {c.sram_words} words exceeds the 16-bit word address")
+    need(c.acc_depth_rows <= 1 << 16, f"accumulator.depth_rows {c.acc_depth_rows} exceeds 65536")
+    need(c.sram_words >= 4 * c.array_cols,
+         f"SRAM of {c.sram_words} words cannot hold two weight tiles ({c.array_cols} words each) "
+         "and two activation tiles of the same size: the array is larger than the SRAM can feed")
+    need(_pow2(c.dma_burst_bytes), f"dma.burst_bytes must be a power of two, got {c.dma_burst_bytes}")
+    need(c.dma_burst_bytes % c.word_bytes == 0 or c.word_bytes % c.dma_burst_bytes == 0,
+         f"dma.burst_bytes {c.dma_burst_bytes} and the word of {c.word_bytes} bytes must divide one another")
+    need(c.dma_burst_bytes >= 32, f"dma.burst_bytes must be at least 32 (one instruction), got {c.dma_burst_bytes}")
+    need(_pow2(c.ddr_beat_bytes) and c.ddr_beat_bytes <= c.dma_burst_bytes,
+         f"ddr.beat_bytes must be a power of two <= the burst, got {c.ddr_beat_bytes}")
+    need(c.ddr_latency_cycles >= 2, f"ddr.latency_cycles must be >= 2, got {c.ddr_latency_cycles}")
+    need(c.ddr_address_bits == 40, f"ddr.address_bits must be 40, got {c.ddr_address_bits}")
+    need(c.qreg_banks == 4 and c.qreg_entries == 16,
+         f"quant_regs must be 4 banks x 16 entries (6-bit index in the ISA), got {c.qreg_banks}x{c.qreg_entries}")
+    need(c.queue_depth >= 2 and _pow2(c.queue_depth), f"queues.depth must be a power of two >= 2, got {c.queue_depth}")
+    need(c.fetch_line_buffers in (1, 2), f"fetch.line_buffers must be 1 or 2, got {c.fetch_line_buffers}")
+    need((9 * c.array_cols) % c.word_bytes == 0, "requant table does not fill whole words")
+    # Clock checks (exact periods, no coincident edges) live in the timebase.
+    from tpusim.timebase import Timebase
+    Timebase(c)
+
+
+def config_from_dict(data: dict[str, Any]) -> HwConfig:
+    """Validate a parsed YAML mapping and build a HwConfig. Raises ConfigError naming the bad key."""
+    _check_schema(data, _SCHEMA, "")
+    clk = data["clocks"]
+    cfg = HwConfig(
+        name=data["name"],
+        array_rows=data["array"]["rows"], array_cols=data["array"]["cols"],
+        acc_depth_rows=data["accumulator"]["depth_rows"],
+        sram_size_bytes=data["sram"]["size_bytes"], sram_banks=data["sram"]["banks"],
+        ddr_beat_bytes=data["ddr"]["beat_bytes"], ddr_latency_cycles=data["ddr"]["latency_cycles"],
+        ddr_address_bits=data["ddr"]["address_bits"],
+        dma_burst_bytes=data["dma"]["burst_bytes"],
+        qreg_banks=data["quant_regs"]["banks"], qreg_entries=data["quant_regs"]["entries"],
+        queue_depth=data["queues"]["depth"], fetch_line_buffers=data["fetch"]["line_buffers"],
+        clk_core=ClockConfig(**clk["core"]), clk_ddr=ClockConfig(**clk["ddr"]),
+        clk_dma=ClockConfig(**clk["dma"]),
+    )
+    _validate(cfg)
+    return cfg
+
+
+def load_config(path_or_name: str | Path) -> HwConfig:
+    """Load a hardware config from a YAML path, or by name from tpusim/configs ('seed', 'small').
+
+    Raises ConfigError if the file is missing, is not YAML, or fails validation.
+    """
+    p = Path(path_or_name)
+    if not p.exists() and not p.suffix:
+        p = CONFIG_DIR / f"{path_or_name}.yaml"
+    if not p.exists():
+        raise ConfigError(f"hardware config {str(path_or_name)!r} not found "
+                          f"(known names: {sorted(q.stem for q in CONFIG_DIR.glob('*.yaml'))})")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    try:
+        return config_from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+__all__ = ["HwConfig", "ClockConfig", "load_config", "config_from_dict", "CONFIG_DIR"]

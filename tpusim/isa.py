@@ -1,0 +1,269 @@
+"""The tpusim instruction set: the single source of truth for opcodes, fields and encodings.
+
+Every instruction is one 256-bit little-endian word (INSTR_BYTES = 32). Bits [7:0] hold the
+opcode, [11:8] the wait mask and [15:12] the signal mask (one bit per engine, see ``Engine``);
+operand fields follow from bit 16 upward in the order listed in ``OPCODES``. Unused bits are zero.
+
+Dependency synchronisation (tokens): before an instruction starts, its engine takes one token
+from each engine named in ``wait``; when it completes, it sends one token to each engine named in
+``signal``. Semantics and timing of every instruction: docs/isa.md and docs/architecture.md.
+The SystemVerilog package rtl/tpu_isa_pkg.sv is generated from this module (tpusim.svgen).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from tpusim.errors import IsaError
+
+INSTR_BYTES = 32
+INSTR_BITS = 256
+HEADER_BITS = 16
+DDR_ADDR_BITS = 40
+
+
+class Engine(IntEnum):
+    """Execution engines; each has an in-order instruction queue. The value is its mask bit."""
+    LOAD = 0   # DMA read channel: DDR -> SRAM (DMA clock domain)
+    STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
+    MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
+    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD (core clock domain)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    bits: int
+    signed: bool = False
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    code: int
+    engine: Engine | None  # None: executed by the decoder (HALT) or chosen by a field (NOP)
+    fields: tuple[FieldSpec, ...]
+
+    def layout(self) -> list[tuple[FieldSpec, int]]:
+        """(field, lsb) pairs, packed from bit HEADER_BITS upward."""
+        out, lsb = [], HEADER_BITS
+        for f in self.fields:
+            out.append((f, lsb))
+            lsb += f.bits
+        assert lsb <= INSTR_BITS, self.name
+        return out
+
+
+def _f(name: str, bits: int, signed: bool = False) -> FieldSpec:
+    return FieldSpec(name, bits, signed)
+
+
+_DMA_FIELDS = (
+    _f("ddr_addr", 40),      # byte address of the first element in DDR
+    _f("sram_addr", 20),     # byte address in SRAM (word aligned)
+    _f("inner_bytes", 20),   # contiguous bytes per innermost run (multiple of the word)
+    _f("count1", 16),        # runs per row (>= 1)
+    _f("ddr_stride1", 32),   # DDR bytes between runs
+    _f("sram_stride1", 20),  # SRAM bytes between runs
+    _f("count2", 16),        # rows (>= 1)
+    _f("ddr_stride2", 32),   # DDR bytes between rows
+    _f("sram_stride2", 20),  # SRAM bytes between rows
+)
+
+OPCODES: dict[str, OpSpec] = {s.name: s for s in (
+    OpSpec("NOP", 0x01, None, (_f("engine", 2),)),
+    OpSpec("HALT", 0x02, None, ()),
+    OpSpec("DMA_LOAD", 0x03, Engine.LOAD, _DMA_FIELDS),
+    OpSpec("DMA_STORE", 0x04, Engine.STORE, _DMA_FIELDS),
+    OpSpec("LOAD_WEIGHTS", 0x05, Engine.MXU, (
+        _f("sram_addr", 16),     # word address of a tile of `cols` words; word n = W[0:rows, n]
+    )),
+    OpSpec("MATMUL", 0x06, Engine.MXU, (
+        _f("act_addr", 16),      # word address of the first activation vector
+        _f("count_x", 16), _f("stride_x", 16),  # vectors per row, words between them
+        _f("count_y", 16), _f("stride_y", 16),  # rows, words between row starts
+        _f("acc_addr", 16),      # first accumulator row; row i gets vector i (y outer, x inner)
+        _f("accumulate", 1),     # 1: acc += result; 0: acc = result
+    )),
+    OpSpec("LOAD_QREG", 0x07, Engine.VPU, (
+        _f("qreg", 6),                     # bank * 16 + entry
+        _f("multiplier", 32, True),        # Q31 fixed-point multiplier
+        _f("shift", 8, True),              # exponent: >0 left shift, <0 rounding right shift
+        _f("zero_point", 8, True),
+    )),
+    OpSpec("REQUANT", 0x08, Engine.VPU, (
+        _f("acc_addr", 16), _f("count", 16),
+        _f("param_addr", 16),    # word address of the per-channel table (bias, mult, shift)
+        _f("dst_addr", 16),      # word address; acc row i -> word dst_addr + i
+        _f("qreg", 6),           # output zero point
+        _f("relu", 1),           # clamp below at the zero point
+    )),
+    OpSpec("POOL", 0x09, Engine.VPU, (
+        _f("mode", 1),           # 0 max, 1 average
+        _f("src_addr", 16),
+        _f("win_w", 8), _f("win_h", 8),
+        _f("win_stride_x", 16), _f("win_stride_y", 16),  # words between window taps
+        _f("out_w", 16), _f("out_stride_x", 16),         # outputs per row, src words between them
+        _f("out_h", 16), _f("out_stride_y", 16),         # output rows, src words between them
+        _f("dst_addr", 16),      # dense: output (y, x) -> dst_addr + y * out_w + x
+        _f("qreg_in", 6),        # average: input zero point
+        _f("qreg_out", 6),       # average: multiplier, shift, output zero point
+    )),
+    OpSpec("ADD", 0x0A, Engine.VPU, (
+        _f("src_a", 16), _f("src_b", 16), _f("dst_addr", 16), _f("count", 16),
+        _f("qreg_a", 6), _f("qreg_b", 6), _f("qreg_out", 6),
+        _f("relu", 1),
+    )),
+)}
+
+BY_CODE: dict[int, OpSpec] = {s.code: s for s in OPCODES.values()}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One decoded instruction. ``args`` maps every field of the opcode to its integer value."""
+    op: str
+    args: dict = field(default_factory=dict)
+    wait: int = 0    # engine mask
+    signal: int = 0  # engine mask
+
+    @property
+    def spec(self) -> OpSpec:
+        return OPCODES[self.op]
+
+    @property
+    def engine(self) -> Engine | None:
+        if self.op == "NOP":
+            return Engine(self.args["engine"])
+        return self.spec.engine
+
+    def __getitem__(self, k: str) -> int:
+        return self.args[k]
+
+    def text(self) -> str:
+        """Assembly text, e.g. ``MATMUL act_addr=0 count_x=4 ... wait=LOAD signal=VPU``."""
+        parts = [self.op] + [f"{f.name}={self.args[f.name]:#x}" if f.name.endswith("addr")
+                             else f"{f.name}={self.args[f.name]}" for f in self.spec.fields]
+        for label, m in (("wait", self.wait), ("signal", self.signal)):
+            if m:
+                parts.append(f"{label}=" + "|".join(e.name for e in Engine if m >> e & 1))
+        return " ".join(parts)
+
+
+def make(op: str, wait: int = 0, signal: int = 0, **args: int) -> Instruction:
+    """Build an instruction, checking names and ranges. Missing fields default to 0."""
+    if op not in OPCODES:
+        raise IsaError(f"unknown opcode {op!r}; known: {sorted(OPCODES)}")
+    spec = OPCODES[op]
+    names = {f.name for f in spec.fields}
+    extra = sorted(set(args) - names)
+    if extra:
+        raise IsaError(f"{op}: unknown field(s) {extra}; fields are {[f.name for f in spec.fields]}")
+    full = {f.name: int(args.get(f.name, 0)) for f in spec.fields}
+    ins = Instruction(op, full, wait, signal)
+    check_ranges(ins)
+    return ins
+
+
+def _range(f: FieldSpec) -> tuple[int, int]:
+    if f.signed:
+        return -(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1
+    return 0, (1 << f.bits) - 1
+
+
+def check_ranges(ins: Instruction) -> None:
+    """IsaError if a field value does not fit its width, or a mask is not 4 bits."""
+    for label, m in (("wait", ins.wait), ("signal", ins.signal)):
+        if not 0 <= m < 16:
+            raise IsaError(f"{ins.op}: {label} mask {m} is not a 4-bit engine mask")
+    for f in ins.spec.fields:
+        lo, hi = _range(f)
+        v = ins.args[f.name]
+        if not lo <= v <= hi:
+            raise IsaError(f"{ins.op}: field {f.name}={v} out of range [{lo}, {hi}] ({f.bits} bits)")
+
+
+def encode(ins: Instruction) -> bytes:
+    """The 32-byte little-endian encoding of an instruction."""
+    check_ranges(ins)
+    word = ins.spec.code | ins.wait << 8 | ins.signal << 12
+    for f, lsb in ins.spec.layout():
+        word |= (ins.args[f.name] & ((1 << f.bits) - 1)) << lsb
+    return word.to_bytes(INSTR_BYTES, "little")
+
+
+def decode(raw: bytes, pc: int | None = None) -> Instruction:
+    """Decode 32 bytes. IsaError naming the PC for a reserved opcode or non-zero unused bits."""
+    where = f" at pc {pc:#x}" if pc is not None else ""
+    if len(raw) != INSTR_BYTES:
+        raise IsaError(f"instruction{where} is {len(raw)} bytes, expected {INSTR_BYTES}")
+    word = int.from_bytes(raw, "little")
+    code = word & 0xFF
+    if code not in BY_CODE:
+        raise IsaError(f"reserved opcode {code:#04x}{where}")
+    spec = BY_CODE[code]
+    args = {}
+    top = HEADER_BITS
+    for f, lsb in spec.layout():
+        v = (word >> lsb) & ((1 << f.bits) - 1)
+        if f.signed and v >> (f.bits - 1):
+            v -= 1 << f.bits
+        args[f.name] = v
+        top = lsb + f.bits
+    if word >> top:
+        raise IsaError(f"{spec.name}{where}: unused bits above bit {top} are not zero")
+    return Instruction(spec.name, args, (word >> 8) & 0xF, (word >> 12) & 0xF)
+
+
+def encode_program(prog: list[Instruction]) -> bytes:
+    return b"".join(encode(i) for i in prog)
+
+
+def decode_program(code: bytes) -> list[Instruction]:
+    if len(code) % INSTR_BYTES:
+        raise IsaError(f"code section of {len(code)} bytes is not a whole number of instructions")
+    return [decode(code[i:i + INSTR_BYTES], i) for i in range(0, len(code), INSTR_BYTES)]
+
+
+def parse_mask(text: str) -> int:
+    m = 0
+    for name in filter(None, text.split("|")):
+        try:
+            m |= 1 << Engine[name.strip().upper()]
+        except KeyError:
+            raise IsaError(f"unknown engine {name!r} in mask {text!r}; engines: "
+                           f"{[e.name for e in Engine]}") from None
+    return m
+
+
+def assemble(text: str) -> list[Instruction]:
+    """Parse assembly text (one instruction per line, ``#`` comments) as written by ``text()``."""
+    prog = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        op, *kvs = line.split()
+        args, wait, signal = {}, 0, 0
+        for kv in kvs:
+            if "=" not in kv:
+                raise IsaError(f"line {lineno}: expected field=value, got {kv!r}")
+            k, v = kv.split("=", 1)
+            try:
+                if k == "wait":
+                    wait = parse_mask(v)
+                elif k == "signal":
+                    signal = parse_mask(v)
+                else:
+                    args[k] = int(v, 0)
+            except ValueError:
+                raise IsaError(f"line {lineno}: bad value {v!r} for {k}") from None
+        try:
+            prog.append(make(op, wait, signal, **args))
+        except IsaError as e:
+            raise IsaError(f"line {lineno}: {e}") from None
+    return prog
+
+
+__all__ = ["INSTR_BYTES", "Engine", "OPCODES", "BY_CODE", "Instruction", "make", "encode",
+           "decode", "encode_program", "decode_program", "assemble", "check_ranges"]
