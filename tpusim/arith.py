@@ -8,7 +8,10 @@ RoundingDivideByPOT) and TFLite ``kernels/internal/quantization_util.cc`` (Quant
 Rounding used (documented because it matters for 1-LSB agreement): the multiplier is rounded
 half away from zero to Q31; the product is rounded by SRDHM (half up, away from zero for
 negatives) and then again by RoundingDivideByPOT (half away from zero) - gemmlowp's *double*
-rounding, which differs from exact ties-to-even rounding by at most 1 LSB.
+rounding. SRDHM rounds ties toward +infinity (0.5 -> 1, -0.5 -> 0). The double rounding
+differs from exact rounding by at most 1 LSB, and NOT only on ties: even a power-of-two
+multiplier 2**-k with k >= 2 is inexact (requant(1, 0.25) == 1, exact 0.25 -> 0), because SRDHM
+by 2**30 first rounds x/2 up. Multipliers 2**j with j >= -1 are exact (ties toward +infinity).
 
 All array arguments are integer numpy arrays (any int dtype); results are int64 unless stated.
 """
@@ -67,7 +70,7 @@ def _trunc_div_pow2(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def srdhm(a, b) -> np.ndarray:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values: round(a*b / 2**31).
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values: a*b / 2**31, ties toward +inf.
 
     INT32_MAX if a == b == INT32_MIN; else ab = a*b (int64), nudge = 2**30 if ab >= 0 else
     1 - 2**30, result (ab + nudge) / 2**31 truncated toward zero.

@@ -1,0 +1,207 @@
+"""tpusim.arith: gemmlowp fixed-point arithmetic, hand-checked values and exact-rational checks."""
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from tpusim import arith
+from tpusim.arith import (INT32_MAX, INT32_MIN, add_int8, matmul_acc, pool_avg, quantize_multiplier,
+                          rdbpot, requant, requant_conv, sat32, srdhm)
+
+
+# ---- quantize_multiplier -------------------------------------------------------------------
+@pytest.mark.parametrize("real, expect", [
+    (0.5, (2 ** 30, 0)),
+    (0.25, (2 ** 30, -1)),
+    (1.0, (2 ** 30, 1)),
+    (1.5, (3 * 2 ** 29, 1)),
+    (3.0, (3 * 2 ** 29, 2)),
+    (1000.0, (round(1000 / 1024 * 2 ** 31), 10)),
+    (0.75, (3 * 2 ** 29, 0)),
+    (2.0 ** -32, (2 ** 30, -31)),
+])
+def test_quantize_multiplier_hand_values(real, expect):
+    assert quantize_multiplier(real) == expect
+
+
+@pytest.mark.parametrize("real", [0.0, 1e-40, 5e-324, 2.0 ** -33, 2.0 ** -32 * 0.999])
+def test_quantize_multiplier_tiny_flushes_to_zero(real):
+    assert quantize_multiplier(real) == (0, 0)
+
+
+def test_quantize_multiplier_rounds_up_to_next_power():
+    # f*2**31 rounds to 2**31 -> halve and bump the exponent
+    real = (2 ** 31 - 0.4) / 2 ** 31 * 0.5       # just below 0.5
+    assert quantize_multiplier(real) == (2 ** 30, 0)
+
+
+def test_quantize_multiplier_half_away_tie():
+    real = (2 ** 30 + 0.5) / 2 ** 31             # f*2**31 = 2**30 + 0.5 exactly
+    assert quantize_multiplier(real) == (2 ** 30 + 1, 0)
+
+
+@pytest.mark.parametrize("real", [2.0 ** 30, 2.0 ** 31, 1e12, (2 ** 31 - 0.4) / 2])
+def test_quantize_multiplier_too_large_raises(real):
+    with pytest.raises(ValueError, match="unsupported"):
+        quantize_multiplier(real)
+
+
+@pytest.mark.parametrize("real", [float("nan"), float("inf"), -0.5])
+def test_quantize_multiplier_bad_values_raise(real):
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        quantize_multiplier(real)
+
+
+def test_quantize_multiplier_ranges_random():
+    rng = np.random.default_rng(1)
+    for real in np.exp(rng.uniform(math.log(2.0 ** -32), math.log(2.0 ** 30 * 0.99), 2000)):
+        m, s = quantize_multiplier(real)
+        assert 2 ** 30 <= m <= 2 ** 31 - 1 and -31 <= s <= 30
+        assert abs(m * 2.0 ** (s - 31) - real) <= real * 2.0 ** -30
+
+
+# ---- primitives ----------------------------------------------------------------------------
+def test_sat32():
+    x = np.array([2 ** 40, -(2 ** 40), 5, INT32_MAX + 1, INT32_MIN - 1])
+    assert sat32(x).tolist() == [INT32_MAX, INT32_MIN, 5, INT32_MAX, INT32_MIN]
+
+
+def test_srdhm_hand_values():
+    assert srdhm(INT32_MIN, INT32_MIN) == INT32_MAX
+    assert srdhm(1, 2 ** 30) == 1          # 0.5 -> 1 (tie up)
+    assert srdhm(-1, 2 ** 30) == 0         # -0.5 -> 0 (tie toward +inf)
+    assert srdhm(3, 2 ** 30) == 2          # 1.5 -> 2
+    assert srdhm(-3, 2 ** 30) == -1        # -1.5 -> -1
+    assert srdhm(100, 2 ** 31 - 1) == 100
+    assert srdhm(INT32_MIN, INT32_MAX) == -(2 ** 31 - 1)
+    assert srdhm(INT32_MAX, INT32_MAX) == INT32_MAX - 1
+
+
+def test_rdbpot_hand_values():
+    x = np.array([5, 6, 7, -5, -6, -7, 4, -4, 0])
+    # x / 4: 1.25 1.5 1.75 -1.25 -1.5 -1.75 1 -1 0 -> half away from zero
+    assert rdbpot(x, 2).tolist() == [1, 2, 2, -1, -2, -2, 1, -1, 0]
+    assert rdbpot(x, 0).tolist() == x.tolist()
+    assert rdbpot(np.array([INT32_MIN, INT32_MAX]), 31).tolist() == [-1, 1]
+    with pytest.raises(ValueError, match="32"):
+        rdbpot(1, 32)
+
+
+def _exact(x: int, m: int, s: int) -> Fraction:
+    return Fraction(x) * m * Fraction(2) ** (s - 31)
+
+
+def _round_half_up(q: Fraction) -> int:
+    return math.floor(q + Fraction(1, 2))
+
+
+def test_requant_vs_exact_rational_random():
+    rng = np.random.default_rng(7)
+    x = rng.integers(-2 ** 20, 2 ** 20, 400)
+    for real in [0.0123, 0.05, 0.3, 0.999, 1.7, 37.0, 1e-6]:
+        m, s = quantize_multiplier(real)
+        y = requant(x, m, s)
+        exact = [_round_half_up(_exact(int(v), m, s)) for v in x]
+        diff = np.abs(y - np.array(exact))
+        assert diff.max() <= 1, (real, diff.max())
+
+
+@pytest.mark.parametrize("j", [-1, 0, 1, 3, 10])
+def test_requant_power_of_two_exact(j):
+    rng = np.random.default_rng(j + 100)
+    x = rng.integers(-2 ** 19, 2 ** 19, 1000)
+    m, s = quantize_multiplier(2.0 ** j)
+    y = requant(x, m, s)
+    exact = [_round_half_up(Fraction(int(v)) * Fraction(2) ** j) for v in x]
+    assert y.tolist() == exact
+
+
+def test_requant_small_power_of_two_double_rounding_documented():
+    # gemmlowp double rounding: 1 * 0.25 -> SRDHM gives round(0.5) = 1, then RDBPOT(1, 1) = 1
+    m, s = quantize_multiplier(0.25)
+    assert requant(1, m, s) == 1
+    x = np.arange(-4096, 4096)
+    diff = requant(x, m, s) - np.floor(x / 4 + 0.5)
+    assert np.abs(diff).max() == 1
+
+
+def test_requant_left_shift_saturates():
+    m, s = quantize_multiplier(1000.0)
+    assert requant(2 ** 30, m, s) == srdhm(INT32_MAX, m) >> 0
+
+
+def test_requant_per_channel_broadcast():
+    x = np.array([[100, 100], [-100, -100]])
+    (m0, s0), (m1, s1) = quantize_multiplier(0.5), quantize_multiplier(2.0)
+    y = requant(x, np.array([m0, m1]), np.array([s0, s1]))
+    assert y.tolist() == [[50, 200], [-50, -200]]
+
+
+def test_requant_zero_multiplier():
+    assert requant(np.array([123456, -5]), 0, 0).tolist() == [0, 0]
+
+
+# ---- output stages -------------------------------------------------------------------------
+def test_requant_conv_relu_and_clamp():
+    m, s = quantize_multiplier(0.5)
+    acc = np.array([[0, 10, -10, 1000, -1000]], dtype=np.int32).T.repeat(2, axis=1)
+    y = requant_conv(acc, np.array([0, 4]), np.array([m, m]), np.array([s, s]), zp=3,
+                     relu=False)
+    assert y.dtype == np.int8
+    assert y[:, 0].tolist() == [3, 8, -2, 127, -128]
+    assert y[:, 1].tolist() == [5, 10, 0, 127, -128]
+    yr = requant_conv(acc, np.array([0, 4]), np.array([m, m]), np.array([s, s]), zp=3, relu=True)
+    assert yr[:, 0].tolist() == [3, 8, 3, 127, 3]
+
+
+def test_requant_conv_bias_saturates():
+    m, s = quantize_multiplier(2.0 ** -24)
+    y = requant_conv(np.array([[INT32_MAX]]), np.array([INT32_MAX]), np.array([m]), np.array([s]),
+                     0, False)
+    assert y[0, 0] == 127      # sat32(2**32-2) = INT32_MAX -> 128 -> clamp 127
+
+
+def test_pool_avg():
+    m, s = quantize_multiplier(1.0 / 4)
+    sums = np.array([4 * 10, 4 * 10 + 2, -4 * 200])
+    y = pool_avg(sums, 4, 10, m, s, -5)
+    assert y.dtype == np.int8
+    assert y.tolist() == [-5, -4, -128]
+
+
+def test_add_int8_matches_float():
+    rng = np.random.default_rng(3)
+    s_a, s_b, s_o = 0.02, 0.05, 0.06
+    zp_a, zp_b, zp_o = 5, -7, -10
+    (ma, sa), (mb, sb), (mo, so) = arith.add_multipliers(s_a, s_b, s_o)
+    a = rng.integers(-128, 128, 5000).astype(np.int8)
+    b = rng.integers(-128, 128, 5000).astype(np.int8)
+    y = add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu=False)
+    ai, bi = a.astype(int), b.astype(int)
+    ref = np.clip(np.round(((ai - zp_a) * s_a + (bi - zp_b) * s_b) / s_o) + zp_o, -128, 127)
+    assert np.abs(y.astype(int) - ref).max() <= 1
+    yr = add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu=True)
+    assert yr.min() >= zp_o
+
+
+def test_add_int8_hand_value():
+    (ma, sa), (mb, sb), (mo, so) = arith.add_multipliers(1.0, 1.0, 1.0)
+    assert add_int8(np.int8(3), np.int8(4), 0, ma, sa, 0, mb, sb, 0, mo, so, False) == 7
+    assert add_int8(np.int8(100), np.int8(100), 0, ma, sa, 0, mb, sb, 0, mo, so, False) == 127
+
+
+def test_matmul_acc_exact_and_wraps():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (7, 300)).astype(np.int8)
+    w = rng.integers(-128, 128, (300, 5)).astype(np.int8)
+    ref = x.astype(np.int64) @ w.astype(np.int64)
+    out = matmul_acc(x, w)
+    assert out.dtype == np.int32 and (out == ref).all()
+    # wrap-around: 140000 * (-128 * -128) = 2293760000 > INT32_MAX
+    k = 140000
+    xb = np.full((1, k), -128, np.int8)
+    wb = np.full((k, 1), -128, np.int8)
+    assert matmul_acc(xb, wb)[0, 0] == np.int64(k * 16384 - 2 ** 32)
+    with pytest.raises(ValueError, match="do not match"):
+        matmul_acc(x, x)
