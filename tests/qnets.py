@@ -1,0 +1,109 @@
+"""Small ONNX test networks built with onnx.helper (seeded), shared by the compiler tests."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def make_model(nodes, inits: dict, in_shape, out_name, out_shape, opset=13, in_name="x"):
+    """Model with float32 input `in_name` of in_shape and one float32 output."""
+    g = helper.make_graph(
+        nodes, "t", [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, list(in_shape))],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, list(out_shape) if out_shape else None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def conv_w(rng, cout, cin, k):
+    return (rng.normal(0, np.sqrt(2.0 / (cin * k * k)), (cout, cin, k, k))).astype(np.float32)
+
+
+def bn_params(rng, c, prefix):
+    return {f"{prefix}_g": rng.uniform(0.5, 1.5, c).astype(np.float32),
+            f"{prefix}_b": rng.normal(0, 0.2, c).astype(np.float32),
+            f"{prefix}_m": rng.normal(0, 0.2, c).astype(np.float32),
+            f"{prefix}_v": rng.uniform(0.5, 1.5, c).astype(np.float32)}
+
+
+def bn_node(inp, out, prefix, name):
+    return helper.make_node("BatchNormalization", [inp] + [f"{prefix}_{s}" for s in "gbmv"], [out],
+                            name=name, epsilon=1e-5)
+
+
+def conv_bn_relu(seed=0):
+    """Conv 3x3 pad 1 (no bias) + BN + Relu: x [1,3,16,16] -> y [1,8,16,16]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 3), **bn_params(rng, 8, "bn")}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             bn_node("c", "b", "bn", "bn"), helper.make_node("Relu", ["b"], ["y"], name="relu")]
+    return make_model(nodes, inits, (1, 3, 16, 16), "y", (1, 8, 16, 16))
+
+
+def conv_stride2(seed=0):
+    """Conv 5x5 stride 2, asymmetric pads (2,1,1,2), with bias, no relu: [1,4,15,13] -> y."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 6, 4, 5), "bias": rng.normal(0, 0.3, 6).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["y"], name="conv", kernel_shape=[5, 5],
+                              strides=[2, 2], pads=[2, 1, 1, 2])]
+    return make_model(nodes, inits, (1, 4, 15, 13), "y", None)
+
+
+def conv_maxpool(seed=0):
+    """Conv 1x1 + MaxPool 3x3 s2 p1 (ResNet stem pooling): [1,3,14,14] -> [1,8,7,7]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 1), "bias": rng.normal(0, 0.3, 8).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1])]
+    return make_model(nodes, inits, (1, 3, 14, 14), "y", None)
+
+
+def conv_avgpool(seed=0, global_pool=False):
+    """Conv 3x3 + Relu + AveragePool 2x2 s2 (or GlobalAveragePool): [1,3,12,12] -> y."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 3), "bias": rng.normal(0, 0.3, 8).astype(np.float32)}
+    pool = (helper.make_node("GlobalAveragePool", ["r"], ["y"], name="pool") if global_pool else
+            helper.make_node("AveragePool", ["r"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+    nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"), pool]
+    return make_model(nodes, inits, (1, 3, 12, 12), "y", None)
+
+
+def residual_add(seed=0, relu=True):
+    """Two conv branches with ~6x different output ranges, Add (+ Relu): [1,4,8,8] -> [1,8,8,8]."""
+    rng = np.random.default_rng(seed)
+    inits = {"wa": conv_w(rng, 8, 4, 3), "wb": conv_w(rng, 8, 4, 1) * 6.0}
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b", kernel_shape=[1, 1]),
+             helper.make_node("Add", ["a", "b"], ["s" if relu else "y"], name="add")]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["y"], name="relu"))
+    return make_model(nodes, inits, (1, 4, 8, 8), "y", None)
+
+
+def gemm_head(seed=0, trans_b=1, softmax=False):
+    """Conv + Relu + GlobalAveragePool + Flatten + Gemm (+ Softmax): [1,3,8,8] -> [1,10]."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(0, np.sqrt(2 / 16), (10, 16)).astype(np.float32)
+    inits = {"w": conv_w(rng, 16, 3, 3), "fw": w if trans_b else w.T.copy(),
+             "fb": rng.normal(0, 0.1, 10).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat", axis=1),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["logits"], name="fc", transB=trans_b)]
+    out = "logits"
+    if softmax:
+        nodes.append(helper.make_node("Softmax", ["logits"], ["prob"], name="sm", axis=1))
+        out = "prob"
+    return make_model(nodes, inits, (1, 3, 8, 8), out, (1, 10))
+
+
+def inputs(shape, n, seed=1):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(n)]
+
+
+def in_shape(model: onnx.ModelProto) -> tuple:
+    return tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)

@@ -1,0 +1,130 @@
+"""DDR memory plan: activation buffers (liveness-based reuse), constants, code.
+
+Map (byte addresses, 40-bit): activation buffers from 0 up, then the constant blob (weight tiles
+and requant tables), then the code at a burst-aligned address. Every buffer starts on a multiple
+of the DDR granule G = max(W, 32); buffers of at least one burst start on a burst boundary.
+
+Reuse: a tensor's buffer is free after the last op that reads it (graph outputs and inputs are
+never freed). A freed buffer is reused, without splitting, by a later tensor that fits:
+* a tensor with no border (no consumer pads it) takes the smallest free borderless buffer that
+  fits;
+* a tensor with a border (filled once by the FILL section with its pad value) only takes a free
+  buffer of exactly the same geometry and pad value: earlier occupants wrote only the interior,
+  so the border still holds the fill.
+CompileError if the footprint passes 2^40 bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tpusim.config import HwConfig
+from tpusim.errors import CompileError
+from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
+from tpucompile.qgraph import QGraph, op_inputs
+
+ADDR_LIMIT = 1 << 40
+
+
+@dataclass
+class Buffer:
+    id: int
+    addr: int
+    size: int
+    key: tuple | None          # geometry key for bordered buffers, None for the general pool
+    tensors: list = field(default_factory=list)
+    pad_value: int | None = None
+
+
+@dataclass
+class MemPlan:
+    buffers: list
+    act_end: int
+    const_addr: int = 0
+    const_size: int = 0
+    code_addr: int = 0
+    code_size: int = 0
+    fills: list = field(default_factory=list)
+
+    @property
+    def footprint(self) -> int:
+        return self.code_addr + self.code_size
+
+
+class _Bump:
+    def __init__(self, cfg: HwConfig, top: int = 0):
+        self.top = top
+        self.g = ddr_granule(cfg)
+        self.bb = cfg.dma_burst_bytes
+
+    def take(self, size: int) -> int:
+        a = round_up(self.top, self.bb if size >= self.bb else self.g)
+        self.top = a + size
+        return a
+
+
+def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig) -> MemPlan:
+    """Assign ddr_addr/buf_id to every ActLayout (in place). Returns the plan (code not placed)."""
+    n = len(qg.ops)
+    last = {name: -2 for name in lays}
+    for i, op in enumerate(qg.ops):
+        for t in op_inputs(op):
+            last[t] = max(last[t], i)
+    pinned = set(qg.inputs) | {qg.resolve(o) for o in qg.outputs}
+    for t in pinned:
+        last[t] = n + 1
+    bump = _Bump(cfg)
+    bufs: list[Buffer] = []
+    free: list[Buffer] = []
+
+    def alloc(lay: ActLayout):
+        key = lay.geometry() if lay.has_border else None
+        best = None
+        for b in free:
+            if b.key == key and b.size >= lay.size and (best is None or b.size < best.size):
+                best = b
+        if best is not None:
+            free.remove(best)
+            b = best
+        else:
+            b = Buffer(len(bufs), bump.take(lay.size), lay.size, key, pad_value=lay.pad_value)
+            bufs.append(b)
+            if bump.top > ADDR_LIMIT:
+                raise CompileError(f"DDR footprint passes 2^40 bytes at tensor {lay.name!r} "
+                                   f"({lay.size} bytes at {b.addr:#x}): the model does not fit the "
+                                   f"40-bit address space")
+        b.tensors.append(lay.name)
+        lay.ddr_addr, lay.buf_id = b.addr, b.id
+
+    for t in qg.inputs:
+        alloc(lays[t])
+    for i, op in enumerate(qg.ops):
+        alloc(lays[op.out])
+        for t in set(op_inputs(op)):
+            if last[t] == i:
+                b = bufs[lays[t].buf_id]
+                free.append(b)
+        if last.get(op.out) == -2:      # never read and not an output: free at once
+            free.append(bufs[lays[op.out].buf_id])
+    plan = MemPlan(bufs, bump.top)
+    for b in bufs:
+        if b.pad_value is not None:
+            plan.fills.append({"addr": b.addr, "size": b.size, "value": int(b.pad_value)})
+    return plan
+
+
+def place_consts(plan: MemPlan, const_size: int, cfg: HwConfig) -> int:
+    bump = _Bump(cfg, plan.act_end)
+    plan.const_addr = round_up(bump.top, cfg.dma_burst_bytes)
+    plan.const_size = const_size
+    if plan.const_addr + const_size > ADDR_LIMIT:
+        raise CompileError(f"DDR footprint passes 2^40 bytes: constants of {const_size} bytes at "
+                           f"{plan.const_addr:#x}")
+    return plan.const_addr
+
+
+def place_code(plan: MemPlan, code_size: int, cfg: HwConfig) -> int:
+    plan.code_addr = round_up(plan.const_addr + plan.const_size, cfg.dma_burst_bytes)
+    plan.code_size = code_size
+    if plan.footprint > ADDR_LIMIT:
+        raise CompileError(f"DDR footprint {plan.footprint} bytes passes 2^40 (code at {plan.code_addr:#x})")
+    return plan.code_addr

@@ -1,0 +1,38 @@
+"""Fold BatchNormalization into the preceding Conv (constant weights, single consumer).
+
+s = gamma / sqrt(var + eps);  W'[n] = W[n] * s[n];  b' = (b - mean) * s + beta.
+The Conv takes over the BN's output name. A BN not after such a Conv is left (and refused later).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tpucompile.ir import Graph, consumers, producers, prune
+
+NAME = "fold_batchnorm"
+
+
+def run(graph: Graph) -> Graph:
+    prod, cons = producers(graph), consumers(graph)
+    drop = set()
+    for bn in graph.nodes:
+        if bn.op != "BatchNormalization":
+            continue
+        conv = prod.get(bn.inputs[0])
+        params = [graph.const(i) for i in bn.inputs[1:5]]
+        if (conv is None or conv.op != "Conv" or len(cons.get(bn.inputs[0], [])) != 1
+                or any(p is None for p in params) or graph.const(conv.inputs[1]) is None
+                or bn.inputs[0] in graph.outputs):
+            continue
+        gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+        w = graph.const(conv.inputs[1]).astype(np.float64)
+        b = graph.const(conv.inputs[2]).astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] \
+            else np.zeros(w.shape[0])
+        s = gamma / np.sqrt(var + bn.attrs["epsilon"])
+        wname = graph.add_const(f"{conv.name}__w_bn", (w * s[:, None, None, None]).astype(np.float32))
+        bname = graph.add_const(f"{conv.name}__b_bn", ((b - mean) * s + beta).astype(np.float32))
+        conv.inputs = [conv.inputs[0], wname, bname]
+        conv.outputs = [bn.outputs[0]]
+        drop.add(id(bn))
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return prune(graph)

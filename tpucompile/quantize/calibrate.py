@@ -1,0 +1,44 @@
+"""Calibration: per-tensor float min/max of chosen tensors, measured with onnxruntime.
+
+The original ONNX model is run with the requested intermediate tensors added as graph outputs
+(the compiler's passes keep ONNX tensor names, see ``ir.Tensor.onnx_name``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from tpusim.errors import CompileError
+
+__all__ = ["calibrate", "session_with_outputs"]
+
+
+def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
+    """An onnxruntime CPU session of `model` whose outputs are exactly `names` (float32)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.output[:]
+    for n in names:
+        m.graph.output.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, None))
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def calibrate(model: onnx.ModelProto, images, names) -> dict:
+    """Run `model` on every image (float32 NCHW arrays) and return {name: (min, max)} (floats)
+    over all images for each ONNX tensor in `names`. Raises CompileError if `images` is empty."""
+    names = list(dict.fromkeys(names))
+    if len(images) == 0:
+        raise CompileError("calibration needs at least one image, got 0")
+    sess = session_with_outputs(model, names)
+    inp = sess.get_inputs()[0].name
+    lo = {n: np.inf for n in names}
+    hi = {n: -np.inf for n in names}
+    for x in images:
+        for n, v in zip(names, sess.run(names, {inp: np.asarray(x, np.float32)})):
+            lo[n] = min(lo[n], float(v.min()))
+            hi[n] = max(hi[n], float(v.max()))
+    return {n: (lo[n], hi[n]) for n in names}

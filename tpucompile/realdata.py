@@ -1,0 +1,160 @@
+"""Real inputs for end-to-end tests: ResNet-50 with seeded synthetic weights, real photographs.
+
+Weights. The onnx wheel ships the real ResNet-50 graph (``light_resnet50.onnx``, opset 9) whose
+weights are placeholders (ConstantOfShape of 0.02). ``resnet50_model(seed)`` replaces every
+parameter with a constant initializer drawn from ``numpy.random.default_rng(seed)``, visiting
+parameters in graph order (so the same seed always gives the same model):
+
+* Conv weights [Cout, Cin, kh, kw]: He-normal, std = sqrt(2 / (Cin*kh*kw)).
+* Gemm weight [1000, 2048]: He-normal, std = sqrt(2 / 2048); bias ~ N(0, 0.01).
+* BatchNorm: gamma ~ U(0.5, 1.0), for the last BN of each residual branch (``*_branch2c_bn``)
+  additionally multiplied by U(0.2, 0.5) so the residual stream stays bounded;
+  beta ~ N(0, 0.05); mean ~ N(0, 0.1); var ~ U(0.5, 1.5).
+
+Images. ``images()`` uses photographs shipped with scikit-image (astronaut, chelsea, coffee,
+rocket) and scikit-learn (china, flower): resize so the shorter side is ``size*256/224``, crop,
+scale to [0, 1], normalise with the ImageNet mean/std, layout NCHW float32 [1, 3, H, W].
+``test_image()`` is the astronaut centre crop; ``calibration_images(n)`` come only from the *other*
+photographs (centre crop first, then the four corner crops of each), so they are disjoint from the
+test image.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+__all__ = ["LIGHT_RESNET50", "resnet50_model", "resnet50_modern", "images", "test_image",
+           "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
+
+LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+TEST_PHOTO = "astronaut"
+CALIB_PHOTOS = ("chelsea", "coffee", "rocket", "china", "flower")
+
+
+def _param(rng, name: str, shape: tuple, role: str) -> np.ndarray:
+    if role == "w":
+        fan_in = int(np.prod(shape[1:]))
+        return rng.normal(0.0, np.sqrt(2.0 / fan_in), shape)
+    if role == "b":
+        return rng.normal(0.0, 0.01, shape)
+    if role == "gamma":
+        g = rng.uniform(0.5, 1.0, shape)
+        return g * rng.uniform(0.2, 0.5, shape) if "branch2c_bn" in name else g
+    if role == "beta":
+        return rng.normal(0.0, 0.05, shape)
+    if role == "mean":
+        return rng.normal(0.0, 0.1, shape)
+    return rng.uniform(0.5, 1.5, shape)
+
+
+def resnet50_model(seed: int = 0) -> onnx.ModelProto:
+    """light_resnet50 (opset 9) with seeded synthetic weights as initializers (see module doc).
+
+    Input ``gpu_0/data_0`` float32 [1, 3, 224, 224]; output ``gpu_0/softmax_1`` [1, 1000];
+    the pre-softmax logits are tensor ``r174``.
+    """
+    m = onnx.load(str(LIGHT_RESNET50))
+    g = m.graph
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    cos = {n.output[0]: n for n in g.node if n.op_type == "ConstantOfShape"}
+    roles = {}
+    for n in g.node:
+        if n.op_type == "Conv":
+            roles[n.input[1]] = "w"
+        elif n.op_type == "Gemm":
+            roles[n.input[1]], roles[n.input[2]] = "w", "b"
+        elif n.op_type == "BatchNormalization":
+            for nm, r in zip(n.input[1:5], ("gamma", "beta", "mean", "var")):
+                roles[nm] = r
+    rng = np.random.default_rng(seed)
+    new_inits = []
+    for name, role in roles.items():
+        shape = tuple(int(d) for d in inits[cos[name].input[0]]) if name in cos else inits[name].shape
+        new_inits.append(numpy_helper.from_array(_param(rng, name, shape, role).astype(np.float32), name))
+    keep = [n for n in g.node if n.op_type != "ConstantOfShape"]
+    used = {i for n in keep for i in n.input}
+    extra = [i for i in g.initializer if i.name in used and i.name not in roles]
+    data = [i for i in g.input if i.name == "gpu_0/data_0"]
+    graph = helper.make_graph(keep, "resnet50_synthetic", data, list(g.output), extra + new_inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    return model
+
+
+def resnet50_modern(seed: int = 0) -> onnx.ModelProto:
+    """The same network and weights re-exported as opset 13: Sum -> Add, the 7x7 AveragePool ->
+    GlobalAveragePool, Reshape -> Flatten(axis=1), Softmax(axis=1)."""
+    old = resnet50_model(seed).graph
+    nodes = []
+    for n in old.node:
+        if n.op_type == "Sum":
+            nodes.append(helper.make_node("Add", list(n.input), list(n.output), name=n.name))
+        elif n.op_type == "AveragePool":
+            nodes.append(helper.make_node("GlobalAveragePool", [n.input[0]], list(n.output), name=n.name))
+        elif n.op_type == "Reshape":
+            nodes.append(helper.make_node("Flatten", [n.input[0]], list(n.output), name=n.name, axis=1))
+        elif n.op_type == "Softmax":
+            nodes.append(helper.make_node("Softmax", [n.input[0]], list(n.output), name=n.name, axis=1))
+        else:
+            nodes.append(n)
+    used = {i for n in nodes for i in n.input}
+    inits = [i for i in old.initializer if i.name in used]
+    graph = helper.make_graph(nodes, "resnet50_synthetic_opset13", list(old.input), list(old.output), inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _photo(name: str) -> np.ndarray:
+    if name in ("china", "flower"):
+        from sklearn.datasets import load_sample_images
+        ds = load_sample_images()
+        return next(img for img, fn in zip(ds.images, ds.filenames) if Path(fn).stem == name)
+    import skimage.data
+    return getattr(skimage.data, name)()
+
+
+def _crop(img: np.ndarray, h: int, w: int, where: str) -> np.ndarray:
+    """uint8 HxWx3 photo -> float32 [1, 3, h, w] ImageNet-normalised crop at `where`."""
+    from skimage.transform import resize
+    scale = max(h, w) * 256.0 / 224.0 / min(img.shape[:2])
+    rh = max(h, int(round(img.shape[0] * scale)))
+    rw = max(w, int(round(img.shape[1] * scale)))
+    r = resize(img, (rh, rw), anti_aliasing=True, preserve_range=True).astype(np.float32) / 255.0
+    oy = {"c": (rh - h) // 2, "tl": 0, "tr": 0, "bl": rh - h, "br": rh - h}[where]
+    ox = {"c": (rw - w) // 2, "tl": 0, "bl": 0, "tr": rw - w, "br": rw - w}[where]
+    x = (r[oy:oy + h, ox:ox + w, :3] - IMAGENET_MEAN) / IMAGENET_STD
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[None]).astype(np.float32)
+
+
+def images(size=224) -> dict:
+    """Centre crops of every photo: name -> float32 [1, 3, H, W] (size int or (H, W))."""
+    h, w = (size, size) if np.isscalar(size) else size
+    return {n: _crop(_photo(n), h, w, "c") for n in (TEST_PHOTO,) + CALIB_PHOTOS}
+
+
+def test_image(size=224) -> np.ndarray:
+    """The astronaut photograph, centre crop, float32 [1, 3, H, W] ImageNet-normalised."""
+    h, w = (size, size) if np.isscalar(size) else size
+    return _crop(_photo(TEST_PHOTO), h, w, "c")
+
+
+test_image.__test__ = False  # not a pytest test
+
+
+def calibration_images(n: int = 8, size=224) -> list:
+    """n crops (float32 [1, 3, H, W]) from photos other than the test image: the centre crops of
+    chelsea, coffee, rocket, china, flower, then their tl/tr/bl/br corner crops (max 25)."""
+    h, w = (size, size) if np.isscalar(size) else size
+    order = [(p, c) for c in ("c", "tl", "tr", "bl", "br") for p in CALIB_PHOTOS]
+    if not 1 <= n <= len(order):
+        raise ValueError(f"calibration_images: n must be in [1, {len(order)}], got {n}")
+    photos = {p: _photo(p) for p in CALIB_PHOTOS}
+    return [_crop(photos[p], h, w, c) for p, c in order[:n]]

@@ -1,0 +1,162 @@
+"""`make cosim MODEL=…`: compile a real ONNX model, run golden, SimPy and RTL, print the verdict.
+
+    python -m tpusim.cosim --model resnet50 [--hw seed] [--out runs/resnet50-seed] [--no-rtl]
+
+Steps (each timed): compile (front end, int8 calibration on real images, back end) → FP32
+reference (onnxruntime) → golden int8 (numpy, every layer) → SimPy model → RTL build (cached) →
+RTL run (Verilator + cocotb). Exit status 0 only when every output element agrees on all three
+sides and the SimPy and RTL retire traces are identical; 1 on a mismatch; 2 on a user error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tpusim.config import load_config
+from tpusim.errors import TpuError
+from tpusim.verdict import Verdict, count_mismatch, first_retire_difference, render
+
+
+def _progress():
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+
+
+def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
+    a = logits_q.reshape(-1).astype(np.float64)
+    b = logits_f.reshape(-1).astype(np.float64)
+    cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+    t5a, t5b = np.argsort(-a)[:5], np.argsort(-b)[:5]
+    return {"cosine": cos, "top1_int8": int(t5a[0]), "top1_fp32": int(t5b[0]),
+            "top1_agree": bool(t5a[0] == t5b[0]), "top5_overlap": int(len(set(t5a) & set(t5b))),
+            "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))}
+
+
+def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = None,
+        calib: int = 4, input_hw: int | None = None, waves: bool = False) -> Verdict:
+    from tpucompile import driver
+    from tpucompile import realdata, golden, fp32
+    from tpusim.sim import run_binary
+
+    cfg = load_config(hw)
+    out.mkdir(parents=True, exist_ok=True)
+    v = Verdict(model=model, config=cfg.name, pes=cfg.pes)
+    with _progress() as prog:
+        task = prog.add_task("compile", total=None)
+        t = time.perf_counter()
+        onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw)
+        res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir")
+        res.binary.write(out / f"{model}.tpubin")
+        v.times_s["compile"] = time.perf_counter() - t
+        qg = res.qgraph
+
+        prog.update(task, description="FP32 reference (onnxruntime)")
+        t = time.perf_counter()
+        logits_f = fp32.run_fp32(onnx_model, x_float)
+        v.times_s["fp32"] = time.perf_counter() - t
+
+        prog.update(task, description="golden int8 (numpy, layer by layer)")
+        t = time.perf_counter()
+        x_q = golden.quantize_input(qg, x_float)
+        gold = golden.run_golden(qg, x_q)
+        v.times_s["golden"] = time.perf_counter() - t
+        np.save(out / "input_q.npy", x_q)
+
+        prog.update(task, description="SimPy model")
+        in_name = res.binary.inputs[0].name
+        t = time.perf_counter()
+        sim = run_binary(res.binary, cfg, {in_name: x_q}, keep_ddr=True)
+        v.times_s["simpy"] = time.perf_counter() - t
+        v.cycles_simpy = sim.cycles
+        v.simpy_cycles_per_s = sim.cycles / max(v.times_s["simpy"], 1e-9)
+        v.counters = dict(sim.counters)
+
+        # every layer output the binary keeps in DDR, golden vs SimPy
+        for desc in driver.layer_tensors(res.binary):
+            g = gold.get(qg.resolve(desc.name)) if hasattr(qg, "resolve") else gold.get(desc.name)
+            if g is None:
+                continue
+            s = desc.from_blocked(sim.read_ddr(desc.ddr_addr, desc.size_bytes))
+            v.layers_compared += 1
+            n = count_mismatch(g, s)
+            if n:
+                v.layer_mismatches[desc.name] = n
+
+        rtl_res = None
+        if rtl:
+            from cocotb_tests.harness import run_rtl
+            prog.update(task, description="RTL build + run (Verilator, cocotb)")
+            rtl_res = run_rtl(out / f"{model}.tpubin", cfg, {in_name: x_q}, out / "rtl", waves=waves)
+            v.times_s["rtl_build"] = rtl_res.build_s
+            v.times_s["rtl_run"] = rtl_res.run_s
+            v.cycles_rtl = rtl_res.cycles
+            v.rtl_cycles_per_s = rtl_res.cycles / max(rtl_res.run_s, 1e-9)
+            v.first_retire_diff = first_retire_difference(sim.retire, rtl_res.retire)
+        else:
+            v.rtl_skipped = "--no-rtl"
+
+    for desc in res.binary.outputs:
+        g = gold[qg.resolve(desc.name)] if hasattr(qg, "resolve") else gold[desc.name]
+        s = sim.outputs[desc.name]
+        m = {"elements": int(g.size), "golden_vs_simpy": count_mismatch(g, s)}
+        if rtl_res is not None:
+            m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
+        v.mismatches[desc.name] = m
+        np.save(out / f"out_{desc.name}_simpy.npy", s)
+
+    # accuracy on the logits (dequantized device output vs FP32)
+    d0 = res.binary.outputs[0]
+    logits_q = (sim.outputs[d0.name].astype(np.float32) - d0.zero_point) * d0.scale
+    v.accuracy = _accuracy(logits_q, logits_f)
+    if qg.host_ops:
+        v.notes.append("host ops after the device: " + ", ".join(h["op"] for h in qg.host_ops)
+                       + " (no exponent unit on the chip); accuracy compares logits")
+
+    # utilisation and roofline
+    v.macs = int(res.binary.meta.get("macs", 0))
+    if v.cycles_simpy:
+        v.utilisation = v.macs / (v.cycles_simpy * cfg.pes)
+        c = v.counters
+        ddr_bytes = c.get("ddr_read_bytes", 0) + c.get("ddr_write_bytes", 0) + c.get("fetch_bytes", 0)
+        core_per_ddr = cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+        bw_bytes_per_core_cycle = cfg.ddr_beat_bytes * core_per_ddr
+        compute = v.macs / cfg.pes
+        memory = ddr_bytes / bw_bytes_per_core_cycle
+        v.roofline_cycles = max(compute, memory)
+        v.roofline_bound = "compute" if compute >= memory else "memory"
+        v.traffic = {"ddr_read": c.get("ddr_read_bytes", 0), "ddr_write": c.get("ddr_write_bytes", 0),
+                     "fetch": c.get("fetch_bytes", 0),
+                     "compulsory_read": int(res.binary.meta.get("compulsory_read_bytes", 0)),
+                     "compulsory_write": int(res.binary.meta.get("compulsory_write_bytes", 0))}
+    v.write(out / "verdict.json")
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="resnet50", help="resnet50, resnet50-modern, or a path to an .onnx file")
+    ap.add_argument("--hw", default="seed", help="hardware config name or YAML path")
+    ap.add_argument("--out", type=Path, default=None, help="run folder (default runs/<model>-<hw>)")
+    ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator RTL")
+    ap.add_argument("--calib", type=int, default=4, help="calibration images")
+    ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
+    ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
+    a = ap.parse_args(argv)
+    out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
+    try:
+        v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves)
+    except TpuError as e:
+        print(f"cosim: error: {e}", file=sys.stderr)
+        return 2
+    render(v)
+    print(f"verdict written to {out / 'verdict.json'}")
+    return 0 if v.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

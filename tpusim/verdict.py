@@ -1,0 +1,158 @@
+"""The co-simulation verdict: what `make cosim` prints and writes as JSON.
+
+Rows (docs in README.md): outputs, cycles, accuracy, time, utilisation, traffic. A verdict passes
+when no output element differs between golden, SimPy and RTL, and the SimPy and RTL cycle counts
+and per-instruction retire times are identical.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Verdict:
+    model: str
+    config: str
+    # outputs: per tensor name, mismatching elements between pairs of sides
+    mismatches: dict = field(default_factory=dict)     # {tensor: {"golden_vs_simpy": n, "simpy_vs_rtl": n, "elements": n}}
+    layers_compared: int = 0
+    layer_mismatches: dict = field(default_factory=dict)  # {tensor: n} golden vs SimPy, every layer
+    cycles_simpy: int | None = None
+    cycles_rtl: int | None = None
+    first_retire_diff: dict | None = None                 # {"index", "pc", "engine", "simpy_ps", "rtl_ps"}
+    accuracy: dict = field(default_factory=dict)          # cosine, top1_agree, top5_agree, ...
+    times_s: dict = field(default_factory=dict)           # compile, golden, simpy, rtl_build, rtl_run, fp32
+    simpy_cycles_per_s: float | None = None
+    rtl_cycles_per_s: float | None = None
+    macs: int = 0
+    pes: int = 0
+    utilisation: float | None = None
+    roofline_cycles: float | None = None
+    roofline_bound: str = ""
+    traffic: dict = field(default_factory=dict)           # ddr_read, ddr_write, fetch, compulsory_read, compulsory_write
+    counters: dict = field(default_factory=dict)
+    rtl_skipped: str = ""                                 # reason, if the RTL was not run
+    notes: list = field(default_factory=list)
+
+    @property
+    def outputs_ok(self) -> bool:
+        n = sum(v.get("golden_vs_simpy", 0) + v.get("simpy_vs_rtl", 0) for v in self.mismatches.values())
+        return n == 0 and sum(self.layer_mismatches.values()) == 0
+
+    @property
+    def cycles_ok(self) -> bool:
+        if self.rtl_skipped:
+            return True
+        return self.cycles_simpy == self.cycles_rtl and self.first_retire_diff is None
+
+    @property
+    def passed(self) -> bool:
+        return self.outputs_ok and self.cycles_ok
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["passed"] = self.passed
+        d["outputs_ok"] = self.outputs_ok
+        d["cycles_ok"] = self.cycles_ok
+        return d
+
+    def write(self, path: str | Path) -> None:
+        """Write the verdict JSON atomically (temporary file, then rename)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2, default=_jsonable))
+        os.replace(tmp, path)
+
+
+def _jsonable(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def count_mismatch(a: np.ndarray | None, b: np.ndarray | None) -> int:
+    """Number of differing elements; a shape mismatch counts every element of the larger."""
+    if a is None or b is None:
+        return -1
+    if a.shape != b.shape:
+        return max(a.size, b.size)
+    return int(np.count_nonzero(a != b))
+
+
+def first_retire_difference(simpy: list, rtl: list) -> dict | None:
+    """First instruction whose retire differs. Each list holds (pc, engine, time_ps) in retire order,
+    compared after sorting by (time, engine, pc) so that simultaneous retires compare equal."""
+    a = sorted(simpy, key=lambda r: (r[2], r[1], r[0]))
+    b = sorted(rtl, key=lambda r: (r[2], r[1], r[0]))
+    for i, (x, y) in enumerate(zip(a, b)):
+        if tuple(x) != tuple(y):
+            return {"index": i, "simpy": {"pc": x[0], "engine": x[1], "time_ps": x[2]},
+                    "rtl": {"pc": y[0], "engine": y[1], "time_ps": y[2]}}
+    if len(a) != len(b):
+        i = min(len(a), len(b))
+        return {"index": i, "simpy": list(a[i]) if i < len(a) else None,
+                "rtl": list(b[i]) if i < len(b) else None, "note": f"{len(a)} vs {len(b)} retires"}
+    return None
+
+
+def render(v: Verdict) -> None:
+    """Print the verdict table with rich."""
+    from rich.console import Console
+    from rich.table import Table
+
+    ok = "[green]PASS[/green]"
+    bad = "[red]FAIL[/red]"
+    t = Table(title=f"cosim verdict: {v.model} on '{v.config}'", show_lines=True)
+    t.add_column("row", style="bold")
+    t.add_column("result")
+    t.add_column("", justify="center")
+
+    gs = sum(m.get("golden_vs_simpy", 0) for m in v.mismatches.values())
+    sr = sum(m.get("simpy_vs_rtl", 0) for m in v.mismatches.values())
+    lm = sum(v.layer_mismatches.values())
+    elems = sum(m.get("elements", 0) for m in v.mismatches.values())
+    rtl_txt = f"SimPy vs RTL {sr}" if not v.rtl_skipped else f"RTL not run ({v.rtl_skipped})"
+    t.add_row("outputs", f"{elems} output elements: golden vs SimPy {gs}, {rtl_txt}; "
+                         f"{v.layers_compared} layer outputs golden vs SimPy: {lm} mismatching",
+              ok if v.outputs_ok else bad)
+    if v.rtl_skipped:
+        cyc = f"SimPy {v.cycles_simpy:,} (RTL not run)"
+    else:
+        diff = "none" if v.first_retire_diff is None else json.dumps(v.first_retire_diff)
+        cyc = f"SimPy {v.cycles_simpy:,} vs RTL {v.cycles_rtl:,}; first differing retire: {diff}"
+    t.add_row("cycles", cyc, ok if v.cycles_ok else bad)
+    a = v.accuracy
+    if a:
+        t.add_row("accuracy", f"int8 vs FP32 logits: cosine {a.get('cosine', float('nan')):.4f}, "
+                              f"top-1 {'agree' if a.get('top1_agree') else 'differ'}, "
+                              f"top-5 overlap {a.get('top5_overlap', 0)}/5", "")
+    tm = v.times_s
+    parts = [f"{k} {tm[k]:.1f}" for k in ("compile", "golden", "fp32", "simpy", "rtl_build", "rtl_run") if k in tm]
+    if v.simpy_cycles_per_s:
+        parts.append(f"SimPy {v.simpy_cycles_per_s:,.0f} cycles/s")
+    if v.rtl_cycles_per_s:
+        parts.append(f"RTL {v.rtl_cycles_per_s:,.0f} cycles/s")
+    t.add_row("time (s)", ", ".join(parts), "")
+    if v.utilisation is not None:
+        t.add_row("utilisation", f"{v.macs:,} MACs / ({v.cycles_simpy:,} cycles × {v.pes} PEs) = "
+                                 f"{v.utilisation:.1%}; roofline bound {v.roofline_cycles:,.0f} cycles "
+                                 f"({v.roofline_bound}-bound) = {v.roofline_cycles / max(v.cycles_simpy, 1):.1%} of actual", "")
+    tr = v.traffic
+    if tr:
+        t.add_row("traffic", f"DDR read {tr['ddr_read']:,} B (compulsory {tr['compulsory_read']:,}, "
+                             f"×{tr['ddr_read'] / max(tr['compulsory_read'], 1):.2f}), write {tr['ddr_write']:,} B "
+                             f"(compulsory {tr['compulsory_write']:,}, ×{tr['ddr_write'] / max(tr['compulsory_write'], 1):.2f}), "
+                             f"instruction fetch {tr['fetch']:,} B", "")
+    for n in v.notes:
+        t.add_row("note", n, "")
+    Console().print(t)
+    Console().print(f"verdict: {'[green]PASS[/green]' if v.passed else '[red]FAIL[/red]'}")
