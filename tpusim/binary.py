@@ -101,11 +101,37 @@ class TensorDesc:
     @classmethod
     def from_json(cls, d: dict) -> "TensorDesc":
         try:
-            return cls(d["name"], tuple(d["shape"]), float(d["scale"]), int(d["zero_point"]),
-                       int(d["ddr_addr"]), int(d["blk"]), tuple(d.get("pads", (0, 0, 0, 0))),
-                       d.get("dtype", "int8"))
+            t = cls(d["name"], tuple(d["shape"]), float(d["scale"]), int(d["zero_point"]),
+                    int(d["ddr_addr"]), int(d["blk"]), tuple(d.get("pads", (0, 0, 0, 0))),
+                    d.get("dtype", "int8"))
         except (KeyError, TypeError, ValueError) as e:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: {e}") from None
+        if len(t.shape) != 4 or not all(_is_int(v) and v > 0 for v in t.shape) or t.shape[0] != 1:
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: shape must be (1, C, H, W) "
+                                    "with positive integers")
+        if len(t.pads) != 4 or not all(_is_int(v) and v >= 0 for v in t.pads):
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: pads must be 4 non-negative integers")
+        if t.blk <= 0:
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: blk must be positive")
+        return t
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_fills(obj, w: str, i: int) -> list:
+    """The FILL section must be a list of {"addr", "size", "value"} integers inside 2^40."""
+    if not isinstance(obj, list):
+        raise BinaryFormatError(f"{w}section {i} (FILL) must be a JSON list, got {type(obj).__name__}")
+    for f in obj:
+        if not (isinstance(f, dict) and all(_is_int(f.get(k)) for k in ("addr", "size", "value"))):
+            raise BinaryFormatError(f"{w}section {i} (FILL): bad entry {f!r}, expected "
+                                    "{\"addr\", \"size\", \"value\"} integers")
+        if f["addr"] < 0 or f["size"] < 0 or f["addr"] + f["size"] > ADDR_LIMIT:
+            raise BinaryFormatError(f"{w}section {i} (FILL): region at DDR {f['addr']:#x} "
+                                    f"+ {f['size']} bytes is outside [0, 2^40)")
+    return obj
 
 
 @dataclass
@@ -192,8 +218,12 @@ class TpuBinary:
                 except (ValueError, UnicodeDecodeError) as e:
                     raise BinaryFormatError(f"{w}section {i} ({_KINDS[kind]}) is not valid JSON: {e}") from None
                 if kind == KIND_FILL:
-                    b.fills = obj
+                    b.fills = _check_fills(obj, w, i)
                 elif kind == KIND_IO:
+                    if not isinstance(obj, dict) or not all(isinstance(obj.get(k, []), list)
+                                                            for k in ("inputs", "outputs")):
+                        raise BinaryFormatError(f"{w}section {i} (IO) must be a JSON object with "
+                                                "lists \"inputs\" and \"outputs\"")
                     b.inputs = [TensorDesc.from_json(d) for d in obj.get("inputs", [])]
                     b.outputs = [TensorDesc.from_json(d) for d in obj.get("outputs", [])]
                 else:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tpusim.errors import ConfigError
+from tpusim.errors import ConfigError, TimebaseError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -168,7 +168,10 @@ def _validate(c: HwConfig) -> None:
     need((9 * c.array_cols) % c.word_bytes == 0, "requant table does not fill whole words")
     # Clock checks (exact periods, no coincident edges) live in the timebase.
     from tpusim.timebase import Timebase
-    Timebase(c)
+    try:
+        Timebase(c)
+    except TimebaseError as e:
+        raise ConfigError(f"config '{c.name}': {e}") from None
 
 
 def config_from_dict(data: dict[str, Any]) -> HwConfig:
@@ -204,7 +207,11 @@ def load_config(path_or_name: str | Path) -> HwConfig:
         raise ConfigError(f"hardware config {str(path_or_name)!r} not found "
                           f"(known names: {sorted(q.stem for q in CONFIG_DIR.glob('*.yaml'))})")
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read hardware config: {e}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
     try:

@@ -258,6 +258,8 @@ def assemble(text: str) -> list[Instruction]:
                     args[k] = int(v, 0)
             except ValueError:
                 raise IsaError(f"line {lineno}: bad value {v!r} for {k}") from None
+            except IsaError as e:
+                raise IsaError(f"line {lineno}: {e}") from None
         try:
             prog.append(make(op, wait, signal, **args))
         except IsaError as e:

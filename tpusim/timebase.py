@@ -95,7 +95,10 @@ class Timebase:
 
     @staticmethod
     def _domain(name: str, clk) -> ClockDomain:
-        p = period_ps(clk.freq_mhz)
+        try:
+            p = period_ps(clk.freq_mhz)
+        except TimebaseError as e:
+            raise TimebaseError(f"clocks.{name}.freq_mhz: {e}") from None
         if not (0 <= clk.phase_ps < p):
             raise TimebaseError(f"clocks.{name}.phase_ps must be in [0, {p}) ps, got {clk.phase_ps}")
         return ClockDomain(name, p, clk.phase_ps)

@@ -1,0 +1,79 @@
+"""End-to-end compile: ONNX model (+ calibration images) → QGraph → .tpubin, with timings.
+
+Used by the `tpucompile` command line and by the co-simulation driver (`tpusim.cosim`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from tpusim.binary import TensorDesc, TpuBinary
+from tpusim.errors import CompileError
+
+#: Built-in model names for `--model`: (loader in tpucompile.realdata, description)
+MODELS = {
+    "resnet50": ("resnet50_model", "ResNet-50 graph from the onnx wheel (opset 9), synthetic weights"),
+    "resnet50-modern": ("resnet50_modern", "the same network exported as opset 13 (Add, GlobalAveragePool, Flatten)"),
+}
+
+
+@dataclass
+class CompileResult:
+    binary: TpuBinary
+    qgraph: object
+    times_s: dict = field(default_factory=dict)
+
+
+def load_model(model: str | Path) -> onnx.ModelProto:
+    """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither."""
+    from tpucompile import realdata
+    if str(model) in MODELS:
+        return getattr(realdata, MODELS[str(model)][0])()
+    p = Path(model)
+    if not p.exists():
+        raise CompileError(f"model {str(model)!r} is neither a built-in model {sorted(MODELS)} nor an existing file")
+    try:
+        return onnx.load(str(p))
+    except Exception as e:  # onnx raises DecodeError and others for corrupt files
+        raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+
+
+def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = None):
+    """(ONNX model, test image float32 NCHW, calibration images) for a model name or path."""
+    from tpucompile import realdata
+    m = load_model(model)
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    h = size or (dims[2].dim_value if len(dims) == 4 and dims[2].dim_value else 224)
+    return m, realdata.test_image(h), realdata.calibration_images(calib, h)
+
+
+def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,
+                 keep_intermediates: bool = False) -> CompileResult:
+    """Front end (import, passes, calibration, quantization) then back end (tiling, emission)."""
+    from tpucompile.quantize.quantize import compile_model
+    from tpucompile.backend.compile import compile_qgraph
+    t0 = time.perf_counter()
+    qg, _ = compile_model(model, calib_images, dump_dir=dump_ir)
+    t1 = time.perf_counter()
+    binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates)
+    t2 = time.perf_counter()
+    return CompileResult(binary, qg, {"frontend": t1 - t0, "backend": t2 - t1, "total": t2 - t0})
+
+
+def logits_name(qg) -> str:
+    """The tensor compared against FP32: the input of the host Softmax, or the device output."""
+    if qg.host_ops:
+        return qg.host_ops[0]["inp"]
+    return qg.outputs[0]
+
+
+def layer_tensors(binary: TpuBinary) -> list[TensorDesc]:
+    """Every layer output the binary keeps in DDR (compiled with keep_intermediates)."""
+    return [TensorDesc.from_json(d) for d in binary.meta.get("tensors", [])]
+
+
+__all__ = ["MODELS", "CompileResult", "load_model", "load_model_and_data", "compile_onnx",
+           "logits_name", "layer_tensors"]
