@@ -183,6 +183,12 @@ def plan_layouts(qg: QGraph, cfg: HwConfig) -> dict:
                                    f"{qg.tensors[op.b].shape} differ from output {y.shape}")
         else:
             raise CompileError(f"op {getattr(op, 'name', op)!r}: unsupported type {type(op).__name__}")
+    for name in qg.inputs:
+        lay = lays[name]
+        if lay.has_border and lay.pad_value != lay.zero_point:
+            raise CompileError(f"graph input {name!r} needs border value {lay.pad_value} for "
+                               f"{lay.pad_by!r}, but the host fills input borders with the zero point "
+                               f"{lay.zero_point}")
     for lay in lays.values():
         t, l, b, r = lay.need
         l = ceil_div(l, ap) * ap

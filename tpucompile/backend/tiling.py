@@ -38,6 +38,7 @@ class ConvTiling:
     acc_halves: bool = False
     est_cycles: float = 0.0
     load_bytes: int = 0
+    aligned: bool = False
 
 
 @dataclass
@@ -80,8 +81,10 @@ def load_bw(cfg: HwConfig) -> float:
     ddr_ps = 1e6 / cfg.clk_ddr.freq_mhz
     dma_ps = 1e6 / cfg.clk_dma.freq_mhz
     core_ps = 1e6 / cfg.clk_core.freq_mhz
-    t = (cfg.ddr_latency_cycles + bb // cfg.ddr_beat_bytes) * ddr_ps + 4 * dma_ps + 4 * core_ps
-    return bb / (t / core_ps)
+    n = min(bb, 1 << 20)
+    t = (3 + cfg.ddr_latency_cycles + n // cfg.ddr_beat_bytes - 1) * ddr_ps + 7 * dma_ps \
+        + (3 + n // cfg.word_bytes) * core_ps
+    return n / (t / core_ps)
 
 
 class _Alloc:
@@ -105,14 +108,40 @@ class _Alloc:
         return self.top <= self.cfg.sram_words
 
 
-def out_slot_words(cfg: HwConfig, M: int, tw: int) -> int:
+def out_slot_words(cfg: HwConfig, M: int) -> int:
+    """REQUANT/STORE chunk: two of them and two requant tables share one bank when possible."""
     ap = align_px(cfg)
-    cap = max(round_up(64, ap), cfg.sram_words // 16)
-    return max(1, min(M, cap))
+    cap = max(ap, (cfg.bank_words - 2 * cfg.param_words) // 2, 16)
+    return max(1, min(M, cap - cap % ap if cap >= ap else ap))
 
 
-def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
-              in_pad_l_extra: int = 0) -> ConvTiling:
+def _wstride(cfg: HwConfig) -> int:
+    C, bw = cfg.array_cols, cfg.bank_words
+    return round_up(C, bw) if 2 * C > bw else C
+
+
+def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool):
+    """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
+    input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
+    another (the MXU holds every bank of its input window for M cycles)."""
+    a = _Alloc(cfg)
+    bw = cfg.bank_words
+    a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+    if aligned:
+        a.top = round_up(a.top, bw)
+    a.take("p", 2, cfg.param_words)
+    a.take("o", 2, s_out)
+    slots = []
+    for _ in range(ni):
+        if aligned:
+            a.top = round_up(a.top, bw)
+        slots.append(a.top)
+        a.top += slot
+    a.regions["i"] = slots
+    return a.regions if a.top <= cfg.sram_words else None
+
+
+def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> ConvTiling:
     R, C = cfg.array_rows, cfg.array_cols
     W = cfg.word_bytes
     ap = align_px(cfg)
@@ -120,7 +149,9 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     sh, sw = strides
     KB, NB, T = ceil_div(cin, R), ceil_div(cout, C), kh * kw
     pw = cfg.param_words
+    bwd = cfg.bank_words
     bw = load_bw(cfg)
+    wgrp = round_up(2 * _wstride(cfg), bwd)
     best = None
     for tw in _cands(ow, ap):
         for th in _cands(oh):
@@ -130,17 +161,20 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
             ih = (th - 1) * sh + kh
             iw = (tw - 1) * sw + kw + (ap - 1)
             ntiles = ceil_div(oh, th) * ceil_div(ow, tw)
-            s_out = out_slot_words(cfg, M, tw)
+            s_out = out_slot_words(cfg, M)
+            pogrp = round_up(2 * pw + 2 * s_out, bwd)
             for nbg in _pow_cands(NB):
                 if M * nbg > cfg.acc_depth_rows:
                     continue
                 ngrp = ceil_div(NB, nbg)
                 for kbg in _pow_cands(KB):
                     nkg = ceil_div(KB, kbg)
+                    slot = kbg * ih * iw
                     for ni in (2, 1):
-                        words = 2 * C + 2 * pw + 2 * s_out + ni * kbg * ih * iw + (C if C < cfg.bank_words else 2 * C)
-                        if words > cfg.sram_words:
+                        packed = 2 * C + 2 * pw + 2 * s_out + ni * slot
+                        if packed > cfg.sram_words:
                             continue
+                        aligned = wgrp + pogrp + ni * round_up(slot, bwd) <= cfg.sram_words
                         in_b = ntiles * (1 if nkg == 1 else ngrp) * KB * ih * ((tw - 1) * sw + kw) * W
                         w_b = ntiles * NB * KB * T * C * W
                         p_b = ntiles * NB * pw * W
@@ -149,27 +183,29 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
                         mxu_t = ntiles * NB * KB * T * (C + M + R + C + 6)
                         vpu_t = ntiles * NB * (M + pw * ceil_div(M, s_out))
                         est = max(load_t, mxu_t, vpu_t)
-                        if ni == 1:
-                            est += ntiles * nkg * (KB // nkg) * ih * iw * W / bw * 0.5
+                        if not aligned:   # bank conflicts: the LOAD channel waits behind MATMULs
+                            est += 0.3 * min(load_t, mxu_t)
+                        if ni == 1:   # the next window's load waits for this one's last MATMUL
+                            est += ntiles * (1 if nkg == 1 else ngrp) * KB * ih * iw * W / bw
                         if best is None or est < best.est_cycles:
                             best = ConvTiling(th, tw, nbg, kbg, ni, 2, s_out, ih, iw,
                                               est_cycles=est, load_bytes=in_b + w_b + p_b)
+                            best.aligned = aligned
     if best is None:
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
-                           f"config '{cfg.name}' (even one output pixel needs {2 * C + 2 * pw + 2 + kh * (kw + ap - 1)} "
-                           f"words with double-buffered weights)")
-    # regions: weights first (bank aligned), then params, outputs, inputs; spare room -> more weight slots
-    for nw in (4, 3, 2):
-        a = _Alloc(cfg)
-        a.take("w", nw, C, bank_align=True)
-        a.take("p", 2, pw)
-        a.take("o", 2, best.s_out)
-        ok = a.take("i", best.ni, best.kbg * best.ih * best.iw)
-        if ok:
-            best.nw, best.regions = nw, a.regions
+                           f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * pw + 2 + kh * (kw + ap - 1)} "
+                           f"words: double-buffered weight tiles, requant tables, input window)")
+    slot = best.kbg * best.ih * best.iw
+    for aligned in ((True, False) if best.aligned else (False,)):
+        for nw in (4, 3, 2):
+            regs = conv_regions(cfg, nw, best.s_out, best.ni, slot, aligned)
+            if regs is not None:
+                best.nw, best.regions, best.aligned = nw, regs, aligned
+                break
+        if best.regions:
             break
-    else:
+    if not best.regions:
         raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
     best.acc_halves = 2 * best.nbg * best.th * best.tw <= cfg.acc_depth_rows
     return best
@@ -208,13 +244,20 @@ def tile_elementwise(node: str, kind: str, nblocks: int, kernel, strides, oh: in
         raise CompileError(f"{'QAdd' if kind == 'add' else 'pool'} {node!r} (window {kh}x{kw}, output "
                            f"{oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of config "
                            f"'{cfg.name}'")
-    a = _Alloc(cfg)
     n_o = best.kbg * best.th * best.tw
-    if kind == "add":
-        a.take("a", 2, n_o)
-        a.take("b", 2, n_o)
-    else:
-        a.take("i", 2, best.kbg * best.ih * best.iw)
-    a.take("o", 2, n_o)
-    best.regions = a.regions
+    n_i = best.kbg * best.ih * best.iw
+    names = ("a", "b", "o") if kind == "add" else ("i", "o")
+    sizes = (n_o, n_o, n_o) if kind == "add" else (n_i, n_o)
+    for aligned in (True, False):
+        a = _Alloc(cfg)
+        regs = {k: [] for k in names}
+        for j in range(2):      # slot group j: everything one tile touches, on its own banks
+            if aligned:
+                a.top = round_up(a.top, cfg.bank_words)
+            for k, n in zip(names, sizes):
+                regs[k].append(a.top)
+                a.top += n
+        if a.top <= cfg.sram_words:
+            break
+    best.regions = regs
     return best

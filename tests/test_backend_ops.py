@@ -1,0 +1,207 @@
+"""Back end, op by op on the 'small' config: compile a QGraph, run it on the device model
+(tpusim.sim.run_binary, or the back end's reference executor until that exists), compare
+bit-exactly with tpucompile.golden.run_golden."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tpusim import arith
+from tpusim.config import load_config
+from tpucompile.backend import compile_qgraph, host_input_transform
+from tpucompile.backend.refexec import run_ref
+from tpucompile.golden import run_golden
+from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, QTensor
+
+CFG = load_config("small")
+
+try:  # the SimPy model (written by another engineer); fall back to the reference executor
+    from tpusim.sim import run_binary as _run_binary
+except ImportError:  # pragma: no cover
+    _run_binary = None
+
+
+# ------------------------------------------------------------------ QGraph builders
+class B:
+    """Tiny QGraph builder with seeded random quantization parameters."""
+
+    def __init__(self, shape, seed=0, zp=None):
+        self.rng = np.random.default_rng(seed)
+        self.tensors, self.ops = {}, []
+        self.x = self.t(shape, zp)
+        self.inputs = [self.x]
+
+    def t(self, shape, zp=None, scale=None):
+        name = f"t{len(self.tensors)}"
+        zp = int(self.rng.integers(-20, 20)) if zp is None else zp
+        scale = float(self.rng.uniform(0.02, 0.1)) if scale is None else scale
+        self.tensors[name] = QTensor(name, tuple(shape), scale, zp)
+        return name
+
+    def conv(self, x, cout, k, s=1, p=0, relu=False, pads=None):
+        X = self.tensors[x]
+        _, cin, h, w = X.shape
+        kh, kw = (k, k) if np.isscalar(k) else k
+        sh, sw = (s, s) if np.isscalar(s) else s
+        pads = pads or (p, p, p, p)
+        oh = (h + pads[0] + pads[2] - kh) // sh + 1
+        ow = (w + pads[1] + pads[3] - kw) // sw + 1
+        y = self.t((1, cout, oh, ow))
+        wt = self.rng.integers(-127, 128, (cout, cin, kh, kw)).astype(np.int8)
+        bias = self.rng.integers(-5000, 5000, cout).astype(np.int32)
+        ms = [arith.quantize_multiplier(self.rng.uniform(1e-4, 2e-3)) for _ in range(cout)]
+        mult = np.array([m for m, _ in ms], np.int32)
+        shift = np.array([s_ for _, s_ in ms], np.int32)
+        self.ops.append(QConv(f"conv{len(self.ops)}", x, y, wt, bias, mult, shift, (sh, sw), tuple(pads),
+                              relu, X.zero_point, self.tensors[y].zero_point))
+        return y
+
+    def maxpool(self, x, k, s, p):
+        X = self.tensors[x]
+        _, c, h, w = X.shape
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        y = self.t((1, c, oh, ow), zp=X.zero_point, scale=X.scale)
+        self.ops.append(QMaxPool(f"pool{len(self.ops)}", x, y, (k, k), (s, s), (p, p, p, p)))
+        return y
+
+    def avgpool(self, x, k=None, s=1):
+        X = self.tensors[x]
+        _, c, h, w = X.shape
+        kh, kw = (h, w) if k is None else (k, k)
+        oh, ow = (h - kh) // s + 1, (w - kw) // s + 1
+        y = self.t((1, c, oh, ow))
+        m, sh = arith.quantize_multiplier(X.scale / (kh * kw * self.tensors[y].scale))
+        self.ops.append(QAvgPool(f"avg{len(self.ops)}", x, y, (kh, kw), (s, s), (0, 0, 0, 0), m, sh,
+                                 X.zero_point, self.tensors[y].zero_point))
+        return y
+
+    def add(self, a, b, relu=True):
+        A, Bt = self.tensors[a], self.tensors[b]
+        y = self.t(A.shape)
+        Y = self.tensors[y]
+        (ma, sa), (mb, sb), (mo, so) = arith.add_multipliers(A.scale, Bt.scale, Y.scale)
+        self.ops.append(QAdd(f"add{len(self.ops)}", a, b, y, A.zero_point, ma, sa, Bt.zero_point, mb, sb,
+                             Y.zero_point, mo, so, relu))
+        return y
+
+    def graph(self, outs):
+        return QGraph(self.tensors, self.ops, self.inputs, list(outs))
+
+    def input(self, seed=1):
+        X = self.tensors[self.x]
+        return np.random.default_rng(seed).integers(-128, 128, X.shape).astype(np.int8)
+
+
+def run_device(qg, x, cfg=CFG, im2col=True, interleavings=(0, 1)):
+    """Compile, run on the device model, return (binary, {output: int8}, golden env)."""
+    b = compile_qgraph(qg, cfg, im2col=im2col)
+    env = run_golden(qg, x)
+    xin = host_input_transform(b.meta, qg.inputs[0], x)
+    d = b.inputs[0]
+    fill = b.meta["input_pad_value"][d.name]
+    results = []
+    if _run_binary is not None:
+        results.append(_sim_outputs(b, cfg, {d.name: xin}, fill))
+    for seed in interleavings:
+        results.append(run_ref(b, cfg, {d.name: d.to_blocked(xin, fill)}, seed=seed))
+    return b, results, env
+
+
+def _sim_outputs(b, cfg, inputs, fill):
+    res = _run_binary(b, cfg, inputs)
+    outs = getattr(res, "outputs", res)
+    return dict(outs)
+
+
+def check(qg, x, **kw):
+    b, results, env = run_device(qg, x, **kw)
+    for out in results:
+        for o in b.outputs:
+            got, want = np.asarray(out[o.name]), env[qg.resolve(o.name)]
+            assert got.shape == want.shape, (o.name, got.shape, want.shape)
+            bad = np.argwhere(got != want)
+            assert bad.size == 0, f"{o.name}: {len(bad)} mismatches, first at {bad[:3].tolist()}"
+    return b
+
+
+# ------------------------------------------------------------------ tests
+@pytest.mark.parametrize("cin,cout,hw", [(8, 8, 4), (5, 3, 7), (20, 12, 6), (17, 30, 5)])
+def test_conv1x1(cin, cout, hw):
+    g = B((1, cin, hw, hw))
+    y = g.conv(g.x, cout, 1)
+    check(g.graph([y]), g.input())
+
+
+@pytest.mark.parametrize("s,p", [(1, 1), (2, 1), (2, 0), (1, 0)])
+def test_conv3x3(s, p):
+    g = B((1, 12, 11, 9), seed=s * 10 + p)
+    y = g.conv(g.x, 10, 3, s=s, p=p, relu=True)
+    check(g.graph([y]), g.input())
+
+
+def test_conv_asymmetric_pads_5x5():
+    g = B((1, 4, 15, 13), seed=3)
+    y = g.conv(g.x, 6, 5, s=2, pads=(2, 1, 1, 2))
+    check(g.graph([y]), g.input(), im2col=False)
+
+
+def test_conv_many_tiles():
+    """Output larger than the accumulator and the SRAM: several row/column strips, channel blocks."""
+    g = B((1, 24, 40, 36), seed=5)
+    y = g.conv(g.x, 20, 3, p=1, relu=True)
+    b = check(g.graph([y]), g.input(), interleavings=(0,))
+    t = b.meta["layers"][0]["tiling"]
+    assert t["th"] * t["tw"] < 40 * 36 and t["kbg"] * t["nbg"] < 9
+
+
+def test_first_conv_im2col_and_direct():
+    g = B((1, 3, 19, 19), seed=6)
+    y = g.conv(g.x, 16, 7, s=2, p=3, relu=True)
+    qg = g.graph([y])
+    b = check(qg, g.input(), im2col=True)
+    assert b.meta["input_transforms"][0]["kind"] == "im2col"
+    b = check(qg, g.input(), im2col=False)
+    assert b.meta["input_transforms"] == []
+
+
+def test_maxpool():
+    g = B((1, 10, 13, 13), seed=7)
+    y = g.conv(g.x, 12, 1, relu=True)
+    z = g.maxpool(y, 3, 2, 1)
+    check(g.graph([z]), g.input())
+
+
+def test_global_avgpool():
+    g = B((1, 20, 7, 7), seed=8)
+    y = g.avgpool(g.x)
+    check(g.graph([y]), g.input())
+
+
+def test_avgpool_2x2():
+    g = B((1, 9, 8, 10), seed=9)
+    y = g.avgpool(g.x, 2, 2)
+    check(g.graph([y]), g.input())
+
+
+def test_residual_add():
+    g = B((1, 16, 9, 9), seed=10)
+    a = g.conv(g.x, 16, 3, p=1, relu=True)
+    b = g.conv(a, 16, 1)
+    y = g.add(b, g.x, relu=True)
+    check(g.graph([y]), g.input())
+
+
+def test_gemm():
+    g = B((1, 40, 1, 1), seed=11)
+    y = g.conv(g.x, 19, 1)
+    check(g.graph([y]), g.input())
+
+
+def test_chain_and_multiple_outputs():
+    g = B((1, 6, 12, 12), seed=12)
+    a = g.conv(g.x, 9, 3, p=1, relu=True)
+    m = g.maxpool(a, 3, 2, 1)
+    b = g.conv(m, 11, 3, s=2, p=1, relu=True)
+    c = g.avgpool(b)
+    d = g.conv(c, 5, 1)
+    check(g.graph([b, d]), g.input())

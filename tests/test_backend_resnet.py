@@ -1,0 +1,53 @@
+"""ResNet-50 (tpucompile.realdata) through the back end for 'seed': compile time and sanity of the
+plan; with TPUSIM_SLOW=1 also the full SimPy run, bit-exact against the golden model (~80 s)."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from tpusim.config import load_config
+
+pytest.importorskip("skimage")
+
+
+@pytest.fixture(scope="module")
+def r50():
+    from tpucompile.quantize import compile_model
+    from tpucompile.realdata import calibration_images, resnet50_model
+    qg, _ = compile_model(resnet50_model(), calibration_images(2))
+    return qg
+
+
+def test_resnet50_compiles_within_budget(r50):
+    from tpucompile.backend import compile_qgraph
+    cfg = load_config("seed")
+    t = time.perf_counter()
+    b = compile_qgraph(r50, cfg, model_name="resnet50")
+    dt = time.perf_counter() - t
+    assert dt < 30
+    s = b.meta["stats"]
+    assert s["ddr_footprint"] < 1 << 40
+    assert len([L for L in b.meta["layers"] if L["op"] == "QConv"]) == 54
+    assert b.meta["host_ops"][0]["op"] == "Softmax"
+    assert b.meta["input_transforms"][0]["kind"] == "im2col"
+    # DDR reads within 1.25x of compulsory (weights once + every op input once), stores exact
+    assert s["ddr_load_bytes"] < 1.25 * s["compulsory_load_bytes"]
+    assert s["ddr_store_bytes"] == s["compulsory_store_bytes"]
+
+
+@pytest.mark.skipif(os.environ.get("TPUSIM_SLOW") != "1", reason="set TPUSIM_SLOW=1 (about 80 s)")
+def test_resnet50_bit_exact_on_sim(r50):
+    from tpusim.sim import run_binary
+    from tpucompile.backend import compile_qgraph, host_input_transform
+    from tpucompile.golden import quantize_input, run_golden
+    from tpucompile.realdata import test_image
+    cfg = load_config("seed")
+    b = compile_qgraph(r50, cfg)
+    x = quantize_input(r50, test_image())
+    env = run_golden(r50, x)
+    r = run_binary(b, cfg, {b.inputs[0].name: host_input_transform(b.meta, b.inputs[0].name, x)})
+    for o in b.outputs:
+        assert np.array_equal(r.outputs[o.name], env[r50.resolve(o.name)])
