@@ -17,6 +17,7 @@ from tpusim.errors import CompileError
 MODELS = {
     "resnet50": ("resnet50_model", "ResNet-50 graph from the onnx wheel (opset 9), synthetic weights"),
     "resnet50-modern": ("resnet50_modern", "the same network exported as opset 13 (Add, GlobalAveragePool, Flatten)"),
+    "resnet50-reduced": ("resnet50_reduced", "stem + stage 1 of ResNet-50 on a 32x32 input (fast tests)"),
 }
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["LIGHT_RESNET50", "resnet50_model", "resnet50_modern", "images", "test_image",
+__all__ = ["LIGHT_RESNET50", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "test_image",
            "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
@@ -106,6 +106,41 @@ def resnet50_modern(seed: int = 0) -> onnx.ModelProto:
     used = {i for n in nodes for i in n.input}
     inits = [i for i in old.initializer if i.name in used]
     graph = helper.make_graph(nodes, "resnet50_synthetic_opset13", list(old.input), list(old.output), inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+#: Output tensor of each ResNet-50 stage (after the Relu that follows its last residual Sum).
+STAGE_ENDS = {1: "r35", 2: "r77", 3: "r139", 4: "r171"}
+
+
+def resnet50_reduced(stages: int = 1, size: int = 32, seed: int = 0) -> onnx.ModelProto:
+    """The first ``stages`` stages of ResNet-50 (stem, max pool, then 3/4/6/3 bottleneck blocks per
+    stage), with the same synthetic weights as :func:`resnet50_modern`, on a ``size`` x ``size``
+    input, ending in GlobalAveragePool + Flatten: output ``features`` [1, C] (C = 256, 512, 1024,
+    2048 for 1..4 stages). Used for fast end-to-end tests on the small config.
+    """
+    if stages not in STAGE_ENDS:
+        raise ValueError(f"resnet50_reduced: stages must be in {sorted(STAGE_ENDS)}, got {stages}")
+    if size < 32 or size % 32:
+        raise ValueError(f"resnet50_reduced: size must be a multiple of 32, got {size}")
+    full = resnet50_modern(seed).graph
+    end = STAGE_ENDS[stages]
+    nodes = []
+    for n in full.node:
+        nodes.append(n)
+        if end in n.output:
+            break
+    nodes.append(helper.make_node("GlobalAveragePool", [end], ["pooled"], name="reduced_gap"))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["features"], name="reduced_flatten", axis=1))
+    used = {i for n in nodes for i in n.input}
+    inits = [i for i in full.initializer if i.name in used]
+    cout = {1: 256, 2: 512, 3: 1024, 4: 2048}[stages]
+    inp = helper.make_tensor_value_info(full.input[0].name, onnx.TensorProto.FLOAT, [1, 3, size, size])
+    out = helper.make_tensor_value_info("features", onnx.TensorProto.FLOAT, [1, cout])
+    graph = helper.make_graph(nodes, f"resnet50_stages{stages}_{size}", [inp], [out], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)

@@ -50,14 +50,16 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
         task = prog.add_task("compile", total=None)
         t = time.perf_counter()
         onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw)
-        res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir")
+        res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
+                                  keep_intermediates=True)
         res.binary.write(out / f"{model}.tpubin")
         v.times_s["compile"] = time.perf_counter() - t
         qg = res.qgraph
 
         prog.update(task, description="FP32 reference (onnxruntime)")
         t = time.perf_counter()
-        logits_f = fp32.run_fp32(onnx_model, x_float)
+        lname = driver.logits_name(qg)
+        logits_f = fp32.run_fp32(onnx_model, x_float, names=[lname])[lname]
         v.times_s["fp32"] = time.perf_counter() - t
 
         prog.update(task, description="golden int8 (numpy, layer by layer)")
@@ -68,9 +70,12 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
         np.save(out / "input_q.npy", x_q)
 
         prog.update(task, description="SimPy model")
+        from tpucompile.backend import host_input_transform
         in_name = res.binary.inputs[0].name
+        x_dev = host_input_transform(res.binary.meta, in_name, x_q)
+        np.save(out / "input_device.npy", x_dev)
         t = time.perf_counter()
-        sim = run_binary(res.binary, cfg, {in_name: x_q}, keep_ddr=True)
+        sim = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True)
         v.times_s["simpy"] = time.perf_counter() - t
         v.cycles_simpy = sim.cycles
         v.simpy_cycles_per_s = sim.cycles / max(v.times_s["simpy"], 1e-9)
@@ -91,7 +96,7 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
         if rtl:
             from cocotb_tests.harness import run_rtl
             prog.update(task, description="RTL build + run (Verilator, cocotb)")
-            rtl_res = run_rtl(out / f"{model}.tpubin", cfg, {in_name: x_q}, out / "rtl", waves=waves)
+            rtl_res = run_rtl(out / f"{model}.tpubin", cfg, {in_name: x_dev}, out / "rtl", waves=waves)
             v.times_s["rtl_build"] = rtl_res.build_s
             v.times_s["rtl_run"] = rtl_res.run_s
             v.cycles_rtl = rtl_res.cycles
@@ -118,7 +123,8 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
                        + " (no exponent unit on the chip); accuracy compares logits")
 
     # utilisation and roofline
-    v.macs = int(res.binary.meta.get("macs", 0))
+    meta = res.binary.meta
+    v.macs = int(sum(L.get("macs", 0) for L in meta.get("layers", [])))
     if v.cycles_simpy:
         v.utilisation = v.macs / (v.cycles_simpy * cfg.pes)
         c = v.counters
@@ -131,8 +137,8 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
         v.roofline_bound = "compute" if compute >= memory else "memory"
         v.traffic = {"ddr_read": c.get("ddr_read_bytes", 0), "ddr_write": c.get("ddr_write_bytes", 0),
                      "fetch": c.get("fetch_bytes", 0),
-                     "compulsory_read": int(res.binary.meta.get("compulsory_read_bytes", 0)),
-                     "compulsory_write": int(res.binary.meta.get("compulsory_write_bytes", 0))}
+                     "compulsory_read": int(meta["stats"]["compulsory_load_bytes"]),
+                     "compulsory_write": int(meta["stats"]["compulsory_store_bytes"])}
     v.write(out / "verdict.json")
     return v
 

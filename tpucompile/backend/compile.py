@@ -24,11 +24,14 @@ def _macs(op, qg: QGraph) -> int:
     return 0
 
 
-def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name: str = "") -> TpuBinary:
+def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name: str = "",
+                  keep_intermediates: bool = False) -> TpuBinary:
     """Compile a validated QGraph for ``cfg``. CompileError (naming the node) if it cannot.
 
     im2col: let the host im2col the image of a first conv with few input channels (see
     backend/layout.py); the binary's meta["input_transforms"] then says so.
+    keep_intermediates: give every layer output its own DDR buffer (no reuse) and describe each
+    one in meta["tensors"] (TensorDesc JSON), so a run can be compared layer by layer.
     """
     t0 = time.perf_counter()
     qg.validate()
@@ -36,7 +39,7 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
     if im2col:
         qg, transforms = im2col_rewrite(qg, cfg)
     lays = plan_layouts(qg, cfg)
-    plan = plan_activations(qg, lays, cfg)
+    plan = plan_activations(qg, lays, cfg, keep_all=keep_intermediates)
 
     # constants: per conv, weight tiles then requant tables (burst aligned)
     blob = bytearray()
@@ -116,6 +119,7 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
         "input_pad_value": {n: (lays[n].pad_value if lays[n].pad_value is not None else lays[n].zero_point)
                             for n in qg.inputs},
         "layers": layers,
+        "tensors": [lays[op.out].desc(op.out).to_json() for op in qg.ops] if keep_intermediates else [],
         "stats": {
             "instructions": len(P.ops), "by_opcode": counts, "qreg_loads": P.qregs.loads,
             "tokens": len(P.pairs),

@@ -62,14 +62,20 @@ class _Bump:
         return a
 
 
-def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig) -> MemPlan:
-    """Assign ddr_addr/buf_id to every ActLayout (in place). Returns the plan (code not placed)."""
+def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = False) -> MemPlan:
+    """Assign ddr_addr/buf_id to every ActLayout (in place). Returns the plan (code not placed).
+
+    keep_all: no reuse; every tensor keeps its own buffer, so every layer output can be read back
+    after the run (for layer-by-layer comparison with the golden model).
+    """
     n = len(qg.ops)
     last = {name: -2 for name in lays}
     for i, op in enumerate(qg.ops):
         for t in op_inputs(op):
             last[t] = max(last[t], i)
     pinned = set(qg.inputs) | {qg.resolve(o) for o in qg.outputs}
+    if keep_all:
+        pinned |= set(lays)
     for t in pinned:
         last[t] = n + 1
     bump = _Bump(cfg)
