@@ -1,0 +1,70 @@
+"""``tpusim run`` command line: success path and clean one-line errors with exit status 2."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from test_model_sim import build_conv_binary
+from tpusim.cli import main
+from tpusim.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path, cfg_name="small"):
+    binary, ref = build_conv_binary(load_config(cfg_name))
+    path = tmp_path / "conv.tpubin"
+    binary.write(path)
+    x = np.random.default_rng(4).integers(-128, 128, (1, 8, 4, 4), dtype=np.int8)
+    np.save(tmp_path / "x.npy", x)
+    return path, x, ref
+
+
+def test_run_writes_outputs_and_summary(tmp_path, capsys):
+    path, x, ref = _write(tmp_path)
+    out = tmp_path / "out"
+    rc = main(["run", str(path), "--input", str(tmp_path / "x.npy"), "--hw", "small",
+               "--out", str(out), "--vcd", str(tmp_path / "w.vcd")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "cycles:" in text and "ddr_busy_cycles" in text
+    assert (np.load(out / "y.npy") == ref(x)).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cycles"] == summary["counters"]["cycles"] > 0
+    assert summary["retire"][-1][1] == "HALT"
+    assert (tmp_path / "w.vcd").stat().st_size > 0
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "tpusim.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+def test_bad_file_clean_error(tmp_path):
+    bad = tmp_path / "bad.tpubin"
+    bad.write_bytes(b"NOPE" + bytes(100))
+    r = _cli("run", str(bad), "--hw", "small")
+    assert r.returncode == 2
+    assert r.stderr.startswith("tpusim: error: ") and "bad magic" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_file_and_wrong_config(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.tpubin"), "--hw", "small"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    path, _, _ = _write(tmp_path)
+    assert main(["run", str(path), "--input", str(tmp_path / "x.npy"), "--hw", "seed"]) == 2
+    assert "recompile for this config" in capsys.readouterr().err
+
+
+def test_bad_input_clean_error(tmp_path, capsys):
+    path, _, _ = _write(tmp_path)
+    np.save(tmp_path / "f.npy", np.zeros((1, 8, 4, 4), np.float32))
+    assert main(["run", str(path), "--input", str(tmp_path / "f.npy"), "--hw", "small"]) == 2
+    assert "dtype float32, expected int8" in capsys.readouterr().err
+    assert main(["run", str(path), "--hw", "small"]) == 2
+    assert "missing input 'x'" in capsys.readouterr().err
+    assert main(["run", str(path), "--input", str(tmp_path / "nothere.npy"), "--hw", "small"]) == 2
+    assert "cannot load input 'x'" in capsys.readouterr().err

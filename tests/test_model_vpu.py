@@ -1,0 +1,106 @@
+"""VPU: REQUANT / POOL / ADD against tpusim.arith, quant registers, VPU timing.
+
+Config 'small': C = W = 8 lanes; param_words = 9*8/8 = 9; core 1000 ps.
+"""
+import numpy as np
+import pytest
+
+from tpusim.arith import add_int8, add_multipliers, pool_avg, quantize_multiplier, requant_conv
+from tpusim.config import load_config
+from tpusim.errors import SimulationError
+from tpusim.isa import make
+from tpusim.sim import run_program
+
+CFG = load_config("small")
+C = W = 8
+MXU, VPU = 1 << 2, 1 << 3
+
+
+def _i8(a) -> bytes:
+    return np.ascontiguousarray(a, dtype=np.int8).tobytes()
+
+
+def test_requant_vs_arith():
+    rng = np.random.default_rng(2)
+    wt = rng.integers(-128, 128, (C, C), dtype=np.int8)
+    act = rng.integers(-128, 128, (12, W), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, C).astype("<i4")
+    mq = [quantize_multiplier(r) for r in rng.uniform(0.001, 0.02, C)]
+    mult = np.array([m for m, _ in mq], "<i4")
+    shift = np.array([s for _, s in mq], np.int8)
+    table = bias.tobytes() + mult.tobytes() + shift.tobytes()       # 72 bytes = 9 words
+    sram = [(16 * W, _i8(wt.T)), (32 * W, _i8(act)), (600 * W, table)]
+    prog = [make("LOAD_QREG", qreg=17, multiplier=0, shift=0, zero_point=-3),
+            make("LOAD_WEIGHTS", sram_addr=16),
+            make("MATMUL", signal=VPU, act_addr=32, count_x=12, stride_x=1, count_y=1, acc_addr=0),
+            make("REQUANT", wait=MXU, acc_addr=0, count=12, param_addr=600, dst_addr=700,
+                 qreg=17, relu=1),
+            make("HALT")]
+    run, tpu = run_program(prog, CFG, sram_segments=sram)
+    acc = act.astype(np.int64) @ wt.astype(np.int64)
+    ref = requant_conv(acc, bias, mult, shift, -3, True)
+    assert (tpu.sram.words[700:712] == ref).all()
+    # MATMUL (dispatched 39 with line 1) starts 40, granted 41, c = 41 + 12 + 8 + 8 = 69;
+    # its token is visible to the VPU at 70 = s of REQUANT; request visible 71, granted 71,
+    # D = param_words + count = 9 + 12 -> c = 92.
+    assert (64, "MXU", 69000) in run.retire and (96, "VPU", 92000) in run.retire
+    assert run.counters["vpu_token_wait_cycles"] == 70 - 41
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_pool_vs_arith(mode):
+    rng = np.random.default_rng(3 + mode)
+    img = rng.integers(-128, 128, (6, 7, W), dtype=np.int8)       # H x W x lanes at word 100
+    m, s = quantize_multiplier(1 / 9 * 0.8)
+    prog = [make("LOAD_QREG", qreg=1, zero_point=4),
+            make("LOAD_QREG", qreg=2, multiplier=m, shift=s, zero_point=-7),
+            make("POOL", mode=mode, src_addr=100, win_w=3, win_h=3, win_stride_x=1,
+                 win_stride_y=7, out_w=3, out_stride_x=2, out_h=2, out_stride_y=14,
+                 dst_addr=900, qreg_in=1, qreg_out=2),
+            make("HALT")]
+    run, tpu = run_program(prog, CFG, sram_segments=[(100 * W, _i8(img))])
+    out = tpu.sram.words[900:906].reshape(2, 3, W)
+    for y in range(2):
+        for x in range(3):
+            win = img[2 * y:2 * y + 3, 2 * x:2 * x + 3].reshape(9, W)
+            if mode == 0:
+                ref = win.max(axis=0)
+            else:
+                ref = pool_avg(win.astype(np.int32).sum(axis=0), 9, 4, m, s, -7)
+            assert (out[y, x] == ref).all(), (y, x)
+    # D = 6 * (9 + 1) = 60; POOL dispatched at 39 (line 1) -> start 40, grant 41, c = 101
+    assert (64, "VPU", 101000) in run.retire
+
+
+def test_add_vs_arith():
+    rng = np.random.default_rng(5)
+    a = rng.integers(-128, 128, (5, W), dtype=np.int8)
+    b = rng.integers(-128, 128, (5, W), dtype=np.int8)
+    (ma, sa), (mb, sb), (mo, so) = add_multipliers(0.02, 0.05, 0.06)
+    prog = [make("LOAD_QREG", qreg=10, multiplier=ma, shift=sa, zero_point=5),
+            make("LOAD_QREG", qreg=11, multiplier=mb, shift=sb, zero_point=-7),
+            make("LOAD_QREG", qreg=12, multiplier=mo, shift=so, zero_point=-10),
+            make("ADD", src_a=10, src_b=20, dst_addr=30, count=5, qreg_a=10, qreg_b=11,
+                 qreg_out=12, relu=0),
+            make("HALT")]
+    run, tpu = run_program(prog, CFG, sram_segments=[(10 * W, _i8(a)), (20 * W, _i8(b))])
+    ref = add_int8(a, b, 5, ma, sa, -7, mb, sb, -10, mo, so, False)
+    assert (tpu.sram.words[30:35] == ref).all()
+
+
+def test_unloaded_quant_register_is_an_error():
+    prog = [make("LOAD_QREG", qreg=10), make("ADD", src_a=0, src_b=8, dst_addr=16, count=1,
+                                             qreg_a=10, qreg_b=33, qreg_out=10), make("HALT")]
+    with pytest.raises(SimulationError) as ei:
+        run_program(prog, CFG)
+    msg = str(ei.value)
+    assert "instruction #1 at pc 0x20 (ADD): qreg_b=33 (bank 2, entry 1)" in msg
+    assert "never loaded" in msg
+
+
+def test_requant_table_past_end_is_an_error():
+    prog = [make("LOAD_QREG", qreg=0),
+            make("REQUANT", acc_addr=0, count=1, param_addr=2045, dst_addr=0, qreg=0),
+            make("HALT")]
+    with pytest.raises(SimulationError, match=r"\(REQUANT\): param_addr=0x7fd \(2045\) \+ 9 words"):
+        run_program(prog, CFG)

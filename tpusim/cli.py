@@ -1,0 +1,101 @@
+"""``tpusim`` command line: run a compiled .tpubin on the SimPy model.
+
+    tpusim run OUT.tpubin --input x.npy [--input name=y.npy] [--hw CONFIG] [--vcd FILE] [--out DIR]
+
+Prints the cycle count and the performance counters; with ``--out`` writes every output as
+``<name>.npy`` and ``summary.json`` (cycles, counters, wall time, retire trace). Every TpuError
+(bad file, wrong config, device error, deadlock) is one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tpusim.errors import TpuError
+
+EXIT_ERROR = 2
+
+
+def _parse_inputs(specs: list[str], binary) -> dict:
+    """``x.npy`` (binds the binary's inputs in order) or ``name=x.npy``."""
+    names = [t.name for t in binary.inputs]
+    out, pos = {}, 0
+    for spec in specs:
+        if "=" in spec and not Path(spec).exists():
+            name, path = spec.split("=", 1)
+        else:
+            if pos >= len(names):
+                raise TpuError(f"too many --input files: the binary has {len(names)} input(s) {names}")
+            name, path = names[pos], spec
+            pos += 1
+        try:
+            out[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise TpuError(f"cannot load input {name!r} from {path}: {e}") from None
+    return out
+
+
+def _print_report(res) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"tpusim: {res.cycles} cycles ({res.wall_s:.2f} s, "
+                        f"{res.cycles_per_s:,.0f} cycles/s)")
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for k, v in res.counters.items():
+        table.add_row(k, f"{v:,}")
+    Console().print(table)
+
+
+def _write_out(res, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, arr in res.outputs.items():
+        np.save(out_dir / f"{name}.npy", arr)
+    summary = res.summary()
+    summary["retire"] = [[pc, eng, t] for pc, eng, t in res.retire]
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
+def cmd_run(args) -> int:
+    from tpusim.binary import TpuBinary
+    from tpusim.config import load_config
+    from tpusim.sim import run_binary
+    cfg = load_config(args.hw)
+    binary = TpuBinary.read(args.binary, cfg.hash_bytes())
+    res = run_binary(binary, cfg, _parse_inputs(args.input, binary), vcd=args.vcd)
+    print(f"cycles: {res.cycles}")
+    _print_report(res)
+    if args.out:
+        _write_out(res, Path(args.out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tpusim", description="cycle-accurate TPU simulator")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a .tpubin")
+    r.add_argument("binary", help="compiled program (.tpubin)")
+    r.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE.npy",
+                   help="int8 NCHW input tensor (repeat for several inputs)")
+    r.add_argument("--hw", default="seed", help="hardware config name or YAML path (default: seed)")
+    r.add_argument("--vcd", default=None, help="write architectural signals to this VCD file")
+    r.add_argument("--out", default=None, help="directory for <output>.npy and summary.json")
+    r.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TpuError as e:
+        print(f"tpusim: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

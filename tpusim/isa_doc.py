@@ -1,0 +1,268 @@
+"""Generate docs/isa.md from tpusim.isa (encodings) plus the prose below (semantics and timing).
+
+    python -m tpusim.isa_doc            # rewrite docs/isa.md
+    python -m tpusim.isa_doc --check    # exit 1 if docs/isa.md is stale
+
+Bit positions, widths and signedness come from ``tpusim.isa.OPCODES`` only; the prose here must
+describe every field of every opcode (``isa_doc_text`` raises IsaError naming a field or opcode
+that has no description, or a description of a field that no longer exists), so the document
+cannot drift from the encoder. Timing is stated in the symbols of docs/architecture.md, which
+is the timing contract; this page only summarises it per instruction.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tpusim import isa
+from tpusim.errors import IsaError
+
+REPO = Path(__file__).resolve().parent.parent
+DOC_PATH = REPO / "docs" / "isa.md"
+
+_DMA_FIELDS = {
+    "ddr_addr": "byte address in DDR of the first byte of run (0, 0)",
+    "sram_addr": "byte address in SRAM of run (0, 0); multiple of the word `W`",
+    "inner_bytes": "contiguous bytes per run; multiple of `W`",
+    "count1": "runs per row (>= 1)",
+    "ddr_stride1": "DDR bytes between consecutive runs of a row",
+    "sram_stride1": "SRAM bytes between consecutive runs of a row; multiple of `W`",
+    "count2": "rows (>= 1)",
+    "ddr_stride2": "DDR bytes between row starts",
+    "sram_stride2": "SRAM bytes between row starts; multiple of `W`",
+}
+
+_DMA_TEXT = """\
+Moves `count2 × count1` runs of `inner_bytes` contiguous bytes. Run `(o2, o1)` (o2 outer, o1
+inner) starts at DDR `ddr_addr + o2*ddr_stride2 + o1*ddr_stride1` and SRAM
+`sram_addr + o2*sram_stride2 + o1*sram_stride1`. Each run is split into bursts at
+`BB`-aligned DDR boundaries (a burst never crosses a `BB` boundary, hence never a 4 KiB page).
+SRAM addresses, `inner_bytes` and SRAM strides are multiples of `W`; DDR addresses and strides
+are multiples of `W` (or of 32 if `W` < 32). Strides are unsigned."""
+
+#: op -> (semantics, timing, {field: description})
+_OPS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "NOP": (
+        "Does nothing but occupy the queue of the engine named by `engine`: it waits for and "
+        "consumes the tokens of its `wait` mask and sends the tokens of its `signal` mask like "
+        "any other instruction of that engine. Used by the compiler to move a token between "
+        "engines without work.",
+        "Dispatched to the queue of `engine`; starts like any instruction of that engine (see "
+        "*Engines and tokens*). Completion `c = s + 1` in the engine's own domain (the same as "
+        "LOAD_QREG; docs/architecture.md does not state a separate rule for NOP).",
+        {"engine": "engine id: 0 LOAD, 1 STORE, 2 MXU, 3 VPU"}),
+    "HALT": (
+        "Stops dispatch and fetch. The device halts (`halted_o`) once every dispatched "
+        "instruction has retired. `wait`/`signal` are ignored (should be 0).",
+        "Dispatched at core edge `h0`; retires at the first core edge `h >= h0 + 1` at which "
+        "every dispatched instruction's retire is visible in the core domain (DMA retire at DMA "
+        "edge `c` is visible at `cdc(c → core)`, MXU/VPU at `c + 1`). The program's cycle "
+        "count is `h`.",
+        {}),
+    "DMA_LOAD": (
+        "DDR → SRAM copy (LOAD engine, DMA clock). " + _DMA_TEXT,
+        "Bursts strictly one after another. Burst `j`: DDR read request at `r_j` (`r_0 = s`), "
+        "grant `g_j`, `done_j = g_j + L + B_j − 1`; SRAM write request at "
+        "`d_j = cdc(done_j → dma)`, grant `w_j`; finished at `f_j = cdc(w_j + D_j → dma)` with "
+        "`D_j = n_j / W`; `r_{j+1} = f_j`. Completion `c = f_last` (DMA cycles).",
+        _DMA_FIELDS),
+    "DMA_STORE": (
+        "SRAM → DDR copy (STORE engine, DMA clock). " + _DMA_TEXT,
+        "Per burst: SRAM read request at `r_j` (`r_0 = s`), grant `w_j`; DDR write request at "
+        "`d_j = cdc(w_j + D_j → dma)`, grant `g_j`; finished at "
+        "`f_j = cdc(g_j + L + B_j − 1 → dma)`; `r_{j+1} = f_j`. Completion `c = f_last`.",
+        _DMA_FIELDS),
+    "LOAD_WEIGHTS": (
+        "Loads one `R × C` int8 weight tile into the systolic array: SRAM word `sram_addr + n` "
+        "holds column `n`, i.e. `W[0..R−1][n]` (byte `k` of the word is `W[k][n]`). The weights "
+        "stay in the array for the following MATMULs.",
+        "SRAM transaction of `D = C` words: request at `s` (visible `s + 1`), grant `g`, "
+        "completion `c = g + C` (core cycles).",
+        {"sram_addr": "SRAM word address of the tile (`C` consecutive words)"}),
+    "MATMUL": (
+        "Multiplies `M = count_x × count_y` int8 activation vectors by the loaded weight tile. "
+        "Vector `i = y*count_x + x` is SRAM word `act_addr + x*stride_x + y*stride_y`; its "
+        "result row goes to accumulator row `acc_addr + i`: "
+        "`acc[n] = (accumulate ? acc[n] : 0) + Σ_k x[k]*W[k][n]`, int32 with wrap-around "
+        "(`tpusim.arith.matmul_acc`).",
+        "SRAM transaction of `D = M` words (bank mask from `act_addr` to the largest address "
+        "read): request at `s`, grant `g`, completion `c = g + M + R + C` (fill and drain).",
+        {"act_addr": "SRAM word address of the first activation vector",
+         "count_x": "vectors per row (>= 1)",
+         "stride_x": "SRAM words between consecutive vectors of a row",
+         "count_y": "rows of vectors (>= 1)",
+         "stride_y": "SRAM words between row starts",
+         "acc_addr": "first accumulator row; vector `i` writes row `acc_addr + i`",
+         "accumulate": "1: add into the accumulator; 0: overwrite it"}),
+    "LOAD_QREG": (
+        "Writes quant register `qreg` (bank = qreg // 16, entry = qreg % 16) with "
+        "`{multiplier, shift, zero_point}` and marks it valid.",
+        "No SRAM access. Completion `c = s + 1` (core).",
+        {"qreg": "register index, bank*16 + entry (0..63)",
+         "multiplier": "Q31 fixed-point multiplier (`tpusim.arith.quantize_multiplier`)",
+         "shift": "exponent: > 0 left shift, < 0 rounding right shift",
+         "zero_point": "int8 zero point"}),
+    "REQUANT": (
+        "Conv/FC output stage. Reads the per-channel table of `param_words = 9C/W` words at "
+        "`param_addr` (bias int32[C], then multiplier int32[C], then shift int8[C], little "
+        "endian), then for `i < count` writes SRAM word `dst_addr + i` = "
+        "`requant_conv(acc[acc_addr + i], bias, mult, shift, zp(qreg), relu)` (int8[C], "
+        "`tpusim.arith.requant_conv`).",
+        "SRAM transaction `D = param_words + count` (ranges: the table and the destination): "
+        "request at `s`, grant `g`, completion `c = g + D` (core).",
+        {"acc_addr": "first accumulator row",
+         "count": "rows to requantise = words written",
+         "param_addr": "SRAM word address of the per-channel table",
+         "dst_addr": "SRAM word address of the first output word",
+         "qreg": "quant register whose zero point is the output zero point",
+         "relu": "1: clamp below at the output zero point"}),
+    "POOL": (
+        "Max or average pooling over int8 words, lane-wise. Output `(y, x)` for `y < out_h`, "
+        "`x < out_w` reads taps `(ty, tx)`, `ty < win_h`, `tx < win_w`, at word "
+        "`src_addr + y*out_stride_y + x*out_stride_x + ty*win_stride_y + tx*win_stride_x` and "
+        "writes word `dst_addr + y*out_w + x`. Max: lane-wise max. Average: "
+        "`pool_avg(sum, win_w*win_h, zp(qreg_in), mult(qreg_out), shift(qreg_out), "
+        "zp(qreg_out))` (`tpusim.arith.pool_avg`).",
+        "SRAM transaction `D = out_w*out_h*(win_w*win_h + 1)` (ranges: source first to last "
+        "tap, destination): request at `s`, grant `g`, completion `c = g + D` (core).",
+        {"mode": "0 max, 1 average",
+         "src_addr": "SRAM word address of tap (0, 0) of output (0, 0)",
+         "win_w": "window width in taps (>= 1)",
+         "win_h": "window height in taps (>= 1)",
+         "win_stride_x": "SRAM words between horizontal taps",
+         "win_stride_y": "SRAM words between vertical taps",
+         "out_w": "outputs per row",
+         "out_stride_x": "source words between horizontally adjacent outputs",
+         "out_h": "output rows",
+         "out_stride_y": "source words between output rows",
+         "dst_addr": "SRAM word address of output (0, 0); outputs are dense",
+         "qreg_in": "average only: quant register holding the input zero point",
+         "qreg_out": "average only: quant register holding multiplier, shift, output zero point"}),
+    "ADD": (
+        "Quantised residual add of `count` words, lane-wise: "
+        "`dst[i] = add_int8(a[i], b[i], qreg_a, qreg_b, qreg_out, relu)` where each quant "
+        "register supplies (zero point, multiplier, shift) (`tpusim.arith.add_int8`, TFLite "
+        "Add with left shift 20).",
+        "SRAM transaction `D = 3*count` (ranges: `src_a`, `src_b`, `dst`, each `count` words): "
+        "request at `s`, grant `g`, completion `c = g + D` (core).",
+        {"src_a": "SRAM word address of operand a",
+         "src_b": "SRAM word address of operand b",
+         "dst_addr": "SRAM word address of the result",
+         "count": "words",
+         "qreg_a": "quant register of operand a (zero point, multiplier, shift)",
+         "qreg_b": "quant register of operand b",
+         "qreg_out": "quant register of the output",
+         "relu": "1: clamp below at the output zero point"}),
+}
+
+
+def _check_prose() -> None:
+    missing_ops = sorted(set(isa.OPCODES) - set(_OPS))
+    if missing_ops:
+        raise IsaError(f"isa_doc: no documentation for opcode(s) {missing_ops}")
+    stale_ops = sorted(set(_OPS) - set(isa.OPCODES))
+    if stale_ops:
+        raise IsaError(f"isa_doc: documentation for unknown opcode(s) {stale_ops}")
+    for name, spec in isa.OPCODES.items():
+        have = set(_OPS[name][2])
+        want = {f.name for f in spec.fields}
+        if have != want:
+            raise IsaError(f"isa_doc: {name}: fields without description {sorted(want - have)}, "
+                           f"descriptions of unknown fields {sorted(have - want)}")
+
+
+def isa_doc_text() -> str:
+    """The full text of docs/isa.md."""
+    _check_prose()
+    L = ["<!-- GENERATED by tpusim/isa_doc.py from tpusim/isa.py — DO NOT EDIT; "
+         "run `python -m tpusim.isa_doc` -->",
+         "# tpusim instruction set",
+         "",
+         "Source of truth: `tpusim/isa.py` (encoder, decoder, assembler). The SystemVerilog "
+         "constants are generated from it into `rtl/tpu_isa_pkg.sv` (`python -m tpusim.svgen`); "
+         "this page is generated from it too. Timing symbols and rules (edges `s`, `c`, `g`, "
+         "`cdc(...)`, `L`, `B`, `BB`, `W`, `R`, `C`) are defined in docs/architecture.md, "
+         "which is the timing contract; the *Timing* lines below summarise it.",
+         "",
+         "## Encoding",
+         "",
+         f"Every instruction is one {isa.INSTR_BITS}-bit little-endian word "
+         f"({isa.INSTR_BYTES} bytes); the PC is a byte offset from `code_addr` and advances by "
+         f"{isa.INSTR_BYTES}.",
+         "",
+         "| bits | field | meaning |",
+         "|---|---|---|",
+         "| [7:0] | opcode | see the table below; any other value is reserved |",
+         "| [11:8] | wait | engine mask: take one token from each engine named before starting |",
+         "| [15:12] | signal | engine mask: send one token to each engine named on completion |",
+         f"| [{isa.INSTR_BITS - 1}:{isa.HEADER_BITS}] | operands | packed from bit "
+         f"{isa.HEADER_BITS} upward in the order listed per opcode; unused bits must be zero |",
+         "",
+         "Engine mask bits: " + ", ".join(f"{int(e)} = {e.name}" for e in isa.Engine) + ". "
+         "Signed fields are two's complement of their width. The decoder rejects a reserved "
+         "opcode (device error 1, `error_pc` = PC, halts as for HALT); `tpusim.isa.decode` "
+         "also rejects non-zero unused bits.",
+         "",
+         "Assembly (`tpusim.isa.assemble`, `Instruction.text`): one instruction per line, "
+         "`OP field=value ... wait=LOAD|MXU signal=VPU`, `#` comments, missing fields are 0.",
+         "",
+         "| opcode | name | engine | used bits |",
+         "|---|---|---|---|"]
+    for spec in isa.OPCODES.values():
+        eng = "decoder" if spec.engine is None else spec.engine.name
+        if spec.name == "NOP":
+            eng = "field `engine`"
+        used = spec.layout()[-1][1] + spec.layout()[-1][0].bits if spec.fields else isa.HEADER_BITS
+        L.append(f"| `0x{spec.code:02X}` | [{spec.name}](#{spec.name.lower()}) | {eng} | {used} |")
+    L += ["", "## Instructions"]
+    for name, spec in isa.OPCODES.items():
+        sem, timing, fdesc = _OPS[name]
+        eng = "decoder" if spec.engine is None else f"{spec.engine.name} engine"
+        if name == "NOP":
+            eng = "engine named by `engine`"
+        L += ["", f"### {name}", "", f"Opcode `0x{spec.code:02X}`, executed by the {eng}.", ""]
+        if spec.fields:
+            L += ["| field | bits | width | signed | description |", "|---|---|---|---|---|"]
+            for f, lsb in spec.layout():
+                L.append(f"| `{f.name}` | [{lsb + f.bits - 1}:{lsb}] | {f.bits} | "
+                         f"{'yes' if f.signed else 'no'} | {fdesc[f.name]} |")
+            L.append("")
+        else:
+            L += ["No operand fields.", ""]
+        L += [f"**Semantics.** {sem}", "", f"**Timing.** {timing}"]
+    L += ["", "## Common timing rules", "",
+          "- An engine starts an instruction at the first own-domain edge `s` at which it is idle "
+          "(`s >= c_prev + 1`), the queue head is visible, and a token from every engine in "
+          "`wait` is visible; at `s` it pops the head and consumes those tokens.",
+          "- At the completion edge `c` the instruction retires (retire pulse with its PC) and "
+          "sends one token to every engine in `signal` (visible to engine `y` at `cdc(c → y)`, "
+          "same domain `c + 1`).",
+          "- Busy cycles `c − s` and token-wait cycles are counted per engine "
+          "(docs/architecture.md, *Performance counters*).",
+          ""]
+    return "\n".join(L)
+
+
+def doc_is_current(path: Path | None = None) -> bool:
+    path = Path(path or DOC_PATH)
+    return path.exists() and path.read_text() == isa_doc_text()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tpusim.isa_doc", description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if docs/isa.md is stale")
+    a = ap.parse_args(argv)
+    if a.check:
+        if not doc_is_current():
+            print(f"{DOC_PATH} is stale or missing: run `python -m tpusim.isa_doc`", file=sys.stderr)
+            return 1
+        print(f"{DOC_PATH} is current")
+        return 0
+    DOC_PATH.write_text(isa_doc_text())
+    print(f"wrote {DOC_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

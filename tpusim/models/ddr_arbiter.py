@@ -1,0 +1,104 @@
+"""DDR arbiter (DDR clock): one channel, one burst transaction at a time, round robin.
+
+Rules (docs/architecture.md, "DDR arbiter and memory"):
+  * requesters 0 fetch, 1 DMA read (LOAD), 2 DMA write (STORE); each has <= 1 request pending;
+  * a request launched at ``t`` is visible at ``v = cdc(t -> ddr)``;
+  * at DDR edge ``e``, if the channel is free, grant one visible request, round robin starting
+    after the last granted requester (initially the search starts at requester 0);
+  * a burst of ``n`` bytes at ``a`` moves ``B = (a+n-1)//BEAT - a//BEAT + 1`` beats; granted at
+    ``g`` it completes at ``done = g + L + B - 1``; the channel is free for a grant at ``done + 1``.
+Counters: ddr_read_bytes (DMA reads), ddr_write_bytes, fetch_bytes, ddr_busy_cycles (L + B),
+ddr_arb_wait_cycles (g - v).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from tpusim.models.common import Clocks, EdgeScheduler
+from tpusim.timebase import ClockDomain
+
+FETCH, DMA_READ, DMA_WRITE = 0, 1, 2
+REQUESTER_NAMES = ("fetch", "dma_read", "dma_write")
+_BYTES_COUNTER = ("fetch_bytes", "ddr_read_bytes", "ddr_write_bytes")
+
+
+@dataclass(slots=True)
+class DdrRequest:
+    """One burst: requester id, byte address, bytes, visible edge (ps), and how to report the
+    grant: ``on_grant(grant_ps, done_ps)`` called at the grant edge, or else ``event``
+    succeeding with ``(grant_ps, done_ps)``."""
+    requester: int
+    addr: int
+    nbytes: int
+    visible_ps: int
+    event: simpy.Event | None
+    on_grant: object = None
+
+
+class DdrArbiter:
+    """Round-robin arbiter of the single DDR channel (see module docstring)."""
+
+    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None) -> None:
+        self.env, self.clocks, self.perf, self.trace = env, clocks, perf, trace
+        self.dom = clocks.ddr
+        self.latency = cfg.ddr_latency_cycles
+        self.beat = cfg.ddr_beat_bytes
+        self.pending: dict[int, DdrRequest] = {}
+        self.last_granted = len(REQUESTER_NAMES) - 1     # search starts at requester 0
+        self.free_ps = self.dom.edge(0)                   # channel free for a grant at this edge
+        self.sched = EdgeScheduler(env, self._decide)
+
+    def beats(self, addr: int, nbytes: int) -> int:
+        """Beats moved by a burst: ``(a + n - 1)//BEAT - a//BEAT + 1``."""
+        return (addr + nbytes - 1) // self.beat - addr // self.beat + 1
+
+    def request(self, requester: int, launch_ps: int, src: ClockDomain, addr: int,
+                nbytes: int, on_grant=None) -> simpy.Event | None:
+        """Launch a burst request at ``launch_ps`` (an edge of ``src``; may be posted earlier in
+        simulation time). Returns the grant event, or None if ``on_grant`` is given."""
+        assert requester not in self.pending, f"{REQUESTER_NAMES[requester]} has two DDR requests"
+        req = DdrRequest(requester, addr, nbytes, self.clocks.cdc(launch_ps, src, self.dom),
+                         None if on_grant else self.env.event(), on_grant)
+        self.pending[requester] = req
+        self.sched.request(max(self.free_ps, req.visible_ps))
+        return req.event
+
+    def _schedule(self) -> None:
+        if self.pending:
+            first_visible = min(r.visible_ps for r in self.pending.values())
+            self.sched.request(max(self.free_ps, first_visible))
+
+    def _decide(self) -> None:
+        """At DDR edge ``e = now``: grant one visible request, round robin."""
+        e = self.env.now
+        n = len(REQUESTER_NAMES)
+        for i in range(1, n + 1):
+            rid = (self.last_granted + i) % n
+            req = self.pending.get(rid)
+            if req is not None and req.visible_ps <= e:
+                self._grant(req, e)     # may post new requests (callbacks) -> reschedules
+                break
+        self._schedule()
+
+    def _grant(self, req: DdrRequest, g_ps: int) -> None:
+        period = self.dom.period_ps
+        beats = self.beats(req.addr, req.nbytes)
+        done_ps = g_ps + (self.latency + beats - 1) * period
+        del self.pending[req.requester]
+        self.last_granted = req.requester
+        self.free_ps = done_ps + period
+        p = self.perf
+        p.add(_BYTES_COUNTER[req.requester], req.nbytes)
+        p.add("ddr_busy_cycles", self.latency + beats)
+        p.add("ddr_arb_wait_cycles", (g_ps - req.visible_ps) // period)
+        if self.trace is not None:
+            self.trace.ddr_grant(g_ps, done_ps, req.requester)
+        if req.on_grant is not None:
+            req.on_grant(g_ps, done_ps)
+        else:
+            req.event.succeed((g_ps, done_ps))
+
+
+__all__ = ["DdrArbiter", "DdrRequest", "FETCH", "DMA_READ", "DMA_WRITE", "REQUESTER_NAMES"]

@@ -1,0 +1,113 @@
+"""The common in-order engine controller (LOAD, STORE, MXU, VPU): start, tokens, retire.
+
+Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's own domain:
+  * idle from its completion edge ``c`` on; may start the next instruction at ``s >= c + 1``
+    (the first instruction at any edge);
+  * starts at the first edge ``s`` at which it is idle, the queue head is visible and a token from
+    every engine in the head's ``wait`` mask is visible; at ``s`` it pops the head (visible to the
+    decoder at ``cdc(s -> core)``) and consumes the tokens;
+  * ``token_wait_cycles`` += ``s - r``, ``r`` = first edge idle with the head visible;
+  * at ``c`` the instruction retires (retire pulse with its PC, visible to the decoder's HALT
+    logic at ``cdc(c -> core)``) and a token goes to each engine in ``signal``;
+  * ``busy_cycles`` += ``c - s``.
+Subclasses implement ``execute(entry, s_ps)``: a generator that returns the completion edge
+``c_ps`` with the simulation clock at ``c_ps``. NOP completes at ``s + 1`` on every engine.
+"""
+from __future__ import annotations
+
+import simpy
+
+from tpusim.models.common import ENGINE_NAMES, Clocks, QueueEntry, Timeline
+from tpusim.models.perf import ENGINE_KEYS
+
+
+class EngineBase:
+    """One engine: its queue, the token matrix, perf counters and retire trace are shared."""
+
+    def __init__(self, env: simpy.Environment, clocks: Clocks, engine: int, queue, tokens, perf,
+                 retire_log: list, trace=None) -> None:
+        self.env, self.clocks = env, clocks
+        self.engine = engine
+        self.name = ENGINE_NAMES[engine]
+        self.key = ENGINE_KEYS[engine]
+        self.dom = clocks.engine_domain(engine)
+        self.period = self.dom.period_ps
+        self.queue = queue
+        self.tokens = tokens
+        self.perf = perf
+        self.retire_log = retire_log
+        self.trace = trace
+        self.retired = Timeline(env)        # core edges (ps) at which each retire is visible
+        self.current: QueueEntry | None = None
+        self.waiting_for: str | None = None  # what the engine is blocked on (deadlock report)
+
+    # ------------------------------------------------------------------ controller
+    def run(self):
+        """SimPy process: the engine controller loop."""
+        env, q, tok = self.env, self.queue, self.tokens
+        next_ps = self.dom.edge(0)           # earliest start edge (idle since reset)
+        k = 0
+        while True:
+            self.current = None
+            if k < len(q.entries):
+                entry = q.entries.items[k]
+            else:
+                self.waiting_for = "its next instruction (queue empty)"
+                entry = yield q.entries.wait(k)
+            self.current = entry
+            r_ps = max(next_ps, entry.visible_ps)
+            s_ps = r_ps
+            wait = entry.instr.wait
+            for x in range(len(ENGINE_NAMES)):
+                if wait >> x & 1:
+                    tl, i = tok.sent[x][self.engine], tok.next_index(x, self.engine)
+                    if i < len(tl):
+                        t = tl.items[i]
+                    else:
+                        self.waiting_for = f"a token from {ENGINE_NAMES[x]}"
+                        t = yield tl.wait(i)
+                    s_ps = max(s_ps, t)
+            self.waiting_for = None
+            if s_ps > env.now:
+                yield env.timeout(s_ps - env.now)
+            q.pop(s_ps)
+            tok.consume(self.engine, wait)
+            self.perf.add(f"{self.key}_token_wait_cycles", (s_ps - r_ps) // self.period)
+            if self.trace is not None:
+                self.trace.busy(self.engine, s_ps, 1)
+            if entry.instr.op == "NOP":
+                c_ps = yield from self._nop(s_ps)
+            else:
+                c_ps = yield from self.execute(entry, s_ps)
+            assert env.now == c_ps, (self.name, env.now, c_ps)
+            self._retire(entry, s_ps, c_ps)
+            next_ps = c_ps + self.period
+            k += 1
+
+    def _nop(self, s_ps: int):
+        """NOP: completes at ``s + 1``."""
+        yield self.env.timeout(self.period)
+        return s_ps + self.period
+
+    def _retire(self, entry: QueueEntry, s_ps: int, c_ps: int) -> None:
+        self.perf.add(f"{self.key}_busy_cycles", (c_ps - s_ps) // self.period)
+        self.perf.add(f"{self.key}_retired")
+        self.retire_log.append((c_ps, self.engine, entry.pc))
+        self.tokens.send(self.engine, entry.instr.signal, c_ps, entry.where())
+        self.retired.append(self.clocks.cdc(c_ps, self.dom, self.clocks.core))
+        if self.trace is not None:
+            self.trace.busy(self.engine, c_ps, 0)
+            self.trace.retire(self.engine, c_ps, entry.pc)
+
+    def execute(self, entry: QueueEntry, s_ps: int):
+        """Run one instruction started at ``s_ps``; return its completion edge (sim time there)."""
+        raise NotImplementedError
+
+    def describe_wait(self) -> str | None:
+        """'LOAD at instruction #3 at pc 0x60 (DMA_LOAD) waits for a token from MXU', or None."""
+        if self.waiting_for is None or self.current is None:
+            return None
+        return f"{self.name} at {self.current.where()} waits for {self.waiting_for}"
+
+
+__all__ = ["EngineBase"]

@@ -1,0 +1,118 @@
+"""SRAM scratchpad (numpy storage) and its bank arbiter (core clock).
+
+Rules (docs/architecture.md, "SRAM and the bank arbiter"):
+  * ``banks`` single-ported, address-partitioned banks (bank = word // bank_words), one word of
+    ``W`` bytes per bank access;
+  * requesters in fixed priority 0 DMA LOAD, 1 DMA STORE, 2 MXU, 3 VPU; each has <= 1 request;
+    a request carries its bank mask (ranges_to_banks) and its access count ``D``;
+  * a request launched at ``t`` is visible at ``v = cdc(t -> core)`` (MXU/VPU: ``t + 1``);
+  * at each core edge ``e`` the arbiter walks the visible, ungranted requests in priority order
+    and grants each whose banks are all free, taking them for the rest of that edge;
+  * granted at ``g`` with ``D`` accesses: banks busy at edges ``g+1 .. g+D``, free for a grant at
+    ``g + D``; completion edge ``g + D``;
+  * conflict: ``g > v``; counters sram_conflicts (+1) and sram_conflict_cycles (+ g - v).
+Storage: ``data`` is a uint8 array of ``size_bytes``; ``words`` is the (sram_words, W) int8 view.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from tpusim.models.common import Clocks, EdgeScheduler, ranges_to_banks
+from tpusim.timebase import ClockDomain
+
+LOAD, STORE, MXU, VPU = 0, 1, 2, 3     # requester ids = priority order (0 highest)
+
+
+@dataclass(slots=True)
+class SramRequest:
+    """One SRAM transaction request; the grant edge (ps) is reported by ``on_grant(grant_ps)``
+    at the grant edge, or else as the value of ``event``."""
+    requester: int
+    banks: tuple
+    accesses: int
+    visible_ps: int
+    event: simpy.Event | None
+    on_grant: object = None
+
+
+class Sram:
+    """Banked scratchpad storage plus the fixed-priority bank arbiter (see module docstring)."""
+
+    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None) -> None:
+        self.env, self.clocks, self.perf, self.trace = env, clocks, perf, trace
+        self.dom = clocks.core
+        self.word_bytes = cfg.word_bytes
+        self.size_bytes = cfg.sram_size_bytes
+        self.n_words = cfg.sram_words
+        self.bank_words = cfg.bank_words
+        self.data = np.zeros(cfg.sram_size_bytes, dtype=np.uint8)
+        self.words = self.data.view(np.int8).reshape(self.n_words, self.word_bytes)
+        self.bank_free_ps = [0] * cfg.sram_banks       # bank free for a grant at this edge
+        self.pending: list[SramRequest | None] = [None] * 4
+        self.sched = EdgeScheduler(env, self._decide)
+
+    # ------------------------------------------------------------------ arbiter
+    def request(self, requester: int, launch_ps: int, src: ClockDomain, ranges,
+                accesses: int, on_grant=None) -> simpy.Event | None:
+        """Launch a transaction of ``accesses`` word accesses over the word ``ranges``
+        [(first, last), ...] at ``launch_ps`` (an edge of ``src``; may be posted earlier in
+        simulation time). Returns the grant event, or None if ``on_grant`` is given."""
+        assert self.pending[requester] is None, f"SRAM requester {requester} has two requests"
+        assert accesses >= 1
+        req = SramRequest(requester, ranges_to_banks(ranges, self.bank_words), accesses,
+                          self.clocks.cdc(launch_ps, src, self.dom),
+                          None if on_grant else self.env.event(), on_grant)
+        self.pending[requester] = req
+        self.sched.request(self._earliest_ps(req))
+        return req.event
+
+    def _earliest_ps(self, req: SramRequest) -> int:
+        free = self.bank_free_ps
+        return max(req.visible_ps, max(free[b] for b in req.banks))
+
+    def _schedule(self) -> None:
+        times = [self._earliest_ps(r) for r in self.pending if r is not None]
+        if times:
+            self.sched.request(min(times))
+
+    def _decide(self) -> None:
+        """At core edge ``e = now``: grant, in priority order, every visible request whose banks
+        are all free (a grant takes its banks for the rest of the edge)."""
+        e = self.env.now
+        free = self.bank_free_ps
+        granted = []
+        for req in self.pending:
+            if req is not None and req.visible_ps <= e and all(free[b] <= e for b in req.banks):
+                self._grant(req, e)
+                granted.append(req)
+        self._schedule()
+        for req in granted:            # report after the walk: callbacks may post new requests
+            if req.on_grant is not None:
+                req.on_grant(e)
+            else:
+                req.event.succeed(e)
+
+    def _grant(self, req: SramRequest, g_ps: int) -> None:
+        period = self.dom.period_ps
+        end_ps = g_ps + req.accesses * period
+        for b in req.banks:
+            self.bank_free_ps[b] = end_ps
+        self.pending[req.requester] = None
+        if g_ps > req.visible_ps:
+            self.perf.add("sram_conflicts")
+            self.perf.add("sram_conflict_cycles", (g_ps - req.visible_ps) // period)
+            if self.trace is not None:
+                self.trace.sram_conflict(g_ps, req.requester)
+
+    # ------------------------------------------------------------------ storage
+    def read_bytes(self, byte_addr: int, n: int) -> bytes:
+        return self.data[byte_addr:byte_addr + n].tobytes()
+
+    def write_bytes(self, byte_addr: int, data: bytes) -> None:
+        self.data[byte_addr:byte_addr + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+
+__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU"]

@@ -1,0 +1,103 @@
+"""MXU (core clock): R x C weight-stationary int8 systolic array plus the accumulator buffer.
+
+Timing (docs/architecture.md, "MXU"), start edge ``s``, SRAM request at ``s`` (visible s+1):
+  LOAD_WEIGHTS: D = C words at sram_addr .. sram_addr+C-1; grant g; completion c = g + C.
+  MATMUL: D = M = count_x*count_y words; bank mask over [act_addr, largest address read];
+          completion c = g + M + R + C (array fill and drain). M = 0: no SRAM request, no
+          accumulator write, c = s + 1 + R + C (docs/rtl_interfaces.md, tpu_mxu).
+Function: word n of a weight tile holds column n (W[0..R-1][n]), so ``weights`` = words.T,
+int8 [R, C]. MATMUL vector i = y*count_x + x is word act_addr + x*stride_x + y*stride_y (int8[R]);
+accumulator row acc_addr + i = (accumulate ? row : 0) + x_i @ weights, int32 with wrap-around.
+``acc`` is int32 [acc_depth_rows, C]. Effects are applied at the grant edge (inside [s, c]).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tpusim.arith import matmul_acc
+from tpusim.models import sram as sram_mod
+from tpusim.models.common import QueueEntry, device_error
+from tpusim.models.engine import EngineBase
+
+
+class AccumulatorBuffer:
+    """``rows`` int32 [depth_rows, C], zero at reset."""
+
+    def __init__(self, depth_rows: int, cols: int) -> None:
+        self.rows = np.zeros((depth_rows, cols), dtype=np.int32)
+
+    @property
+    def depth(self) -> int:
+        return self.rows.shape[0]
+
+
+class Mxu(EngineBase):
+    """The systolic-array engine (LOAD_WEIGHTS, MATMUL)."""
+
+    def __init__(self, env, clocks, engine, queue, tokens, perf, retire_log, *, cfg, sram,
+                 acc: AccumulatorBuffer, trace=None) -> None:
+        super().__init__(env, clocks, engine, queue, tokens, perf, retire_log, trace)
+        self.cfg = cfg
+        self.sram = sram
+        self.acc = acc
+        self.weights = np.zeros((cfg.array_rows, cfg.array_cols), dtype=np.int8)
+
+    def execute(self, entry: QueueEntry, s_ps: int):
+        op = entry.instr.op
+        if op == "LOAD_WEIGHTS":
+            c_ps = yield from self._load_weights(entry, s_ps)
+        elif op == "MATMUL":
+            c_ps = yield from self._matmul(entry, s_ps)
+        else:
+            raise device_error(entry, "opcode", entry.instr.spec.code, "cannot run on the MXU")
+        yield self.env.timeout(c_ps - self.env.now)
+        return c_ps
+
+    def _check_words(self, entry: QueueEntry, field: str, first: int, last: int) -> None:
+        if last >= self.sram.n_words:
+            raise device_error(entry, field, entry.instr[field],
+                               f"reaches SRAM word {last:#x}, past the last word "
+                               f"{self.sram.n_words - 1:#x}")
+
+    def _matmul_int32(self, x: np.ndarray) -> np.ndarray:
+        """int8 [M, R] @ weights int8 [R, C] -> int32 [M, C], exact. float32 BLAS when every
+        partial sum is an integer of magnitude <= R * 2**14 <= 2**24 (exact in float32 in any
+        summation order); otherwise tpusim.arith.matmul_acc."""
+        if self.cfg.array_rows <= 1024:
+            return (x.astype(np.float32) @ self.weights.astype(np.float32)).astype(np.int32)
+        return matmul_acc(x, self.weights)
+
+    def _load_weights(self, entry: QueueEntry, s_ps: int):
+        cols = self.cfg.array_cols
+        a = entry.instr["sram_addr"]
+        self._check_words(entry, "sram_addr", a, a + cols - 1)
+        g_ps = yield self.sram.request(sram_mod.MXU, s_ps, self.dom, [(a, a + cols - 1)], cols)
+        self.weights = self.sram.words[a:a + cols].T.copy()
+        return g_ps + cols * self.period
+
+    def _matmul(self, entry: QueueEntry, s_ps: int):
+        ins = entry.instr
+        cx, cy = ins["count_x"], ins["count_y"]
+        m = cx * cy
+        cfg = self.cfg
+        if m == 0:      # docs/rtl_interfaces.md: no SRAM request, as if granted at s + 1
+            return s_ps + (1 + cfg.array_rows + cfg.array_cols) * self.period
+        idx = (ins["act_addr"] + np.arange(cy)[:, None] * ins["stride_y"]
+               + np.arange(cx)[None, :] * ins["stride_x"]).ravel()
+        last = int(idx.max())
+        self._check_words(entry, "act_addr", ins["act_addr"], last)
+        acc_addr = ins["acc_addr"]
+        if acc_addr + m > self.acc.depth:
+            raise device_error(entry, "acc_addr", acc_addr,
+                               f"+ {m} rows runs past the end of the {self.acc.depth}-row accumulator")
+        g_ps = yield self.sram.request(sram_mod.MXU, s_ps, self.dom, [(ins["act_addr"], last)], m)
+        y = self._matmul_int32(self.sram.words[idx])
+        rows = self.acc.rows
+        if ins["accumulate"]:
+            rows[acc_addr:acc_addr + m] += y        # int32 array add wraps around
+        else:
+            rows[acc_addr:acc_addr + m] = y
+        return g_ps + (m + cfg.array_rows + cfg.array_cols) * self.period
+
+
+__all__ = ["Mxu", "AccumulatorBuffer"]

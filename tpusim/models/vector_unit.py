@@ -1,0 +1,144 @@
+"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD; integer arithmetic from tpusim.arith.
+
+Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
+  LOAD_QREG: no SRAM, c = s + 1.
+  REQUANT / POOL / ADD: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
+    REQUANT D = param_words + count;      ranges: table, destination
+    POOL    D = out_w*out_h*(win_w*win_h + 1); ranges: source (first..last tap), destination
+    ADD     D = 3*count;                  ranges: src_a, src_b, dst (count words each)
+  D = 0 (POOL/ADD with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
+  Zero-word ranges are left out of the bank mask. POOL with a 0-tap window: max gives -128 in
+  every lane, average gives pool_avg(0, 0, ...).
+Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. The requant table
+at word ``param_addr`` is bias int32[C], multiplier int32[C], shift int8[C], little endian.
+Effects are applied at the grant edge (inside [s, c]).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tpusim.arith import add_int8, pool_avg, requant_conv
+from tpusim.errors import SimulationError
+from tpusim.models import sram as sram_mod
+from tpusim.models.common import QueueEntry, device_error
+from tpusim.models.engine import EngineBase
+
+
+class Vpu(EngineBase):
+    """The vector unit; reads the MXU's accumulator buffer and the quant registers."""
+
+    def __init__(self, env, clocks, engine, queue, tokens, perf, retire_log, *, cfg, sram, acc,
+                 qregs, trace=None) -> None:
+        super().__init__(env, clocks, engine, queue, tokens, perf, retire_log, trace)
+        self.cfg = cfg
+        self.sram = sram
+        self.acc = acc
+        self.qregs = qregs
+
+    def execute(self, entry: QueueEntry, s_ps: int):
+        op = entry.instr.op
+        if op == "LOAD_QREG":
+            a = entry.instr.args
+            self.qregs.load(a["qreg"], a["multiplier"], a["shift"], a["zero_point"], entry.where())
+            c_ps = s_ps + self.period
+        elif op in ("REQUANT", "POOL", "ADD"):
+            ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
+            if accesses == 0:         # POOL/ADD with no output: no SRAM request, c = s + 1
+                c_ps = s_ps + self.period
+            else:
+                g_ps = yield self.sram.request(sram_mod.VPU, s_ps, self.dom, ranges, accesses)
+                try:
+                    effect()
+                except ValueError as e:       # arith refuses e.g. a shift outside [-31, 30]
+                    raise SimulationError(f"{entry.where()}: {e}") from None
+                c_ps = g_ps + accesses * self.period
+        else:
+            raise device_error(entry, "opcode", entry.instr.spec.code, "cannot run on the VPU")
+        yield self.env.timeout(c_ps - self.env.now)
+        return c_ps
+
+    # ------------------------------------------------------------------ checks
+    def _words(self, entry: QueueEntry, field: str, first: int, n: int) -> tuple[int, int]:
+        """(first, last) word range of ``n`` words, checked against the SRAM size; None if n == 0."""
+        if n == 0:
+            return None
+        last = first + n - 1
+        if last >= self.sram.n_words:
+            raise device_error(entry, field, entry.instr[field],
+                               f"+ {n} words reaches SRAM word {last:#x}, past the last word "
+                               f"{self.sram.n_words - 1:#x}")
+        return first, last
+
+    def _qreg(self, entry: QueueEntry, field: str):
+        return self.qregs.get(entry.instr[field], entry.where(), field)
+
+    # ------------------------------------------------------------------ REQUANT
+    def _plan_requant(self, entry: QueueEntry):
+        a = entry.instr.args
+        n, cols, pw = a["count"], self.cfg.array_cols, self.cfg.param_words
+        if a["acc_addr"] + n > self.acc.depth:
+            raise device_error(entry, "acc_addr", a["acc_addr"],
+                               f"+ {n} rows runs past the end of the {self.acc.depth}-row accumulator")
+        table = self._words(entry, "param_addr", a["param_addr"], pw)
+        dst = self._words(entry, "dst_addr", a["dst_addr"], n)
+        zp = self._qreg(entry, "qreg").zero_point
+
+        def effect():
+            raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes, 9 * cols)
+            bias = np.frombuffer(raw, "<i4", cols, 0)
+            mult = np.frombuffer(raw, "<i4", cols, 4 * cols)
+            shift = np.frombuffer(raw, np.int8, cols, 8 * cols)
+            acc = self.acc.rows[a["acc_addr"]:a["acc_addr"] + n]
+            out = requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
+            self.sram.words[a["dst_addr"]:a["dst_addr"] + n] = out
+        return [r for r in (table, dst) if r], pw + n, effect
+
+    # ------------------------------------------------------------------ POOL
+    def _plan_pool(self, entry: QueueEntry):
+        a = entry.instr.args
+        ow, oh, ww, wh = a["out_w"], a["out_h"], a["win_w"], a["win_h"]
+        taps, outs = ww * wh, ow * oh
+        if outs == 0:
+            return [], 0, None
+        idx = (a["src_addr"]
+               + np.arange(oh)[:, None, None, None] * a["out_stride_y"]
+               + np.arange(ow)[None, :, None, None] * a["out_stride_x"]
+               + np.arange(wh)[None, None, :, None] * a["win_stride_y"]
+               + np.arange(ww)[None, None, None, :] * a["win_stride_x"])
+        src = self._words(entry, "src_addr", a["src_addr"], int(idx.max()) - a["src_addr"] + 1
+                          if taps else 0)
+        dst = self._words(entry, "dst_addr", a["dst_addr"], outs)
+        if a["mode"]:
+            zp_in = self._qreg(entry, "qreg_in").zero_point
+            q_out = self._qreg(entry, "qreg_out")
+
+        def effect():
+            vals = self.sram.words[idx.reshape(outs, taps)]             # [outputs, taps, W]
+            if a["mode"]:
+                sums = vals.astype(np.int32).sum(axis=1)
+                out = pool_avg(sums, taps, zp_in, q_out.multiplier, q_out.shift, q_out.zero_point)
+            else:
+                out = vals.max(axis=1, initial=-128)
+            self.sram.words[a["dst_addr"]:a["dst_addr"] + outs] = out
+        return [r for r in (src, dst) if r], outs * (taps + 1), effect
+
+    # ------------------------------------------------------------------ ADD
+    def _plan_add(self, entry: QueueEntry):
+        a = entry.instr.args
+        n = a["count"]
+        if n == 0:
+            return [], 0, None
+        ranges = [self._words(entry, f, a[f], n) for f in ("src_a", "src_b", "dst_addr")]
+        qa, qb, qo = (self._qreg(entry, f) for f in ("qreg_a", "qreg_b", "qreg_out"))
+
+        def effect():
+            w = self.sram.words
+            out = add_int8(w[a["src_a"]:a["src_a"] + n], w[a["src_b"]:a["src_b"] + n],
+                           qa.zero_point, qa.multiplier, qa.shift,
+                           qb.zero_point, qb.multiplier, qb.shift,
+                           qo.zero_point, qo.multiplier, qo.shift, bool(a["relu"]))
+            w[a["dst_addr"]:a["dst_addr"] + n] = out
+        return ranges, 3 * n, effect
+
+
+__all__ = ["Vpu"]
