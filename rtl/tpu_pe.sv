@@ -1,0 +1,49 @@
+// tpu_pe: one weight-stationary int8 processing element of the systolic array.
+//
+// Ports:
+//   input  logic               clk_i, rst_ni
+//   input  logic               w_load_i   // capture w_i into the stationary weight at the edge
+//   input  logic signed [7:0]  w_i
+//   input  logic signed [7:0]  a_i        // activation from the left neighbour
+//   input  logic signed [31:0] psum_i     // partial sum from the PE above
+//   output logic signed [7:0]  a_o        // a_i registered (to the right neighbour)
+//   output logic signed [31:0] psum_o     // psum_i + a_i * w, registered (to the PE below)
+// Arithmetic: int32 with two's-complement wrap-around.
+`default_nettype none
+
+module tpu_pe (
+  input  logic               clk_i,
+  input  logic               rst_ni,
+  input  logic               w_load_i,
+  input  logic signed [7:0]  w_i,
+  input  logic signed [7:0]  a_i,
+  input  logic signed [31:0] psum_i,
+  output logic signed [7:0]  a_o,
+  output logic signed [31:0] psum_o
+);
+
+  logic signed [7:0]  w_q, a_q;
+  logic signed [31:0] psum_q, psum_d;
+  logic signed [15:0] prod;
+
+  assign prod   = a_i * w_q;
+  assign psum_d = psum_i + 32'(prod);
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      w_q    <= '0;
+      a_q    <= '0;
+      psum_q <= '0;
+    end else begin
+      if (w_load_i) w_q <= w_i;
+      a_q    <= a_i;
+      psum_q <= psum_d;
+    end
+  end
+
+  assign a_o    = a_q;
+  assign psum_o = psum_q;
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,82 @@
+// tpu_systolic_array: Rows x Cols weight-stationary int8 PEs, generate-block wiring.
+//
+// Ports:
+//   input  logic                 clk_i, rst_ni
+//   input  logic [Cols-1:0]      w_load_i    // column n captures w_data_i at the edge
+//   input  logic [Rows*8-1:0]    w_data_i    // byte k -> PE(k, n) weight (word n = W[0..R-1][n])
+//   input  logic [Rows*8-1:0]    act_i       // one UNskewed activation vector per cycle, lane k = x[k]
+//   output logic [Cols*32-1:0]   psum_o      // bottom of column n, int32, bits [32n +: 32]
+// Timing: a vector on act_i during cycle t reaches PE(k, n) during cycle t+k+n (row k is skewed
+// by k registers here); column n's result for it is on psum_o during cycle t+Rows+n.
+// PE(k, n) holds W[k][n]; partial sums flow down, activations flow right.
+`default_nettype none
+
+module tpu_systolic_array #(
+  parameter int unsigned Rows = tpu_cfg_pkg::ROWS,
+  parameter int unsigned Cols = tpu_cfg_pkg::COLS
+) (
+  input  logic                clk_i,
+  input  logic                rst_ni,
+  input  logic [Cols-1:0]     w_load_i,
+  input  logic [Rows*8-1:0]   w_data_i,
+  input  logic [Rows*8-1:0]   act_i,
+  output logic [Cols*32-1:0]  psum_o
+);
+
+  // Per-generate-block links (no big unpacked 2-D arrays: Verilator memory, see notes).
+  for (genvar k = 0; k < Rows; k++) begin : g_row
+    // Row skew: k registers in front of PE(k, 0).
+    logic [7:0] skew_out;
+    if (k == 0) begin : g_noskew
+      assign skew_out = act_i[0 +: 8];
+    end else if (k == 1) begin : g_skew1
+      logic [7:0] sr_q;
+      always_ff @(posedge clk_i or negedge rst_ni) begin
+        if (!rst_ni) sr_q <= '0;
+        else         sr_q <= act_i[k*8 +: 8];
+      end
+      assign skew_out = sr_q;
+    end else begin : g_skew
+      logic [k*8-1:0] sr_q;
+      always_ff @(posedge clk_i or negedge rst_ni) begin
+        if (!rst_ni) sr_q <= '0;
+        else         sr_q <= {sr_q[(k-1)*8-1:0], act_i[k*8 +: 8]};
+      end
+      assign skew_out = sr_q[(k-1)*8 +: 8];
+    end
+
+    for (genvar n = 0; n < Cols; n++) begin : g_col
+      logic signed [7:0]  a_out;
+      logic signed [31:0] psum_out;
+      logic signed [7:0]  a_in;
+      logic signed [31:0] psum_in;
+      if (n == 0) begin : g_left
+        assign a_in = skew_out;
+      end else begin : g_inner
+        assign a_in = g_row[k].g_col[n-1].a_out;
+      end
+      if (k == 0) begin : g_top
+        assign psum_in = '0;
+      end else begin : g_below
+        assign psum_in = g_row[k-1].g_col[n].psum_out;
+      end
+      tpu_pe u_pe (
+        .clk_i,
+        .rst_ni,
+        .w_load_i (w_load_i[n]),
+        .w_i      (w_data_i[k*8 +: 8]),
+        .a_i      (a_in),
+        .psum_i   (psum_in),
+        .a_o      (a_out),
+        .psum_o   (psum_out)
+      );
+    end
+  end
+
+  for (genvar n = 0; n < Cols; n++) begin : g_out
+    assign psum_o[n*32 +: 32] = g_row[Rows-1].g_col[n].psum_out;
+  end
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,536 @@
+// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL and ADD (start/done protocol), drives
+// SRAM requester 3, reads the accumulator through the MXU's read port, contains tpu_quant_regs.
+//
+// Ports:
+//   input  logic                clk_i, rst_ni
+//   input  logic                start_i          // high during cycle s
+//   input  logic [255:0]        instr_i          // stable from start_i until done_o
+//   output logic                done_o           // high during cycle c-1
+//   output logic                sram_req_o       // -> tpu_sram requester 3
+//   output logic [16:0]         sram_len_o
+//   output logic [Banks-1:0]    sram_mask_o
+//   input  logic                sram_gnt_i
+//   output logic [15:0]         sram_addr_o
+//   output logic                sram_we_o
+//   output logic [WordBits-1:0] sram_wdata_o
+//   input  logic [WordBits-1:0] sram_rdata_i
+//   output logic [15:0]         acc_rd_addr_o    // -> tpu_mxu acc_rd_addr_i (row in cycle t)
+//   input  logic [Cols*32-1:0]  acc_rd_data_i    // <- tpu_mxu acc_rd_data_o (data in cycle t+1)
+//   output logic                qreg_err_o       // during cycle s: a used quant reg is invalid
+//   output logic [5:0]          qreg_err_idx_o   //   its index (bank*16 + entry)
+//
+// Access order inside the one SRAM transaction (D accesses, access k in cycle g+k, c = g + D):
+//   REQUANT: k < P: read table word param_addr+k; then write dst_addr+i (i = k-P).
+//   POOL:    per output (y, x): win_w*win_h tap reads (ty outer, tx inner), then 1 write.
+//   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
+// The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i]
+// arrives in the same cycle as the write that needs it and is used combinationally.
+// Arithmetic: bit-exact tpusim/arith.py (gemmlowp SRDHM + RoundingDivideByPOT); a right shift
+// above 31 (shift < -31, out of contract) is clamped to 31.
+// LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD with D = 0 too.
+`default_nettype none
+
+module tpu_vpu
+  import tpu_isa_pkg::*;
+#(
+  parameter int unsigned Cols       = tpu_cfg_pkg::COLS,
+  parameter int unsigned WordBytes  = tpu_cfg_pkg::WORD_BYTES,
+  parameter int unsigned Banks      = tpu_cfg_pkg::SRAM_BANKS,
+  parameter int unsigned BankWords  = tpu_cfg_pkg::BANK_WORDS,
+  parameter int unsigned ParamWords = tpu_cfg_pkg::PARAM_WORDS,
+  localparam int unsigned WordBits  = WordBytes * 8
+) (
+  input  logic                 clk_i,
+  input  logic                 rst_ni,
+  input  logic                 start_i,
+  input  logic [255:0]         instr_i,
+  output logic                 done_o,
+  output logic                 sram_req_o,
+  output logic [16:0]          sram_len_o,
+  output logic [Banks-1:0]     sram_mask_o,
+  input  logic                 sram_gnt_i,
+  output logic [15:0]          sram_addr_o,
+  output logic                 sram_we_o,
+  output logic [WordBits-1:0]  sram_wdata_o,
+  input  logic [WordBits-1:0]  sram_rdata_i,
+  output logic [15:0]          acc_rd_addr_o,
+  input  logic [Cols*32-1:0]   acc_rd_data_i,
+  output logic                 qreg_err_o,
+  output logic [5:0]           qreg_err_idx_o
+);
+
+  localparam int unsigned P = ParamWords;
+
+  if (Cols != WordBytes) begin : g_check_square
+    $error("tpu_vpu: Cols (%0d) must equal WordBytes (%0d)", Cols, WordBytes);
+  end
+  if (P * WordBytes != 9 * Cols) begin : g_check_param
+    $error("tpu_vpu: ParamWords*WordBytes (%0d) != 9*Cols (%0d)", P * WordBytes, 9 * Cols);
+  end
+
+  // ================================================================ arithmetic (tpusim/arith.py)
+  localparam logic signed [31:0] I32Min = 32'sh8000_0000;
+  localparam logic signed [31:0] I32Max = 32'sh7fff_ffff;
+
+  function automatic logic signed [31:0] sat32(input logic signed [63:0] x);
+    if (x > 64'(I32Max)) return I32Max;
+    if (x < 64'(I32Min)) return I32Min;
+    return x[31:0];
+  endfunction
+
+  // SaturatingRoundingDoublingHighMul
+  function automatic logic signed [31:0] srdhm(input logic signed [31:0] a,
+                                               input logic signed [31:0] b);
+    logic signed [63:0] ab, v;
+    if (a == I32Min && b == I32Min) return I32Max;
+    ab = 64'(a) * 64'(b);
+    v  = ab + ((ab >= 0) ? 64'sd1073741824 : -64'sd1073741823);
+    return 32'((v >= 0) ? (v >>> 31) : -((-v) >>> 31));
+  endfunction
+
+  // RoundingDivideByPOT, e in [0, 31]
+  function automatic logic signed [31:0] rdbpot(input logic signed [31:0] x, input logic [4:0] e);
+    logic [31:0] mask, rem, thr;
+    mask = (32'd1 << e) - 32'd1;
+    rem  = x & mask;
+    thr  = (mask >> 1) + {31'd0, x[31]};
+    return (x >>> e) + ((rem > thr) ? 32'sd1 : 32'sd0);
+  endfunction
+
+  // MultiplyByQuantizedMultiplier
+  function automatic logic signed [31:0] requant(input logic signed [31:0] x,
+                                                 input logic signed [31:0] mult,
+                                                 input logic signed [7:0]  shift);
+    logic signed [31:0] t;
+    logic [7:0]         right;
+    if (shift > 0) begin
+      if (shift > 8'sd31) t = (x == 0) ? 32'sd0 : (x[31] ? I32Min : I32Max);
+      else                t = sat32(64'(x) <<< shift[4:0]);
+    end else begin
+      t = x;
+    end
+    right = (shift < 0) ? 8'(-shift) : 8'd0;
+    if (right > 8'd31) right = 8'd31;
+    return rdbpot(srdhm(t, mult), right[4:0]);
+  endfunction
+
+  // requant result (int32) + zp, clamped to [lo, 127]
+  function automatic logic [7:0] clamp8(input logic signed [31:0] y, input logic signed [7:0] zp,
+                                        input logic signed [7:0] lo);
+    logic signed [32:0] s;
+    s = 33'(y) + 33'(zp);
+    if (s > 33'sd127) return 8'd127;
+    if (s < 33'(lo))  return lo;
+    return s[7:0];
+  endfunction
+
+  // ================================================================ instruction fields
+  logic [7:0] opcode;
+  logic       is_lq, is_rq, is_pool, is_add;
+  assign opcode  = instr_i[7:0];
+  assign is_lq   = opcode == OP_LOAD_QREG;
+  assign is_rq   = opcode == OP_REQUANT;
+  assign is_pool = opcode == OP_POOL;
+  assign is_add  = opcode == OP_ADD;
+
+  // LOAD_QREG
+  logic [5:0]  lq_idx;
+  logic [31:0] lq_mult;
+  logic [7:0]  lq_shift, lq_zp;
+  assign lq_idx   = instr_i[LOAD_QREG_QREG_LSB +: 6];
+  assign lq_mult  = instr_i[LOAD_QREG_MULTIPLIER_LSB +: 32];
+  assign lq_shift = instr_i[LOAD_QREG_SHIFT_LSB +: 8];
+  assign lq_zp    = instr_i[LOAD_QREG_ZERO_POINT_LSB +: 8];
+  // REQUANT
+  logic [15:0] rq_acc, rq_count, rq_param, rq_dst;
+  logic [5:0]  rq_qreg;
+  logic        rq_relu;
+  assign rq_acc   = instr_i[REQUANT_ACC_ADDR_LSB +: 16];
+  assign rq_count = instr_i[REQUANT_COUNT_LSB +: 16];
+  assign rq_param = instr_i[REQUANT_PARAM_ADDR_LSB +: 16];
+  assign rq_dst   = instr_i[REQUANT_DST_ADDR_LSB +: 16];
+  assign rq_qreg  = instr_i[REQUANT_QREG_LSB +: 6];
+  assign rq_relu  = instr_i[REQUANT_RELU_LSB];
+  // POOL
+  logic        pl_avg;
+  logic [15:0] pl_src, pl_wsx, pl_wsy, pl_ow, pl_osx, pl_oh, pl_osy, pl_dst;
+  logic [7:0]  pl_ww, pl_wh;
+  logic [5:0]  pl_qin, pl_qout;
+  assign pl_avg  = instr_i[POOL_MODE_LSB];
+  assign pl_src  = instr_i[POOL_SRC_ADDR_LSB +: 16];
+  assign pl_ww   = instr_i[POOL_WIN_W_LSB +: 8];
+  assign pl_wh   = instr_i[POOL_WIN_H_LSB +: 8];
+  assign pl_wsx  = instr_i[POOL_WIN_STRIDE_X_LSB +: 16];
+  assign pl_wsy  = instr_i[POOL_WIN_STRIDE_Y_LSB +: 16];
+  assign pl_ow   = instr_i[POOL_OUT_W_LSB +: 16];
+  assign pl_osx  = instr_i[POOL_OUT_STRIDE_X_LSB +: 16];
+  assign pl_oh   = instr_i[POOL_OUT_H_LSB +: 16];
+  assign pl_osy  = instr_i[POOL_OUT_STRIDE_Y_LSB +: 16];
+  assign pl_dst  = instr_i[POOL_DST_ADDR_LSB +: 16];
+  assign pl_qin  = instr_i[POOL_QREG_IN_LSB +: 6];
+  assign pl_qout = instr_i[POOL_QREG_OUT_LSB +: 6];
+  // ADD
+  logic [15:0] ad_a, ad_b, ad_dst, ad_count;
+  logic [5:0]  ad_qa, ad_qb, ad_qo;
+  logic        ad_relu;
+  assign ad_a     = instr_i[ADD_SRC_A_LSB +: 16];
+  assign ad_b     = instr_i[ADD_SRC_B_LSB +: 16];
+  assign ad_dst   = instr_i[ADD_DST_ADDR_LSB +: 16];
+  assign ad_count = instr_i[ADD_COUNT_LSB +: 16];
+  assign ad_qa    = instr_i[ADD_QREG_A_LSB +: 6];
+  assign ad_qb    = instr_i[ADD_QREG_B_LSB +: 6];
+  assign ad_qo    = instr_i[ADD_QREG_OUT_LSB +: 6];
+  assign ad_relu  = instr_i[ADD_RELU_LSB];
+
+  // ================================================================ quant registers
+  logic [2:0]       q_en;
+  logic [2:0][5:0]  q_idx;
+  logic [2:0][31:0] q_mult;
+  logic [2:0][7:0]  q_shift, q_zp;
+  logic             q_err;
+
+  always_comb begin
+    q_en  = '0;
+    q_idx = '0;
+    if (is_rq) begin
+      q_en     = 3'b001;
+      q_idx[0] = rq_qreg;
+    end else if (is_pool && pl_avg) begin
+      q_en     = 3'b011;
+      q_idx[0] = pl_qin;
+      q_idx[1] = pl_qout;
+    end else if (is_add) begin
+      q_en     = 3'b111;
+      q_idx[0] = ad_qa;
+      q_idx[1] = ad_qb;
+      q_idx[2] = ad_qo;
+    end
+  end
+
+  tpu_quant_regs #(
+    .NumRd (3)
+  ) u_qregs (
+    .clk_i,
+    .rst_ni,
+    .we_i       (start_i && is_lq),
+    .widx_i     (lq_idx),
+    .wmult_i    (lq_mult),
+    .wshift_i   (lq_shift),
+    .wzp_i      (lq_zp),
+    .rd_en_i    (q_en),
+    .rd_idx_i   (q_idx),
+    .rd_mult_o  (q_mult),
+    .rd_shift_o (q_shift),
+    .rd_zp_o    (q_zp),
+    .err_o      (q_err),
+    .err_idx_o  (qreg_err_idx_o)
+  );
+  assign qreg_err_o = start_i && q_err;
+
+  // ================================================================ transaction length and banks
+  function automatic logic [Banks-1:0] span(input logic [33:0] first, input logic [33:0] last);
+    logic [33:0] fb, lb;
+    logic [Banks-1:0] m;
+    fb = first / 34'(BankWords);
+    lb = last / 34'(BankWords);
+    for (int b = 0; b < int'(Banks); b++) m[b] = (34'(b) >= fb) && (34'(b) <= lb);
+    return m;
+  endfunction
+
+  logic [15:0] pl_taps;
+  logic [31:0] pl_outs;
+  logic [16:0] pl_len;
+  logic [16:0] len;
+  logic [Banks-1:0] mask;
+  logic [33:0] pl_last_tap;
+
+  assign pl_taps = pl_ww * pl_wh;
+  assign pl_outs = pl_ow * pl_oh;
+  assign pl_len  = 17'(pl_outs * (32'(pl_taps) + 32'd1));
+  assign pl_last_tap = 34'(pl_src)
+      + ((pl_oh != '0) ? 34'(pl_oh - 16'd1) * 34'(pl_osy) : 34'd0)
+      + ((pl_ow != '0) ? 34'(pl_ow - 16'd1) * 34'(pl_osx) : 34'd0)
+      + ((pl_wh != '0) ? 34'(pl_wh - 8'd1) * 34'(pl_wsy) : 34'd0)
+      + ((pl_ww != '0) ? 34'(pl_ww - 8'd1) * 34'(pl_wsx) : 34'd0);
+
+  always_comb begin
+    len  = '0;
+    mask = '0;
+    if (is_rq) begin
+      len  = 17'(P) + 17'(rq_count);
+      mask = span(34'(rq_param), 34'(rq_param) + 34'(P - 1));
+      if (rq_count != '0) mask |= span(34'(rq_dst), 34'(rq_dst) + 34'(rq_count) - 34'd1);
+    end else if (is_pool) begin
+      len = pl_len;
+      if (pl_outs != '0) begin
+        mask = span(34'(pl_dst), 34'(pl_dst) + 34'(pl_outs) - 34'd1);
+        if (pl_taps != '0) mask |= span(34'(pl_src), pl_last_tap);
+      end
+    end else if (is_add) begin
+      len = 17'(ad_count) * 17'd3;
+      if (ad_count != '0) begin
+        mask = span(34'(ad_a), 34'(ad_a) + 34'(ad_count) - 34'd1)
+             | span(34'(ad_b), 34'(ad_b) + 34'(ad_count) - 34'd1)
+             | span(34'(ad_dst), 34'(ad_dst) + 34'(ad_count) - 34'd1);
+      end
+    end
+  end
+  assign sram_len_o  = len;
+  assign sram_mask_o = mask;
+
+  logic need_req;
+  logic pend_q, pend_d;
+  assign need_req   = (is_rq || is_pool || is_add) && len != '0;
+  assign pend_d     = (pend_q || (start_i && need_req)) && !sram_gnt_i;
+  assign sram_req_o = (start_i && need_req) || pend_q;
+
+  // ================================================================ access sequencer
+  logic        xfer_q, xfer_d, acc_on, last_acc;
+  logic [16:0] k_q, k_d;
+  // ADD
+  logic [1:0]  ph_q, ph_d;
+  logic [15:0] i_q, i_d;
+  // POOL
+  logic [7:0]  tx_q, tx_d, ty_q, ty_d;
+  logic [15:0] ox_q, ox_d;
+  logic [15:0] orow_q, orow_d, obase_q, obase_d, trow_q, trow_d, taddr_q, taddr_d, waddr_q, waddr_d;
+  logic        wph_q, wph_d;
+  logic        pl_empty_win;
+
+  assign acc_on       = sram_gnt_i || xfer_q;
+  assign last_acc     = (k_q + 17'd1) == len;
+  assign pl_empty_win = (pl_ww == '0) || (pl_wh == '0);
+
+  always_comb begin
+    xfer_d  = xfer_q;
+    k_d     = k_q;
+    ph_d    = ph_q;
+    i_d     = i_q;
+    tx_d    = tx_q;
+    ty_d    = ty_q;
+    ox_d    = ox_q;
+    orow_d  = orow_q;
+    obase_d = obase_q;
+    trow_d  = trow_q;
+    taddr_d = taddr_q;
+    waddr_d = waddr_q;
+    wph_d   = wph_q;
+    if (start_i) begin
+      xfer_d  = 1'b0;
+      k_d     = '0;
+      ph_d    = '0;
+      i_d     = '0;
+      tx_d    = '0;
+      ty_d    = '0;
+      ox_d    = '0;
+      orow_d  = pl_src;
+      obase_d = pl_src;
+      trow_d  = pl_src;
+      taddr_d = pl_src;
+      waddr_d = pl_dst;
+      wph_d   = pl_empty_win;
+    end else if (acc_on) begin
+      xfer_d = !last_acc;
+      k_d    = k_q + 17'd1;
+      // ADD
+      if (ph_q == 2'd2) begin
+        ph_d = '0;
+        i_d  = i_q + 16'd1;
+      end else begin
+        ph_d = ph_q + 2'd1;
+      end
+      // POOL
+      if (!wph_q) begin
+        if (tx_q + 8'd1 == pl_ww) begin
+          tx_d = '0;
+          if (ty_q + 8'd1 == pl_wh) begin
+            ty_d  = '0;
+            wph_d = 1'b1;
+          end else begin
+            ty_d    = ty_q + 8'd1;
+            trow_d  = trow_q + pl_wsy;
+            taddr_d = trow_q + pl_wsy;
+          end
+        end else begin
+          tx_d    = tx_q + 8'd1;
+          taddr_d = taddr_q + pl_wsx;
+        end
+      end else begin
+        wph_d   = pl_empty_win;
+        waddr_d = waddr_q + 16'd1;
+        tx_d    = '0;
+        ty_d    = '0;
+        if (ox_q + 16'd1 == pl_ow) begin
+          ox_d    = '0;
+          orow_d  = orow_q + pl_osy;
+          obase_d = orow_q + pl_osy;
+          trow_d  = orow_q + pl_osy;
+          taddr_d = orow_q + pl_osy;
+        end else begin
+          ox_d    = ox_q + 16'd1;
+          obase_d = obase_q + pl_osx;
+          trow_d  = obase_q + pl_osx;
+          taddr_d = obase_q + pl_osx;
+        end
+      end
+    end
+  end
+
+  logic [15:0] rq_i;          // REQUANT output index of a write slot
+  assign rq_i = 16'(k_q - 17'(P));
+
+  always_comb begin
+    sram_addr_o = '0;
+    sram_we_o   = 1'b0;
+    if (is_rq) begin
+      sram_we_o   = k_q >= 17'(P);
+      sram_addr_o = sram_we_o ? rq_dst + rq_i : rq_param + 16'(k_q);
+    end else if (is_pool) begin
+      sram_we_o   = wph_q;
+      sram_addr_o = wph_q ? waddr_q : taddr_q;
+    end else if (is_add) begin
+      sram_we_o   = ph_q == 2'd2;
+      unique case (ph_q)
+        2'd0:    sram_addr_o = ad_a + i_q;
+        2'd1:    sram_addr_o = ad_b + i_q;
+        default: sram_addr_o = ad_dst + i_q;
+      endcase
+    end
+    if (!acc_on) sram_we_o = 1'b0;
+  end
+
+  // Accumulator row needed by the next slot (registered read port).
+  assign acc_rd_addr_o = rq_acc + 16'(k_q + 17'd1 - 17'(P));
+
+  // ================================================================ read data side
+  logic        rd_v_q;            // the previous cycle drove a read access
+  logic [16:0] rd_k_q;
+  logic [P-1:0][WordBits-1:0] tbl_q, tbl_view;
+  logic [WordBits-1:0] a_q;
+
+  for (genvar j = 0; j < P; j++) begin : g_tbl
+    assign tbl_view[j] = (is_rq && rd_v_q && rd_k_q == 17'(j)) ? sram_rdata_i : tbl_q[j];
+  end
+
+  logic [P*WordBits-1:0] tbl;
+  assign tbl = tbl_view;
+
+  // ================================================================ lanes
+  localparam int unsigned Lanes = WordBytes;
+  logic [Lanes-1:0][7:0]  rq_out, pl_out, ad_out;
+  logic [Lanes-1:0][7:0]  max_q, max_d;
+  logic [Lanes-1:0][31:0] sum_q, sum_d;
+
+  logic signed [7:0] zp0, zp1, zp2;
+  assign zp0 = q_zp[0];
+  assign zp1 = q_zp[1];
+  assign zp2 = q_zp[2];
+
+  for (genvar n = 0; n < Lanes; n++) begin : g_lane
+    // ---- REQUANT: requant_conv(acc, bias, mult, shift, zp, relu)
+    logic signed [31:0] acc, bias, mult, v, y;
+    logic signed [7:0]  shift;
+    assign acc   = acc_rd_data_i[n*32 +: 32];
+    assign bias  = tbl[n*32 +: 32];
+    assign mult  = tbl[(Cols + n)*32 +: 32];
+    assign shift = tbl[(8*Cols + n)*8 +: 8];
+    assign v     = sat32(64'(acc) + 64'(bias));
+    assign y     = requant(v, mult, shift);
+    assign rq_out[n] = clamp8(y, zp0, rq_relu ? zp0 : -8'sd128);
+
+    // ---- POOL: max, or pool_avg(sum, taps, zp_in, mult_out, shift_out, zp_out)
+    logic signed [7:0]  px, cur_max, fin_max;
+    logic signed [31:0] cur_sum, fin_sum, pv, py;
+    assign px      = sram_rdata_i[n*8 +: 8];
+    assign cur_max = max_q[n];
+    assign cur_sum = sum_q[n];
+    assign fin_max = (rd_v_q && px > cur_max) ? px : cur_max;
+    assign fin_sum = rd_v_q ? cur_sum + 32'(px) : cur_sum;
+    assign pv      = sat32(64'(fin_sum) - 64'($signed({1'b0, pl_taps})) * 64'(zp0));
+    assign py      = requant(pv, q_mult[1], q_shift[1]);
+    assign pl_out[n] = pl_avg ? clamp8(py, zp1, -8'sd128) : fin_max;
+    assign max_d[n]  = (start_i || wph_q) ? 8'h80 : fin_max;
+    assign sum_d[n]  = (start_i || wph_q) ? '0 : fin_sum;
+
+    // ---- ADD: add_int8
+    logic signed [7:0]  xa, xb;
+    logic signed [31:0] a2, b2, ra, rb, s, ay;
+    assign xa = a_q[n*8 +: 8];
+    assign xb = sram_rdata_i[n*8 +: 8];
+    assign a2 = (32'(xa) - 32'(zp0)) <<< 20;
+    assign b2 = (32'(xb) - 32'(zp1)) <<< 20;
+    assign ra = requant(a2, q_mult[0], q_shift[0]);
+    assign rb = requant(b2, q_mult[1], q_shift[1]);
+    assign s  = sat32(64'(ra) + 64'(rb));
+    assign ay = requant(s, q_mult[2], q_shift[2]);
+    assign ad_out[n] = clamp8(ay, zp2, ad_relu ? zp2 : -8'sd128);
+  end
+
+  always_comb begin
+    if (is_rq)        sram_wdata_o = rq_out;
+    else if (is_pool) sram_wdata_o = pl_out;
+    else if (is_add)  sram_wdata_o = ad_out;
+    else              sram_wdata_o = '0;
+  end
+
+  // ================================================================ registers
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      pend_q  <= 1'b0;
+      xfer_q  <= 1'b0;
+      k_q     <= '0;
+      ph_q    <= '0;
+      i_q     <= '0;
+      tx_q    <= '0;
+      ty_q    <= '0;
+      ox_q    <= '0;
+      orow_q  <= '0;
+      obase_q <= '0;
+      trow_q  <= '0;
+      taddr_q <= '0;
+      waddr_q <= '0;
+      wph_q   <= 1'b0;
+      rd_v_q  <= 1'b0;
+      rd_k_q  <= '0;
+      a_q     <= '0;
+      max_q   <= '0;
+      sum_q   <= '0;
+    end else begin
+      pend_q  <= pend_d;
+      xfer_q  <= xfer_d;
+      k_q     <= k_d;
+      ph_q    <= ph_d;
+      i_q     <= i_d;
+      tx_q    <= tx_d;
+      ty_q    <= ty_d;
+      ox_q    <= ox_d;
+      orow_q  <= orow_d;
+      obase_q <= obase_d;
+      trow_q  <= trow_d;
+      taddr_q <= taddr_d;
+      waddr_q <= waddr_d;
+      wph_q   <= wph_d;
+      rd_v_q  <= acc_on && !sram_we_o;
+      rd_k_q  <= k_q;
+      if (is_add && rd_v_q && ph_q == 2'd1) a_q <= sram_rdata_i;
+      if (is_pool && (start_i || acc_on || rd_v_q)) begin
+        max_q <= max_d;
+        sum_q <= sum_d;
+      end
+    end
+  end
+
+  // Per-channel table: data registers, no reset.
+  always_ff @(posedge clk_i) begin
+    tbl_q <= tbl_view;
+  end
+
+  // ================================================================ done
+  logic xfer_done, quick_done;
+  assign xfer_done  = need_req && acc_on && last_acc;
+  assign quick_done = start_i && !need_req;
+  assign done_o     = xfer_done || quick_done;
+
+endmodule
+
+`default_nettype wire
