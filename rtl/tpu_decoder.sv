@@ -1,0 +1,172 @@
+// Decode and dispatch, HALT, reserved-opcode error (docs/architecture.md, "Decoder and
+// dispatch"), core domain.
+//
+// At core edge e the instruction at pc_q is dispatched if its line is valid (line_valid_i during
+// the cycle before e) and, for an engine instruction, the engine's queue is not full as seen from
+// the core (q_full_i); one instruction per edge, in order. Dispatching the last instruction of a
+// line frees its buffer at e (free_o). HALT or a reserved opcode dispatched at h0 stops dispatch
+// and fetch (stop_o during the cycle before h0); the device halts at the first edge h >= h0 + 1
+// at which every dispatched instruction has retired as visible in the core domain (retired_i:
+// per-engine retire counts, already crossed into the core domain). HALT retires at h
+// (halt_retire_o high during cycle h, also after a reserved opcode, with its pc). A reserved
+// opcode sets error_code 1 and error_pc at h0; ext_err_i records an engine's error (code, pc)
+// if none is recorded yet, without changing any timing.
+
+`default_nettype none
+
+module tpu_decoder
+  import tpu_isa_pkg::*;
+  import tpu_cfg_pkg::*;
+#(
+  localparam int unsigned NBuf      = FETCH_LINE_BUFFERS,
+  localparam int unsigned LineBits  = BURST_BYTES * 8,
+  localparam int unsigned EntryBits = INSTR_BITS + 40
+) (
+  input  wire logic                                  clk_i,
+  input  wire logic                                  rst_ni,
+  // fetch
+  input  wire logic [NBuf-1:0]                       line_valid_i,
+  input  wire logic [NBuf*LineBits-1:0]              line_data_i,
+  output      logic [NBuf-1:0]                       free_o,
+  output      logic                                  stop_o,
+  // engine queues: entry = {pc[39:0], instr[255:0]}
+  output      logic [NUM_ENGINES-1:0]                push_o,
+  output      logic [EntryBits-1:0]                  push_entry_o,
+  input  wire logic [NUM_ENGINES-1:0]                q_full_i,
+  input  wire logic [NUM_ENGINES-1:0][7:0]           retired_i,
+  // error reported by an engine (sticky; the first error's code and pc are kept; no halt)
+  input  wire logic                                  ext_err_i,
+  input  wire logic [7:0]                            ext_err_code_i,
+  input  wire logic [39:0]                           ext_err_pc_i,
+  // status
+  output      logic                                  halt_now_o,   // halts at the coming edge
+  output      logic                                  halted_o,
+  output      logic                                  error_o,
+  output      logic [7:0]                            error_code_o,
+  output      logic [39:0]                           error_pc_o,
+  output      logic                                  halt_retire_o,
+  output      logic [39:0]                           halt_pc_o
+);
+
+  localparam int unsigned LineInstrs = BURST_BYTES / INSTR_BYTES;
+  localparam int unsigned NumInstrs  = NBuf * LineInstrs;
+  localparam int unsigned BufBits    = (NBuf > 1) ? $clog2(NBuf) : 1;
+
+  logic [39:0]                    pc_q, halt_pc_q, error_pc_q;
+  logic                           stopped_q, halted_q, error_q, halt_retire_q;
+  logic [7:0]                     error_code_q;
+  logic [NUM_ENGINES-1:0][7:0]    dispatched_q;
+
+  // ---- instruction at pc ----------------------------------------------------------------
+  logic [31:0]            buf_idx, slot, instr_idx;
+  logic [INSTR_BITS-1:0]  instr;
+  logic [7:0]             opcode;
+  logic                   line_ok;
+
+  assign buf_idx   = 32'((pc_q / 40'(BURST_BYTES)) % 40'(NBuf));
+  assign slot      = 32'((pc_q % 40'(BURST_BYTES)) / 40'(INSTR_BYTES));
+  assign instr_idx = buf_idx * LineInstrs + slot;
+  assign line_ok   = line_valid_i[buf_idx[BufBits-1:0]];
+
+  always_comb begin
+    instr = '0;
+    for (int unsigned i = 0; i < NumInstrs; i++) begin
+      if (instr_idx == i) instr = line_data_i[i*INSTR_BITS +: INSTR_BITS];
+    end
+  end
+  assign opcode = instr[OPCODE_LSB +: OPCODE_BITS];
+
+  // ---- decode -----------------------------------------------------------------------------
+  logic       is_engine, is_halt, is_reserved;
+  logic [1:0] engine;
+
+  always_comb begin
+    is_engine   = 1'b1;
+    is_halt     = 1'b0;
+    is_reserved = 1'b0;
+    engine      = 2'(ENG_LOAD);
+    unique case (opcode)
+      OP_NOP:          engine = instr[NOP_ENGINE_LSB +: 2];
+      OP_HALT:         begin is_engine = 1'b0; is_halt = 1'b1; end
+      OP_DMA_LOAD:     engine = 2'(ENG_LOAD);
+      OP_DMA_STORE:    engine = 2'(ENG_STORE);
+      OP_LOAD_WEIGHTS,
+      OP_MATMUL:       engine = 2'(ENG_MXU);
+      OP_LOAD_QREG,
+      OP_REQUANT,
+      OP_POOL,
+      OP_ADD:          engine = 2'(ENG_VPU);
+      default:         begin is_engine = 1'b0; is_reserved = 1'b1; end
+    endcase
+  end
+
+  logic dispatch, all_retired;
+  assign dispatch = !stopped_q && line_ok && !(is_engine && q_full_i[engine]);
+  assign stop_o   = dispatch && (is_halt || is_reserved);
+
+  always_comb begin
+    push_o = '0;
+    if (dispatch && is_engine) push_o[engine] = 1'b1;
+  end
+  assign push_entry_o = {pc_q, instr};
+
+  always_comb begin
+    free_o = '0;
+    // the line holding HALT (or a reserved opcode) is never freed: fetch has stopped anyway
+    if (dispatch && is_engine && slot == LineInstrs - 1) free_o[buf_idx[BufBits-1:0]] = 1'b1;
+  end
+
+  always_comb begin
+    all_retired = 1'b1;
+    for (int unsigned e = 0; e < NUM_ENGINES; e++) begin
+      if (dispatched_q[e] != retired_i[e]) all_retired = 1'b0;
+    end
+  end
+  assign halt_now_o = stopped_q && !halted_q && all_retired;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      pc_q          <= '0;
+      halt_pc_q     <= '0;
+      error_pc_q    <= '0;
+      stopped_q     <= 1'b0;
+      halted_q      <= 1'b0;
+      error_q       <= 1'b0;
+      error_code_q  <= '0;
+      halt_retire_q <= 1'b0;
+      dispatched_q  <= '0;
+    end else begin
+      halt_retire_q <= halt_now_o;   // also for a reserved-opcode halt (pc = error pc)
+      if (halt_now_o) halted_q <= 1'b1;
+      if (dispatch) begin
+        pc_q <= pc_q + 40'(INSTR_BYTES);
+        if (is_engine) dispatched_q[engine] <= dispatched_q[engine] + 8'd1;
+        if (is_halt || is_reserved) begin
+          stopped_q <= 1'b1;
+          halt_pc_q <= pc_q;
+        end
+      end
+      if (!error_q) begin
+        if (dispatch && is_reserved) begin
+          error_q      <= 1'b1;
+          error_code_q <= 8'd1;
+          error_pc_q   <= pc_q;
+        end else if (ext_err_i) begin
+          error_q      <= 1'b1;
+          error_code_q <= ext_err_code_i;
+          error_pc_q   <= ext_err_pc_i;
+        end
+      end
+    end
+  end
+
+  assign halted_o      = halted_q;
+  assign error_o       = error_q;
+  assign error_code_o  = error_code_q;
+  assign error_pc_o    = error_pc_q;
+  assign halt_retire_o = halt_retire_q;
+  assign halt_pc_o     = halt_pc_q;
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,93 @@
+// Dependency tokens between the four engines (docs/architecture.md, "Engines and tokens").
+//
+// One 8-bit token count per (sender, receiver) pair, split into a sent counter in the sender's
+// domain and a taken counter in the receiver's domain; the count the receiver sees is
+// sent_visible - taken (mod 256). A token sent at the sender's completion edge c (send_i high
+// during the cycle before c) is visible to the receiver at cdc(c -> receiver): the sent counter
+// crosses gray-coded through tpu_cdc_sync; within one domain it is visible at c+1. A token taken
+// at the receiver's start edge s (take_i high during the cycle before s) is gone from s+1 on.
+// Engines LOAD and STORE run on clk_dma_i, MXU and VPU on clk_core_i.
+
+`default_nettype none
+
+module tpu_tokens
+  import tpu_isa_pkg::*;
+(
+  input  wire logic clk_core_i,
+  input  wire logic clk_dma_i,
+  input  wire logic rst_ni,
+  // [sender][receiver]: sender completes at the coming edge and signals receiver
+  input  wire logic [NUM_ENGINES-1:0][NUM_ENGINES-1:0] send_i,
+  // [receiver][sender]: receiver starts at the coming edge and takes a token from sender
+  input  wire logic [NUM_ENGINES-1:0][NUM_ENGINES-1:0] take_i,
+  // [receiver][sender]: at least one token from sender is visible to receiver
+  output      logic [NUM_ENGINES-1:0][NUM_ENGINES-1:0] avail_o
+);
+
+  localparam int unsigned TokenBits = 8;
+  typedef logic [TokenBits-1:0] cnt_t;
+
+  function automatic cnt_t gray2bin(cnt_t g);
+    cnt_t b;
+    b[TokenBits-1] = g[TokenBits-1];
+    for (int i = TokenBits - 2; i >= 0; i--) b[i] = b[i+1] ^ g[i];
+    return b;
+  endfunction
+
+  function automatic bit is_dma(int unsigned e);
+    return (e == ENG_LOAD) || (e == ENG_STORE);
+  endfunction
+
+  for (genvar gs = 0; gs < NUM_ENGINES; gs++) begin : g_snd
+    for (genvar gr = 0; gr < NUM_ENGINES; gr++) begin : g_rcv
+      logic clk_s, clk_r;
+      cnt_t sent_q, sent_gray_q, taken_q, sent_vis;
+
+      if (is_dma(gs)) begin : g_clk_s_dma
+        assign clk_s = clk_dma_i;
+      end else begin : g_clk_s_core
+        assign clk_s = clk_core_i;
+      end
+      if (is_dma(gr)) begin : g_clk_r_dma
+        assign clk_r = clk_dma_i;
+      end else begin : g_clk_r_core
+        assign clk_r = clk_core_i;
+      end
+
+      // sender domain
+      always_ff @(posedge clk_s or negedge rst_ni) begin
+        if (!rst_ni) begin
+          sent_q      <= '0;
+          sent_gray_q <= '0;
+        end else if (send_i[gs][gr]) begin
+          sent_q      <= sent_q + 1'b1;
+          sent_gray_q <= (sent_q + 1'b1) ^ ((sent_q + 1'b1) >> 1);
+        end
+      end
+
+      // crossing
+      if (is_dma(gs) == is_dma(gr)) begin : g_same
+        assign sent_vis = sent_q;
+        logic unused_gray;
+        assign unused_gray = ^sent_gray_q;
+      end else begin : g_cdc
+        cnt_t sent_gray_r;
+        tpu_cdc_sync #(.Width(TokenBits)) u_sync (
+          .clk_i(clk_r), .rst_ni, .d_i(sent_gray_q), .q_o(sent_gray_r)
+        );
+        assign sent_vis = gray2bin(sent_gray_r);
+      end
+
+      // receiver domain
+      always_ff @(posedge clk_r or negedge rst_ni) begin
+        if (!rst_ni) taken_q <= '0;
+        else if (take_i[gr][gs]) taken_q <= taken_q + 1'b1;
+      end
+
+      assign avail_o[gr][gs] = (sent_vis != taken_q);
+    end
+  end
+
+endmodule
+
+`default_nettype wire
