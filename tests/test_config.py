@@ -372,7 +372,7 @@ def test_other_distinct_phases_accepted():
 # ---- files ---------------------------------------------------------------------------------
 def test_unknown_name():
     with pytest.raises(ConfigError, match=re.escape(
-            "hardware config 'nosuchchip' not found (known names: ['seed', 'small'])")):
+            "hardware config 'nosuchchip' not found (known names: ['medium', 'seed', 'small'])")):
         load_config("nosuchchip")
 
 

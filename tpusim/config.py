@@ -43,6 +43,7 @@ class HwConfig:
     ddr_latency_cycles: int
     ddr_address_bits: int
     dma_burst_bytes: int
+    dma_outstanding: int
     qreg_banks: int
     qreg_entries: int
     queue_depth: int
@@ -100,7 +101,7 @@ _SCHEMA: dict[str, Any] = {
     "accumulator": {"depth_rows": int},
     "sram": {"size_bytes": int, "banks": int},
     "ddr": {"beat_bytes": int, "latency_cycles": int, "address_bits": int},
-    "dma": {"burst_bytes": int},
+    "dma": {"burst_bytes": int, "outstanding": int},
     "quant_regs": {"banks": int, "entries": int},
     "queues": {"depth": int},
     "fetch": {"line_buffers": int},
@@ -165,6 +166,8 @@ def _validate(c: HwConfig) -> None:
          f"quant_regs must be 4 banks x 16 entries (6-bit index in the ISA), got {c.qreg_banks}x{c.qreg_entries}")
     need(c.queue_depth >= 2 and _pow2(c.queue_depth), f"queues.depth must be a power of two >= 2, got {c.queue_depth}")
     need(c.fetch_line_buffers in (1, 2), f"fetch.line_buffers must be 1 or 2, got {c.fetch_line_buffers}")
+    need(c.dma_outstanding in (1, 2, 4, 8),
+         f"dma.outstanding must be 1, 2, 4 or 8 (burst buffers per channel), got {c.dma_outstanding}")
     need((9 * c.array_cols) % c.word_bytes == 0, "requant table does not fill whole words")
     # Clock checks (exact periods, no coincident edges) live in the timebase.
     from tpusim.timebase import Timebase
@@ -185,7 +188,7 @@ def config_from_dict(data: dict[str, Any]) -> HwConfig:
         sram_size_bytes=data["sram"]["size_bytes"], sram_banks=data["sram"]["banks"],
         ddr_beat_bytes=data["ddr"]["beat_bytes"], ddr_latency_cycles=data["ddr"]["latency_cycles"],
         ddr_address_bits=data["ddr"]["address_bits"],
-        dma_burst_bytes=data["dma"]["burst_bytes"],
+        dma_burst_bytes=data["dma"]["burst_bytes"], dma_outstanding=data["dma"]["outstanding"],
         qreg_banks=data["quant_regs"]["banks"], qreg_entries=data["quant_regs"]["entries"],
         queue_depth=data["queues"]["depth"], fetch_line_buffers=data["fetch"]["line_buffers"],
         clk_core=ClockConfig(**clk["core"]), clk_ddr=ClockConfig(**clk["ddr"]),
