@@ -61,10 +61,22 @@ def test_missing_file_and_wrong_config(tmp_path, capsys):
 
 def test_bad_input_clean_error(tmp_path, capsys):
     path, _, _ = _write(tmp_path)
-    np.save(tmp_path / "f.npy", np.zeros((1, 8, 4, 4), np.float32))
+    np.save(tmp_path / "f.npy", np.zeros((1, 8, 4, 4), np.int32))
     assert main(["run", str(path), "--input", str(tmp_path / "f.npy"), "--hw", "small"]) == 2
-    assert "dtype float32, expected int8" in capsys.readouterr().err
+    assert "input 'x': dtype int32 is neither int8 nor float" in capsys.readouterr().err
+    np.save(tmp_path / "s.npy", np.zeros((1, 8, 4, 5), np.int8))
+    assert main(["run", str(path), "--input", str(tmp_path / "s.npy"), "--hw", "small"]) == 2
+    assert "input 'x': shape (1, 8, 4, 5) is not (1, 8, 4, 4)" in capsys.readouterr().err
     assert main(["run", str(path), "--hw", "small"]) == 2
     assert "missing input 'x'" in capsys.readouterr().err
     assert main(["run", str(path), "--input", str(tmp_path / "nothere.npy"), "--hw", "small"]) == 2
     assert "cannot load input 'x'" in capsys.readouterr().err
+
+
+def test_float_input_quantized_and_config_inferred(tmp_path, capsys):
+    """A float input is quantized with the input's scale and zero point; without --hw the
+    shipped config whose hash the binary carries is used."""
+    path, _, _ = _write(tmp_path)
+    np.save(tmp_path / "f.npy", np.zeros((1, 8, 4, 4), np.float32))
+    assert main(["run", str(path), "--input", str(tmp_path / "f.npy"), "--out", str(tmp_path / "o")]) == 0
+    assert "cycles:" in capsys.readouterr().out

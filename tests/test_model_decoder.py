@@ -58,15 +58,15 @@ def test_unused_bits_are_ignored_like_the_rtl():
 
 
 def test_queue_backpressure():
-    """MXU queue depth Q = 4. NOP1 waits for the LOAD token (visible at core 78, as in
+    """MXU queue depth Q = 4. NOP1 waits for the LOAD token (visible at core 68, as in
     test_model_tokens), so NOP1..NOP4 fill the queue; NOP5 is dispatched only when NOP1's pop
-    (MXU start at 78) becomes visible to the decoder at 79, hence visible to the MXU at 80.
+    (MXU start at 68) becomes visible to the decoder at 69, hence visible to the MXU at 70.
 
-    Fetch: line 1 valid 39 (NOP2 at 39, NOP3 at 40); line 2 launched at 39, visible at DDR 34,
-    but the DMA burst holds the channel (granted 30, done 41) -> granted 42, done 53 = 66350 ps,
-    valid at core 69: NOP4 at 69, NOP5 at 79. Line 3 launched at 69 -> DDR 58, done 69 =
-    86350 ps, valid at 89: NOP6 at 89, HALT at 90.
-    MXU: NOP1 78-79, NOP2 80-81, NOP3 82-83, NOP4 84-85, NOP5 86-87, NOP6 90-91; h = 92.
+    Fetch: line 1 valid 39 (NOP2 at 39, NOP3 at 40); line 2 launched at 39, visible at DDR 34;
+    the DMA burst (granted 22, B = 4) left the bus at 26 -> granted 34, done 45 = 56350 ps,
+    valid at core 59: NOP4 at 59, NOP5 at 69 (queue full until then). Line 3 launched at 59 ->
+    visible DDR 50 (60100, 61350, 62600), done 61 = 76350, valid at 79: NOP6 at 79, HALT at 80.
+    MXU: NOP1 68-69, NOP2 70-71, NOP3 72-73, NOP4 74-75, NOP5 76-77, NOP6 80-81; h = 82.
     """
     prog = assemble("""
         DMA_LOAD ddr_addr=0x1000 sram_addr=0 inner_bytes=64 count1=1 count2=1 signal=MXU
@@ -74,6 +74,6 @@ def test_queue_backpressure():
     """ + "NOP engine=2\n" * 5 + "HALT")
     run, tpu = run_program(prog, CFG)
     mxu = tpu.queues[Engine.MXU].entries.items
-    assert [e.visible_ps // 1000 for e in mxu] == [21, 40, 41, 70, 80, 90]
-    assert [t // 1000 for pc, eng, t in run.retire if eng == "MXU"] == [79, 81, 83, 85, 87, 91]
-    assert run.cycles == 92
+    assert [e.visible_ps // 1000 for e in mxu] == [21, 40, 41, 60, 70, 80]
+    assert [t // 1000 for pc, eng, t in run.retire if eng == "MXU"] == [69, 71, 73, 75, 77, 81]
+    assert run.cycles == 82

@@ -15,10 +15,10 @@ CFG = load_config("small")
 def test_consumer_waits_for_producer_token():
     """DMA_LOAD (one burst) signals MXU; the MXU NOP waits for it.
 
-    The LOAD completes at DMA 30 = 75050 ps (same edges as tests/test_model_dma.py's single
-    burst); its token is visible to the MXU at cdc(75050 -> core) = core 78. The NOP was
-    dispatched at core 20, visible at 21 (r = 21), so it starts at s = 78 (token wait 57) and
-    completes at 79. HALT (line 1, valid at core 39) waits for MXU retire visible at 80.
+    The LOAD completes at DMA 26 = 65050 ps (same edges as tests/test_model_dma.py's single
+    burst); its token is visible to the MXU at cdc(65050 -> core) = core 68. The NOP was
+    dispatched at core 20, visible at 21 (r = 21), so it starts at s = 68 (token wait 47) and
+    completes at 69. HALT (line 1, valid at core 39) waits for MXU retire visible at 70.
     """
     prog = assemble("""
         DMA_LOAD ddr_addr=0x1000 sram_addr=0 inner_bytes=64 count1=1 count2=1 signal=MXU
@@ -26,8 +26,8 @@ def test_consumer_waits_for_producer_token():
         HALT
     """)
     run, _ = run_program(prog, CFG)
-    assert run.retire == [(0, "LOAD", 75050), (32, "MXU", 79000), (64, "HALT", 80000)]
-    assert run.counters["mxu_token_wait_cycles"] == 78 - 21
+    assert run.retire == [(0, "LOAD", 65050), (32, "MXU", 69000), (64, "HALT", 70000)]
+    assert run.counters["mxu_token_wait_cycles"] == 68 - 21
     assert run.counters["mxu_busy_cycles"] == 1
 
 

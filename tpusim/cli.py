@@ -39,6 +39,39 @@ def _parse_inputs(specs: list[str], binary) -> dict:
     return out
 
 
+def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
+    """A user input → the device input: float arrays are quantized with the input's scale and
+    zero point (round half to even, saturate: the ONNX QuantizeLinear rule); then the binary's
+    host-side transform (im2col of a first conv, see docs/backend.md) is applied if the array has
+    the model's original shape."""
+    desc = next(t for t in binary.inputs if t.name == name)
+    if np.issubdtype(x.dtype, np.floating):
+        x = np.clip(np.rint(x / desc.scale) + desc.zero_point, -128, 127).astype(np.int8)
+    elif x.dtype != np.int8:
+        raise TpuError(f"input {name!r}: dtype {x.dtype} is neither int8 nor float")
+    tr = next((t for t in binary.meta.get("input_transforms", []) if t["name"] == name), None)
+    if tr is not None and tuple(x.shape) == tuple(tr["orig_shape"]):
+        from tpucompile.backend import host_input_transform
+        x = host_input_transform(binary.meta, name, x)
+    if tuple(x.shape) != tuple(desc.shape):
+        want = [tuple(desc.shape)] + ([tuple(tr["orig_shape"])] if tr else [])
+        raise TpuError(f"input {name!r}: shape {tuple(x.shape)} is not {' or '.join(map(str, want))}")
+    return x
+
+
+def _config_for(binary, hw: str | None):
+    """The config named by --hw, or the shipped config whose hash the binary carries."""
+    from tpusim.config import CONFIG_DIR, load_config
+    if hw:
+        return load_config(hw)
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        cfg = load_config(path)
+        if cfg.hash_bytes() == binary.config_hash:
+            return cfg
+    raise TpuError(f"the binary was built for hardware config {binary.config_hash.hex()[:16]}…, "
+                   "which is none of the shipped configs: pass --hw CONFIG.yaml")
+
+
 def _print_report(res) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -64,9 +97,11 @@ def cmd_run(args) -> int:
     from tpusim.binary import TpuBinary
     from tpusim.config import load_config
     from tpusim.sim import run_binary
-    cfg = load_config(args.hw)
+    binary = TpuBinary.read(args.binary)
+    cfg = _config_for(binary, args.hw)
     binary = TpuBinary.read(args.binary, cfg.hash_bytes())
-    res = run_binary(binary, cfg, _parse_inputs(args.input, binary), vcd=args.vcd)
+    inputs = {n: _prepare_input(binary, n, x) for n, x in _parse_inputs(args.input, binary).items()}
+    res = run_binary(binary, cfg, inputs, vcd=args.vcd)
     print(f"cycles: {res.cycles}")
     _print_report(res)
     if args.out:
@@ -81,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("binary", help="compiled program (.tpubin)")
     r.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE.npy",
                    help="int8 NCHW input tensor (repeat for several inputs)")
-    r.add_argument("--hw", default="seed", help="hardware config name or YAML path (default: seed)")
+    r.add_argument("--hw", default=None, help="hardware config name or YAML path (default: the shipped config the binary was built for)")
     r.add_argument("--vcd", default=None, help="write architectural signals to this VCD file")
     r.add_argument("--out", default=None, help="directory for <output>.npy and summary.json")
     r.set_defaults(func=cmd_run)

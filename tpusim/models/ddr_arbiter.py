@@ -1,17 +1,21 @@
-"""DDR arbiter (DDR clock): one channel, one burst transaction at a time, round robin.
+"""DDR arbiter (DDR clock): one pipelined command/data bus, round robin (spec v2).
 
-Rules (docs/architecture.md, "DDR arbiter and memory"):
-  * requesters 0 fetch, 1 DMA read (LOAD), 2 DMA write (STORE); each has <= 1 request pending;
+Rules (docs/architecture.md, "DDR arbiter and memory — pipelined channel"):
+  * requesters 0 fetch, 1 DMA read (LOAD), 2 DMA write (STORE); each has an in-order request
+    queue (fetch <= 1 entry, DMA read / write <= ``dma.outstanding`` entries);
   * a request launched at ``t`` is visible at ``v = cdc(t -> ddr)``;
-  * at DDR edge ``e``, if the channel is free, grant one visible request, round robin starting
-    after the last granted requester (initially the search starts at requester 0);
+  * at DDR edge ``e``, if the bus is free (``e >= g_prev + B_prev``), grant the oldest request of
+    one requester (its queue head) if it is visible, round robin over requesters starting after
+    the last granted requester (initially the search starts at requester 0);
   * a burst of ``n`` bytes at ``a`` moves ``B = (a+n-1)//BEAT - a//BEAT + 1`` beats; granted at
-    ``g`` it completes at ``done = g + L + B - 1``; the channel is free for a grant at ``done + 1``.
-Counters: ddr_read_bytes (DMA reads), ddr_write_bytes, fetch_bytes, ddr_busy_cycles (L + B),
+    ``g`` it sends commands at ``g+1 .. g+B`` and completes at ``done = g + L + B - 1``;
+    transactions overlap and complete in grant order.
+Counters: ddr_read_bytes (DMA reads), ddr_write_bytes, fetch_bytes, ddr_busy_cycles (sum of B),
 ddr_arb_wait_cycles (g - v).
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import simpy
@@ -38,16 +42,18 @@ class DdrRequest:
 
 
 class DdrArbiter:
-    """Round-robin arbiter of the single DDR channel (see module docstring)."""
+    """Round-robin arbiter of the pipelined DDR bus (see module docstring)."""
 
     def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None) -> None:
         self.env, self.clocks, self.perf, self.trace = env, clocks, perf, trace
         self.dom = clocks.ddr
         self.latency = cfg.ddr_latency_cycles
         self.beat = cfg.ddr_beat_bytes
-        self.pending: dict[int, DdrRequest] = {}
+        k = cfg.dma_outstanding
+        self.capacity = (1, k, k)                         # request queue entries per requester
+        self.queues: tuple[deque, ...] = tuple(deque() for _ in REQUESTER_NAMES)
         self.last_granted = len(REQUESTER_NAMES) - 1     # search starts at requester 0
-        self.free_ps = self.dom.edge(0)                   # channel free for a grant at this edge
+        self.free_ps = self.dom.edge(0)                   # bus free for a grant at this edge
         self.sched = EdgeScheduler(env, self._decide)
 
     def beats(self, addr: int, nbytes: int) -> int:
@@ -57,44 +63,49 @@ class DdrArbiter:
     def request(self, requester: int, launch_ps: int, src: ClockDomain, addr: int,
                 nbytes: int, on_grant=None) -> simpy.Event | None:
         """Launch a burst request at ``launch_ps`` (an edge of ``src``; may be posted earlier in
-        simulation time). Returns the grant event, or None if ``on_grant`` is given."""
-        assert requester not in self.pending, f"{REQUESTER_NAMES[requester]} has two DDR requests"
+        simulation time; a requester posts its requests in launch order). Returns the grant
+        event, or None if ``on_grant`` is given."""
+        q = self.queues[requester]
+        assert len(q) < self.capacity[requester], \
+            f"{REQUESTER_NAMES[requester]} DDR request queue overflow ({self.capacity[requester]})"
         req = DdrRequest(requester, addr, nbytes, self.clocks.cdc(launch_ps, src, self.dom),
                          None if on_grant else self.env.event(), on_grant)
-        self.pending[requester] = req
-        self.sched.request(max(self.free_ps, req.visible_ps))
+        assert not q or q[-1].visible_ps <= req.visible_ps, "DDR requests posted out of order"
+        q.append(req)
+        if len(q) == 1:                                   # a new head: may be granted
+            self.sched.request(max(self.free_ps, req.visible_ps))
         return req.event
 
     def _schedule(self) -> None:
-        if self.pending:
-            first_visible = min(r.visible_ps for r in self.pending.values())
-            self.sched.request(max(self.free_ps, first_visible))
+        heads = [q[0].visible_ps for q in self.queues if q]
+        if heads:
+            self.sched.request(max(self.free_ps, min(heads)))
 
     def _decide(self) -> None:
-        """At DDR edge ``e = now``: grant one visible request, round robin."""
+        """At DDR edge ``e = now`` (bus free): grant one visible queue head, round robin."""
         e = self.env.now
         n = len(REQUESTER_NAMES)
-        for i in range(1, n + 1):
-            rid = (self.last_granted + i) % n
-            req = self.pending.get(rid)
-            if req is not None and req.visible_ps <= e:
-                self._grant(req, e)     # may post new requests (callbacks) -> reschedules
-                break
+        if e >= self.free_ps:
+            for i in range(1, n + 1):
+                rid = (self.last_granted + i) % n
+                q = self.queues[rid]
+                if q and q[0].visible_ps <= e:
+                    self._grant(q.popleft(), e)   # may post new requests (callbacks)
+                    break
         self._schedule()
 
     def _grant(self, req: DdrRequest, g_ps: int) -> None:
         period = self.dom.period_ps
         beats = self.beats(req.addr, req.nbytes)
         done_ps = g_ps + (self.latency + beats - 1) * period
-        del self.pending[req.requester]
         self.last_granted = req.requester
-        self.free_ps = done_ps + period
+        self.free_ps = g_ps + beats * period              # next grant at g + B
         p = self.perf
         p.add(_BYTES_COUNTER[req.requester], req.nbytes)
-        p.add("ddr_busy_cycles", self.latency + beats)
+        p.add("ddr_busy_cycles", beats)
         p.add("ddr_arb_wait_cycles", (g_ps - req.visible_ps) // period)
         if self.trace is not None:
-            self.trace.ddr_grant(g_ps, done_ps, req.requester)
+            self.trace.ddr_grant(g_ps, self.free_ps, req.requester)
         if req.on_grant is not None:
             req.on_grant(g_ps, done_ps)
         else:

@@ -6,12 +6,16 @@ SRAM ``sram_addr + o2*sram_stride2 + o1*sram_stride1``; each run is split into b
 ``BB``-aligned DDR boundaries. A burst of ``n`` bytes is one DDR transaction and one SRAM
 transaction of ``D = n / W`` accesses whose bank mask covers its SRAM range.
 
-Burst timing, strictly one burst after another, ``r_0 = s``:
-  LOAD : DDR read request at r_j -> grant g_j, done_j = g_j + L + B_j - 1;
-         d_j = cdc(done_j -> dma): SRAM write request -> grant w_j, completion w_j + D_j;
-         f_j = cdc(w_j + D_j -> dma); r_{j+1} = f_j; c = f_last.
-  STORE: SRAM read request at r_j -> grant w_j; d_j = cdc(w_j + D_j -> dma): DDR write request
-         -> grant g_j; f_j = cdc(g_j + L + B_j - 1 -> dma); r_{j+1} = f_j; c = f_last.
+Burst timing (spec v2), ``K = dma.outstanding`` burst buffers per channel, burst ``j`` uses
+buffer ``j mod K``; all times DMA edges unless named; ``f_{j-K}`` is taken as ``s`` for ``j < K``:
+  LOAD : DDR read request at r_0 = s, r_j = max(r_{j-1} + 1, f_{j-K});
+         grant g_j, done_j = g_j + L + B_j - 1, d_j = cdc(done_j -> dma);
+         SRAM write request at e_j = max(d_j, f_{j-1}) (e_0 = d_0) -> grant w_j;
+         f_j = cdc(w_j + D_j -> dma) frees the buffer; c = f_{N-1}.
+  STORE: SRAM read request at r_0 = s, r_j = max(d_{j-1}, f_{j-K}) -> grant w_j;
+         d_j = cdc(w_j + D_j -> dma): DDR write request -> grant g_j;
+         f_j = cdc(g_j + L + B_j - 1 -> dma) frees the buffer; c = f_{N-1}.
+With K = 1 both reduce to one burst at a time (v1).
 Functionally the burst's bytes are read from the source when its source transaction is granted
 and written to the destination when its destination transaction is granted (within [s, c]).
 Device errors: zero counts/length, misalignment, SRAM range past the end, DDR address >= 2^40.
@@ -77,67 +81,128 @@ class DmaChannel(EngineBase):
         self.is_load = engine == Engine.LOAD
         self.w = cfg.word_bytes
         self.core_period = clocks.core.period_ps
+        self.k = cfg.dma_outstanding
 
     def execute(self, entry: QueueEntry, s_ps: int):
         expect = "DMA_LOAD" if self.is_load else "DMA_STORE"
         if entry.instr.op != expect:
             raise device_error(entry, "opcode", entry.instr.spec.code, f"cannot run on {self.name}")
         self._bursts = plan_bursts(entry, self.cfg)
-        self._j = 0
+        self._s = s_ps
+        # Per-burst edges (ps), filled as the grants happen. ``_data[j]`` holds burst j's bytes
+        # between its source and destination grants (the burst buffer j mod K).
+        self._r: list[int] = []          # LOAD: DDR read launches; STORE: SRAM read launches
+        self._d: list[int] = []          # LOAD: cdc(done_j); STORE: cdc(w_j + D_j)
+        self._f: list[int] = []          # buffer j free (seen in the DMA domain)
+        self._data: list[bytes | None] = []
+        self._sram_posted = 0            # SRAM requests posted so far (one at a time)
         self._finished = self.env.event()
-        self._launch(s_ps)                      # r_0 = s
-        c_ps = yield self._finished             # value f_last; fires at the last grant
+        if self.is_load:
+            self._load_launch_ddr()
+        else:
+            self._store_launch_sram()
+        c_ps = yield self._finished             # value f_{N-1}; fires at the grant fixing it
         yield self.env.timeout(c_ps - self.env.now)
         return c_ps
 
-    # The burst sequence runs as grant callbacks of the two arbiters (no process switch per
-    # burst); each step below is one numbered rule of the module docstring.
-    def _launch(self, r_ps: int) -> None:
-        """Step 1: launch burst j at DMA edge r_j (or finish: c = f_last = r_ps)."""
-        if self._j == len(self._bursts):
-            self._finished.succeed(r_ps)
-            return
-        ddr_addr, sram_addr, n = self._bursts[self._j]
-        if self.is_load:
-            self.ddr_arb.request(ddr_arbiter.DMA_READ, r_ps, self.dom, ddr_addr, n,
+    # The burst sequences run as grant callbacks of the two arbiters (no process switch per
+    # burst); every launch is posted as soon as all the edges it depends on are known.
+    def _buffer_free_ps(self, j: int) -> int | None:
+        """``f_{j-K}`` (``s`` for ``j < K``), or None if not known yet."""
+        i = j - self.k
+        if i < 0:
+            return self._s
+        return self._f[i] if i < len(self._f) else None
+
+    # ------------------------------------------------------------------ LOAD
+    def _load_launch_ddr(self) -> None:
+        """Step 1: post every DDR read whose buffer is known free: r_j = max(r_{j-1}+1, f_{j-K})."""
+        r, n = self._r, len(self._bursts)
+        while len(r) < n:
+            j = len(r)
+            free = self._buffer_free_ps(j)
+            if free is None:
+                return
+            r_ps = self._s if j == 0 else max(r[-1] + self.period, free)
+            r.append(r_ps)
+            self._data.append(None)
+            ddr_addr, _, nb = self._bursts[j]
+            self.ddr_arb.request(ddr_arbiter.DMA_READ, r_ps, self.dom, ddr_addr, nb,
                                  on_grant=self._load_ddr_granted)
-        else:
-            self.sram.request(sram_mod.STORE, r_ps, self.dom, self._sram_range(sram_addr, n),
-                              self._accesses(n), on_grant=self._store_sram_granted)
 
     def _load_ddr_granted(self, g_ps: int, done_ps: int) -> None:
-        """LOAD steps 2-3: read granted at g, done = g + L + B - 1; at d = cdc(done -> dma)
-        launch the SRAM write request."""
-        ddr_addr, sram_addr, n = self._bursts[self._j]
-        self._data = self.ddr_mem.read(ddr_addr, n)
-        d_ps = self.clocks.cdc(done_ps, self.clocks.ddr, self.dom)
-        self.sram.request(sram_mod.LOAD, d_ps, self.dom, self._sram_range(sram_addr, n),
+        """Step 2: read j granted at g (in order), done = g + L + B - 1, d_j = cdc(done -> dma)."""
+        j = len(self._d)
+        self._data[j] = self.ddr_mem.read(self._bursts[j][0], self._bursts[j][2])
+        self._d.append(self.clocks.cdc(done_ps, self.clocks.ddr, self.dom))
+        self._load_launch_sram()
+
+    def _load_launch_sram(self) -> None:
+        """Step 3: SRAM write j at e_j = max(d_j, f_{j-1}) once both are known."""
+        j = self._sram_posted
+        if j >= len(self._d) or j > len(self._f):
+            return
+        e_ps = self._d[j] if j == 0 else max(self._d[j], self._f[j - 1])
+        self._sram_posted = j + 1
+        _, sram_addr, n = self._bursts[j]
+        self.sram.request(sram_mod.LOAD, e_ps, self.dom, self._sram_range(sram_addr, n),
                           self._accesses(n), on_grant=self._load_sram_granted)
 
     def _load_sram_granted(self, w_ps: int) -> None:
-        """LOAD steps 4-5: SRAM write granted at w, completes w + D; f = cdc(w + D -> dma)."""
-        _, sram_addr, n = self._bursts[self._j]
-        self.sram.write_bytes(sram_addr, self._data)
+        """Step 4: SRAM write j granted at w, completes w + D; f_j = cdc(w + D -> dma)."""
+        j = len(self._f)
+        _, sram_addr, n = self._bursts[j]
+        self.sram.write_bytes(sram_addr, self._data[j])
+        self._data[j] = None
         c = self.clocks
         f_ps = c.cdc(w_ps + self._accesses(n) * self.core_period, c.core, self.dom)
-        self._j += 1
-        self._launch(f_ps)                      # r_{j+1} = f_j
+        self._f.append(f_ps)
+        if j + 1 == len(self._bursts):
+            self._finished.succeed(f_ps)         # c = f_{N-1}
+            return
+        self._load_launch_ddr()                  # buffer j mod K is free from f_j
+        self._load_launch_sram()
+
+    # ------------------------------------------------------------------ STORE
+    def _store_launch_sram(self) -> None:
+        """Step 1: SRAM read j at r_j = max(d_{j-1}, f_{j-K}) once both are known."""
+        j = self._sram_posted
+        if j >= len(self._bursts) or j > len(self._d):
+            return
+        free = self._buffer_free_ps(j)
+        if free is None:
+            return
+        r_ps = self._s if j == 0 else max(self._d[j - 1], free)
+        self._sram_posted = j + 1
+        self._r.append(r_ps)
+        self._data.append(None)
+        _, sram_addr, n = self._bursts[j]
+        self.sram.request(sram_mod.STORE, r_ps, self.dom, self._sram_range(sram_addr, n),
+                          self._accesses(n), on_grant=self._store_sram_granted)
 
     def _store_sram_granted(self, w_ps: int) -> None:
-        """STORE: SRAM read granted at w; at d = cdc(w + D -> dma) launch the DDR write."""
-        ddr_addr, sram_addr, n = self._bursts[self._j]
-        self._data = self.sram.read_bytes(sram_addr, n)
+        """Step 2: SRAM read j granted at w; at d_j = cdc(w + D -> dma) launch the DDR write."""
+        j = len(self._d)
+        ddr_addr, sram_addr, n = self._bursts[j]
+        self._data[j] = self.sram.read_bytes(sram_addr, n)
         c = self.clocks
         d_ps = c.cdc(w_ps + self._accesses(n) * self.core_period, c.core, self.dom)
+        self._d.append(d_ps)
         self.ddr_arb.request(ddr_arbiter.DMA_WRITE, d_ps, self.dom, ddr_addr, n,
                              on_grant=self._store_ddr_granted)
+        self._store_launch_sram()
 
     def _store_ddr_granted(self, g_ps: int, done_ps: int) -> None:
-        """STORE: DDR write granted at g; f = cdc(g + L + B - 1 -> dma)."""
-        self.ddr_mem.write(self._bursts[self._j][0], self._data)
+        """Step 3: DDR write j granted at g (in order); f_j = cdc(g + L + B - 1 -> dma)."""
+        j = len(self._f)
+        self.ddr_mem.write(self._bursts[j][0], self._data[j])
+        self._data[j] = None
         f_ps = self.clocks.cdc(done_ps, self.clocks.ddr, self.dom)
-        self._j += 1
-        self._launch(f_ps)                      # r_{j+1} = f_j
+        self._f.append(f_ps)
+        if j + 1 == len(self._bursts):
+            self._finished.succeed(f_ps)         # c = f_{N-1}
+            return
+        self._store_launch_sram()                # buffer j mod K is free from f_j
 
     def _sram_range(self, sram_addr: int, n: int) -> list[tuple[int, int]]:
         return [(sram_addr // self.w, (sram_addr + n - 1) // self.w)]
