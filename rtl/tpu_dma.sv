@@ -1,7 +1,10 @@
 // DMA: LOAD (DDR -> SRAM) and STORE (SRAM -> DDR) channels in the DMA domain, with their
 // core-domain SRAM requester shims (requesters 0 and 1). docs/architecture.md, "DMA".
-// The DMA read burst buffer lives in tpu_ddr_arbiter (written in the DDR domain); the DMA write
-// burst buffer lives in the STORE shim (written in the core domain).
+// Each channel has K = DMA_OUTSTANDING burst buffers (burst j in buffer j mod K). The DMA read
+// burst buffers live in tpu_ddr_arbiter (written in the DDR domain); the DMA write burst buffers
+// live in the STORE shim (written in the core domain). DDR requests cross as per-slot
+// address/size registers plus a gray-coded request counter, completions as a gray-coded
+// completion counter (both CntW bits).
 
 `default_nettype none
 
@@ -9,6 +12,8 @@ module tpu_dma
   import tpu_isa_pkg::*;
   import tpu_cfg_pkg::*;
 #(
+  localparam int unsigned K        = DMA_OUTSTANDING,
+  localparam int unsigned CntW     = 8,
   localparam int unsigned SizeBits = $clog2(BURST_BYTES) + 1,
   localparam int unsigned WordBits = WORD_BYTES * 8,
   localparam int unsigned LineBits = BURST_BYTES * 8
@@ -24,16 +29,16 @@ module tpu_dma
   input  wire logic [INSTR_BITS-1:0]            st_instr_i,
   output      logic                             st_done_o,
   // DDR arbiter: requester 1 (read), 2 (write)
-  output      logic                             rd_req_tgl_o,
-  output      logic [39:0]                      rd_addr_o,
-  output      logic [SizeBits-1:0]              rd_bytes_o,
-  input  wire logic                             rd_done_tgl_i,
-  input  wire logic [LineBits-1:0]              rd_buf_i,
-  output      logic                             wr_req_tgl_o,
-  output      logic [39:0]                      wr_addr_o,
-  output      logic [SizeBits-1:0]              wr_bytes_o,
-  input  wire logic                             wr_done_tgl_i,
-  output      logic [LineBits-1:0]              wr_buf_o,
+  output      logic [CntW-1:0]                  rd_req_cnt_o,    // gray
+  output      logic [K-1:0][39:0]               rd_addr_o,
+  output      logic [K-1:0][SizeBits-1:0]       rd_bytes_o,
+  input  wire logic [CntW-1:0]                  rd_done_cnt_i,   // gray, DDR domain
+  input  wire logic [K*LineBits-1:0]            rd_buf_i,
+  output      logic [CntW-1:0]                  wr_req_cnt_o,    // gray
+  output      logic [K-1:0][39:0]               wr_addr_o,
+  output      logic [K-1:0][SizeBits-1:0]       wr_bytes_o,
+  input  wire logic [CntW-1:0]                  wr_done_cnt_i,   // gray, DDR domain
+  output      logic [K*LineBits-1:0]            wr_buf_o,
   // SRAM requesters 0 (LOAD) and 1 (STORE), core domain
   output      logic [1:0]                       sram_req_o,
   output      logic [1:0][16:0]                 sram_len_o,
@@ -45,7 +50,7 @@ module tpu_dma
   input  wire logic [1:0][WordBits-1:0]         sram_rdata_i
 );
 
-  localparam int unsigned Wpb      = BURST_BYTES / WORD_BYTES;
+  localparam int unsigned Wpb      = K * BURST_BYTES / WORD_BYTES;   // words in K buffers
   localparam int unsigned WIdxBits = (Wpb > 1) ? $clog2(Wpb) : 1;
 
   logic [1:0]                 s_req_tgl, s_done_tgl;
@@ -61,10 +66,10 @@ module tpu_dma
     .launch_i       (ld_launch_i),
     .launch_instr_i (ld_instr_i),
     .done_o         (ld_done_o),
-    .ddr_req_tgl_o  (rd_req_tgl_o),
+    .ddr_req_cnt_o  (rd_req_cnt_o),
     .ddr_addr_o     (rd_addr_o),
     .ddr_bytes_o    (rd_bytes_o),
-    .ddr_done_tgl_i (rd_done_tgl_i),
+    .ddr_done_cnt_i (rd_done_cnt_i),
     .sram_req_tgl_o (s_req_tgl[0]),
     .sram_word_o    (s_word[0]),
     .sram_len_o     (s_len[0]),
@@ -73,7 +78,7 @@ module tpu_dma
     .sram_done_tgl_i(s_done_tgl[0])
   );
 
-  logic [LineBits-1:0] unused_ld_buf;
+  logic [K*LineBits-1:0] unused_ld_buf;
   tpu_dma_sram_shim #(.IsRead(1'b0)) u_load_shim (
     .clk_i       (clk_core_i),
     .rst_ni,
@@ -102,10 +107,10 @@ module tpu_dma
     .launch_i       (st_launch_i),
     .launch_instr_i (st_instr_i),
     .done_o         (st_done_o),
-    .ddr_req_tgl_o  (wr_req_tgl_o),
+    .ddr_req_cnt_o  (wr_req_cnt_o),
     .ddr_addr_o     (wr_addr_o),
     .ddr_bytes_o    (wr_bytes_o),
-    .ddr_done_tgl_i (wr_done_tgl_i),
+    .ddr_done_cnt_i (wr_done_cnt_i),
     .sram_req_tgl_o (s_req_tgl[1]),
     .sram_word_o    (s_word[1]),
     .sram_len_o     (s_len[1]),

@@ -1,17 +1,22 @@
 // One DMA channel (LOAD: DDR -> SRAM, or STORE: SRAM -> DDR), DMA domain
-// (docs/architecture.md, "DMA").
+// (docs/architecture.md, "DMA"), with K = DMA_OUTSTANDING burst buffers.
 //
 // Walks the 3-D descriptor (count2 rows of count1 runs of inner_bytes) and splits every run into
-// bursts at BURST_BYTES-aligned DDR boundaries. Bursts run strictly one after another:
-//   LOAD  burst j: DDR read request at r_j (r_0 = s), SRAM write request at
-//                  d_j = cdc(ddr done -> dma), finished at f_j = cdc(sram done -> dma).
-//   STORE burst j: SRAM read request at r_j, DDR write request at d_j = cdc(sram done -> dma),
-//                  finished at f_j = cdc(ddr done -> dma).
-// r_{j+1} = f_j; the instruction completes at c = f_last (done_o high during the cycle before).
-// Requests are toggles (registered at the launching edge, with their address/size registers);
-// completions come back as toggles from the DDR arbiter (DDR domain) and the core-domain SRAM
-// shim, through tpu_cdc_sync, and are acted on at the 3rd DMA edge. An instruction without any
-// byte (inner_bytes, count1 or count2 zero) completes at s + 1.
+// bursts at BURST_BYTES-aligned DDR boundaries. Burst j uses buffer (slot) j mod K. Every burst
+// has a first half A and a second half B:
+//   LOAD : A = DDR read request at r_j = max(r_{j-1}+1, f_{j-K}) (r_0 = s), completion seen at
+//          d_j = cdc(done_j -> dma); B = SRAM write request at e_j = max(d_j, f_{j-1}),
+//          finished at f_j = cdc(sram done -> dma).
+//   STORE: A = SRAM read request at r_j = max(d_{j-1}, f_{j-K}) (r_0 = s), seen done at d_j;
+//          B = DDR write request at d_j, finished at f_j = cdc(done_j -> dma).
+// The instruction completes at c = f_{N-1} (done_o high during the cycle before).
+// Counters (global, CntW bits, same order on both sides of every crossing): a_cnt (A launches),
+// a_seen (A completions seen), b_cnt (B launches), b_seen (B completions seen, incl. this edge).
+// DDR requests: per-slot address/size registers plus a gray-coded request counter (the DDR
+// arbiter's in-order request queue, entry j visible at cdc(launch -> ddr)); DDR completions come
+// back as a gray-coded counter (tpu_cdc_sync, acted on at cdc(done -> dma)). The SRAM half is one
+// transaction at a time through the core-domain shim (toggle handshake). An instruction without
+// any byte (inner_bytes, count1 or count2 zero) completes at s + 1.
 
 `default_nettype none
 
@@ -20,37 +25,58 @@ module tpu_dma_channel
   import tpu_cfg_pkg::*;
 #(
   parameter bit           IsStore  = 1'b0,
+  localparam int unsigned K        = DMA_OUTSTANDING,
+  localparam int unsigned CntW     = 8,                            // crossing counters
   localparam int unsigned SizeBits = $clog2(BURST_BYTES) + 1,
   localparam int unsigned Wpb      = BURST_BYTES / WORD_BYTES,     // words per burst buffer
-  localparam int unsigned WIdxBits = (Wpb > 1) ? $clog2(Wpb) : 1
+  localparam int unsigned WIdxBits = (K * Wpb > 1) ? $clog2(K * Wpb) : 1  // word in K buffers
 ) (
-  input  wire logic                  clk_i,           // DMA clock
-  input  wire logic                  rst_ni,
+  input  wire logic                      clk_i,           // DMA clock
+  input  wire logic                      rst_ni,
   // engine controller
-  input  wire logic                  launch_i,        // instruction starts at the coming edge
-  input  wire logic [INSTR_BITS-1:0] launch_instr_i,
-  output      logic                  done_o,          // completes at the coming edge
-  // DDR arbiter
-  output      logic                  ddr_req_tgl_o,
-  output      logic [39:0]           ddr_addr_o,
-  output      logic [SizeBits-1:0]   ddr_bytes_o,
-  input  wire logic                  ddr_done_tgl_i,  // DDR domain
+  input  wire logic                      launch_i,        // instruction starts at the coming edge
+  input  wire logic [INSTR_BITS-1:0]     launch_instr_i,
+  output      logic                      done_o,          // completes at the coming edge
+  // DDR arbiter (request queue: slot j mod K, gray request counter; gray completion counter)
+  output      logic [CntW-1:0]           ddr_req_cnt_o,   // gray
+  output      logic [K-1:0][39:0]        ddr_addr_o,
+  output      logic [K-1:0][SizeBits-1:0] ddr_bytes_o,
+  input  wire logic [CntW-1:0]           ddr_done_cnt_i,  // gray, DDR domain
   // SRAM shim (core domain)
-  output      logic                  sram_req_tgl_o,
-  output      logic [15:0]           sram_word_o,     // first word of the burst
-  output      logic [16:0]           sram_len_o,      // D = n / W
-  output      logic [SRAM_BANKS-1:0] sram_mask_o,
-  output      logic [WIdxBits-1:0]   buf_word_o,      // first word in the burst buffer
-  input  wire logic                  sram_done_tgl_i  // core domain
+  output      logic                      sram_req_tgl_o,
+  output      logic [15:0]               sram_word_o,     // first word of the burst
+  output      logic [16:0]               sram_len_o,      // D = n / W
+  output      logic [SRAM_BANKS-1:0]     sram_mask_o,
+  output      logic [WIdxBits-1:0]       buf_word_o,      // first word in the K burst buffers
+  input  wire logic                      sram_done_tgl_i  // core domain
 );
 
   localparam int unsigned BurstLog = $clog2(BURST_BYTES);
+  localparam int unsigned SlotBits = (K > 1) ? $clog2(K) : 1;
+
+  typedef logic [CntW-1:0] cnt_t;
+
+  function automatic logic [SlotBits-1:0] slot_of(cnt_t c);
+    return SlotBits'(32'(c) % K);
+  endfunction
+
+  function automatic cnt_t bin2gray(cnt_t b);
+    return b ^ (b >> 1);
+  endfunction
+
+  function automatic cnt_t gray2bin(cnt_t g);
+    cnt_t b;
+    b[CntW-1] = g[CntW-1];
+    for (int i = CntW - 2; i >= 0; i--) b[i] = b[i+1] ^ g[i];
+    return b;
+  endfunction
 
   // ---- descriptor fields (DMA_LOAD and DMA_STORE share the layout) ------------------------
   logic [39:0] f_ddr;
   logic [19:0] f_sram, f_inner, f_sstride1, f_sstride2;
   logic [15:0] f_count1, f_count2;
   logic [31:0] f_dstride1, f_dstride2;
+  logic        f_empty;
   assign f_ddr      = launch_instr_i[DMA_LOAD_DDR_ADDR_LSB     +: 40];
   assign f_sram     = launch_instr_i[DMA_LOAD_SRAM_ADDR_LSB    +: 20];
   assign f_inner    = launch_instr_i[DMA_LOAD_INNER_BYTES_LSB  +: 20];
@@ -60,13 +86,14 @@ module tpu_dma_channel
   assign f_count2   = launch_instr_i[DMA_LOAD_COUNT2_LSB       +: 16];
   assign f_dstride2 = launch_instr_i[DMA_LOAD_DDR_STRIDE2_LSB  +: 32];
   assign f_sstride2 = launch_instr_i[DMA_LOAD_SRAM_STRIDE2_LSB +: 20];
+  assign f_empty    = (f_inner == '0 || f_count1 == '0 || f_count2 == '0);
 
   logic unused_instr;   // header (the controller handles wait/signal) and unused top bits
   assign unused_instr = ^{launch_instr_i[INSTR_BITS-1:DMA_LOAD_USED_BITS],
                           launch_instr_i[HEADER_BITS-1:0]};
 
-  // ---- state ------------------------------------------------------------------------------
-  logic        active_q, empty_q, phase_q;
+  // ---- walker state (the last A-launched burst) ----------------------------------------------
+  logic        active_q, empty_q;
   logic [19:0] inner_q, sstride1_q, sstride2_q;
   logic [15:0] count1_q, count2_q, o1_q, o2_q;
   logic [31:0] dstride1_q, dstride2_q;
@@ -74,24 +101,37 @@ module tpu_dma_channel
   logic [39:0] run_ddr_q, row_ddr_q;
   logic [SizeBits-1:0] n_q;
 
-  logic                ddr_req_tgl_q, sram_req_tgl_q;
-  logic [39:0]         ddr_addr_q;
-  logic [SizeBits-1:0] ddr_bytes_q;
-  logic [15:0]         sram_word_q;
-  logic [16:0]         sram_len_q;
+  // ---- burst slots and crossing counters --------------------------------------------------
+  logic [K-1:0][39:0]           slot_ddr_q;
+  logic [K-1:0][SizeBits-1:0]   slot_bytes_q;
+  logic [K-1:0][15:0]           slot_word_q;
+  logic [K-1:0][16:0]           slot_len_q;
+  logic [K-1:0][SRAM_BANKS-1:0] slot_mask_q;
+  logic [K-1:0][WIdxBits-1:0]   slot_bufw_q;
+
+  cnt_t a_cnt_q, b_cnt_q, a_done_q, b_done_q, ddr_req_gray_q;
+  cnt_t a_seen, b_seen, ddr_seen, ddr_done_s;
+
+  logic                  sram_req_tgl_q;
+  logic [15:0]           sram_word_q;
+  logic [16:0]           sram_len_q;
   logic [SRAM_BANKS-1:0] sram_mask_q;
-  logic [WIdxBits-1:0] buf_word_q;
+  logic [WIdxBits-1:0]   buf_word_q;
 
   // ---- completions ------------------------------------------------------------------------
-  logic ddr_done_s, sram_done_s, ddr_ack_q, sram_ack_q, ddr_arr, sram_arr;
-  tpu_cdc_sync #(.Width(1)) u_sync_ddr  (.clk_i, .rst_ni, .d_i(ddr_done_tgl_i),  .q_o(ddr_done_s));
+  logic sram_done_s, sram_ack_q, sram_arr;
+  tpu_cdc_sync #(.Width(CntW)) u_sync_ddr (.clk_i, .rst_ni, .d_i(ddr_done_cnt_i), .q_o(ddr_done_s));
   tpu_cdc_sync #(.Width(1)) u_sync_sram (.clk_i, .rst_ni, .d_i(sram_done_tgl_i), .q_o(sram_done_s));
-  assign ddr_arr  = ddr_done_s != ddr_ack_q;
-  assign sram_arr = sram_done_s != sram_ack_q;
+  assign ddr_seen = gray2bin(ddr_done_s);            // DDR completions acted on at this edge
+  assign sram_arr = sram_done_s != sram_ack_q;       // SRAM completion acted on at this edge
 
-  logic first_done, burst_done;   // first half of the burst done / whole burst done (this edge)
-  assign first_done = active_q && !empty_q && !phase_q && (IsStore ? sram_arr : ddr_arr);
-  assign burst_done = active_q && !empty_q &&  phase_q && (IsStore ? ddr_arr : sram_arr);
+  if (IsStore) begin : g_seen_st
+    assign a_seen = a_done_q + cnt_t'(sram_arr);     // SRAM reads completed (incl. this edge)
+    assign b_seen = ddr_seen;                        // DDR writes completed
+  end else begin : g_seen_ld
+    assign a_seen = ddr_seen;                        // DDR reads completed
+    assign b_seen = b_done_q + cnt_t'(sram_arr);     // SRAM writes completed
+  end
 
   // ---- next burst -----------------------------------------------------------------------------
   logic [19:0] off_end;
@@ -147,6 +187,7 @@ module tpu_dma_channel
   logic [SizeBits-1:0] b_n;
   logic [31:0]         b_first_word, b_last_word;
   logic [SRAM_BANKS-1:0] b_mask;
+  logic [WIdxBits-1:0] b_bufw;
   always_comb begin
     b_ddr   = nx_run_ddr + 40'(nx_off);
     b_sram  = nx_run_sram + nx_off;
@@ -158,32 +199,48 @@ module tpu_dma_channel
     for (int unsigned b = 0; b < SRAM_BANKS; b++) begin
       b_mask[b] = (b >= b_first_word / BANK_WORDS) && (b <= b_last_word / BANK_WORDS);
     end
+    b_bufw = WIdxBits'(32'(slot_of(a_cnt_q)) * Wpb + 32'(b_ddr[BurstLog-1:0]) / WORD_BYTES);
   end
 
-  logic issue;   // a burst starts at this edge
-  assign issue = (launch_i && !(f_inner == '0 || f_count1 == '0 || f_count2 == '0))
-              || (burst_done && !is_last);
+  // ---- launch rules ---------------------------------------------------------------------------
+  logic buf_free, a_gate, a_launch, b_launch;
+  assign buf_free = 32'(cnt_t'(a_cnt_q - b_seen)) < K;   // buffer of burst a_cnt is free
+  if (IsStore) begin : g_rules_st
+    // A (SRAM read): previous SRAM read seen done (d_{j-1}) and buffer free (f_{j-K})
+    assign a_gate   = (a_cnt_q == a_seen) && buf_free;
+    // B (DDR write) at d_j
+    assign b_launch = (b_cnt_q != a_seen);
+  end else begin : g_rules_ld
+    // A (DDR read): one per edge, buffer free (f_{j-K})
+    assign a_gate   = buf_free;
+    // B (SRAM write): DDR read seen done (d_j) and the previous SRAM write seen done (f_{j-1})
+    assign b_launch = (b_cnt_q != a_seen) && (b_cnt_q == b_seen);
+  end
+  assign a_launch = (launch_i && !f_empty) || (active_q && !empty_q && !is_last && a_gate);
 
-  assign done_o = (active_q && empty_q) || (burst_done && is_last);
+  assign done_o = active_q && (empty_q || (is_last && (b_seen == a_cnt_q) && (b_seen != b_done_q)));
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      active_q <= 1'b0;  empty_q <= 1'b0;  phase_q <= 1'b0;
+      active_q <= 1'b0;  empty_q <= 1'b0;
       inner_q <= '0;  sstride1_q <= '0;  sstride2_q <= '0;
       count1_q <= '0;  count2_q <= '0;  o1_q <= '0;  o2_q <= '0;
       dstride1_q <= '0;  dstride2_q <= '0;
       off_q <= '0;  run_sram_q <= '0;  row_sram_q <= '0;  run_ddr_q <= '0;  row_ddr_q <= '0;
       n_q <= '0;
-      ddr_req_tgl_q <= 1'b0;  sram_req_tgl_q <= 1'b0;
-      ddr_addr_q <= '0;  ddr_bytes_q <= '0;
+      slot_ddr_q <= '0;  slot_bytes_q <= '0;  slot_word_q <= '0;  slot_len_q <= '0;
+      slot_mask_q <= '0;  slot_bufw_q <= '0;
+      a_cnt_q <= '0;  b_cnt_q <= '0;  a_done_q <= '0;  b_done_q <= '0;  ddr_req_gray_q <= '0;
+      sram_req_tgl_q <= 1'b0;
       sram_word_q <= '0;  sram_len_q <= '0;  sram_mask_q <= '0;  buf_word_q <= '0;
-      ddr_ack_q <= 1'b0;  sram_ack_q <= 1'b0;
+      sram_ack_q <= 1'b0;
     end else begin
-      ddr_ack_q  <= ddr_done_s;
       sram_ack_q <= sram_done_s;
+      a_done_q   <= a_seen;
+      b_done_q   <= b_seen;
       if (launch_i) begin
         active_q   <= 1'b1;
-        empty_q    <= (f_inner == '0 || f_count1 == '0 || f_count2 == '0);
+        empty_q    <= f_empty;
         count1_q   <= f_count1;
         count2_q   <= f_count2;
         dstride1_q <= f_dstride1;
@@ -195,36 +252,55 @@ module tpu_dma_channel
         active_q <= 1'b0;
         empty_q  <= 1'b0;
       end
-      if (first_done) begin
-        phase_q <= 1'b1;
-        if (IsStore) ddr_req_tgl_q  <= !ddr_req_tgl_q;
-        else         sram_req_tgl_q <= !sram_req_tgl_q;
+      if (a_launch) begin
+        off_q      <= nx_off;
+        o1_q       <= nx_o1;
+        o2_q       <= nx_o2;
+        run_ddr_q  <= nx_run_ddr;
+        run_sram_q <= nx_run_sram;
+        row_ddr_q  <= nx_row_ddr;
+        row_sram_q <= nx_row_sram;
+        n_q        <= b_n;
+        slot_ddr_q[slot_of(a_cnt_q)]   <= b_ddr;
+        slot_bytes_q[slot_of(a_cnt_q)] <= b_n;
+        slot_word_q[slot_of(a_cnt_q)]  <= 16'(b_first_word);
+        slot_len_q[slot_of(a_cnt_q)]   <= 17'(32'(b_n) / WORD_BYTES);
+        slot_mask_q[slot_of(a_cnt_q)]  <= b_mask;
+        slot_bufw_q[slot_of(a_cnt_q)]  <= b_bufw;
+        a_cnt_q <= a_cnt_q + 1'b1;
+        if (IsStore) begin
+          sram_word_q    <= 16'(b_first_word);
+          sram_len_q     <= 17'(32'(b_n) / WORD_BYTES);
+          sram_mask_q    <= b_mask;
+          buf_word_q     <= b_bufw;
+          sram_req_tgl_q <= !sram_req_tgl_q;
+        end else begin
+          ddr_req_gray_q <= bin2gray(a_cnt_q + 1'b1);
+        end
       end
-      if (issue) begin
-        phase_q     <= 1'b0;
-        off_q       <= nx_off;
-        o1_q        <= nx_o1;
-        o2_q        <= nx_o2;
-        run_ddr_q   <= nx_run_ddr;
-        run_sram_q  <= nx_run_sram;
-        row_ddr_q   <= nx_row_ddr;
-        row_sram_q  <= nx_row_sram;
-        n_q         <= b_n;
-        ddr_addr_q  <= b_ddr;
-        ddr_bytes_q <= b_n;
-        sram_word_q <= 16'(b_first_word);
-        sram_len_q  <= 17'(32'(b_n) / WORD_BYTES);
-        sram_mask_q <= b_mask;
-        buf_word_q  <= WIdxBits'(32'(b_ddr[BurstLog-1:0]) / WORD_BYTES);
-        if (IsStore) sram_req_tgl_q <= !sram_req_tgl_q;
-        else         ddr_req_tgl_q  <= !ddr_req_tgl_q;
+      if (b_launch) begin
+        b_cnt_q <= b_cnt_q + 1'b1;
+        if (IsStore) begin
+          ddr_req_gray_q <= bin2gray(b_cnt_q + 1'b1);
+        end else begin
+          sram_word_q    <= slot_word_q[slot_of(b_cnt_q)];
+          sram_len_q     <= slot_len_q[slot_of(b_cnt_q)];
+          sram_mask_q    <= slot_mask_q[slot_of(b_cnt_q)];
+          buf_word_q     <= slot_bufw_q[slot_of(b_cnt_q)];
+          sram_req_tgl_q <= !sram_req_tgl_q;
+        end
       end
     end
   end
 
-  assign ddr_req_tgl_o  = ddr_req_tgl_q;
-  assign ddr_addr_o     = ddr_addr_q;
-  assign ddr_bytes_o    = ddr_bytes_q;
+  // LOAD does not use a_done_q (its A completions are the DDR counter itself); STORE does not
+  // use the SRAM fields of the slots (its SRAM request is issued at the A launch).
+  logic unused_ch;
+  assign unused_ch = ^{a_done_q, slot_word_q, slot_len_q, slot_mask_q, slot_bufw_q};
+
+  assign ddr_req_cnt_o  = ddr_req_gray_q;
+  assign ddr_addr_o     = slot_ddr_q;
+  assign ddr_bytes_o    = slot_bytes_q;
   assign sram_req_tgl_o = sram_req_tgl_q;
   assign sram_word_o    = sram_word_q;
   assign sram_len_o     = sram_len_q;

@@ -9,6 +9,8 @@
 // written by the DDR arbiter, stable since its DDR completion). STORE: read data of access k
 // (cycle g+k+1) is registered into write-buffer word buf_word_i+k at g+k+2; the DDR write that
 // reads the buffer is launched only after done_tgl_o has crossed to the DMA domain.
+// The channel has K = DMA_OUTSTANDING burst buffers, concatenated: buf_word_i indexes words over
+// all of them (buffer slot * BURST_BYTES/WORD_BYTES + word in the burst).
 
 `default_nettype none
 
@@ -17,8 +19,8 @@ module tpu_dma_sram_shim
 #(
   parameter bit           IsRead   = 1'b0,   // 1: STORE channel (reads SRAM)
   localparam int unsigned WordBits = WORD_BYTES * 8,
-  localparam int unsigned LineBits = BURST_BYTES * 8,
-  localparam int unsigned Wpb      = BURST_BYTES / WORD_BYTES,
+  localparam int unsigned LineBits = DMA_OUTSTANDING * BURST_BYTES * 8,   // all K buffers
+  localparam int unsigned Wpb      = DMA_OUTSTANDING * BURST_BYTES / WORD_BYTES,
   localparam int unsigned WIdxBits = (Wpb > 1) ? $clog2(Wpb) : 1
 ) (
   input  wire logic                  clk_i,        // core clock

@@ -74,10 +74,12 @@ module tpu_top
     .done_tgl_i  (fetch_done_tgl)
   );
 
-  logic                rd_req_tgl, rd_done_tgl, wr_req_tgl, wr_done_tgl;
-  logic [39:0]         rd_addr, wr_addr;
-  logic [SizeBits-1:0] rd_bytes, wr_bytes;
-  logic [LineBits-1:0] rd_buf, wr_buf;
+  localparam int unsigned K    = DMA_OUTSTANDING;
+  localparam int unsigned CntW = 8;     // DMA <-> DDR request / completion counters (gray)
+  logic [CntW-1:0]             rd_req_cnt, rd_done_cnt, wr_req_cnt, wr_done_cnt;
+  logic [K-1:0][39:0]          rd_addr, wr_addr;
+  logic [K-1:0][SizeBits-1:0]  rd_bytes, wr_bytes;
+  logic [K*LineBits-1:0]       rd_buf, wr_buf;
   logic [63:0]         ddr_read_bytes, ddr_write_bytes, fetch_bytes, ddr_busy_cycles,
                        ddr_arb_wait_cycles;
 
@@ -89,15 +91,15 @@ module tpu_top
     .fetch_buf_i      (fetch_buf),
     .fetch_done_tgl_o (fetch_done_tgl),
     .fetch_lines_o    (fetch_lines),
-    .rd_req_tgl_i     (rd_req_tgl),
+    .rd_req_cnt_i     (rd_req_cnt),
     .rd_addr_i        (rd_addr),
     .rd_bytes_i       (rd_bytes),
-    .rd_done_tgl_o    (rd_done_tgl),
+    .rd_done_cnt_o    (rd_done_cnt),
     .rd_buf_o         (rd_buf),
-    .wr_req_tgl_i     (wr_req_tgl),
+    .wr_req_cnt_i     (wr_req_cnt),
     .wr_addr_i        (wr_addr),
     .wr_bytes_i       (wr_bytes),
-    .wr_done_tgl_o    (wr_done_tgl),
+    .wr_done_cnt_o    (wr_done_cnt),
     .wr_buf_i         (wr_buf),
     .ddr_cmd_valid_o,
     .ddr_cmd_we_o,
@@ -269,15 +271,15 @@ module tpu_top
     .st_launch_i  (launch[ENG_STORE]),
     .st_instr_i   (launch_instr[ENG_STORE]),
     .st_done_o    (done[ENG_STORE]),
-    .rd_req_tgl_o (rd_req_tgl),
+    .rd_req_cnt_o (rd_req_cnt),
     .rd_addr_o    (rd_addr),
     .rd_bytes_o   (rd_bytes),
-    .rd_done_tgl_i(rd_done_tgl),
+    .rd_done_cnt_i(rd_done_cnt),
     .rd_buf_i     (rd_buf),
-    .wr_req_tgl_o (wr_req_tgl),
+    .wr_req_cnt_o (wr_req_cnt),
     .wr_addr_o    (wr_addr),
     .wr_bytes_o   (wr_bytes),
-    .wr_done_tgl_i(wr_done_tgl),
+    .wr_done_cnt_i(wr_done_cnt),
     .wr_buf_o     (wr_buf),
     .sram_req_o   (sram_req[1:0]),
     .sram_len_o   (sram_len[1:0]),

@@ -105,6 +105,7 @@ def cfg_pkg_text(cfg: HwConfig) -> str:
         ("BEAT_BYTES", cfg.ddr_beat_bytes, "DDR beat"),
         ("BEAT_BITS", cfg.ddr_beat_bytes * 8, ""),
         ("BURST_BYTES", cfg.dma_burst_bytes, "DMA burst = fetch line"),
+        ("DMA_OUTSTANDING", cfg.dma_outstanding, "K: bursts in flight (burst buffers) per DMA channel"),
         ("DDR_LATENCY_CYCLES", cfg.ddr_latency_cycles, "L"),
         ("DDR_ADDR_BITS", cfg.ddr_address_bits, ""),
         ("QUEUE_DEPTH", cfg.queue_depth, "per-engine instruction queue"),

@@ -7,10 +7,12 @@ with tpusim.timebase (not with the SimPy model):
   * tpu_async_queue: entry k pushed at core edge p_k is visible to the reader from
     cdc(p_k -> dma); a pop at DMA edge s frees its slot for the writer at cdc(s -> core);
     data in order;
-  * tpu_ddr_arbiter: grant at the first DDR edge >= v = cdc(launch -> ddr) with the channel free,
-    round robin after the last granted requester (search starts at fetch); beat i's command
-    registered at g+i (sampled at g+1+i) at the beat-aligned address, write strobes covering
-    exactly [a, a+n); done toggle at g+L+B-1; channel free at done+1; counters sum(g-v), sum(L+B).
+  * tpu_ddr_arbiter (spec v2, pipelined bus): the oldest visible request of one requester is
+    granted at the first DDR edge >= v = cdc(launch -> ddr) with the bus free (e >= g_prev +
+    B_prev), round robin after the last granted requester (search starts at fetch); beat i's
+    command registered at g+i (sampled at g+1+i) at the beat-aligned address, write strobes
+    covering exactly [a, a+n); completion (fetch toggle / DMA gray counter) at g+L+B-1, in
+    grant order; counters sum(g-v), sum(B).
 CTRL_SEED=<n> replays a run.
 """
 from __future__ import annotations
@@ -56,8 +58,8 @@ async def _clock(sig, dom) -> None:
 
 
 async def _setup(dut) -> None:
-    for s in ("fetch_req_tgl_i", "fetch_addr_i", "rd_req_tgl_i", "rd_addr_i", "rd_bytes_i",
-              "wr_req_tgl_i", "wr_addr_i", "wr_bytes_i", "q_push_i", "q_wdata_i", "q_pop_i", "s_d_i"):
+    for s in ("fetch_req_tgl_i", "fetch_addr_i", "rd_req_cnt_i", "rd_addr_i", "rd_bytes_i",
+              "wr_req_cnt_i", "wr_addr_i", "wr_bytes_i", "q_push_i", "q_wdata_i", "q_pop_i", "s_d_i"):
         getattr(dut, s).value = 0
     dut.rst_ni.value = 0
     cocotb.start_soon(_clock(dut.clk_core_i, TB.core))
@@ -168,105 +170,142 @@ async def async_queue_visibility(dut):
 
 
 # ----------------------------------------------------------------------------- DDR arbiter
+def _gray(x: int) -> int:
+    return (x ^ (x >> 1)) & 0xFF
+
+
+def _ungray(g: int) -> int:
+    b = 0
+    while g:
+        b ^= g
+        g >>= 1
+    return b & 0xFF
+
+
 @cocotb.test()
 async def ddr_arbiter_round_robin(dut):
+    """Pipelined bus (spec v2): fetch (one request at a time, toggle) and two DMA requesters that
+    keep up to K requests in flight (slot j mod K + gray request counter, one launch per DMA
+    edge, next launch once a completion is seen at cdc(done -> dma))."""
     rng = random.Random(_seed())
     await _setup(dut)
+    K = CFG.dma_outstanding
+    SB = (BB.bit_length() - 1) + 1                 # SizeBits = log2(BB) + 1
     doms = (TB.core, TB.dma, TB.dma)
     names = ("fetch", "rd", "wr")
-    launches = []                      # (requester, model launch ps, addr, n)
+    launches = [[] for _ in range(3)]  # per requester: (model launch ps, addr, n)
+    done_at = [[] for _ in range(3)]   # DDR edge indices of completions, in order
     done_ev = [Event() for _ in range(3)]
-    done_at = [[] for _ in range(3)]   # DDR edge indices of done toggles
     cmds = []                          # (ddr edge registered, addr, we, wstrb)
-    n_per = 25
+    n_per = 30
+    slots = {1: ([0] * K, [0] * K), 2: ([0] * K, [0] * K)}
 
     async def monitor():
-        prev = 0
+        prev = [0, 0, 0]
         await RisingEdge(dut.clk_ddr_i)
         while True:
             await ReadOnly()
             e = idx(TB.ddr, now_ps())
-            tg = int(dut.done_tgl_o.value)
+            cur = [int(dut.fetch_done_tgl_o.value), _ungray(int(dut.rd_done_cnt_o.value)),
+                   _ungray(int(dut.wr_done_cnt_o.value))]
             for r in range(3):
-                if (tg ^ prev) >> r & 1:
+                d = (cur[r] - prev[r]) & (1 if r == 0 else 0xFF)
+                assert d <= 1, f"{names[r]}: {d} completions at one DDR edge {e}"
+                if d:
                     done_at[r].append(e)
                     done_ev[r].set()
-            prev = tg
+            prev = cur
             if int(dut.ddr_cmd_valid_o.value):
                 cmds.append((e, int(dut.ddr_cmd_addr_o.value), int(dut.ddr_cmd_we_o.value),
                              int(dut.ddr_cmd_wstrb_o.value)))
             await RisingEdge(dut.clk_ddr_i)
 
+    def request(r, j):
+        if r == 0:
+            return 0x1000_0000 + BB * j, BB
+        a = (0x20_0000_0000 + r * 0x10_0000 + BB * j + rng.randrange(0, BB)) & ~0x7
+        return a, rng.randrange(1, BB - a % BB + 1)
+
     async def requester(r):
         dom = doms[r]
+        cap = 1 if r == 0 else K
+        t = T0 + TB.ddr.edge(0) + rng.randrange(0, 3) * dom.period_ps
         tgl = 0
-        t = TB.ddr.edge(0) + T0 + rng.randrange(0, 3) * dom.period_ps
         for j in range(n_per):
+            # in flight: launched - completions seen in the requester's domain
+            while True:
+                seen = sum(1 for d in done_at[r] if T0 + TB.cdc(TB.ddr.edge(d), dom) <= t)
+                if j - seen < cap:
+                    break
+                if len(done_at[r]) > j - cap:     # the completion exists: wait until seen
+                    t = T0 + TB.cdc(TB.ddr.edge(done_at[r][j - cap]), dom)
+                    continue
+                done_ev[r].clear()
+                await done_ev[r].wait()
+            if rng.random() < 0.3:                # idle gaps, sometimes long
+                t += dom.period_ps * (rng.randrange(1, 4) if rng.random() < 0.7 else rng.randrange(4, 60))
             t = max(t, now_ps() + 1)
             k = -(-(t - T0 - dom.phase_ps) // dom.period_ps)
-            t_launch = T0 + dom.edge(k)
-            await Timer(t_launch - now_ps(), "ps")
+            t = T0 + dom.edge(k)
+            await Timer(t - now_ps(), "ps")
+            a, n = request(r, j)
             if r == 0:
-                a, n = 0x1000_0000 + BB * j, BB
                 dut.fetch_addr_i.value = a
+                tgl ^= 1
+                dut.fetch_req_tgl_i.value = tgl
             else:
-                a = (0x20_0000_0000 + r * 0x1000 + BB * j + rng.randrange(0, BB)) & ~0x7
-                n = rng.randrange(1, BB - a % BB + 1)
-                getattr(dut, f"{names[r]}_addr_i").value = a
-                getattr(dut, f"{names[r]}_bytes_i").value = n
-            tgl ^= 1
-            getattr(dut, f"{names[r]}_req_tgl_i").value = tgl
-            launches.append((r, t_launch - T0, a, n))
-            done_ev[r].clear()
-            await done_ev[r].wait()
-            d_ps = TB.ddr.edge(done_at[r][-1])
-            gap = rng.randrange(0, 4) if rng.random() < 0.6 else rng.randrange(4, 60)
-            t = T0 + TB.cdc(d_ps, dom) + gap * dom.period_ps
+                addrs, sizes = slots[r]
+                addrs[j % K], sizes[j % K] = a, n
+                getattr(dut, f"{names[r]}_addr_i").value = sum(x << (40 * i) for i, x in enumerate(addrs))
+                getattr(dut, f"{names[r]}_bytes_i").value = sum(x << (SB * i) for i, x in enumerate(sizes))
+                getattr(dut, f"{names[r]}_req_cnt_i").value = _gray(j + 1)
+            launches[r].append((t - T0, a, n))
+            t += dom.period_ps                    # one launch per edge
 
     mon = cocotb.start_soon(monitor())
     reqs = [cocotb.start_soon(requester(r)) for r in range(3)]
     for c in reqs:
         await c
-    await Timer(20 * TB.ddr.period_ps, "ps")
+    while any(len(done_at[r]) < n_per for r in range(3)):
+        await RisingEdge(dut.clk_ddr_i)
+    await Timer(5 * TB.ddr.period_ps, "ps")
     mon.cancel()
 
-    # reference: docs/architecture.md, "DDR arbiter and memory"
-    per = [[x for x in launches if x[0] == r] for r in range(3)]
+    # reference: docs/architecture.md, "DDR arbiter and memory - pipelined channel"
     nxt = [0, 0, 0]
     free, last = 0, 2
     wait_sum = busy_sum = 0
     exp_cmds, exp_done = [], [[] for _ in range(3)]
     grants = []
     e = 0
-    while any(nxt[r] < len(per[r]) for r in range(3)):
+    while any(nxt[r] < n_per for r in range(3)):
         if e >= free:
             for i in range(1, 4):
                 r = (last + i) % 3
-                if nxt[r] < len(per[r]):
-                    _, t, a, n = per[r][nxt[r]]
+                if nxt[r] < n_per:
+                    t, a, n = launches[r][nxt[r]]
                     v = TB.ddr.cycle_of(TB.cdc(t, TB.ddr))
-                    if r > 0 and nxt[r] > 0 and TB.ddr.cycle_of(TB.cdc(t, TB.ddr)) <= exp_done[r][-1]:
-                        raise AssertionError("requester launched before its completion")
                     if v <= e:
                         B = (a + n - 1) // BEAT - a // BEAT + 1
-                        done = e + L + B - 1
-                        exp_done[r].append(done)
+                        exp_done[r].append(e + L + B - 1)
                         grants.append((r, e))
                         wait_sum += e - v
-                        busy_sum += L + B
+                        busy_sum += B
                         for b in range(B):
                             ba = (a // BEAT + b) * BEAT
-                            strb = sum(1 << j for j in range(BEAT) if a <= ba + j < a + n)
+                            strb = sum(1 << q for q in range(BEAT) if a <= ba + q < a + n)
                             exp_cmds.append((e + b, ba, int(r == 2), strb if r == 2 else 0))
-                        free, last = done + 1, r
+                        free, last = e + B, r
                         nxt[r] += 1
                         break
         e += 1
     for r in range(3):
         assert done_at[r] == exp_done[r], f"{names[r]}: done edges {done_at[r]} != {exp_done[r]}"
-    assert cmds == sorted(exp_cmds), "beat commands differ from g+i / address / strobe rule"
+    assert cmds == sorted(exp_cmds), "beat commands differ from the g+i / address / strobe rule"
     assert int(dut.arb_wait_o.value) == wait_sum
     assert int(dut.ddr_busy_o.value) == busy_sum
     order = [r for r, _ in grants]
-    assert wait_sum > 0 and len(set(order)) == 3
-    cocotb.log.info(f"{len(grants)} grants, sum(g-v) = {wait_sum}, order {order}")
+    overlap = sum(1 for (r1, g1), (r2, g2) in zip(grants, grants[1:]) if g2 < g1 + L)
+    assert wait_sum > 0 and len(set(order)) == 3 and overlap > 0
+    cocotb.log.info(f"{len(grants)} grants, {overlap} overlapping, sum(g-v) = {wait_sum}, "
+                    f"order {order}")

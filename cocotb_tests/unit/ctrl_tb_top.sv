@@ -8,6 +8,7 @@ module ctrl_tb_top
   import tpu_cfg_pkg::*;
 #(
   localparam int unsigned SizeBits = $clog2(BURST_BYTES) + 1,
+  localparam int unsigned K        = DMA_OUTSTANDING,
   localparam int unsigned QWidth   = 16
 ) (
   input  wire logic                  clk_core_i,
@@ -17,13 +18,15 @@ module ctrl_tb_top
   // DDR arbiter requesters
   input  wire logic                  fetch_req_tgl_i,
   input  wire logic [39:0]           fetch_addr_i,
-  input  wire logic                  rd_req_tgl_i,
-  input  wire logic [39:0]           rd_addr_i,
-  input  wire logic [SizeBits-1:0]   rd_bytes_i,
-  input  wire logic                  wr_req_tgl_i,
-  input  wire logic [39:0]           wr_addr_i,
-  input  wire logic [SizeBits-1:0]   wr_bytes_i,
-  output      logic [2:0]            done_tgl_o,
+  input  wire logic [7:0]            rd_req_cnt_i,    // gray
+  input  wire logic [K*40-1:0]       rd_addr_i,       // slot j mod K
+  input  wire logic [K*SizeBits-1:0] rd_bytes_i,
+  input  wire logic [7:0]            wr_req_cnt_i,    // gray
+  input  wire logic [K*40-1:0]       wr_addr_i,
+  input  wire logic [K*SizeBits-1:0] wr_bytes_i,
+  output      logic                  fetch_done_tgl_o,
+  output      logic [7:0]            rd_done_cnt_o,   // gray
+  output      logic [7:0]            wr_done_cnt_o,   // gray
   output      logic                  ddr_cmd_valid_o,
   output      logic                  ddr_cmd_we_o,
   output      logic [39:0]           ddr_cmd_addr_o,
@@ -45,14 +48,14 @@ module ctrl_tb_top
   logic [BEAT_BYTES*8-1:0]           wdata_unused;
   logic [63:0]                       rb_unused, wb_unused, fb_unused;
   logic [FETCH_LINE_BUFFERS*BURST_BYTES*8-1:0] lines_unused;
-  logic [BURST_BYTES*8-1:0]          rdbuf_unused;
+  logic [K*BURST_BYTES*8-1:0]        rdbuf_unused;
 
   tpu_ddr_arbiter u_arb (
     .clk_i(clk_ddr_i), .rst_ni,
-    .fetch_req_tgl_i, .fetch_addr_i, .fetch_buf_i('0), .fetch_done_tgl_o(done_tgl_o[0]),
+    .fetch_req_tgl_i, .fetch_addr_i, .fetch_buf_i('0), .fetch_done_tgl_o,
     .fetch_lines_o(lines_unused),
-    .rd_req_tgl_i, .rd_addr_i, .rd_bytes_i, .rd_done_tgl_o(done_tgl_o[1]), .rd_buf_o(rdbuf_unused),
-    .wr_req_tgl_i, .wr_addr_i, .wr_bytes_i, .wr_done_tgl_o(done_tgl_o[2]), .wr_buf_i('0),
+    .rd_req_cnt_i, .rd_addr_i, .rd_bytes_i, .rd_done_cnt_o, .rd_buf_o(rdbuf_unused),
+    .wr_req_cnt_i, .wr_addr_i, .wr_bytes_i, .wr_done_cnt_o, .wr_buf_i('0),
     .ddr_cmd_valid_o, .ddr_cmd_we_o, .ddr_cmd_addr_o, .ddr_cmd_wdata_o(wdata_unused),
     .ddr_cmd_wstrb_o, .ddr_rvalid_i(1'b0), .ddr_rdata_i('0),
     .read_bytes_o(rb_unused), .write_bytes_o(wb_unused), .fetch_bytes_o(fb_unused),
