@@ -464,3 +464,12 @@ def test_hash_changes_with_valid_yaml_edit(tmp_path):
                         ("queues.depth", 8), ("accumulator.depth_rows", 256)]:
         p = write(tmp_path, with_(raw(), path, value))
         assert load_config(p).hash_bytes() != base, path
+
+
+def test_burst_must_fill_whole_words():
+    d = with_(with_(raw("seed"), "array.rows", 512), "array.cols", 512)
+    d = with_(with_(d, "sram.size_bytes", 2 * 1024 * 1024), "accumulator.depth_rows", 256)
+    with pytest.raises(ConfigError, match=re.escape(
+            "config 'seed': dma.burst_bytes 256 must be a multiple of the SRAM word "
+            "(512 bytes = array.rows): a burst fills whole words")):
+        config_from_dict(d)

@@ -155,8 +155,9 @@ def _validate(c: HwConfig) -> None:
          f"SRAM of {c.sram_words} words cannot hold two weight tiles ({c.array_cols} words each) "
          "and two activation tiles of the same size: the array is larger than the SRAM can feed")
     need(_pow2(c.dma_burst_bytes), f"dma.burst_bytes must be a power of two, got {c.dma_burst_bytes}")
-    need(c.dma_burst_bytes % c.word_bytes == 0 or c.word_bytes % c.dma_burst_bytes == 0,
-         f"dma.burst_bytes {c.dma_burst_bytes} and the word of {c.word_bytes} bytes must divide one another")
+    need(c.dma_burst_bytes % c.word_bytes == 0,
+         f"dma.burst_bytes {c.dma_burst_bytes} must be a multiple of the SRAM word "
+         f"({c.word_bytes} bytes = array.rows): a burst fills whole words")
     need(c.dma_burst_bytes >= 32, f"dma.burst_bytes must be at least 32 (one instruction), got {c.dma_burst_bytes}")
     need(_pow2(c.ddr_beat_bytes) and c.ddr_beat_bytes <= c.dma_burst_bytes,
          f"ddr.beat_bytes must be a power of two <= the burst, got {c.ddr_beat_bytes}")
