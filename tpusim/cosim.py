@@ -23,8 +23,10 @@ from tpusim.verdict import Verdict, count_mismatch, first_retire_difference, ren
 
 
 def _progress():
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn)
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn())
 
 
 def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
@@ -79,13 +81,15 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         v.times_s["golden"] = time.perf_counter() - t
         np.save(out / "input_q.npy", x_q)
 
-        prog.update(task, description="SimPy model")
+        n_instr = len(res.binary.code) // 32
+        prog.update(task, description="SimPy model (instructions retired)", total=n_instr, completed=0)
         from tpucompile.backend import host_input_transform
         in_name = res.binary.inputs[0].name
         x_dev = host_input_transform(res.binary.meta, in_name, x_q)
         np.save(out / "input_device.npy", x_dev)
         t = time.perf_counter()
-        sim = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True)
+        sim = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True,
+                         progress=lambda n, _t: prog.update(task, completed=n))
         v.times_s["simpy"] = time.perf_counter() - t
         v.cycles_simpy = sim.cycles
         v.simpy_cycles_per_s = sim.cycles / max(v.times_s["simpy"], 1e-9)
@@ -105,7 +109,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         rtl_res = None
         if rtl:
             from cocotb_tests.harness import run_rtl
-            prog.update(task, description="RTL build + run (Verilator, cocotb)")
+            prog.update(task, description="RTL build + run (Verilator, cocotb)", total=None, completed=0)
             rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, {in_name: x_dev}, out / "rtl", waves=waves)
             v.times_s["rtl_build"] = rtl_res.build_s
             v.times_s["rtl_run"] = rtl_res.run_s

@@ -75,11 +75,12 @@ def load_ddr(binary: TpuBinary, inputs: dict) -> DdrMemory:
 
 
 def run_binary(binary: TpuBinary, cfg, inputs: dict, vcd: str | Path | None = None,
-               keep_ddr: bool = False) -> SimResult:
+               keep_ddr: bool = False, progress=None) -> SimResult:
     """Simulate ``binary`` on config ``cfg`` with ``inputs`` (name -> int8 NCHW ndarray).
 
     ``vcd``: write the architectural signals there; ``keep_ddr``: keep the final DDR image in
-    the result (``SimResult.read_ddr``).
+    the result (``SimResult.read_ddr``); ``progress``: callable(retired instructions, now_ps)
+    called twice a second (wall time) during the run.
 
     Raises SimulationError on a device error (naming the instruction, field and value), on a
     deadlock (naming the waiting engines and their PCs) and on a reserved opcode.
@@ -89,7 +90,7 @@ def run_binary(binary: TpuBinary, cfg, inputs: dict, vcd: str | Path | None = No
     tpu = Tpu(cfg, ddr, binary.code_addr, trace)
     t0 = time.perf_counter()
     try:
-        run = tpu.run()
+        run = tpu.run(progress)
     finally:
         if trace is not None:
             trace.write(vcd)
@@ -115,7 +116,7 @@ def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_s
     for addr, data in sram_segments:
         tpu.sram.write_bytes(addr, bytes(data))
     try:
-        run = tpu.run()
+        run = tpu.run(progress)
     finally:
         if trace is not None:
             trace.write(vcd)

@@ -9,6 +9,8 @@ waits for. A reserved opcode halts the device with ``error`` set: SimulationErro
 """
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass, field
 from itertools import count as _count
 
@@ -80,9 +82,22 @@ class Tpu:
         for proc in [self.fetch, self.decoder] + self.engines:
             env.process(proc.run())
 
-    def run(self) -> TpuRun:
-        """Run to quiescence; SimulationError on deadlock or a device error."""
-        self.env.run()
+    def run(self, progress=None, period_s: float = 0.5) -> TpuRun:
+        """Run to quiescence; SimulationError on deadlock or a device error.
+
+        progress: optional callable(retired_instructions, now_ps), called from a helper thread
+        every ``period_s`` seconds of wall time while the run goes on (it only reads).
+        """
+        stop = threading.Event()
+        if progress is not None:
+            def poll():
+                while not stop.wait(period_s):
+                    progress(len(self.retire_log), self.env.now)
+            threading.Thread(target=poll, daemon=True).start()
+        try:
+            self.env.run()
+        finally:
+            stop.set()
         dec = self.decoder
         if dec.halt_ps is None:
             raise SimulationError(self._deadlock_report())
