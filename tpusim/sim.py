@@ -116,7 +116,7 @@ def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_s
     for addr, data in sram_segments:
         tpu.sram.write_bytes(addr, bytes(data))
     try:
-        run = tpu.run(progress)
+        run = tpu.run()
     finally:
         if trace is not None:
             trace.write(vcd)
