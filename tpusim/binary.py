@@ -39,6 +39,9 @@ _KINDS = {KIND_CODE: "CODE", KIND_CONST: "CONST", KIND_FILL: "FILL", KIND_IO: "I
 _HDR = struct.Struct("<4sHH32sI")
 _SEC = struct.Struct("<IIQQ")
 ADDR_LIMIT = 1 << 40
+#: Largest FILL total and largest I/O tensor the host tools materialise (bytes): a region this
+#: big is far beyond any compiled model and would exhaust the host's memory.
+HOST_BYTES_LIMIT = 1 << 32
 
 
 @dataclass
@@ -104,15 +107,23 @@ class TensorDesc:
             t = cls(d["name"], tuple(d["shape"]), float(d["scale"]), int(d["zero_point"]),
                     int(d["ddr_addr"]), int(d["blk"]), tuple(d.get("pads", (0, 0, 0, 0))),
                     d.get("dtype", "int8"))
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: {e}") from None
         if len(t.shape) != 4 or not all(_is_int(v) and v > 0 for v in t.shape) or t.shape[0] != 1:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: shape must be (1, C, H, W) "
                                     "with positive integers")
         if len(t.pads) != 4 or not all(_is_int(v) and v >= 0 for v in t.pads):
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: pads must be 4 non-negative integers")
-        if t.blk <= 0:
+        if not _is_int(t.blk) or t.blk <= 0:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: blk must be positive")
+        if not isinstance(t.name, str) or t.dtype != "int8":
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: name must be a string and dtype 'int8'")
+        if not (np.isfinite(t.scale) and t.scale > 0) or not -128 <= t.zero_point <= 127:
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: scale must be positive and finite, "
+                                    "zero_point in [-128, 127]")
+        if t.size_bytes > HOST_BYTES_LIMIT or not 0 <= t.ddr_addr <= ADDR_LIMIT - t.size_bytes:
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: {t.size_bytes} bytes at DDR "
+                                    f"{t.ddr_addr:#x} is outside [0, 2^40) or larger than 2^32 bytes")
         return t
 
 
@@ -124,6 +135,7 @@ def _check_fills(obj, w: str, i: int) -> list:
     """The FILL section must be a list of {"addr", "size", "value"} integers inside 2^40."""
     if not isinstance(obj, list):
         raise BinaryFormatError(f"{w}section {i} (FILL) must be a JSON list, got {type(obj).__name__}")
+    total = 0
     for f in obj:
         if not (isinstance(f, dict) and all(_is_int(f.get(k)) for k in ("addr", "size", "value"))):
             raise BinaryFormatError(f"{w}section {i} (FILL): bad entry {f!r}, expected "
@@ -131,6 +143,26 @@ def _check_fills(obj, w: str, i: int) -> list:
         if f["addr"] < 0 or f["size"] < 0 or f["addr"] + f["size"] > ADDR_LIMIT:
             raise BinaryFormatError(f"{w}section {i} (FILL): region at DDR {f['addr']:#x} "
                                     f"+ {f['size']} bytes is outside [0, 2^40)")
+        if not -128 <= f["value"] <= 255:
+            raise BinaryFormatError(f"{w}section {i} (FILL): region at DDR {f['addr']:#x} has fill "
+                                    f"value {f['value']}, not a byte")
+        total += f["size"]
+        if total > HOST_BYTES_LIMIT:
+            raise BinaryFormatError(f"{w}section {i} (FILL): regions total {total} bytes, more than "
+                                    f"the {HOST_BYTES_LIMIT} bytes the tools preload")
+    return obj
+
+
+def _check_meta(obj, w: str, i: int) -> dict:
+    """META is a JSON object; its ``input_transforms`` (read by ``tpusim run``) a list of
+    {"name", "orig_shape", ...} objects."""
+    if not isinstance(obj, dict):
+        raise BinaryFormatError(f"{w}section {i} (META) must be a JSON object, got {type(obj).__name__}")
+    trs = obj.get("input_transforms", [])
+    if not isinstance(trs, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                            and isinstance(t.get("orig_shape"), list) for t in trs):
+        raise BinaryFormatError(f"{w}section {i} (META): input_transforms must be a list of "
+                                "{\"name\", \"orig_shape\", ...} objects")
     return obj
 
 
@@ -227,7 +259,7 @@ class TpuBinary:
                     b.inputs = [TensorDesc.from_json(d) for d in obj.get("inputs", [])]
                     b.outputs = [TensorDesc.from_json(d) for d in obj.get("outputs", [])]
                 else:
-                    b.meta = obj
+                    b.meta = _check_meta(obj, w, i)
             else:
                 raise BinaryFormatError(f"{w}section {i} has unknown kind {kind}")
         if not seen_code:

@@ -46,6 +46,9 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
     the model's original shape."""
     desc = next(t for t in binary.inputs if t.name == name)
     if np.issubdtype(x.dtype, np.floating):
+        bad = int((~np.isfinite(x)).sum())
+        if bad:
+            raise TpuError(f"input {name!r}: {bad} non-finite values (NaN or infinity) cannot be quantized")
         x = np.clip(np.rint(x / desc.scale) + desc.zero_point, -128, 127).astype(np.int8)
     elif x.dtype != np.int8:
         raise TpuError(f"input {name!r}: dtype {x.dtype} is neither int8 nor float")
@@ -87,7 +90,7 @@ def _print_report(res) -> None:
 def _write_out(res, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, arr in res.outputs.items():
-        np.save(out_dir / f"{name}.npy", arr)
+        np.save(out_dir / f"{name.replace('/', '_').replace(chr(92), '_')}.npy", arr)  # stay in out_dir
     summary = res.summary()
     summary["retire"] = [[pc, eng, t] for pc, eng, t in res.retire]
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -128,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TpuError as e:
+        print(f"tpusim: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as e:  # --out / --vcd not writable, disk full, ...
         print(f"tpusim: error: {e}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -214,14 +214,21 @@ def load_config(path_or_name: str | Path) -> HwConfig:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: cannot read hardware config: {e}") from None
+    return parse_config_text(text, str(p))
+
+
+def parse_config_text(text: str, where: str = "config") -> HwConfig:
+    """Parse and validate the YAML text of a hardware config; ConfigError names ``where``."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        raise ConfigError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
     try:
         return config_from_dict(data)
     except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None
+        raise ConfigError(f"{where}: {e}") from None
 
 
-__all__ = ["HwConfig", "ClockConfig", "load_config", "config_from_dict", "CONFIG_DIR"]
+__all__ = ["HwConfig", "ClockConfig", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]

@@ -121,7 +121,13 @@ def _flatten(node, a):
 
 def _cos(node, a):
     v = a.get("value")
-    return {"value": numpy_helper.to_array(v) if v is not None else np.zeros(1, np.float32)}
+    try:
+        arr = numpy_helper.to_array(v) if v is not None else np.zeros(1, np.float32)
+    except Exception as e:
+        raise _bad(node, "value", f"<tensor dims {list(v.dims)}>", f"is malformed: {_one_line(e)}") from None
+    if arr.size != 1:
+        raise _bad(node, "value", arr.tolist(), "must hold exactly one element")
+    return {"value": arr}
 
 
 def _none(node, a):
@@ -156,25 +162,36 @@ def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
     dynamic or missing shapes (naming the tensor), or a malformed graph.
     """
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(str(model))
+        try:
+            model = onnx.load(str(model))
+        except Exception as e:  # DecodeError and others for a corrupt file
+            raise CompileError(f"{model}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+    try:
+        return _import(model)
+    except UnicodeDecodeError as e:  # protobuf checks proto2 strings only when they are read
+        raise CompileError(f"corrupt ONNX model: a name or string attribute is not valid UTF-8 ({e})") from None
+
+
+def _import(model: onnx.ModelProto) -> Graph:
     opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [1])
-    model = shape_inference.infer_shapes(model)
+    _check_input_dtypes(model)
+    for idx, n in enumerate(model.graph.node):   # ops and attributes first: the clearest message
+        _check_node(idx, n, opset)
+    model = _checked_and_inferred(model)
     g = model.graph
     tensors: dict = {}
     for init in g.initializer:
-        arr = numpy_helper.to_array(init)
+        try:
+            arr = numpy_helper.to_array(init)
+        except Exception as e:  # data size vs dims, unknown data_type, ...
+            raise CompileError(f"initializer {init.name!r} (dims {list(init.dims)}) is malformed: "
+                               f"{_one_line(e)}") from None
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), str(arr.dtype), arr)
     infos = {v.name: v for v in list(g.input) + list(g.value_info) + list(g.output)}
     inputs = [i.name for i in g.input if i.name not in tensors]
     nodes = []
     for idx, n in enumerate(g.node):
-        name = n.name or f"{n.op_type}_{idx}"
-        if n.domain not in ("", "ai.onnx"):
-            raise CompileError(f"node {name!r}: op {n.domain}::{n.op_type} unsupported; supported "
-                               f"ops: {', '.join(SUPPORTED_OPS)}")
-        if n.op_type not in _HANDLERS:
-            raise CompileError(f"node {name!r}: op {n.op_type} unsupported; supported ops: "
-                               f"{', '.join(SUPPORTED_OPS)}")
+        name = _check_node(idx, n, opset)
         n.name = name
         attrs = _HANDLERS[n.op_type](n, _attrs(n))
         if n.op_type == "Softmax" and "axis" not in attrs:
@@ -192,4 +209,111 @@ def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
             raise CompileError(f"graph input {name!r} has dtype {graph.tensors[name].dtype}, "
                                "only float32 is supported")
     verify(graph)
+    check_activation_footprint(graph)
     return graph
+
+
+def _check_node(idx: int, n, opset: int) -> str:
+    """CompileError for an unsupported op or attribute value of node ``n``; returns its name."""
+    name = n.name or f"{n.op_type}_{idx}"
+    if n.domain not in ("", "ai.onnx"):
+        raise CompileError(f"node {name!r}: op {n.domain}::{n.op_type} unsupported; supported "
+                           f"ops: {', '.join(SUPPORTED_OPS)}")
+    if n.op_type not in _HANDLERS:
+        raise CompileError(f"node {name!r}: op {n.op_type} unsupported; supported ops: "
+                           f"{', '.join(SUPPORTED_OPS)}")
+    _check_attr_types(name, n, opset)
+    c = onnx.NodeProto()
+    c.CopyFrom(n)
+    c.name = name
+    _HANDLERS[n.op_type](c, _attrs(c))
+    return name
+
+
+def _check_attr_types(name: str, n, opset: int) -> None:
+    """Each attribute must have the type the ONNX schema of the op gives it (the handlers rely
+    on it; onnx.checker would say so too, but only after the shape checks)."""
+    try:
+        schema = onnx.defs.get_schema(n.op_type, max(1, opset), "")
+    except Exception:
+        schema = onnx.defs.get_schema(n.op_type, "")
+    for a in n.attribute:
+        spec = schema.attributes.get(a.name)
+        if spec is None:
+            raise CompileError(f"node {name!r} ({n.op_type}): attribute {a.name!r} is not defined "
+                               f"for {n.op_type} in opset {opset}")
+        if a.type != spec.type.value:
+            got = onnx.AttributeProto.AttributeType.Name(a.type) \
+                if a.type in onnx.AttributeProto.AttributeType.values() else str(a.type)
+            raise CompileError(f"node {name!r} ({n.op_type}): attribute {a.name} has type {got}, "
+                               f"expected {spec.type.name}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+def _check_input_dtypes(model: onnx.ModelProto) -> None:
+    """Every runtime graph input (not an initializer) must be float32: CompileError otherwise."""
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        elem = vi.type.tensor_type.elem_type
+        if vi.name in inits or not vi.type.HasField("tensor_type") or elem in (0, onnx.TensorProto.FLOAT):
+            continue
+        try:
+            dtype = str(helper.tensor_dtype_to_np_dtype(elem))
+        except Exception:
+            dtype = onnx.TensorProto.DataType.Name(elem) if elem in onnx.TensorProto.DataType.values() \
+                else f"elem_type {elem}"
+        raise CompileError(f"graph input {vi.name!r} has dtype {dtype}, only float32 is supported")
+
+
+def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Graph inputs with a shape, then onnx.checker, then strict shape/type inference; returns
+    the model with inferred shapes. The checker runs on a copy whose untyped-shape graph outputs
+    get an empty shape (many exporters leave output shapes to inference, which the checker
+    would refuse). Any failure is a CompileError quoting the ONNX message (naming the node)."""
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name not in inits and not vi.type.tensor_type.HasField("shape"):
+            raise CompileError(f"graph input {vi.name!r} has no shape; only static shapes are supported")
+    c = onnx.ModelProto()
+    c.CopyFrom(model)
+    for vi in c.graph.output:
+        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+            vi.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(c)
+    except Exception as e:  # onnx.checker.ValidationError (and a few C++ exceptions)
+        raise CompileError(f"model fails onnx.checker: {_one_line(e)}") from None
+    try:
+        shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        return shape_inference.infer_shapes(model)
+    except Exception as e:  # onnx.shape_inference.InferenceError
+        first = _one_line(e).replace("[ShapeInferenceError] Inference error(s): ", "")
+        first = "(op_type:" + first.split("(op_type:")[1].strip() if "(op_type:" in first else first
+        raise CompileError(f"ONNX shape/type inference failed: {first}") from None
+
+
+ADDR_LIMIT = 1 << 40
+
+
+def check_activation_footprint(graph: Graph) -> None:
+    """The inputs and outputs of one node live in DDR at the same time, at least one int8 byte
+    per element: CompileError naming the node if that alone reaches 2^40 bytes (checked before
+    calibration, which would otherwise try to allocate them in float32)."""
+    def size(name):
+        t = graph.tensors.get(name)
+        return 0 if t is None or t.is_const else int(np.prod(t.shape, dtype=object))
+    for name in graph.inputs:
+        if size(name) >= ADDR_LIMIT:
+            t = graph.tensors[name]
+            raise CompileError(f"graph input {name!r} of shape {t.shape} needs {size(name)} bytes "
+                               "of DDR, past the 40-bit address space (2^40 bytes)")
+    for n in graph.nodes:
+        total = sum(size(t) for t in dict.fromkeys(list(n.inputs) + list(n.outputs)) if t)
+        if total >= ADDR_LIMIT:
+            shapes = ", ".join(f"{t} {graph.tensors[t].shape}" for t in dict.fromkeys(list(n.inputs) + list(n.outputs))
+                               if t and size(t))
+            raise CompileError(f"node {n.name!r} ({n.op}): DDR footprint of its activations "
+                               f"({shapes}) is {total} bytes, past the 40-bit address space (2^40 bytes)")

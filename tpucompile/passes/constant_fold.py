@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpusim.errors import CompileError
 from tpucompile.ir import Graph, prune
 
 NAME = "constant_fold"
+#: Largest constant folding may create (elements); ResNet-50's largest weight has 2.4 M.
+MAX_CONST_ELEMENTS = 1 << 28
 
 
 def _reshape(node, x, shape):
@@ -34,7 +37,16 @@ def run(graph: Graph) -> Graph:
     for node in graph.nodes:
         vals = [graph.const(i) for i in node.inputs if i]
         if node.op in _EVAL and vals and all(v is not None for v in vals) and len(node.outputs) == 1:
-            out = _EVAL[node.op](node, *vals)
+            t = graph.tensors.get(node.outputs[0])
+            n_out = int(np.prod(t.shape, dtype=object)) if t is not None and t.shape else 0
+            if n_out > MAX_CONST_ELEMENTS:
+                raise CompileError(f"node {node.name!r} ({node.op}): folding it would create a constant "
+                                   f"of shape {t.shape} ({n_out} elements, more than {MAX_CONST_ELEMENTS})")
+            try:
+                out = _EVAL[node.op](node, *vals)
+            except (ValueError, TypeError, IndexError, OverflowError, MemoryError) as e:
+                raise CompileError(f"node {node.name!r} ({node.op}): cannot evaluate on its constant "
+                                   f"inputs: {e}") from None
             t = graph.tensors[node.outputs[0]]
             t.value, t.shape, t.dtype = out, tuple(out.shape), str(out.dtype)
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpusim.errors import CompileError
 from tpucompile.ir import Graph, consumers, producers, prune
 
 NAME = "fold_batchnorm"
@@ -22,8 +23,17 @@ def run(graph: Graph) -> Graph:
         params = [graph.const(i) for i in bn.inputs[1:5]]
         if (conv is None or conv.op != "Conv" or len(cons.get(bn.inputs[0], [])) != 1
                 or any(p is None for p in params) or graph.const(conv.inputs[1]) is None
+                or (len(conv.inputs) > 2 and conv.inputs[2] and graph.const(conv.inputs[2]) is None)
                 or bn.inputs[0] in graph.outputs):
-            continue
+            continue   # left in place: the quantizer refuses an unfolded BatchNormalization by name
+        cout = graph.const(conv.inputs[1]).shape[0]
+        if len(conv.inputs) > 2 and conv.inputs[2] and graph.const(conv.inputs[2]).shape != (cout,):
+            raise CompileError(f"node {conv.name!r} (Conv): bias {conv.inputs[2]!r} of shape "
+                               f"{graph.const(conv.inputs[2]).shape} does not match its {cout} output channels")
+        if any(p.shape != (cout,) for p in params):
+            raise CompileError(f"node {bn.name!r} (BatchNormalization): parameters of shapes "
+                               f"{[tuple(p.shape) for p in params]} do not match the {cout} output "
+                               f"channels of Conv {conv.name!r}")
         gamma, beta, mean, var = (p.astype(np.float64) for p in params)
         w = graph.const(conv.inputs[1]).astype(np.float64)
         b = graph.const(conv.inputs[2]).astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] \

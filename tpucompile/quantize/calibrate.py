@@ -34,11 +34,29 @@ def calibrate(model: onnx.ModelProto, images, names) -> dict:
     if len(images) == 0:
         raise CompileError("calibration needs at least one image, got 0")
     sess = session_with_outputs(model, names)
-    inp = sess.get_inputs()[0].name
+    meta = sess.get_inputs()[0]
+    inp = meta.name
+    images = [_check_image(i, x, inp, meta.shape) for i, x in enumerate(images)]
     lo = {n: np.inf for n in names}
     hi = {n: -np.inf for n in names}
     for x in images:
-        for n, v in zip(names, sess.run(names, {inp: np.asarray(x, np.float32)})):
+        for n, v in zip(names, sess.run(names, {inp: x})):
             lo[n] = min(lo[n], float(v.min()))
             hi[n] = max(hi[n], float(v.max()))
     return {n: (lo[n], hi[n]) for n in names}
+
+
+def _check_image(i: int, x, name: str, shape) -> np.ndarray:
+    """Calibration image #i as float32 of the model input's shape, with finite values."""
+    try:
+        a = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise CompileError(f"calibration image #{i} is not a float array ({type(x).__name__}: {e})") from None
+    want = tuple(shape)
+    if a.shape != want:
+        raise CompileError(f"calibration image #{i} has shape {a.shape}, but model input {name!r} "
+                           f"has shape {want}")
+    if not np.isfinite(a).all():
+        raise CompileError(f"calibration image #{i} has {int((~np.isfinite(a)).sum())} non-finite "
+                           "values (NaN or infinity)")
+    return a

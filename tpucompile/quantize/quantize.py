@@ -79,6 +79,9 @@ def _conv(g: Graph, node, qg: QGraph, qt: QTensor, stats: dict) -> QConv:
     b = g.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(w.shape[0])
     if b is None:
         raise CompileError(f"node {node.name!r} (Conv): bias {node.inputs[2]!r} is not a constant")
+    if w.ndim != 4 or b.shape != (w.shape[0],):
+        raise CompileError(f"node {node.name!r} (Conv): weight of shape {w.shape} and bias of shape "
+                           f"{b.shape} do not describe a 2-D convolution with {w.shape[0]} outputs")
     out = node.outputs[0]
     sy, zy = activation_params(*stats[g.tensors[out].onnx_name or out])
     qw, sw = weight_params(w.astype(np.float64))
@@ -180,9 +183,17 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
 
 def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
                   dump_dir: Optional[Union[str, Path]] = None) -> tuple:
-    """ONNX model -> (QGraph, float IR after passes): import, passes, calibrate, quantize."""
+    """ONNX model -> (QGraph, float IR after passes): import, passes, calibrate, quantize.
+
+    ``calib_images`` may also be a callable returning them, called only once the model has
+    been imported and checked (so a refused model never makes calibration data)."""
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(str(model))
+        try:
+            model = onnx.load(str(model))
+        except Exception as e:  # DecodeError, OSError and others for a missing or corrupt file
+            raise CompileError(f"{model}: not a readable ONNX model ({type(e).__name__}: {e})") from None
     g = run_passes(import_onnx(model), dump_dir)
+    if callable(calib_images):
+        calib_images = calib_images()
     stats = calibrate(model, calib_images, calibration_names(g))
     return quantize_graph(g, stats), g

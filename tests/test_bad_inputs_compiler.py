@@ -1,0 +1,155 @@
+"""Bad compiler input: every class gets one clear line on stderr, exit status 2, no traceback.
+
+Inputs come from tests/badinputs.py; the tpucompile CLI runs in-process (``main([...])``), the
+calibration cases go through ``tpucompile.driver`` (the API tpusim.cosim uses).
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import yaml
+
+import badinputs as B
+from tpusim.config import load_config
+from tpusim.errors import CompileError
+from tpucompile import driver
+from tpucompile.cli import main
+
+SUPPORTED = ("Conv, BatchNormalization, Relu, Sum, Add, MaxPool, AveragePool, GlobalAveragePool, "
+             "Reshape, Flatten, Gemm, Softmax, ConstantOfShape")
+
+
+def compile_cli(tmp_path, capsys, model, hw="small", *extra):
+    """Run ``tpucompile`` on ``model`` (ModelProto or bytes); returns (path, stderr line)."""
+    p = tmp_path / "m.onnx"
+    if isinstance(model, bytes):
+        p.write_bytes(model)
+    else:
+        onnx.save(model, p)
+    out = tmp_path / "m.tpubin"
+    rc = main([str(p), "--hw", str(hw), "-o", str(out), "--calib", "1", *extra])
+    cap = capsys.readouterr()
+    assert rc == 2, cap.out
+    assert "Traceback" not in cap.err and len(cap.err.strip().splitlines()) == 1, cap.err
+    assert not out.exists(), "a refused model must not leave an output file"
+    return p, cap.err.strip()
+
+
+def test_good_model_compiles(tmp_path, capsys):
+    p = tmp_path / "m.onnx"
+    onnx.save(B.good_model(), p)
+    assert main([str(p), "--hw", "small", "-o", str(tmp_path / "m.tpubin"), "--calib", "1"]) == 0
+
+
+def test_not_an_onnx_file(tmp_path, capsys):
+    p, err = compile_cli(tmp_path, capsys, B.not_onnx_bytes())
+    assert err.startswith(f"tpucompile: error: {p}: not a readable ONNX model (DecodeError: ")
+    with pytest.raises(CompileError, match=r"not a readable ONNX model \(DecodeError"):
+        driver.load_model(p)
+
+
+def test_truncated_protobuf(tmp_path, capsys):
+    p, err = compile_cli(tmp_path, capsys, B.truncated_bytes())
+    assert err.startswith(f"tpucompile: error: {p}: not a readable ONNX model (DecodeError: ")
+
+
+def test_model_failing_onnx_checker(tmp_path, capsys):
+    _, err = compile_cli(tmp_path, capsys, B.checker_failure())
+    assert err == ("tpucompile: error: model fails onnx.checker: Nodes in a graph must be "
+                   "topologically sorted, however input 'ghost' of node: name: conv0 OpType: Conv "
+                   "is not output of any previous nodes.")
+
+
+def test_unsupported_op_names_node_and_lists_ops(tmp_path, capsys):
+    _, err = compile_cli(tmp_path, capsys, B.unsupported_op())
+    assert err == f"tpucompile: error: node 'sig0': op Sigmoid unsupported; supported ops: {SUPPORTED}"
+
+
+@pytest.mark.parametrize("kind,msg", [
+    ("dilations", "node 'conv0' (Conv): attribute dilations=[2, 2] unsupported (only 1)"),
+    ("group", "node 'conv0' (Conv): attribute group=2 unsupported (only 1)"),
+    ("auto_pad", "node 'conv0' (Conv): attribute auto_pad=b'SAME_UPPER' unsupported (only NOTSET)"),
+    ("ceil_mode", "node 'pool0' (MaxPool): attribute ceil_mode=1 unsupported (only 0)"),
+    ("strides", "node 'conv0' (Conv): attribute pads/strides=([1, 1, 1, 1], [0, 1]) invalid"),
+])
+def test_unsupported_attribute_value(tmp_path, capsys, kind, msg):
+    _, err = compile_cli(tmp_path, capsys, B.bad_attribute(kind))
+    assert err == f"tpucompile: error: {msg}"
+
+
+@pytest.mark.parametrize("gen,msg", [
+    (B.dynamic_shape, "tensor 'x' has a dynamic/unknown dimension (N); only static shapes are supported"),
+    (B.missing_shape, "graph input 'x' has no shape; only static shapes are supported"),
+])
+def test_dynamic_or_missing_shape(tmp_path, capsys, gen, msg):
+    _, err = compile_cli(tmp_path, capsys, gen())
+    assert err == f"tpucompile: error: {msg}"
+
+
+def test_unsupported_dtype(tmp_path, capsys):
+    _, err = compile_cli(tmp_path, capsys, B.unsupported_dtype())
+    assert err == "tpucompile: error: graph input 'x' has dtype float16, only float32 is supported"
+
+
+def test_layer_that_cannot_be_tiled(tmp_path, capsys):
+    hw = tmp_path / "tiny.yaml"
+    hw.write_text(yaml.safe_dump(B.tiny_config()))
+    _, err = compile_cli(tmp_path, capsys, B.untileable(), hw, "--no-im2col")
+    assert err == ("tpucompile: error: QConv 'conv0' (8->8, kernel 15x15, stride 1x1, output 64x64) "
+                   "cannot be tiled into the 256-word SRAM of config 'tiny' (even a one-pixel tile "
+                   "needs 306 words: double-buffered weight tiles, requant tables, input window)")
+
+
+def test_ddr_footprint_past_2_to_40_refused_before_calibration(tmp_path, capsys):
+    _, err = compile_cli(tmp_path, capsys, B.huge_footprint())
+    assert err == ("tpucompile: error: graph input 'x' of shape (1, 8, 524288, 262144) needs "
+                   "1099511627776 bytes of DDR, past the 40-bit address space (2^40 bytes)")
+
+
+@pytest.mark.parametrize("images,msg", [
+    ([], "calibration needs at least one image, got 0"),
+    ([np.zeros((1, 3, 8, 8), np.float32)],
+     "calibration image #0 has shape (1, 3, 8, 8), but model input 'x' has shape (1, 8, 8, 8)"),
+    ([np.zeros((1, 8, 8, 8)), np.full((1, 8, 8, 8), np.nan)],
+     "calibration image #1 has 512 non-finite values (NaN or infinity)"),
+    (["abc"], "calibration image #0 is not a float array (str: could not convert string to float: 'abc')"),
+])
+def test_bad_calibration_data(images, msg):
+    with pytest.raises(CompileError) as e:
+        driver.compile_onnx(B.good_model(), load_config("small"), images)
+    assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("kind,msg", [
+    ("unknown", "sram: unknown key(s) ['ports']; expected ['banks', 'size_bytes']"),
+    ("missing", "dma: missing key(s) ['outstanding']"),
+    ("inconsistent", "config 'small': array must be square for now (rows 8 != cols 16)"),
+    ("type", "sram.banks: expected an integer, got 'four'"),
+    ("not_mapping", "config: expected a mapping, got list ['name', 'small']"),
+])
+def test_bad_hardware_config(tmp_path, capsys, kind, msg):
+    hw = tmp_path / f"{kind}.yaml"
+    hw.write_text(yaml.safe_dump(B.bad_config(kind)))
+    _, err = compile_cli(tmp_path, capsys, B.good_model(), hw)
+    assert err == f"tpucompile: error: {hw}: {msg}"
+
+
+def test_hardware_config_not_yaml(tmp_path, capsys):
+    hw = tmp_path / "bad.yaml"
+    hw.write_text("array: [rows: 8\n")
+    _, err = compile_cli(tmp_path, capsys, B.good_model(), hw)
+    assert err.startswith(f"tpucompile: error: {hw}: not valid YAML: ")
+
+
+@pytest.mark.parametrize("gen,msg", [
+    (B.malformed_initializer, "model fails onnx.checker: TensorProto (tensor name: w) raw_data size "
+                              "(12 bytes) is too small for the declared shape and type (2304 bytes required)."),
+    (B.attribute_of_wrong_type, "node 'conv0' (Conv): attribute kernel_shape has type FLOAT, expected INTS"),
+    (B.huge_constant_of_shape, "node 'cos0' (ConstantOfShape): folding it would create a constant of "
+                               "shape (1073741824, 8, 2, 2) (34359738368 elements, more than 268435456)"),
+])
+def test_fuzz_findings_are_clean_errors(tmp_path, capsys, gen, msg):
+    """Models the fuzzer found crashing the front end (ValueError, TypeError, MemoryError)."""
+    _, err = compile_cli(tmp_path, capsys, gen())
+    assert err.startswith(f"tpucompile: error: {msg}")
