@@ -164,13 +164,26 @@ module tpu_mxu
   logic [WordBits-1:0] act;
   assign act = (rd_v_q && !rd_lw_q) ? sram_rdata_i : '0;
 
-  // Tag travelling with each vector: {valid, last, accumulate, acc row}.
+  // Tag travelling with each vector: {valid, last, accumulate, acc row}; all zero without a
+  // vector (accumulate and row only matter with valid).
   localparam int unsigned TagW  = 19;
   localparam int unsigned Chain = Rows + Cols - 1;
+  logic            vec_in;
   logic [TagW-1:0] tag_in;
   logic [TagW-1:0] tag_q [Chain];
-  assign tag_in = {rd_v_q && !rd_lw_q, (rd_v_q && !rd_lw_q && rd_last_q) || zero_gnt_q,
-                   accumulate, acc_row_q};
+  assign vec_in = rd_v_q && !rd_lw_q;
+  assign tag_in = {vec_in, (vec_in && rd_last_q) || zero_gnt_q,
+                   vec_in && accumulate, vec_in ? acc_row_q : 16'd0};
+
+  // Activity gate (simulation speed only, no timing effect): the array and the tag chain advance
+  // while a vector or a zero-size MATMUL's done tag is entering and for Rows+Cols+1 edges after
+  // the last one. Once that has passed, every skew, activation, psum and tag register is zero
+  // (zeros entered behind the last vector), which is also what the ungated registers would hold:
+  // holding them is exactly equivalent. Weights load independently of the gate.
+  localparam int unsigned Flush = Rows + Cols + 1;
+  logic [15:0] busy_q;
+  logic        pipe_en;
+  assign pipe_en = vec_in || zero_gnt_q || (busy_q != '0);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -186,6 +199,7 @@ module tpu_mxu
       rd_last_q  <= 1'b0;
       rd_k_q     <= '0;
       acc_row_q  <= '0;
+      busy_q     <= '0;
       for (int j = 0; j < int'(Chain); j++) tag_q[j] <= '0;
     end else begin
       pend_q     <= pend_d;
@@ -201,8 +215,12 @@ module tpu_mxu
       rd_k_q     <= k_q;
       if (start_i)                     acc_row_q <= acc_addr;
       else if (rd_v_q && !rd_lw_q)     acc_row_q <= acc_row_q + 16'd1;
-      tag_q[0] <= tag_in;
-      for (int j = 1; j < int'(Chain); j++) tag_q[j] <= tag_q[j-1];
+      if (vec_in || zero_gnt_q) busy_q <= 16'(Flush);
+      else if (busy_q != '0)    busy_q <= busy_q - 16'd1;
+      if (pipe_en) begin
+        tag_q[0] <= tag_in;
+        for (int j = 1; j < int'(Chain); j++) tag_q[j] <= tag_q[j-1];
+      end
     end
   end
 
@@ -217,6 +235,7 @@ module tpu_mxu
   ) u_array (
     .clk_i,
     .rst_ni,
+    .en_i     (pipe_en),
     .w_load_i (w_load),
     .w_data_i (sram_rdata_i),
     .act_i    (act),

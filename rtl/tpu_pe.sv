@@ -2,6 +2,8 @@
 //
 // Ports:
 //   input  logic               clk_i, rst_ni
+//   input  logic               en_i       // advance a/psum at the edge (0: hold; the MXU only
+//                                          //   drops it once the array holds all zeros)
 //   input  logic               w_load_i   // capture w_i into the stationary weight at the edge
 //   input  logic signed [7:0]  w_i
 //   input  logic signed [7:0]  a_i        // activation from the left neighbour
@@ -14,6 +16,7 @@
 module tpu_pe (
   input  logic               clk_i,
   input  logic               rst_ni,
+  input  logic               en_i,
   input  logic               w_load_i,
   input  logic signed [7:0]  w_i,
   input  logic signed [7:0]  a_i,
@@ -23,12 +26,9 @@ module tpu_pe (
 );
 
   logic signed [7:0]  w_q, a_q;
-  logic signed [31:0] psum_q, psum_d;
-  logic signed [15:0] prod;
+  logic signed [31:0] psum_q;
 
-  assign prod   = a_i * w_q;
-  assign psum_d = psum_i + 32'(prod);
-
+  // The multiply-add sits inside the enable so that a simulator skips it while the array idles.
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       w_q    <= '0;
@@ -36,8 +36,10 @@ module tpu_pe (
       psum_q <= '0;
     end else begin
       if (w_load_i) w_q <= w_i;
-      a_q    <= a_i;
-      psum_q <= psum_d;
+      if (en_i) begin
+        a_q    <= a_i;
+        psum_q <= psum_i + 32'(a_i * w_q);  // signed 8x8 product, exact in 32 bits
+      end
     end
   end
 

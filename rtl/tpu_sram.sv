@@ -39,6 +39,7 @@ module tpu_sram #(
 
   localparam int unsigned BankIdxW = (Banks > 1) ? $clog2(Banks) : 1;
   localparam int unsigned OffW     = (BankWords > 1) ? $clog2(BankWords) : 1;
+  localparam int unsigned ReqIdxW  = (NumReq > 1) ? $clog2(NumReq) : 1;
 
   logic [NumReq-1:0] active;
 
@@ -77,26 +78,27 @@ module tpu_sram #(
     logic [WordBits-1:0] rdata_q;
     logic                en, we;
     logic [OffW-1:0]     off;
-    logic [WordBits-1:0] wdata;
+    logic [ReqIdxW-1:0]  sel;
 
     // The active requester addressing this bank (masks make it unique; lowest index wins).
+    // Only its index is muxed here: the wide write data is picked inside the write itself.
     always_comb begin
-      en    = 1'b0;
-      we    = 1'b0;
-      off   = '0;
-      wdata = '0;
+      en  = 1'b0;
+      we  = 1'b0;
+      off = '0;
+      sel = '0;
       for (int r = NumReq - 1; r >= 0; r--) begin
         if (active[r] && req_bank_ok[r] && req_bank[r] == BankIdxW'(b)) begin
-          en    = 1'b1;
-          we    = we_i[r];
-          off   = req_off[r];
-          wdata = wdata_i[r];
+          en  = 1'b1;
+          we  = we_i[r];
+          off = req_off[r];
+          sel = ReqIdxW'(r);
         end
       end
     end
 
     always_ff @(posedge clk_i) begin
-      if (en && we) mem_q[off] <= wdata;
+      if (en && we) mem_q[off] <= wdata_i[sel];
     end
 
     always_ff @(posedge clk_i or negedge rst_ni) begin

@@ -2,6 +2,8 @@
 //
 // Ports:
 //   input  logic                 clk_i, rst_ni
+//   input  logic                 en_i        // advance skew, activation and psum registers
+//                                            //   (0: hold; only when they all hold zeros)
 //   input  logic [Cols-1:0]      w_load_i    // column n captures w_data_i at the edge
 //   input  logic [Rows*8-1:0]    w_data_i    // byte k -> PE(k, n) weight (word n = W[0..R-1][n])
 //   input  logic [Rows*8-1:0]    act_i       // one UNskewed activation vector per cycle, lane k = x[k]
@@ -17,6 +19,7 @@ module tpu_systolic_array #(
 ) (
   input  logic                clk_i,
   input  logic                rst_ni,
+  input  logic                en_i,
   input  logic [Cols-1:0]     w_load_i,
   input  logic [Rows*8-1:0]   w_data_i,
   input  logic [Rows*8-1:0]   act_i,
@@ -32,15 +35,15 @@ module tpu_systolic_array #(
     end else if (k == 1) begin : g_skew1
       logic [7:0] sr_q;
       always_ff @(posedge clk_i or negedge rst_ni) begin
-        if (!rst_ni) sr_q <= '0;
-        else         sr_q <= act_i[k*8 +: 8];
+        if (!rst_ni)   sr_q <= '0;
+        else if (en_i) sr_q <= act_i[k*8 +: 8];
       end
       assign skew_out = sr_q;
     end else begin : g_skew
       logic [k*8-1:0] sr_q;
       always_ff @(posedge clk_i or negedge rst_ni) begin
-        if (!rst_ni) sr_q <= '0;
-        else         sr_q <= {sr_q[(k-1)*8-1:0], act_i[k*8 +: 8]};
+        if (!rst_ni)   sr_q <= '0;
+        else if (en_i) sr_q <= {sr_q[(k-1)*8-1:0], act_i[k*8 +: 8]};
       end
       assign skew_out = sr_q[(k-1)*8 +: 8];
     end
@@ -63,6 +66,7 @@ module tpu_systolic_array #(
       tpu_pe u_pe (
         .clk_i,
         .rst_ni,
+        .en_i,
         .w_load_i (w_load_i[n]),
         .w_i      (w_data_i[k*8 +: 8]),
         .a_i      (a_in),

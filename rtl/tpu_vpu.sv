@@ -416,61 +416,80 @@ module tpu_vpu
   assign tbl = tbl_view;
 
   // ================================================================ lanes
+  // The write data is only computed in write cycles (sram_we_o, which implies acc_on) and is 0
+  // otherwise: the SRAM ignores wdata without we, and skipping the 64-bit requant arithmetic of
+  // every lane in all other cycles makes the simulation much faster.
   localparam int unsigned Lanes = WordBytes;
-  logic [Lanes-1:0][7:0]  rq_out, pl_out, ad_out;
-  logic [Lanes-1:0][7:0]  max_q, max_d;
-  logic [Lanes-1:0][31:0] sum_q, sum_d;
+  logic [Lanes-1:0][7:0]  max_q, fin_max;
+  logic [Lanes-1:0][31:0] sum_q, fin_sum;
 
   logic signed [7:0] zp0, zp1, zp2;
   assign zp0 = q_zp[0];
   assign zp1 = q_zp[1];
   assign zp2 = q_zp[2];
 
-  for (genvar n = 0; n < Lanes; n++) begin : g_lane
-    // ---- REQUANT: requant_conv(acc, bias, mult, shift, zp, relu)
-    logic signed [31:0] acc, bias, mult, v, y;
-    logic signed [7:0]  shift;
-    assign acc   = acc_rd_data_i[n*32 +: 32];
-    assign bias  = tbl[n*32 +: 32];
-    assign mult  = tbl[(Cols + n)*32 +: 32];
-    assign shift = tbl[(8*Cols + n)*8 +: 8];
-    assign v     = sat32(64'(acc) + 64'(bias));
-    assign y     = requant(v, mult, shift);
-    assign rq_out[n] = clamp8(y, zp0, rq_relu ? zp0 : -8'sd128);
+  // Per-lane results (automatic functions: no state, no latches).
+  function automatic logic [7:0] rq_lane(input logic signed [31:0] acc, input logic signed [31:0] bias,
+                                         input logic signed [31:0] mult, input logic signed [7:0] shift,
+                                         input logic signed [7:0] zp, input logic relu);
+    return clamp8(requant(sat32(64'(acc) + 64'(bias)), mult, shift), zp, relu ? zp : -8'sd128);
+  endfunction
 
-    // ---- POOL: max, or pool_avg(sum, taps, zp_in, mult_out, shift_out, zp_out)
-    logic signed [7:0]  px, cur_max, fin_max;
-    logic signed [31:0] cur_sum, fin_sum, pv, py;
-    assign px      = sram_rdata_i[n*8 +: 8];
-    assign cur_max = max_q[n];
-    assign cur_sum = sum_q[n];
-    assign fin_max = (rd_v_q && px > cur_max) ? px : cur_max;
-    assign fin_sum = rd_v_q ? cur_sum + 32'(px) : cur_sum;
-    assign pv      = sat32(64'(fin_sum) - 64'($signed({1'b0, pl_taps})) * 64'(zp0));
-    assign py      = requant(pv, q_mult[1], q_shift[1]);
-    assign pl_out[n] = pl_avg ? clamp8(py, zp1, -8'sd128) : fin_max;
-    assign max_d[n]  = (start_i || wph_q) ? 8'h80 : fin_max;
-    assign sum_d[n]  = (start_i || wph_q) ? '0 : fin_sum;
+  function automatic logic [7:0] avg_lane(input logic signed [31:0] sum, input logic [15:0] taps,
+                                          input logic signed [7:0] zp_in,
+                                          input logic signed [31:0] mult, input logic signed [7:0] shift,
+                                          input logic signed [7:0] zp_out);
+    logic signed [31:0] pv;
+    pv = sat32(64'(sum) - 64'($signed({1'b0, taps})) * 64'(zp_in));
+    return clamp8(requant(pv, mult, shift), zp_out, -8'sd128);
+  endfunction
 
-    // ---- ADD: add_int8
-    logic signed [7:0]  xa, xb;
-    logic signed [31:0] a2, b2, ra, rb, s, ay;
-    assign xa = a_q[n*8 +: 8];
-    assign xb = sram_rdata_i[n*8 +: 8];
-    assign a2 = (32'(xa) - 32'(zp0)) <<< 20;
-    assign b2 = (32'(xb) - 32'(zp1)) <<< 20;
-    assign ra = requant(a2, q_mult[0], q_shift[0]);
-    assign rb = requant(b2, q_mult[1], q_shift[1]);
-    assign s  = sat32(64'(ra) + 64'(rb));
-    assign ay = requant(s, q_mult[2], q_shift[2]);
-    assign ad_out[n] = clamp8(ay, zp2, ad_relu ? zp2 : -8'sd128);
+  function automatic logic [7:0] add_lane(input logic signed [7:0] xa, input logic signed [7:0] xb,
+                                          input logic signed [7:0] zpa, input logic signed [7:0] zpb,
+                                          input logic signed [31:0] ma, input logic signed [7:0] sa,
+                                          input logic signed [31:0] mb, input logic signed [7:0] sb,
+                                          input logic signed [31:0] mo, input logic signed [7:0] so,
+                                          input logic signed [7:0] zpo, input logic relu);
+    logic signed [31:0] a2, b2, ra, rb, sm;
+    a2 = (32'(xa) - 32'(zpa)) <<< 20;
+    b2 = (32'(xb) - 32'(zpb)) <<< 20;
+    ra = requant(a2, ma, sa);
+    rb = requant(b2, mb, sb);
+    sm = sat32(64'(ra) + 64'(rb));
+    return clamp8(requant(sm, mo, so), zpo, relu ? zpo : -8'sd128);
+  endfunction
+
+  // POOL running max / sum including the tap whose data arrives this cycle.
+  always_comb begin
+    fin_max = max_q;
+    fin_sum = sum_q;
+    if (is_pool && rd_v_q) begin
+      for (int n = 0; n < int'(Lanes); n++) begin
+        if ($signed(sram_rdata_i[n*8 +: 8]) > $signed(max_q[n])) fin_max[n] = sram_rdata_i[n*8 +: 8];
+        fin_sum[n] = sum_q[n] + 32'($signed(sram_rdata_i[n*8 +: 8]));
+      end
+    end
   end
 
   always_comb begin
-    if (is_rq)        sram_wdata_o = rq_out;
-    else if (is_pool) sram_wdata_o = pl_out;
-    else if (is_add)  sram_wdata_o = ad_out;
-    else              sram_wdata_o = '0;
+    sram_wdata_o = '0;
+    if (sram_we_o) begin
+      for (int n = 0; n < int'(Lanes); n++) begin
+        if (is_rq) begin
+          sram_wdata_o[n*8 +: 8] = rq_lane(acc_rd_data_i[n*32 +: 32], tbl[n*32 +: 32],
+                                           tbl[(Cols + n)*32 +: 32], tbl[(8*Cols + n)*8 +: 8],
+                                           zp0, rq_relu);
+        end else if (is_pool) begin
+          sram_wdata_o[n*8 +: 8] = pl_avg ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
+                                                     q_shift[1], zp1)
+                                          : fin_max[n];
+        end else if (is_add) begin
+          sram_wdata_o[n*8 +: 8] = add_lane(a_q[n*8 +: 8], sram_rdata_i[n*8 +: 8], zp0, zp1,
+                                            q_mult[0], q_shift[0], q_mult[1], q_shift[1],
+                                            q_mult[2], q_shift[2], zp2, ad_relu);
+        end
+      end
+    end
   end
 
   // ================================================================ registers
@@ -514,15 +533,20 @@ module tpu_vpu
       rd_k_q  <= k_q;
       if (is_add && rd_v_q && ph_q == 2'd1) a_q <= sram_rdata_i;
       if (is_pool && (start_i || acc_on || rd_v_q)) begin
-        max_q <= max_d;
-        sum_q <= sum_d;
+        if (start_i || wph_q) begin
+          max_q <= {Lanes{8'h80}};
+          sum_q <= '0;
+        end else begin
+          max_q <= fin_max;
+          sum_q <= fin_sum;
+        end
       end
     end
   end
 
-  // Per-channel table: data registers, no reset.
+  // Per-channel table: data registers, no reset; they only change when a table word arrives.
   always_ff @(posedge clk_i) begin
-    tbl_q <= tbl_view;
+    if (is_rq && rd_v_q) tbl_q <= tbl_view;
   end
 
   // ================================================================ done
