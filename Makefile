@@ -42,7 +42,7 @@ svgen docs:
 rtl: $(VENV_STAMP)
 	$(PY) -m cocotb_tests.build $(HW)
 
-lint:
+lint: $(VENV_STAMP)
 	$(PY) -m tpusim.svgen --check
 	$(PY) -m tpusim.svgen --cfg $(LINT_HW) >/dev/null
 	$(VERILATOR) --lint-only -Wall --timescale 1ps/1ps --top-module tpu_top \
@@ -53,7 +53,7 @@ lint:
 cosim: $(VENV_STAMP)
 	$(PY) -m tpusim.cosim --model $(MODEL) --hw $(HW)
 
-# simulation speed of SimPy and RTL on a synthetic DMA/NOP program (config $(HW))
+# compile and SimPy figures of MODEL on HW against the budgets (RTL=1: also build from scratch and run the RTL)
 bench: $(VENV_STAMP)
 	$(PY) -m tpusim.bench --model $(MODEL) --hw $(HW) $(if $(RTL),--rtl,)
 

@@ -9,6 +9,8 @@ simulator and whether cycles and retire traces agree.
 """
 from __future__ import annotations
 
+from tpusim.cliutil import user_errors
+
 import argparse
 import json
 import sys
@@ -47,6 +49,7 @@ def bench_program(cfg: HwConfig, matmuls: int, dma_trips: int) -> TpuBinary:
     return TpuBinary(cfg.hash_bytes(), CODE_ADDR, code, consts=[(DATA_ADDR, weights)])
 
 
+@user_errors("python -m cocotb_tests.bench")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cocotb_tests.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--hw", default="seed")

@@ -19,6 +19,8 @@ against a stand-in ``tpu_top`` that lives outside the repository).
 """
 from __future__ import annotations
 
+from tpusim.cliutil import user_errors
+
 import argparse
 import contextlib
 import fcntl
@@ -220,6 +222,7 @@ def _prune(cfg_name: str, suffix: str, keep: Path, keep_n: int = 3) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+@user_errors("python -m cocotb_tests.build")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cocotb_tests.build", description=__doc__.split("\n")[0])
     ap.add_argument("config", nargs="?", default="small", help="config name or YAML path")

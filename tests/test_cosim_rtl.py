@@ -31,6 +31,7 @@ def _check(v):
     assert sum(v.layer_mismatches.values()) == 0, v.layer_mismatches
     assert v.cycles_simpy == v.cycles_rtl, (v.cycles_simpy, v.cycles_rtl)
     assert v.first_retire_diff is None, v.first_retire_diff
+    assert not v.counter_diffs, v.counter_diffs
     assert v.passed
 
 

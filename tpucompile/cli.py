@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tpusim.cliutil import user_errors
 from tpusim.errors import TpuError
 
 
@@ -32,9 +33,11 @@ def _calib_images(model, n: int):
     return [rng.normal(0, 1, dims).astype(np.float32) for _ in range(n)]
 
 
+@user_errors("tpucompile")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tpucompile", description="Compile an ONNX model to a .tpubin")
-    ap.add_argument("model", help="ONNX model file")
+    ap.add_argument("model", help="ONNX model file, or a built-in model: resnet50, resnet50-modern, "
+                                  "resnet50-reduced (the onnx wheel's graphs with seeded synthetic weights)")
     ap.add_argument("--hw", default="seed", help="hardware config name or YAML path (default seed)")
     ap.add_argument("-o", "--output", required=True, help="output .tpubin")
     ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after each pass and the QGraph/program text")
@@ -51,13 +54,17 @@ def main(argv=None) -> int:
         cfg = load_config(a.hw)
         if a.calib < 1:
             raise CompileError(f"--calib must be >= 1, got {a.calib}")
+        from tpucompile.driver import MODELS, load_model
         p = Path(a.model)
-        if not p.exists():
-            raise CompileError(f"model file {str(p)!r} not found")
-        try:
-            model = onnx.load(str(p))
-        except Exception as e:
-            raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+        if a.model in MODELS and not p.exists():
+            model = load_model(a.model)
+        else:
+            if not p.exists():
+                raise CompileError(f"model file {str(p)!r} not found (built-in models: {sorted(MODELS)})")
+            try:
+                model = onnx.load(str(p))
+            except Exception as e:
+                raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
         t1 = time.perf_counter()
         qg, _ = compile_model(model, lambda: _calib_images(model, a.calib), a.dump_ir)
         t2 = time.perf_counter()

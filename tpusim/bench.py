@@ -8,6 +8,8 @@ measured from a clean cache folder and the RTL run on the full network).
 """
 from __future__ import annotations
 
+from tpusim.cliutil import user_errors
+
 import argparse
 import json
 import sys
@@ -19,6 +21,7 @@ from tpusim.config import load_config
 BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0}
 
 
+@user_errors("bench")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--hw", default="seed")

@@ -8,6 +8,8 @@ Prints the cycle count and the performance counters; with ``--out`` writes every
 """
 from __future__ import annotations
 
+from tpusim.cliutil import user_errors
+
 import argparse
 import json
 import sys
@@ -44,7 +46,9 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
     zero point (round half to even, saturate: the ONNX QuantizeLinear rule); then the binary's
     host-side transform (im2col of a first conv, see docs/backend.md) is applied if the array has
     the model's original shape."""
-    desc = next(t for t in binary.inputs if t.name == name)
+    desc = next((t for t in binary.inputs if t.name == name), None)
+    if desc is None:
+        raise TpuError(f"the binary has no input named {name!r}; its inputs are {[t.name for t in binary.inputs]}")
     if np.issubdtype(x.dtype, np.floating):
         bad = int((~np.isfinite(x)).sum())
         if bad:
@@ -126,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@user_errors("tpusim")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

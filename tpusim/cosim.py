@@ -9,6 +9,8 @@ sides and the SimPy and RTL retire traces are identical; 1 on a mismatch; 2 on a
 """
 from __future__ import annotations
 
+from tpusim.cliutil import user_errors
+
 import argparse
 import json
 import sys
@@ -116,6 +118,9 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
             v.cycles_rtl = rtl_res.cycles
             v.rtl_cycles_per_s = rtl_res.cycles / max(rtl_res.run_s, 1e-9)
             v.first_retire_diff = first_retire_difference(sim.retire, rtl_res.retire)
+            for k, val in sim.counters.items():
+                if rtl_res.counters.get(k) != val:
+                    v.counter_diffs[k] = {"simpy": val, "rtl": rtl_res.counters.get(k)}
         else:
             v.rtl_skipped = "--no-rtl"
 
@@ -157,6 +162,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     return v
 
 
+@user_errors("cosim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="resnet50", help="resnet50, resnet50-modern, or a path to an .onnx file")
@@ -167,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
     a = ap.parse_args(argv)
+    if not 1 <= a.calib <= 25:
+        raise TpuError(f"--calib must be between 1 and 25 calibration images, got {a.calib}")
+    if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
+        raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
     out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves)

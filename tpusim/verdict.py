@@ -25,6 +25,7 @@ class Verdict:
     cycles_simpy: int | None = None
     cycles_rtl: int | None = None
     first_retire_diff: dict | None = None                 # {"index", "pc", "engine", "simpy_ps", "rtl_ps"}
+    counter_diffs: dict = field(default_factory=dict)     # {counter: {"simpy": n, "rtl": n}} (must be empty)
     accuracy: dict = field(default_factory=dict)          # cosine, top1_agree, top5_agree, ...
     times_s: dict = field(default_factory=dict)           # compile, golden, simpy, rtl_build, rtl_run, fp32
     simpy_cycles_per_s: float | None = None
@@ -48,7 +49,8 @@ class Verdict:
     def cycles_ok(self) -> bool:
         if self.rtl_skipped:
             return True
-        return self.cycles_simpy == self.cycles_rtl and self.first_retire_diff is None
+        return (self.cycles_simpy == self.cycles_rtl and self.first_retire_diff is None
+                and not self.counter_diffs)
 
     @property
     def passed(self) -> bool:
@@ -129,6 +131,8 @@ def render(v: Verdict) -> None:
     else:
         diff = "none" if v.first_retire_diff is None else json.dumps(v.first_retire_diff)
         cyc = f"SimPy {v.cycles_simpy:,} vs RTL {v.cycles_rtl:,}; first differing retire: {diff}"
+        cyc += ("; performance counters: all equal" if not v.counter_diffs else
+                f"; performance counters differ: {json.dumps(v.counter_diffs)}")
     t.add_row("cycles", cyc, ok if v.cycles_ok else bad)
     a = v.accuracy
     if a:

@@ -1,0 +1,47 @@
+"""User mistakes on the command lines give one line on stderr and exit 2 (Ctrl-C: 130)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tpusim import cosim, bench
+from tpusim.cliutil import user_errors
+from cocotb_tests import build
+
+
+def test_cosim_argument_ranges(capsys):
+    assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--calib", "0"]) == 2
+    assert "cosim: error: --calib must be between 1 and 25 calibration images, got 0" in capsys.readouterr().err
+    assert cosim.main(["--model", "resnet50-reduced", "--no-rtl", "--input-size", "-5"]) == 2
+    assert "--input-size must be a positive multiple of 32, got -5" in capsys.readouterr().err
+
+
+def test_cosim_out_is_a_file(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--out", str(f)]) == 2
+    assert f"cosim: error: {f}: File exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("main", [build.main, lambda a: bench.main(["--hw"] + a)])
+def test_unknown_config(main, capsys):
+    assert main(["nosuch"]) == 2
+    assert "error: hardware config 'nosuch' not found (known names: ['medium', 'seed', 'small'])" \
+        in capsys.readouterr().err
+
+
+def test_interrupt_is_one_line(capsys):
+    @user_errors("tool")
+    def main():
+        raise KeyboardInterrupt
+    assert main() == 130
+    assert capsys.readouterr().err == "tool: interrupted\n"
+
+
+def test_tpusim_run_unknown_input_name(tmp_path, capsys):
+    from tpusim.cli import main
+    from tests.test_model_cli import _write
+    path, _, _ = _write(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((1, 8, 4, 4), np.int8))
+    assert main(["run", str(path), "--input", f"foo={tmp_path / 'x.npy'}"]) == 2
+    assert "the binary has no input named 'foo'; its inputs are ['x']" in capsys.readouterr().err

@@ -1,0 +1,36 @@
+"""One way for every command line tool to turn user mistakes into one line and an exit status.
+
+`user_errors(prog)` wraps a ``main(argv) -> int``: a TpuError (bad model, config, binary, input,
+device error) or an OSError (unreadable/unwritable path) prints ``prog: error: <message>`` on
+stderr and returns 2; Ctrl-C prints ``prog: interrupted`` and returns 130. Anything else is a bug
+in tpusim and keeps its traceback.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+from tpusim.errors import TpuError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def user_errors(prog: str):
+    def wrap(main):
+        @functools.wraps(main)
+        def run(*args, **kwargs) -> int:
+            try:
+                return main(*args, **kwargs)
+            except TpuError as e:
+                print(f"{prog}: error: {e}", file=sys.stderr)
+                return EXIT_USER_ERROR
+            except OSError as e:
+                where = f" {e.filename}" if getattr(e, "filename", None) else ""
+                print(f"{prog}: error:{where}: {e.strerror or e}", file=sys.stderr)
+                return EXIT_USER_ERROR
+            except KeyboardInterrupt:
+                print(f"{prog}: interrupted", file=sys.stderr)
+                return EXIT_INTERRUPTED
+        return run
+    return wrap
