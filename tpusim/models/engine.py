@@ -15,13 +15,15 @@ Subclasses implement ``execute(entry, s_ps)``: a generator that returns the comp
 """
 from __future__ import annotations
 
+import abc
+
 import simpy
 
 from tpusim.models.common import ENGINE_NAMES, Clocks, QueueEntry, Timeline
 from tpusim.models.perf import ENGINE_KEYS
 
 
-class EngineBase:
+class EngineBase(abc.ABC):
     """One engine: its queue, the token matrix, perf counters and retire trace are shared."""
 
     def __init__(self, env: simpy.Environment, clocks: Clocks, engine: int, queue, tokens, perf,
@@ -99,9 +101,9 @@ class EngineBase:
             self.trace.busy(self.engine, c_ps, 0)
             self.trace.retire(self.engine, c_ps, entry.pc)
 
+    @abc.abstractmethod
     def execute(self, entry: QueueEntry, s_ps: int):
         """Run one instruction started at ``s_ps``; return its completion edge (sim time there)."""
-        raise NotImplementedError
 
     def describe_wait(self) -> str | None:
         """'LOAD at instruction #3 at pc 0x60 (DMA_LOAD) waits for a token from MXU', or None."""
