@@ -45,3 +45,15 @@ def test_tpusim_run_unknown_input_name(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 4, 4), np.int8))
     assert main(["run", str(path), "--input", f"foo={tmp_path / 'x.npy'}"]) == 2
     assert "the binary has no input named 'foo'; its inputs are ['x']" in capsys.readouterr().err
+
+
+def test_atomic_write_leaves_nothing_on_error(tmp_path):
+    from tpusim.fileio import save_npy_atomic, write_bytes_atomic
+    target = tmp_path / "x.bin"
+    target.write_bytes(b"old")
+    with pytest.raises(TypeError):
+        write_bytes_atomic(target, object())      # not bytes: nothing written
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bin"]
+    save_npy_atomic(tmp_path / "a.npy", np.arange(3, dtype=np.int8))
+    assert np.load(tmp_path / "a.npy").tolist() == [0, 1, 2]

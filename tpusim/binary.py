@@ -197,10 +197,8 @@ class TpuBinary:
 
     def write(self, path: str | Path) -> None:
         """Write atomically (temporary file in the same folder, then rename)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(self.to_bytes())
-        tmp.replace(path)
+        from tpusim.fileio import write_bytes_atomic
+        write_bytes_atomic(path, self.to_bytes())
 
     # ---------------------------------------------------------------- reading
     @classmethod

@@ -9,6 +9,7 @@ Prints the cycle count and the performance counters; with ``--out`` writes every
 from __future__ import annotations
 
 from tpusim.cliutil import user_errors
+from tpusim.fileio import save_npy_atomic, write_text_atomic
 
 import argparse
 import json
@@ -94,10 +95,10 @@ def _print_report(res) -> None:
 def _write_out(res, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, arr in res.outputs.items():
-        np.save(out_dir / f"{name.replace('/', '_').replace(chr(92), '_')}.npy", arr)  # stay in out_dir
+        save_npy_atomic(out_dir / f"{name.replace('/', '_').replace(chr(92), '_')}.npy", arr)  # stay in out_dir
     summary = res.summary()
     summary["retire"] = [[pc, eng, t] for pc, eng, t in res.retire]
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=1))
 
 
 def cmd_run(args) -> int:

@@ -10,6 +10,7 @@ sides and the SimPy and RTL retire traces are identical; 1 on a mismatch; 2 on a
 from __future__ import annotations
 
 from tpusim.cliutil import user_errors
+from tpusim.fileio import save_npy_atomic
 
 import argparse
 import json
@@ -81,14 +82,14 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         x_q = golden.quantize_input(qg, x_float)
         gold = golden.run_golden(qg, x_q)
         v.times_s["golden"] = time.perf_counter() - t
-        np.save(out / "input_q.npy", x_q)
+        save_npy_atomic(out / "input_q.npy", x_q)
 
         n_instr = len(res.binary.code) // 32
         prog.update(task, description="SimPy model (instructions retired)", total=n_instr, completed=0)
         from tpucompile.backend import host_input_transform
         in_name = res.binary.inputs[0].name
         x_dev = host_input_transform(res.binary.meta, in_name, x_q)
-        np.save(out / "input_device.npy", x_dev)
+        save_npy_atomic(out / "input_device.npy", x_dev)
         t = time.perf_counter()
         sim = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True,
                          progress=lambda n, _t: prog.update(task, completed=n))
@@ -131,7 +132,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         if rtl_res is not None:
             m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
         v.mismatches[desc.name] = m
-        np.save(out / f"out_{desc.name}_simpy.npy", s)
+        save_npy_atomic(out / f"out_{desc.name}_simpy.npy", s)
 
     # accuracy on the logits (dequantized device output vs FP32)
     d0 = res.binary.outputs[0]

@@ -65,10 +65,8 @@ class Verdict:
 
     def write(self, path: str | Path) -> None:
         """Write the verdict JSON atomically (temporary file, then rename)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, default=_jsonable))
-        os.replace(tmp, path)
+        from tpusim.fileio import write_text_atomic
+        write_text_atomic(path, json.dumps(self.to_json(), indent=2, default=_jsonable))
 
 
 def _jsonable(o):

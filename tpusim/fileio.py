@@ -1,0 +1,38 @@
+"""Atomic output files: write a temporary file in the same folder, then rename it into place.
+
+A run killed part-way leaves either the previous file or the complete new one, never a torn one
+(the temporary file is removed on any error raised in Python).
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically. OSError if the folder is not writable."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
+    """np.save, atomically (``path`` should end in .npy)."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    write_bytes_atomic(path, buf.getvalue())
