@@ -7,7 +7,6 @@ and per-instruction retire times are identical.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
