@@ -1,0 +1,53 @@
+"""``python -m waves diff A.vcd B.vcd [--map FILE] [--core-period-ps N] [--gtkw OUT]``.
+
+Exit status: 0 identical, 1 different, 2 user error (one line on stderr, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from waves.diff import diff_dumps, load_map, report
+from waves.reader import WaveError, read_dump
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m waves", description="waveform dump tools")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("diff", help="compare two dumps signal by signal; report the first divergence")
+    d.add_argument("a", help="first dump (VCD or FST)")
+    d.add_argument("b", help="second dump (VCD or FST)")
+    d.add_argument("--map", help="YAML file mapping names in A to names in B (only these are compared)")
+    d.add_argument("--core-period-ps", type=int, default=1000,
+                   help="core clock period for the cycle numbers (default 1000)")
+    d.add_argument("--gtkw", help="also write a GTKWave save file on A: diverging signals at "
+                                  "the top, marker at the first divergence")
+    return p
+
+
+def _diff(args) -> int:
+    if args.core_period_ps <= 0:
+        raise WaveError(f"--core-period-ps must be positive, got {args.core_period_ps}")
+    mapping = load_map(args.map) if args.map else None
+    a, b = read_dump(args.a), read_dump(args.b)
+    res = diff_dumps(a, b, mapping)
+    print(report(res, args.core_period_ps))
+    if args.gtkw:
+        from waves.gtkw import write_triage
+        first = res.first
+        write_triage(args.a, [d.signal_a for d in res.divergences],
+                     first.time_ps if first else 0, args.gtkw, dump=a)
+    return 0 if res.identical else 1
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _diff(args)
+    except WaveError as exc:
+        print(f"waves: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Compare two dumps signal by signal and find the first divergence.
+
+Signals are paired by name (identical hierarchical names), or by a YAML map file of
+``name_in_A: name_in_B`` entries (top level, or under a ``signals:`` key); with a map only the
+mapped pairs are compared. A signal's value before its first change is "unknown" (``None``):
+a signal that one dump initialises at t=0 and the other first sets later diverges at t=0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from waves.reader import Dump, WaveError
+
+
+@dataclass(frozen=True)
+class Divergence:
+    time_ps: int
+    signal_a: str
+    signal_b: str
+    value_a: object
+    value_b: object
+
+
+@dataclass
+class DiffResult:
+    compared: int = 0
+    divergences: list[Divergence] = field(default_factory=list)   # first one per signal, by time
+    only_in_a: list[str] = field(default_factory=list)             # unmapped names (no map only)
+    only_in_b: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
+
+    @property
+    def identical(self) -> bool:
+        return not (self.divergences or self.only_in_a or self.only_in_b)
+
+
+def load_map(path: str | Path) -> dict[str, str]:
+    path = Path(path)
+    if not path.is_file():
+        raise WaveError(f"{path}: no such map file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise WaveError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if isinstance(data, dict) and set(data) == {"signals"}:
+        data = data["signals"]
+    if not isinstance(data, dict) or not data:
+        raise WaveError(f"{path}: expected a mapping 'name_in_A: name_in_B'")
+    bad = [k for k, v in data.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        raise WaveError(f"{path}: entry {bad[0]!r}: both names must be strings")
+    return dict(data)
+
+
+def first_difference(ca: list, cb: list):
+    """Earliest (time, value_a, value_b) where two change lists disagree, or None."""
+    if ca == cb:
+        return None
+    va = vb = None
+    ia = ib = 0
+    while ia < len(ca) or ib < len(cb):
+        t = min(ca[ia][0] if ia < len(ca) else float("inf"),
+                cb[ib][0] if ib < len(cb) else float("inf"))
+        while ia < len(ca) and ca[ia][0] == t:
+            va = ca[ia][1]
+            ia += 1
+        while ib < len(cb) and cb[ib][0] == t:
+            vb = cb[ib][1]
+            ib += 1
+        if va != vb:
+            return t, va, vb
+    return None       # equal after repeats collapse (the reader already drops them)
+
+
+def diff_dumps(a: Dump, b: Dump, mapping: dict[str, str] | None = None) -> DiffResult:
+    res = DiffResult()
+    if mapping is None:
+        names_b = set(b.names())
+        pairs = [(n, n) for n in a.names() if n in names_b]
+        res.only_in_a = [n for n in a.names() if n not in names_b]
+        names_a = set(a.names())
+        res.only_in_b = [n for n in b.names() if n not in names_a]
+    else:
+        for na, nb in mapping.items():
+            if na not in a:
+                raise WaveError(f"map: {na!r} is not a signal of {a.path}")
+            if nb not in b:
+                raise WaveError(f"map: {nb!r} is not a signal of {b.path}")
+        pairs = list(mapping.items())
+    found = []
+    for na, nb in pairs:
+        res.compared += 1
+        d = first_difference(a.changes(na), b.changes(nb))
+        if d is not None:
+            found.append(Divergence(d[0], na, nb, d[1], d[2]))
+    res.divergences = sorted(found, key=lambda d: (d.time_ps, d.signal_a))
+    return res
+
+
+def fmt_value(v, width: int | None = None) -> str:
+    if v is None:
+        return "(unset)"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v} (0x{v:x})" if v > 9 else str(v)
+    return str(v)
+
+
+def fmt_time(t_ps, core_period_ps: int) -> str:
+    cyc, rem = divmod(t_ps, core_period_ps)
+    cyc = int(cyc)
+    return f"{t_ps} ps = core cycle {cyc}" + (f" + {rem} ps" if rem else "")
+
+
+def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10) -> str:
+    lines = []
+    if res.identical:
+        return f"identical: {res.compared} signals compared, no differences"
+    first = res.first
+    if first is not None:
+        name = first.signal_a if first.signal_a == first.signal_b else f"{first.signal_a} / {first.signal_b}"
+        lines.append(f"first divergence at {fmt_time(first.time_ps, core_period_ps)}: {name}: "
+                     f"A={fmt_value(first.value_a)} B={fmt_value(first.value_b)}")
+    lines.append(f"{len(res.divergences)} of {res.compared} compared signals differ")
+    for d in res.divergences[1:limit]:
+        lines.append(f"  {d.signal_a} at {fmt_time(d.time_ps, core_period_ps)}: "
+                     f"A={fmt_value(d.value_a)} B={fmt_value(d.value_b)}")
+    if len(res.divergences) > limit:
+        lines.append(f"  ... {len(res.divergences) - limit} more")
+    for label, names in (("A", res.only_in_a), ("B", res.only_in_b)):
+        if names:
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            lines.append(f"{len(names)} signals only in {label}: {shown}")
+    return "\n".join(lines)
+
+
+__all__ = ["Divergence", "DiffResult", "diff_dumps", "first_difference", "load_map", "report"]

@@ -1,0 +1,130 @@
+"""Read waveform dumps (VCD, also FST/GHW) with pywellen.
+
+``read_dump(path)`` -> ``Dump``: ``dump.names()`` lists every variable by hierarchical name
+(``top.sub.sig``, scopes joined by dots as pywellen names them; Verilator 5.048 dumps have top
+scopes ``$rootio`` and the top module, no ``TOP.`` prefix); ``dump.changes(name)`` gives the
+list of ``(time_ps, value)`` changes, times converted from the dump's timescale to picoseconds.
+
+Values: ``int`` for fully known values, ``str`` (e.g. ``"xxxxxxxx"``, ``"1z0"``) when any bit is
+x/z, ``float`` for reals, ``str`` for string variables. Consecutive repeats of the same value are
+dropped, so two dumps that say the same thing give the same change lists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import pywellen
+
+# pywellen TimescaleUnit -> picoseconds per unit
+_UNIT_PS = {"fs": Fraction(1, 1000), "ps": Fraction(1), "ns": Fraction(1000),
+            "us": Fraction(10**6), "ms": Fraction(10**9), "s": Fraction(10**12)}
+
+
+class WaveError(Exception):
+    """A user-facing error about a dump (missing file, not a waveform, unknown signal)."""
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    name: str          # hierarchical name, scopes joined by '.'
+    width: int         # bits
+    var_type: str      # pywellen's var type ("Wire", "Reg", "Integer", ...)
+
+
+def _norm(value):
+    if isinstance(value, str):
+        return value.lower()
+    return value
+
+
+class Dump:
+    """One waveform file, loaded with pywellen. Signal bodies are loaded lazily, on ``changes``."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise WaveError(f"{self.path}: no such file")
+        if not self.path.is_file():
+            raise WaveError(f"{self.path}: not a file")
+        try:
+            self._wave = pywellen.Waveform(str(self.path))
+        except BaseException as exc:          # pywellen raises RuntimeError or a pyo3 PanicException
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            msg = " ".join(str(exc).split()) or type(exc).__name__
+            raise WaveError(f"{self.path}: not a readable VCD/FST dump ({msg})") from None
+        ts = self._wave.timescale
+        if ts is None:
+            self.ps_per_tick = Fraction(1)     # VCD without $timescale: treat ticks as ps
+        else:
+            unit = str(ts.unit).rsplit(".", 1)[-1]
+            if unit not in _UNIT_PS:
+                raise WaveError(f"{self.path}: unsupported timescale unit {unit!r}")
+            self.ps_per_tick = ts.factor * _UNIT_PS[unit]
+        self._vars = {}
+        for var in self._wave.all_vars():
+            # pywellen splits Verilator's unpacked-array elements ("tb_last_pc_o[4]") into a
+            # scope plus a var "[4]": join them back into the name GTKWave and the VCD use
+            self._vars.setdefault(var.full_name.replace(".[", "["), var)
+        self._cache: dict[str, list] = {}
+
+    def names(self) -> list[str]:
+        return list(self._vars)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._vars
+
+    def info(self, name: str) -> SignalInfo:
+        var = self._var(name)
+        return SignalInfo(name, var.bitwidth or 1, str(var.var_type))
+
+    def _var(self, name: str):
+        try:
+            return self._vars[name]
+        except KeyError:
+            raise WaveError(f"{self.path}: no signal {name!r}") from None
+
+    def to_ps(self, ticks: int) -> int | Fraction:
+        t = ticks * self.ps_per_tick
+        return int(t) if t.denominator == 1 else t
+
+    def to_ticks(self, time_ps) -> int:
+        """Picoseconds -> the dump's own time units (rounded down), e.g. for GTKWave markers."""
+        return int(Fraction(time_ps) / self.ps_per_tick)
+
+    def changes(self, name: str) -> list[tuple[int, object]]:
+        """``[(time_ps, value), ...]`` in time order, consecutive repeats removed."""
+        if name not in self._cache:
+            out: list[tuple[int, object]] = []
+            var = self._var(name)
+            try:
+                body = list(var.signal)           # pywellen parses the VCD body here, lazily
+            except BaseException as exc:
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                msg = " ".join(str(exc).split()) or type(exc).__name__
+                raise WaveError(f"{self.path}: broken dump body ({msg})") from None
+            for ticks, value in body:
+                value = _norm(value)
+                t = self.to_ps(ticks)
+                if out and out[-1][0] == t:
+                    out[-1] = (t, value)               # last value at a time wins
+                    if len(out) > 1 and out[-2][1] == value:
+                        out.pop()
+                elif not out or out[-1][1] != value:
+                    out.append((t, value))
+            self._cache[name] = out
+        return self._cache[name]
+
+    def signals(self) -> dict[str, list[tuple[int, object]]]:
+        """Every signal's changes (loads all bodies: fine for small dumps)."""
+        return {n: self.changes(n) for n in self._vars}
+
+
+def read_dump(path: str | Path) -> Dump:
+    return Dump(path)
+
+
+__all__ = ["Dump", "SignalInfo", "WaveError", "read_dump"]
