@@ -30,6 +30,7 @@ from cocotb.utils import get_sim_time
 from cocotb_tests.harness import (DEFAULT_MAX_CYCLES, DEFAULT_QUIET_CYCLES, DEFAULT_STALL_CYCLES, RESULT_JSON,
                                   RETIRE_NAMES, DdrMem, config_from_json, counter_names, t0_ps)
 from tpusim.binary import TpuBinary
+from tpusim.sim import input_blobs
 from tpusim.timebase import Timebase
 
 
@@ -78,14 +79,7 @@ async def _run(dut, env, out, cfg, tb, T0, max_cycles, quiet, res) -> None:
     log = dut._log
     binary = TpuBinary.read(env["TPU_BIN"], cfg.hash_bytes())
     in_paths = json.loads(env.get("TPU_INPUTS") or "{}")
-    blocked = {}
-    for desc in binary.inputs:
-        if desc.name not in in_paths:
-            raise ValueError(f"no input given for {desc.name!r}; inputs given: {sorted(in_paths)}")
-        x = np.load(in_paths[desc.name])
-        if x.dtype != np.int8:
-            raise ValueError(f"input {desc.name!r} is {x.dtype}, expected int8 (quantised)")
-        blocked[desc.name] = desc.to_blocked(x, fill=desc.zero_point)
+    blocked = input_blobs(binary, {name: np.load(p) for name, p in in_paths.items()})
 
     # ---- DDR preload (ctypes into the DPI-C memory)
     mem = DdrMem()

@@ -50,7 +50,10 @@ class SimResult:
                 "outputs": {k: list(v.shape) for k, v in self.outputs.items()}}
 
 
-def _input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
+def input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
+    """name -> bytes of the whole blocked DDR buffer (padding = the input's zero point) for every
+    input of ``binary``; SimulationError for a missing, unknown or non-int8 input. Used by the
+    SimPy model and by the RTL testbench, so both load the same bytes."""
     known = {t.name for t in binary.inputs}
     extra = sorted(set(inputs) - known)
     if extra:
@@ -69,7 +72,7 @@ def _input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
 def load_ddr(binary: TpuBinary, inputs: dict) -> DdrMemory:
     """A DdrMemory holding the binary's segments and the given inputs."""
     ddr = DdrMemory()
-    for addr, data in binary.ddr_segments(_input_blobs(binary, inputs)):
+    for addr, data in binary.ddr_segments(input_blobs(binary, inputs)):
         ddr.write(addr, data)
     return ddr
 
