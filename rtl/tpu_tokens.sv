@@ -28,10 +28,7 @@ module tpu_tokens
   typedef logic [TokenBits-1:0] cnt_t;
 
   function automatic cnt_t gray2bin(cnt_t g);
-    cnt_t b;
-    b[TokenBits-1] = g[TokenBits-1];
-    for (int i = TokenBits - 2; i >= 0; i--) b[i] = b[i+1] ^ g[i];
-    return b;
+    return cnt_t'(tpu_gray_pkg::gray2bin(tpu_gray_pkg::gray_word_t'(g)));
   endfunction
 
   function automatic bit is_dma(int unsigned e);
@@ -61,7 +58,7 @@ module tpu_tokens
           sent_gray_q <= '0;
         end else if (send_i[gs][gr]) begin
           sent_q      <= sent_q + 1'b1;
-          sent_gray_q <= (sent_q + 1'b1) ^ ((sent_q + 1'b1) >> 1);
+          sent_gray_q <= cnt_t'(tpu_gray_pkg::bin2gray(tpu_gray_pkg::gray_word_t'(cnt_t'(sent_q + 1'b1))));
         end
       end
 

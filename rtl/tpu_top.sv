@@ -156,10 +156,7 @@ module tpu_top
   logic [NE-1:0][7:0]            retired_gray;
 
   function automatic logic [7:0] gray2bin8(logic [7:0] g);
-    logic [7:0] b;
-    b[7] = g[7];
-    for (int i = 6; i >= 0; i--) b[i] = b[i+1] ^ g[i];
-    return b;
+    return 8'(tpu_gray_pkg::gray2bin(tpu_gray_pkg::gray_word_t'(g)));
   endfunction
 
   for (genvar e = 0; e < NE; e++) begin : g_eng

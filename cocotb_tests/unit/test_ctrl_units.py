@@ -18,7 +18,7 @@ pytestmark = pytest.mark.rtl
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = Path(__file__).resolve().parent
-SOURCES = ["tpu_cdc_sync.sv", "tpu_async_queue.sv", "tpu_ddr_arbiter.sv"]
+SOURCES = ["tpu_gray_pkg.sv", "tpu_cdc_sync.sv", "tpu_async_queue.sv", "tpu_ddr_arbiter.sv"]
 
 
 def _build(cfg_name: str):
