@@ -22,6 +22,7 @@ import numpy as np
 
 from tpusim.config import load_config
 from tpusim.errors import TpuError
+from tpusim.stagecache import StageCache, make_key, source_digest
 from tpusim.verdict import Verdict, count_mismatch, first_retire_difference, render
 
 
@@ -42,13 +43,35 @@ def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
             "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))}
 
 
+def _device_bytes(binary) -> bytes:
+    """The parts of a binary the device sees (code, constants, fills, I/O layout, config hash);
+    META (compile statistics and times) differs between identical compilations."""
+    import dataclasses
+    return dataclasses.replace(binary, meta={}).to_bytes()
+
+
+def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[str, str]:
+    """Keys of the SimPy and RTL stage results: the binary, the device input and the source of
+    the code that computes them (a changed model or RTL recomputes the stage)."""
+    base = (binary_bytes, np.ascontiguousarray(x_dev).tobytes(), str(x_dev.shape))
+    simpy = make_key(*base, source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arith.py",
+                                          "tpusim/isa.py", "tpusim/timebase.py", "tpusim/config.py"))
+    rtl = make_key(simpy, str(bool(waves)),
+                   source_digest("rtl/*", "cocotb_tests/tb/*", "cocotb_tests/*.py"))
+    return simpy, rtl
+
+
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
-        waves: bool = False, data: tuple | None = None, name: str | None = None) -> Verdict:
+        waves: bool = False, data: tuple | None = None, name: str | None = None,
+        resume: bool = True) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
     onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given).
-    rtl: also build and run the Verilator RTL. Raises TpuError subclasses for user mistakes.
+    rtl: also build and run the Verilator RTL. resume: reuse the SimPy and RTL results that an
+    earlier (possibly interrupted) run in ``out`` finished for the same binary, inputs and
+    source (out/stages/, tpusim.stagecache); False recomputes everything.
+    Raises TpuError subclasses for user mistakes.
     """
     from tpucompile import driver
     from tpucompile import golden, fp32
@@ -90,36 +113,55 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         in_name = res.binary.inputs[0].name
         x_dev = host_input_transform(res.binary.meta, in_name, x_q)
         save_npy_atomic(out / "input_device.npy", x_dev)
-        t = time.perf_counter()
-        sim = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True,
-                         progress=lambda n, _t: prog.update(task, completed=n))
-        v.times_s["simpy"] = time.perf_counter() - t
-        v.cycles_simpy = sim.cycles
-        v.simpy_cycles_per_s = sim.cycles / max(v.times_s["simpy"], 1e-9)
-        v.counters = dict(sim.counters)
+        cache = StageCache(out / "stages", enabled=resume)
+        simpy_key, rtl_key = _stage_keys(_device_bytes(res.binary), x_dev, waves)
+        sim = cache.load("simpy", simpy_key)
+        if sim is None:
+            t = time.perf_counter()
+            run_ = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True,
+                              progress=lambda n, _t: prog.update(task, completed=n))
+            layers = {d.name: d.from_blocked(run_.read_ddr(d.ddr_addr, d.size_bytes))
+                      for d in driver.layer_tensors(res.binary)}
+            sim = {"cycles": run_.cycles, "retire": run_.retire, "counters": dict(run_.counters),
+                   "outputs": run_.outputs, "layers": layers, "wall_s": time.perf_counter() - t}
+            cache.save("simpy", simpy_key, sim)
+        else:
+            v.notes.append(f"SimPy result resumed from {out / 'stages' / 'simpy.pkl'} (same binary, "
+                           "input and model source; --fresh recomputes)")
+        v.times_s["simpy"] = sim["wall_s"]
+        v.cycles_simpy = sim["cycles"]
+        v.simpy_cycles_per_s = sim["cycles"] / max(v.times_s["simpy"], 1e-9)
+        v.counters = dict(sim["counters"])
 
         # every layer output the binary keeps in DDR, golden vs SimPy
-        for desc in driver.layer_tensors(res.binary):
-            g = gold.get(qg.resolve(desc.name)) if hasattr(qg, "resolve") else gold.get(desc.name)
+        for lname_, s in sim["layers"].items():
+            g = gold.get(qg.resolve(lname_)) if hasattr(qg, "resolve") else gold.get(lname_)
             if g is None:
                 continue
-            s = desc.from_blocked(sim.read_ddr(desc.ddr_addr, desc.size_bytes))
             v.layers_compared += 1
             n = count_mismatch(g, s)
             if n:
-                v.layer_mismatches[desc.name] = n
+                v.layer_mismatches[lname_] = n
 
         rtl_res = None
         if rtl:
             from cocotb_tests.harness import run_rtl
             prog.update(task, description="RTL build + run (Verilator, cocotb)", total=None, completed=0)
-            rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, {in_name: x_dev}, out / "rtl", waves=waves)
+            rtl_res = cache.load("rtl", rtl_key)
+            if rtl_res is None:
+                rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, {in_name: x_dev}, out / "rtl",
+                                  waves=waves)
+                if rtl_res.ok:
+                    cache.save("rtl", rtl_key, rtl_res)
+            else:
+                v.notes.append(f"RTL result resumed from {out / 'stages' / 'rtl.pkl'} (same binary, "
+                               "input and RTL source; --fresh recomputes)")
             v.times_s["rtl_build"] = rtl_res.build_s
             v.times_s["rtl_run"] = rtl_res.run_s
             v.cycles_rtl = rtl_res.cycles
             v.rtl_cycles_per_s = rtl_res.cycles / max(rtl_res.run_s, 1e-9)
-            v.first_retire_diff = first_retire_difference(sim.retire, rtl_res.retire)
-            for k, val in sim.counters.items():
+            v.first_retire_diff = first_retire_difference(sim["retire"], rtl_res.retire)
+            for k, val in sim["counters"].items():
                 if rtl_res.counters.get(k) != val:
                     v.counter_diffs[k] = {"simpy": val, "rtl": rtl_res.counters.get(k)}
         else:
@@ -127,7 +169,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
 
     for desc in res.binary.outputs:
         g = gold[qg.resolve(desc.name)] if hasattr(qg, "resolve") else gold[desc.name]
-        s = sim.outputs[desc.name]
+        s = sim["outputs"][desc.name]
         m = {"elements": int(g.size), "golden_vs_simpy": count_mismatch(g, s)}
         if rtl_res is not None:
             m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
@@ -136,7 +178,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
 
     # accuracy on the logits (dequantized device output vs FP32)
     d0 = res.binary.outputs[0]
-    logits_q = (sim.outputs[d0.name].astype(np.float32) - d0.zero_point) * d0.scale
+    logits_q = (sim["outputs"][d0.name].astype(np.float32) - d0.zero_point) * d0.scale
     v.accuracy = _accuracy(logits_q, logits_f)
     if qg.host_ops:
         v.notes.append("host ops after the device: " + ", ".join(h["op"] for h in qg.host_ops)
@@ -173,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calib", type=int, default=4, help="calibration images")
     ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="recompute every stage (default: resume the SimPy/RTL results an earlier run "
+                         "in --out finished for the same binary, input and source)")
     a = ap.parse_args(argv)
     if not 1 <= a.calib <= 25:
         raise TpuError(f"--calib must be between 1 and 25 calibration images, got {a.calib}")
@@ -180,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
     out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
     try:
-        v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves)
+        v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
+                resume=not a.fresh)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2
