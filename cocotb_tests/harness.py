@@ -15,13 +15,20 @@ Environment variables of the cocotb test (set by ``run_rtl``; usable by hand too
   TPU_OUT          output folder (outputs <name>.npy, rtl_result.json, retire.trace)
   TPU_MAX_CYCLES   watchdog: total core cycles after T0 (default 1,000,000,000)
   TPU_STALL_CYCLES watchdog: core cycles without any retire (default 2,000,000; 0 = off)
+  TPU_DEADLOCK_CYCLES deadlock watch: core cycles with no engine busy, no dispatch, no retire and
+                   no halt before the run ends as "deadlock" (or "error" if error_o is set);
+                   default 10,000; 0 = off (passed to tb_top as +tpu_deadlock_cycles)
   TPU_QUIET_CYCLES core cycles to wait after halt before reading counters (default 200)
 
 Output folder after a run:
   <output name>.npy   int8 NCHW, read back from DDR through TensorDesc.from_blocked
-  rtl_result.json     status ("ok" | "error" | "timeout" | "crash"), cycles, counters, ...
+  rtl_result.json     status ("ok" | "error" | "deadlock" | "timeout" | "crash"), cycles, counters,
+                      error_code (number), error_name, error_pc, error_cycle, waiting, ...
   retire.trace        one line per retire: "<time_ps - T0> <ENGINE> <pc>" (pc: byte offset)
   sim.log             the simulator's stdout/stderr
+  arch.vcd            waves="arch": architectural signals (waves/arch_map.yaml), model time base
+  waves.vcd           waves="vcd" with dump_scopes / dump_window_ps, model time base
+  dump.vcd / .fst     waves="vcd"/"fst" otherwise: Verilator's full dump, simulation time
 """
 from __future__ import annotations
 
@@ -46,6 +53,7 @@ TRACE_FILE = "retire.trace"
 DEFAULT_MAX_CYCLES = 1_000_000_000
 DEFAULT_STALL_CYCLES = 2_000_000
 DEFAULT_QUIET_CYCLES = 200
+DEFAULT_DEADLOCK_CYCLES = 10_000
 RETIRE_NAMES = ("LOAD", "STORE", "MXU", "VPU", "HALT")  # retire_o bit order
 
 _FALLBACK_COUNTERS = (
@@ -142,7 +150,8 @@ class DdrMem:
 @dataclass
 class RtlResult:
     """Result of one RTL run. ``retire``: [(pc, engine name, time_ps from T0)] in file order."""
-    status: str                      # "ok", "error" (device error), "timeout" (or stall), "crash"
+    status: str                      # "ok", "error" (device error), "deadlock", "timeout" (or
+                                     # stall), "crash"
     cycles: int | None               # core cycles to HALT retire (perf counter 'cycles')
     counters: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)      # name -> int8 NCHW ndarray
@@ -153,6 +162,13 @@ class RtlResult:
     run_s: float = 0.0               # simulator wall time (whole process)
     sim_s: float = 0.0               # wall time from reset release to halt
     raw: dict = field(default_factory=dict)         # the whole rtl_result.json
+    # device error (status "error"; docs/architecture.md "Device errors"): tpusim.isa
+    # DEVICE_ERRORS name, pc (byte offset), core edge at which error_o rose
+    error_code: str | None = None
+    error_pc: int | None = None
+    error_cycle: int | None = None
+    # status "deadlock" (or "error" without halt): [(engine, head pc, (missing senders...))]
+    waiting: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -192,8 +208,20 @@ def _not_under_pytest():
 def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir: str | Path,
             waves: bool | str = False, max_cycles: int | None = None,
             stall_cycles: int = DEFAULT_STALL_CYCLES,
-            quiet_cycles: int = DEFAULT_QUIET_CYCLES, internal_clocks: bool = False) -> RtlResult:
+            quiet_cycles: int = DEFAULT_QUIET_CYCLES, internal_clocks: bool = False,
+            bugs: tuple[str, ...] = (), dump_scopes=None, dump_window_ps=None,
+            deadlock_cycles: int = DEFAULT_DEADLOCK_CYCLES) -> RtlResult:
     """Build (cached) and run ``tpubin_path`` on the RTL for ``cfg``.
+
+    ``waves``: False; ``"arch"``: the architectural signals (waves/arch_map.yaml) to
+    ``arch.vcd``, model time base (no tracing build); ``"vcd"``/``"fst"``/True: Verilator tracing
+    build; with ``dump_scopes`` (hierarchical prefixes, e.g. ``["tb_top.u_tpu.u_vpu"]``) or
+    ``dump_window_ps`` (``(t0, t1)`` model time) only those scopes / that window go to
+    ``waves.vcd`` (model time base, waves/rtl_dump.py), else everything to ``dump.vcd``
+    (simulation time). ``dump_window_ps`` also limits the ``"arch"`` dump.
+
+    ``bugs``: injected RTL bugs to compile in (cocotb_tests/bugs.py; ConfigError if unknown);
+    recorded as ``"bugs"`` in rtl_result.json.
 
     ``inputs``: {input name: int8 NCHW ndarray or path of a .npy}. Writes everything into
     ``out_dir`` (see the module docstring). Raises SimulationError if the build fails or the
@@ -205,9 +233,12 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     cfg = load_config(cfg) if isinstance(cfg, str) else cfg
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in [out / RESULT_JSON, out / TRACE_FILE]:
+    from waves.rtl_dump import dump_request
+    dump = dump_request(out, waves, dump_scopes, dump_window_ps)
+    for stale in [out / RESULT_JSON, out / TRACE_FILE, *dump.stale]:
         stale.unlink(missing_ok=True)
-    info = build(cfg, waves=waves or None, internal_clocks=internal_clocks)  # False -> $WAVES
+    info = build(cfg, waves=dump.build_waves, internal_clocks=internal_clocks,  # None -> $WAVES
+                 bugs=bugs)
     in_paths = {}
     (out / "inputs").mkdir(exist_ok=True)
     for name, x in inputs.items():
@@ -223,6 +254,7 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
            "TPU_INPUTS": json.dumps(in_paths), "TPU_OUT": str(out),
            "TPU_MAX_CYCLES": str(max_cycles or DEFAULT_MAX_CYCLES),
            "TPU_STALL_CYCLES": str(stall_cycles),
+           "TPU_DEADLOCK_CYCLES": str(deadlock_cycles),
            "TPU_QUIET_CYCLES": str(quiet_cycles),
            "TPU_INTERNAL_CLOCKS": "1" if internal_clocks else "0",
            "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
@@ -238,8 +270,9 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
         try:
             runner.test(test_module="test_tpu", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
                         build_dir=info.build_dir, test_dir=out, results_xml=str(out / "results.xml"),
-                        extra_env=env, waves=bool(info.waves),
-                        plusargs=[f"+tpu_retire_trace={out / TRACE_FILE}", f"+tpu_t0_ps={t0_ps(cfg)}"],
+                        extra_env={**env, **dump.env}, waves=bool(info.waves) and dump.full,
+                        plusargs=[f"+tpu_retire_trace={out / TRACE_FILE}", f"+tpu_t0_ps={t0_ps(cfg)}",
+                                  f"+tpu_deadlock_cycles={deadlock_cycles}", *dump.plusargs],
                         log_file=out / "sim.log")
         except SystemExit as e:  # simulator exited non-zero; the result JSON says why if it got that far
             code = e.code
@@ -251,6 +284,9 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
         tail = (out / "sim.log").read_text()[-3000:] if (out / "sim.log").exists() else ""
         raise SimulationError(f"RTL simulation wrote no {RESULT_JSON} (exit {code}); log {out / 'sim.log'}:\n{tail}")
     raw = json.loads(rj.read_text())
+    raw["bugs"] = list(info.bugs)
+    from tpusim.fileio import write_text_atomic
+    write_text_atomic(rj, json.dumps(raw, indent=1))
     outputs = {}
     for name in raw.get("outputs", []):
         p = out / f"{name.replace('/', '_')}.npy"
@@ -259,7 +295,11 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     return RtlResult(status=raw["status"], cycles=raw.get("cycles"), counters=raw.get("counters", {}),
                      outputs=outputs, retire=read_retire_trace(out / TRACE_FILE), out_dir=out,
                      message=raw.get("message", ""), build_s=info.seconds, run_s=run_s,
-                     sim_s=raw.get("sim_wall_s", 0.0), raw=raw)
+                     sim_s=raw.get("sim_wall_s", 0.0), raw=raw,
+                     error_code=raw.get("error_name") if raw["status"] == "error" else None,
+                     error_pc=raw.get("error_pc") if raw["status"] == "error" else None,
+                     error_cycle=raw.get("error_cycle") if raw["status"] == "error" else None,
+                     waiting=[(e, pc, tuple(m)) for e, pc, m in raw.get("waiting", [])])
 
 
 __all__ = ["run_rtl", "RtlResult", "DdrMem", "t0_ps", "counter_names", "read_retire_trace"]

@@ -288,7 +288,11 @@ module tpu_ddr_arbiter
           2'd2:    begin wr_served_q <= wr_served_q + 1'b1; write_bytes_q <= write_bytes_q + 64'(g_n); end
           default: begin fetch_served_q <= !fetch_served_q; fetch_bytes_q <= fetch_bytes_q + 64'(g_n); end
         endcase
+`ifdef TPU_BUG_ARB_STARVE
+        last_q        <= last_q;  // injected bug arb_starve: pointer never advances
+`else
         last_q        <= sel;
+`endif
         we_q          <= g_we;
         wslot_q       <= SlotBits'(g_dst);
         lo_q          <= g_lo;

@@ -9,8 +9,15 @@
 // at which every dispatched instruction has retired as visible in the core domain (retired_i:
 // per-engine retire counts, already crossed into the core domain). HALT retires at h
 // (halt_retire_o high during cycle h, also after a reserved opcode, with its pc). A reserved
-// opcode sets error_code 1 and error_pc at h0; ext_err_i records an engine's error (code, pc)
-// if none is recorded yet, without changing any timing.
+// opcode sets error_code 1 and error_pc at h0.
+// Engine device errors (docs/architecture.md, "Device errors"): eng_err_i[e] is engine e's
+// sticky first error as seen in the core domain (MXU/VPU: registered at the detecting edge t,
+// acted on here at t+1; LOAD/STORE: through tpu_cdc_sync, acted on at cdc(t -> core)). At the
+// first edge e at which any is high, the decoder registers the one with the lowest pc (error_o,
+// error_code_o, error_pc_o), dispatches nothing at e and stops dispatch and fetch as for a HALT
+// dispatched at e (stop_o during the cycle before e; halt_pc = the pc not dispatched); the device
+// then halts at the first h >= e+1 with everything dispatched retired. An engine error arriving
+// after HALT or a reserved opcode only records the error (if it is the first).
 
 `default_nettype none
 
@@ -34,10 +41,10 @@ module tpu_decoder
   output      logic [EntryBits-1:0]                  push_entry_o,
   input  wire logic [NUM_ENGINES-1:0]                q_full_i,
   input  wire logic [NUM_ENGINES-1:0][7:0]           retired_i,
-  // error reported by an engine (sticky; the first error's code and pc are kept; no halt)
-  input  wire logic                                  ext_err_i,
-  input  wire logic [7:0]                            ext_err_code_i,
-  input  wire logic [39:0]                           ext_err_pc_i,
+  // engines' first device errors, core-domain view (sticky; code and pc stable while high)
+  input  wire logic [NUM_ENGINES-1:0]                eng_err_i,
+  input  wire logic [NUM_ENGINES-1:0][7:0]           eng_err_code_i,
+  input  wire logic [NUM_ENGINES-1:0][39:0]          eng_err_pc_i,
   // status
   output      logic                                  halt_now_o,   // halts at the coming edge
   output      logic                                  halted_o,
@@ -100,9 +107,27 @@ module tpu_decoder
     endcase
   end
 
-  logic dispatch, all_retired;
-  assign dispatch = !stopped_q && line_ok && !(is_engine && q_full_i[engine]);
-  assign stop_o   = dispatch && (is_halt || is_reserved);
+  // ---- engine errors: the one with the lowest pc --------------------------------------------
+  logic        ext_err;
+  logic [7:0]  ext_code;
+  logic [39:0] ext_pc;
+  always_comb begin
+    ext_err  = 1'b0;
+    ext_code = '0;
+    ext_pc   = '0;
+    for (int unsigned e = 0; e < NUM_ENGINES; e++) begin
+      if (eng_err_i[e] && (!ext_err || eng_err_pc_i[e] < ext_pc)) begin
+        ext_err  = 1'b1;
+        ext_code = eng_err_code_i[e];
+        ext_pc   = eng_err_pc_i[e];
+      end
+    end
+  end
+
+  logic dispatch, all_retired, err_stop;
+  assign err_stop = ext_err && !stopped_q;          // an engine error stops dispatch at this edge
+  assign dispatch = !stopped_q && !ext_err && line_ok && !(is_engine && q_full_i[engine]);
+  assign stop_o   = (dispatch && (is_halt || is_reserved)) || err_stop;
 
   always_comb begin
     push_o = '0;
@@ -146,15 +171,19 @@ module tpu_decoder
           halt_pc_q <= pc_q;
         end
       end
+      if (err_stop) begin
+        stopped_q <= 1'b1;
+        halt_pc_q <= pc_q;
+      end
       if (!error_q) begin
-        if (dispatch && is_reserved) begin
+        if (ext_err) begin
           error_q      <= 1'b1;
-          error_code_q <= 8'd1;
+          error_code_q <= ext_code;
+          error_pc_q   <= ext_pc;
+        end else if (dispatch && is_reserved) begin
+          error_q      <= 1'b1;
+          error_code_q <= ERR_RESERVED_OPCODE;
           error_pc_q   <= pc_q;
-        end else if (ext_err_i) begin
-          error_q      <= 1'b1;
-          error_code_q <= ext_err_code_i;
-          error_pc_q   <= ext_err_pc_i;
         end
       end
     end

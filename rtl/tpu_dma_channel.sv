@@ -186,7 +186,11 @@ module tpu_dma_channel
   logic [SRAM_BANKS-1:0] b_mask;
   logic [WIdxBits-1:0] b_bufw;
   always_comb begin
+`ifdef TPU_BUG_ADDR36
+    b_ddr   = 40'(nx_run_ddr[35:0] + 36'(nx_off));  // injected bug addr36: bits 39:36 dropped
+`else
     b_ddr   = nx_run_ddr + 40'(nx_off);
+`endif
     b_sram  = nx_run_sram + nx_off;
     b_rem   = nx_inner - nx_off;
     b_space = (BurstLog+1)'(BURST_BYTES) - (BurstLog+1)'(b_ddr[BurstLog-1:0]);

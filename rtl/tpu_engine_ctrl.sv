@@ -9,6 +9,9 @@
 // retire_pc_o, and the signal-mask tokens are sent at c. NOP is executed here (c = s + 1,
 // no start_o). launch_o / launch_instr_o tell an engine that must act at s itself (the DMA
 // channels launch their first request at s) that the head starts at the coming edge.
+// An erroneous head (head_err_i, from the engine's device-error check) is executed as a NOP:
+// it takes its wait tokens at s, does no work (no launch_o, no start_o), completes at s + 1,
+// retires and sends its signal tokens (docs/architecture.md, "Device errors").
 // Counters: busy_cycles (sum of c - s), token_wait_cycles (sum of s - r, r = first edge idle
 // with the head visible), retired; retired_gray_o is the low byte of retired, gray-coded, for
 // the decoder's HALT check across domains.
@@ -27,6 +30,7 @@ module tpu_engine_ctrl
   input  wire logic [INSTR_BITS-1:0]  q_instr_i,
   input  wire logic [PcBits-1:0]      q_pc_i,
   output      logic                   q_pop_o,
+  input  wire logic                   head_err_i,     // the head fails its device-error check
   // tokens
   input  wire logic [NUM_ENGINES-1:0] tok_avail_i,   // [sender]
   output      logic [NUM_ENGINES-1:0] tok_take_o,    // [sender], during the cycle before s
@@ -59,7 +63,7 @@ module tpu_engine_ctrl
 
   assign head_wait   = q_instr_i[WAIT_LSB +: NUM_ENGINES];
   assign cur_signal = instr_q[SIGNAL_LSB +: NUM_ENGINES];
-  assign head_nop    = (q_instr_i[OPCODE_LSB +: OPCODE_BITS] == OP_NOP);
+  assign head_nop    = (q_instr_i[OPCODE_LSB +: OPCODE_BITS] == OP_NOP) || head_err_i;
 
   assign can_start = !busy_q && q_valid_i;
   assign tokens_ok = &(tok_avail_i | ~head_wait);

@@ -44,6 +44,19 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_POOL                       = 8'h09;
   localparam logic [7:0] OP_ADD                        = 8'h0A;
 
+  // device error codes (error_code_o; 0 = no error), docs/architecture.md "Device errors"
+  localparam logic [7:0] ERR_RESERVED_OPCODE           = 8'd1;  // decoder, at dispatch
+  localparam logic [7:0] ERR_QREG_UNLOADED             = 8'd2;  // VPU, at start
+  localparam logic [7:0] ERR_DMA_ZERO_LENGTH           = 8'd3;  // LOAD/STORE, at start
+  localparam logic [7:0] ERR_DMA_MISALIGNED            = 8'd4;  // LOAD/STORE, at start
+  localparam logic [7:0] ERR_DMA_SRAM_RANGE            = 8'd5;  // LOAD/STORE, at start
+  localparam logic [7:0] ERR_DMA_DDR_RANGE             = 8'd6;  // LOAD/STORE, at start
+  localparam logic [7:0] ERR_MXU_SRAM_RANGE            = 8'd7;  // MXU, at start
+  localparam logic [7:0] ERR_MXU_ACC_RANGE             = 8'd8;  // MXU, at start
+  localparam logic [7:0] ERR_VPU_SRAM_RANGE            = 8'd9;  // VPU, at start
+  localparam logic [7:0] ERR_VPU_ACC_RANGE             = 8'd10;  // VPU, at start
+  localparam logic [7:0] ERR_TOKEN_OVERFLOW            = 8'd11;  // sender engine, at completion
+
   // NOP (opcode 0x01, engine named by its field)
   localparam int unsigned NOP_ENGINE_LSB                     = 16;  // [17:16]
   localparam int unsigned NOP_ENGINE_BITS                    = 2;

@@ -211,7 +211,11 @@ module tpu_mxu
       x_q        <= x_d;
       rd_v_q     <= acc_on;
       rd_lw_q    <= is_lw;
+`ifdef TPU_BUG_KSTALL
+      rd_last_q  <= last_acc && k_q[0];  // injected bug kstall: last vector only seen at odd k
+`else
       rd_last_q  <= last_acc;
+`endif
       rd_k_q     <= k_q;
       if (start_i)                     acc_row_q <= acc_addr;
       else if (rd_v_q && !rd_lw_q)     acc_row_q <= acc_row_q + 16'd1;

@@ -41,28 +41,41 @@ module tpu_quant_regs #(
   logic [NumRegs-1:0][7:0]  shift_q, zp_q;
   logic [NumRegs-1:0]       valid_q;
 
+  // entry addressed by a register index (the identity; see docs/rtl_interfaces.md, injected bugs)
+  logic [5:0]            widx;
+  logic [NumRd-1:0][5:0] ridx;
+`ifdef TPU_BUG_QREG_WRAP
+  assign widx = {1'b0, widx_i[4:0]};                  // injected bug qreg_wrap: bit 5 dropped
+  for (genvar p = 0; p < NumRd; p++) begin : g_bug_ridx
+    assign ridx[p] = {1'b0, rd_idx_i[p][4:0]};
+  end
+`else
+  assign widx = widx_i;
+  assign ridx = rd_idx_i;
+`endif
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       mult_q  <= '0;
       shift_q <= '0;
       zp_q    <= '0;
       valid_q <= '0;
-    end else if (we_i && 32'(widx_i) < NumRegs) begin
-      mult_q[widx_i]  <= wmult_i;
-      shift_q[widx_i] <= wshift_i;
-      zp_q[widx_i]    <= wzp_i;
-      valid_q[widx_i] <= 1'b1;
+    end else if (we_i && 32'(widx) < NumRegs) begin
+      mult_q[widx]  <= wmult_i;
+      shift_q[widx] <= wshift_i;
+      zp_q[widx]    <= wzp_i;
+      valid_q[widx] <= 1'b1;
     end
   end
 
   logic [NumRd-1:0] bad;
   for (genvar p = 0; p < NumRd; p++) begin : g_rd
     logic in_range;
-    assign in_range      = 32'(rd_idx_i[p]) < NumRegs;
-    assign rd_mult_o[p]  = in_range ? mult_q[rd_idx_i[p]] : '0;
-    assign rd_shift_o[p] = in_range ? shift_q[rd_idx_i[p]] : '0;
-    assign rd_zp_o[p]    = in_range ? zp_q[rd_idx_i[p]] : '0;
-    assign bad[p]        = rd_en_i[p] && !(in_range && valid_q[rd_idx_i[p]]);
+    assign in_range      = 32'(ridx[p]) < NumRegs;
+    assign rd_mult_o[p]  = in_range ? mult_q[ridx[p]] : '0;
+    assign rd_shift_o[p] = in_range ? shift_q[ridx[p]] : '0;
+    assign rd_zp_o[p]    = in_range ? zp_q[ridx[p]] : '0;
+    assign bad[p]        = rd_en_i[p] && !(in_range && valid_q[ridx[p]]);
   end
 
   always_comb begin

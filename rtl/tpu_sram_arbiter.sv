@@ -74,7 +74,11 @@ module tpu_sram_arbiter #(
           wait_d[r]    = 1'b0;
           req_cnt_d[r] = len_i[r];
           for (int b = 0; b < int'(Banks); b++) begin
+`ifdef TPU_BUG_BANK_OFF1
+            if (mask_i[r][b]) bank_cnt_d[b] = len_i[r];  // injected bug bank_off1: one edge late
+`else
             if (mask_i[r][b]) bank_cnt_d[b] = (len_i[r] != '0) ? len_i[r] - 17'd1 : '0;
+`endif
           end
         end else begin
           n_wait = n_wait + 7'd1;

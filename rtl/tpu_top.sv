@@ -18,7 +18,7 @@ module tpu_top
   // status (core domain)
   output      logic                    halted_o,
   output      logic                    error_o,
-  output      logic [7:0]              error_code_o,    // 1 reserved opcode, 2 invalid qreg
+  output      logic [7:0]              error_code_o,    // tpu_isa_pkg::ERR_* (0: none)
   output      logic [39:0]             error_pc_o,
   // performance counters (combinational, read after halt)
   input  wire logic [7:0]              perf_sel_i,
@@ -119,8 +119,11 @@ module tpu_top
   logic [NE-1:0]         push, q_full;
   logic [EntryBits-1:0]  push_entry;
   logic [NE-1:0][7:0]    retired_core;     // retire counts as visible in the core domain
-  logic                  halt_now, halt_retire, qreg_err;
-  logic [39:0]           halt_pc, vpu_pc;
+  logic                  halt_now, halt_retire;
+  logic [39:0]           halt_pc;
+  logic [NE-1:0]         eng_err;          // engines' first device errors, core-domain view
+  logic [NE-1:0][7:0]    eng_err_code;
+  logic [NE-1:0][39:0]   eng_err_pc;
 
   tpu_decoder u_decoder (
     .clk_i         (clk_core_i),
@@ -133,9 +136,9 @@ module tpu_top
     .push_entry_o  (push_entry),
     .q_full_i      (q_full),
     .retired_i     (retired_core),
-    .ext_err_i     (qreg_err),
-    .ext_err_code_i(8'd2),
-    .ext_err_pc_i  (vpu_pc),
+    .eng_err_i     (eng_err),
+    .eng_err_code_i(eng_err_code),
+    .eng_err_pc_i  (eng_err_pc),
     .halt_now_o    (halt_now),
     .halted_o,
     .error_o,
@@ -149,6 +152,8 @@ module tpu_top
   logic [NE-1:0]                 q_valid, q_pop;
   logic [NE-1:0][EntryBits-1:0]  q_entry;
   logic [NE-1:0][NE-1:0]         tok_send, tok_take, tok_avail;
+  logic [NE-1:0]                 tok_ovf, head_bad;
+  logic [NE-1:0][7:0]            head_code;
   logic [NE-1:0]                 launch, start, done, retire;
   logic [NE-1:0][INSTR_BITS-1:0] launch_instr, instr;
   logic [NE-1:0][39:0]           cur_pc, retire_pc;
@@ -179,6 +184,8 @@ module tpu_top
         .clk_i(clk_core_i), .rst_ni, .d_i(retired_gray[e]), .q_o(retired_gray_core)
       );
       assign retired_core[e] = gray2bin8(retired_gray_core);
+      tpu_dma_check u_check (.instr_i(q_entry[e][INSTR_BITS-1:0]), .bad_o(head_bad[e]),
+                             .code_o(head_code[e]));
     end else begin : g_core
       assign clk_eng = clk_core_i;
       tpu_queue #(.Depth(QUEUE_DEPTH), .Width(EntryBits)) u_queue (
@@ -194,6 +201,37 @@ module tpu_top
       assign retired_core[e] = retired[e][7:0];
       logic unused_gray;
       assign unused_gray = ^retired_gray[e];
+      if (e == ENG_MXU) begin : g_mxu_check
+        tpu_mxu_check u_check (.instr_i(q_entry[e][INSTR_BITS-1:0]), .bad_o(head_bad[e]),
+                               .code_o(head_code[e]));
+      end else begin : g_vpu_check
+        tpu_vpu_check u_check (.clk_i(clk_core_i), .rst_ni, .start_i(q_pop[e]),
+                               .instr_i(q_entry[e][INSTR_BITS-1:0]), .bad_o(head_bad[e]),
+                               .code_o(head_code[e]));
+      end
+    end
+
+    // device errors: the engine's first error, in its own domain, then into the core domain
+    logic eng_err_src;
+    tpu_err_reg u_err (
+      .clk_i      (clk_eng),
+      .rst_ni,
+      .start_i    (q_pop[e]),
+      .head_bad_i (head_bad[e]),
+      .head_code_i(head_code[e]),
+      .head_pc_i  (q_entry[e][EntryBits-1:INSTR_BITS]),
+      .ovf_i      (tok_ovf[e]),
+      .cur_pc_i   (cur_pc[e]),
+      .err_o      (eng_err_src),
+      .code_o     (eng_err_code[e]),
+      .pc_o       (eng_err_pc[e])
+    );
+    if (e == ENG_LOAD || e == ENG_STORE) begin : g_err_cdc
+      tpu_cdc_sync #(.Width(1)) u_sync_err (
+        .clk_i(clk_core_i), .rst_ni, .d_i(eng_err_src), .q_o(eng_err[e])
+      );
+    end else begin : g_err_core
+      assign eng_err[e] = eng_err_src;
     end
 
     tpu_engine_ctrl u_ctrl (
@@ -203,6 +241,7 @@ module tpu_top
       .q_instr_i          (q_entry[e][INSTR_BITS-1:0]),
       .q_pc_i             (q_entry[e][EntryBits-1:INSTR_BITS]),
       .q_pop_o            (q_pop[e]),
+      .head_err_i         (head_bad[e]),
       .tok_avail_i        (tok_avail[e]),
       .tok_take_o         (tok_take[e]),
       .tok_send_o         (tok_send[e]),
@@ -227,12 +266,12 @@ module tpu_top
     .rst_ni,
     .send_i (tok_send),
     .take_i (tok_take),
-    .avail_o(tok_avail)
+    .avail_o(tok_avail),
+    .ovf_o  (tok_ovf)
   );
 
   assign retire_o    = {halt_retire, retire};
   assign retire_pc_o = {halt_pc, retire_pc};
-  assign vpu_pc      = cur_pc[ENG_VPU];
 
   // ---- SRAM and its requesters ------------------------------------------------------------
   logic [3:0]                 sram_req, sram_gnt, sram_we;
@@ -291,6 +330,7 @@ module tpu_top
   // ---- MXU and VPU ------------------------------------------------------------------------
   logic [15:0]        acc_rd_addr;
   logic [COLS*32-1:0] acc_rd_data;
+  logic               qreg_err;
   logic [5:0]         qreg_err_idx;
 
   tpu_mxu u_mxu (
@@ -352,12 +392,12 @@ module tpu_top
   );
 
   // Unused by design: the DMA controllers' registered start/instr (the channels act on launch
-  // at s), the MXU/VPU launch view, the invalid qreg index (error_pc names the instruction).
+  // at s), the MXU/VPU launch view, the VPU's own invalid-qreg flag (tpu_vpu_check flags such an
+  // instruction at its start edge and it never reaches the VPU).
   logic unused_top;
   assign unused_top = ^{start[ENG_LOAD], start[ENG_STORE], instr[ENG_LOAD], instr[ENG_STORE],
                         launch[ENG_MXU], launch[ENG_VPU], launch_instr[ENG_MXU],
-                        launch_instr[ENG_VPU], cur_pc[ENG_LOAD], cur_pc[ENG_STORE],
-                        cur_pc[ENG_MXU], qreg_err_idx};
+                        launch_instr[ENG_VPU], qreg_err, qreg_err_idx};
 
 endmodule
 

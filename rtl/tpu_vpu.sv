@@ -93,7 +93,11 @@ module tpu_vpu
     logic [31:0] mask, rem, thr;
     mask = (32'd1 << e) - 32'd1;
     rem  = x & mask;
+`ifdef TPU_BUG_REQUANT_ROUND
+    thr  = mask >> 1;  // injected bug requant_round: negative ties round up (half toward +inf)
+`else
     thr  = (mask >> 1) + {31'd0, x[31]};
+`endif
     return (x >>> e) + ((rem > thr) ? 32'sd1 : 32'sd0);
   endfunction
 

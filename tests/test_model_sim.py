@@ -66,7 +66,8 @@ def test_conv_end_to_end(tmp_path):
     assert times == sorted(times)
     assert res.counters["ddr_read_bytes"] == 136 + 128 and res.counters["ddr_write_bytes"] == 128
     vcd = (tmp_path / "run.vcd").read_text()
-    assert "$var wire 1" in vcd and "mxu_busy" in vcd and "ddr_grant" in vcd
+    assert "$var wire 1" in vcd and "$scope module mxu $end" in vcd and " busy $end" in vcd
+    assert "$scope module ddr $end" in vcd and " grant $end" in vcd
 
 
 def test_deterministic():

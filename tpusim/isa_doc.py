@@ -172,6 +172,27 @@ def _check_prose() -> None:
                            f"descriptions of unknown fields {sorted(have - want)}")
 
 
+def _error_table() -> list[str]:
+    """The "Device errors" section: one row per ``tpusim.isa.DEVICE_ERRORS`` entry."""
+    missing = sorted(set(isa.DEVICE_ERRORS) ^ set(isa.DEVICE_ERROR_TEXT))
+    if missing:
+        raise IsaError(f"isa_doc: device errors without text or text without error: {missing}")
+    L = ["", "## Device errors", "",
+         "`error_code_o` of tpu_top and `DeviceError.code` of the SimPy model (0 = no error; RTL "
+         "constant `ERR_<NAME>` in `tpu_isa_pkg`). An erroneous engine instruction does no work: "
+         "it takes its `wait` tokens, completes at `s + 1`, retires and sends its `signal` tokens "
+         "like a NOP. The first error stops dispatch and fetch and the device halts as after "
+         "HALT; detection edges, the tie rule and what both simulators compare: "
+         "docs/architecture.md, *Device errors*.",
+         "",
+         "| code | name | detected by | condition |",
+         "|---|---|---|---|"]
+    for name, code in isa.DEVICE_ERRORS.items():
+        who, cond = isa.DEVICE_ERROR_TEXT[name]
+        L.append(f"| {code} | `{name}` | {who} | {cond} |")
+    return L
+
+
 def isa_doc_text() -> str:
     """The full text of docs/isa.md."""
     _check_prose()
@@ -231,6 +252,7 @@ def isa_doc_text() -> str:
         else:
             L += ["No operand fields.", ""]
         L += [f"**Semantics.** {sem}", "", f"**Timing.** {timing}"]
+    L += _error_table()
     L += ["", "## Common timing rules", "",
           "- An engine starts an instruction at the first own-domain edge `s` at which it is idle "
           "(`s >= c_prev + 1`), the queue head is visible, and a token from every engine in "

@@ -70,6 +70,10 @@ def isa_pkg_text() -> str:
     L += ["", "  // opcodes"]
     for spec in isa.OPCODES.values():
         L.append(_lp("logic [7:0]", f"OP_{spec.name}", f"8'h{spec.code:02X}", 29))
+    L += ["", "  // device error codes (error_code_o; 0 = no error), docs/architecture.md \"Device errors\""]
+    for name, code in isa.DEVICE_ERRORS.items():
+        L.append(_lp("logic [7:0]", f"ERR_{name.upper()}", f"8'd{code}", 29,
+                     comment=isa.DEVICE_ERROR_TEXT[name][0]))
     for spec in isa.OPCODES.values():
         eng = "decoder" if spec.engine is None else spec.engine.name
         if spec.name == "NOP":

@@ -1,4 +1,5 @@
-"""``python -m waves diff A.vcd B.vcd [--map FILE] [--core-period-ps N] [--gtkw OUT]``.
+"""``python -m waves diff A.vcd B.vcd [--map FILE] [--core-period-ps N] [--gtkw OUT]`` and
+``python -m waves triage MODEL.vcd RTL.vcd [--map waves/arch_map.yaml] --out DIR``.
 
 Exit status: 0 identical, 1 different, 2 user error (one line on stderr, no traceback).
 """
@@ -22,7 +23,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="core clock period for the cycle numbers (default 1000)")
     d.add_argument("--gtkw", help="also write a GTKWave save file on A: diverging signals at "
                                   "the top, marker at the first divergence")
+    t = sub.add_parser("triage", help="diff a model dump against an RTL dump and write a merged "
+                                      "VCD, a GTKWave save file and divergence.txt")
+    t.add_argument("model", help="SimPy model dump (run_binary(..., vcd=...))")
+    t.add_argument("rtl", help="RTL dump (run_rtl(..., waves='arch') writes arch.vcd)")
+    t.add_argument("--map", help="YAML map model name -> RTL name (waves/arch_map.yaml)")
+    t.add_argument("--out", required=True, help="output folder")
+    t.add_argument("--core-period-ps", type=int, default=1000,
+                   help="core clock period for the cycle numbers (default 1000)")
     return p
+
+
+def _triage(args) -> int:
+    from waves.triage import triage
+    res = triage(args.model, args.rtl, args.map, args.out, args.core_period_ps)
+    print(res.report)
+    print(f"wrote {res.merged_vcd}, {res.gtkw}, {res.report_path}  (gtkwave {res.gtkw})")
+    return 0 if res.identical else 1
 
 
 def _diff(args) -> int:
@@ -31,7 +48,7 @@ def _diff(args) -> int:
     mapping = load_map(args.map) if args.map else None
     a, b = read_dump(args.a), read_dump(args.b)
     res = diff_dumps(a, b, mapping)
-    print(report(res, args.core_period_ps))
+    print(report(res, args.core_period_ps, a=a, b=b, mapping=mapping))
     if args.gtkw:
         from waves.gtkw import write_triage
         first = res.first
@@ -43,9 +60,13 @@ def _diff(args) -> int:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _diff(args)
+        return _triage(args) if args.cmd == "triage" else _diff(args)
     except WaveError as exc:
         print(f"waves: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = f" {exc.filename}:" if getattr(exc, "filename", None) else ""
+        print(f"waves: error:{where} {exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -117,7 +117,12 @@ def fmt_time(t_ps, core_period_ps: int) -> str:
     return f"{t_ps} ps = core cycle {cyc}" + (f" + {rem} ps" if rem else "")
 
 
-def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10) -> str:
+def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
+           a: Dump | None = None, b: Dump | None = None,
+           mapping: dict[str, str] | None = None) -> str:
+    """Text report: first divergence (time in ps and core cycles, signal, both values), the
+    instruction in flight on each side (if dumps ``a``/``b`` with architectural signals are given;
+    ``mapping`` renames A's names to B's), the number of differing signals, the next ones."""
     lines = []
     if res.identical:
         return f"identical: {res.compared} signals compared, no differences"
@@ -126,6 +131,15 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10) -> str:
         name = first.signal_a if first.signal_a == first.signal_b else f"{first.signal_a} / {first.signal_b}"
         lines.append(f"first divergence at {fmt_time(first.time_ps, core_period_ps)}: {name}: "
                      f"A={fmt_value(first.value_a)} B={fmt_value(first.value_b)}")
+        from waves.inflight import in_flight
+        rename_b = (lambda n: mapping.get(n, n)) if mapping else (lambda n: n)
+        for label, dump, rename in (("A", a, lambda n: n), ("B", b, rename_b)):
+            state = in_flight(dump, first.time_ps, rename) if dump is not None else None
+            if state:
+                lines.append(f"  in flight on {label}: {state}")
+            if dump is not None and dump.truncated:
+                lines.append(f"  note: {label} ({dump.path}) was cut short (killed run?); only its "
+                             "complete prefix was read, so differences near its end may be that")
     lines.append(f"{len(res.divergences)} of {res.compared} compared signals differ")
     for d in res.divergences[1:limit]:
         lines.append(f"  {d.signal_a} at {fmt_time(d.time_ps, core_period_ps)}: "

@@ -5,25 +5,34 @@
 scopes ``$rootio`` and the top module, no ``TOP.`` prefix); ``dump.changes(name)`` gives the
 list of ``(time_ps, value)`` changes, times converted from the dump's timescale to picoseconds.
 
+A VCD cut short by a killed run is read up to its last complete time step (``Dump.truncated``);
+a dump whose header is incomplete, or that is not a waveform, raises WaveError.
+
 Values: ``int`` for fully known values, ``str`` (e.g. ``"xxxxxxxx"``, ``"1z0"``) when any bit is
 x/z, ``float`` for reals, ``str`` for string variables. Consecutive repeats of the same value are
 dropped, so two dumps that say the same thing give the same change lists.
 """
 from __future__ import annotations
 
+import os
+import tempfile
+import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import pywellen
 
+from tpusim.errors import TpuError
+
 # pywellen TimescaleUnit -> picoseconds per unit
 _UNIT_PS = {"fs": Fraction(1, 1000), "ps": Fraction(1), "ns": Fraction(1000),
             "us": Fraction(10**6), "ms": Fraction(10**9), "s": Fraction(10**12)}
 
 
-class WaveError(Exception):
-    """A user-facing error about a dump (missing file, not a waveform, unknown signal)."""
+class WaveError(TpuError):
+    """A user-facing error about a dump or a dump request (missing file, not a waveform, a
+    truncated header, unknown signal, bad scope or window)."""
 
 
 @dataclass(frozen=True)
@@ -48,13 +57,9 @@ class Dump:
             raise WaveError(f"{self.path}: no such file")
         if not self.path.is_file():
             raise WaveError(f"{self.path}: not a file")
-        try:
-            self._wave = pywellen.Waveform(str(self.path))
-        except BaseException as exc:          # pywellen raises RuntimeError or a pyo3 PanicException
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            msg = " ".join(str(exc).split()) or type(exc).__name__
-            raise WaveError(f"{self.path}: not a readable VCD/FST dump ({msg})") from None
+        self.truncated = False                 # True: only the complete prefix was read
+        self._tmp = None
+        self._wave = self._load()
         ts = self._wave.timescale
         if ts is None:
             self.ps_per_tick = Fraction(1)     # VCD without $timescale: treat ticks as ps
@@ -69,6 +74,25 @@ class Dump:
             # scope plus a var "[4]": join them back into the name GTKWave and the VCD use
             self._vars.setdefault(var.full_name.replace(".[", "["), var)
         self._cache: dict[str, list] = {}
+
+    def _load(self):
+        """pywellen's Waveform of the file. A VCD cut short inside a line (a killed run) is read
+        up to its last complete time step instead; a VCD cut inside its header, or corrupt,
+        raises WaveError."""
+        if not _is_cut(self.path):
+            try:
+                return _waveform(self.path)
+            except WaveError as exc:
+                if _is_vcd(self.path):
+                    _complete_prefix(self.path, check_only=True)     # names a truncated header
+                raise WaveError(f"{self.path}: not a readable VCD/FST dump ({exc})") from None
+        self._tmp = _complete_prefix(self.path)
+        try:
+            wave = _waveform(Path(self._tmp.name))
+        except WaveError as exc:
+            raise WaveError(f"{self.path}: truncated and not readable ({exc})") from None
+        self.truncated = True
+        return wave
 
     def names(self) -> list[str]:
         return list(self._vars)
@@ -121,6 +145,58 @@ class Dump:
     def signals(self) -> dict[str, list[tuple[int, object]]]:
         """Every signal's changes (loads all bodies: fine for small dumps)."""
         return {n: self.changes(n) for n in self._vars}
+
+
+def _waveform(path: Path):
+    try:
+        return pywellen.Waveform(str(path))
+    except BaseException as exc:          # pywellen raises RuntimeError or a pyo3 PanicException
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise WaveError(" ".join(str(exc).split()) or type(exc).__name__) from None
+
+
+def _is_vcd(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip()
+    return head.startswith(b"$")
+
+
+def _is_cut(path: Path) -> bool:
+    """A VCD whose last line is incomplete (no final newline)."""
+    size = path.stat().st_size
+    if size == 0 or not _is_vcd(path):
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(size - 1)
+        return fh.read(1) != b"\n"
+
+
+def _complete_prefix(path: Path, check_only: bool = False):
+    """A temporary copy of the VCD up to (not including) its last time step, which a cut may
+    have left incomplete. WaveError if the header itself is incomplete."""
+    data = path.read_bytes()
+    end_hdr = data.find(b"$enddefinitions")
+    if end_hdr < 0 or data.find(b"$end", end_hdr + 15) < 0:
+        raise WaveError(f"{path}: truncated VCD: the header ends before $enddefinitions "
+                        f"({len(data)} bytes)")
+    if check_only:
+        return None
+    body = data.find(b"\n", data.find(b"$end", end_hdr + 15)) + 1
+    last = data.rfind(b"\n#", body - 1)
+    keep = data[:last + 1] if last >= body - 1 else data[:body]
+    tmp = tempfile.NamedTemporaryFile(prefix="waves-prefix-", suffix=".vcd", delete=False)
+    tmp.write(keep)
+    tmp.close()
+    weakref.finalize(tmp, _unlink_quietly, tmp.name)
+    return tmp
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def read_dump(path: str | Path) -> Dump:

@@ -28,7 +28,19 @@ module tb_top
   // testbench bookkeeping, read by Python only on timeout / at the end
   output      logic [4:0][39:0]     tb_last_pc_o,       // last retired PC per retire_o bit
   output      logic [4:0][31:0]     tb_retired_o,       // retires per retire_o bit
-  output      logic [31:0]          tb_ddr_errors_o     // DDR protocol violations seen
+  output      logic [31:0]          tb_ddr_errors_o,    // DDR protocol violations seen
+  // device errors and deadlock (docs/architecture.md, "Device errors"): the core edge at which
+  // error_o rose; tb_stuck_o rises after +tpu_deadlock_cycles core cycles (default 10000, 0 =
+  // never) with no engine busy, nothing dispatched, no retire and no halt. The queue heads
+  // ([engine]) and the tokens they see ([receiver][sender]) name the waiting engines then.
+  output      logic [31:0]          tb_err_cycle_o,
+  output      logic                 tb_stuck_o,
+  output      logic [3:0]           tb_head_valid_o,
+  output      logic [3:0][39:0]     tb_head_pc_o,
+  output      logic [3:0][3:0]      tb_head_wait_o,
+  output      logic [3:0][3:0]      tb_tok_avail_o,
+  output      logic [3:0]           tb_busy_o,
+  output      logic [39:0]          tb_dec_pc_o
 );
 
   localparam int unsigned L = DDR_LATENCY_CYCLES;
@@ -161,6 +173,11 @@ module tb_top
   end
 
   assign ddr_rvalid      = rd_v_q[PIPE-1];
+
+  // architectural signal dump (+tpu_arch_vcd=<file>; waves/arch_map.yaml)
+`ifndef TB_NO_ARCH_PROBE
+  tb_arch_probe u_arch_probe (.clk_core_i(clk_core), .clk_ddr_i(clk_ddr), .clk_dma_i(clk_dma));
+`endif
   assign ddr_rdata       = rdata_q;
   assign tb_ddr_errors_o = ddr_err_q;
 
@@ -222,6 +239,48 @@ module tb_top
       end
     end
   end
+
+  // ------------------------------------------------------------------------------ errors, deadlock
+  // Cross-domain reads (LOAD/STORE heads) are only used once the device has been quiet for
+  // thousands of cycles, when nothing changes any more.
+  localparam int unsigned InstrBits = tpu_isa_pkg::INSTR_BITS;
+  localparam int unsigned WaitLsb   = tpu_isa_pkg::WAIT_LSB;
+  assign tb_busy_o = {u_tpu.g_eng[3].u_ctrl.busy_q, u_tpu.g_eng[2].u_ctrl.busy_q,
+                      u_tpu.g_eng[1].u_ctrl.busy_q, u_tpu.g_eng[0].u_ctrl.busy_q};
+  for (genvar e = 0; e < 4; e++) begin : g_head
+    assign tb_head_valid_o[e] = u_tpu.q_valid[e];
+    assign tb_head_pc_o[e]    = u_tpu.q_entry[e][InstrBits +: 40];
+    assign tb_head_wait_o[e]  = u_tpu.q_entry[e][WaitLsb +: 4];
+    assign tb_tok_avail_o[e]  = u_tpu.tok_avail[e];
+  end
+  assign tb_dec_pc_o = u_tpu.u_decoder.pc_q;
+
+  int unsigned deadlock_cycles;
+  initial begin
+    if (!$value$plusargs("tpu_deadlock_cycles=%d", deadlock_cycles)) deadlock_cycles = 10000;
+  end
+
+  logic [31:0] cyc_q, quiet_q, err_cycle_q;
+  logic        err_seen_q, active;
+  assign active = halted_o || (u_tpu.push != '0) || (retire != '0) || (tb_busy_o != '0);
+  always_ff @(posedge clk_core or negedge rst_ni) begin
+    if (!rst_ni) begin
+      cyc_q       <= '0;
+      quiet_q     <= '0;
+      err_cycle_q <= '0;
+      err_seen_q  <= 1'b0;
+    end else begin
+      cyc_q <= cyc_q + 1;                      // before core edge k it holds k
+      if (error_o && !err_seen_q) begin        // error_o rose at the previous edge
+        err_seen_q  <= 1'b1;
+        err_cycle_q <= cyc_q - 1;
+      end
+      if (active)              quiet_q <= '0;
+      else if (quiet_q != '1)  quiet_q <= quiet_q + 1;
+    end
+  end
+  assign tb_err_cycle_o = err_cycle_q;
+  assign tb_stuck_o     = (deadlock_cycles != 0) && (quiet_q >= deadlock_cycles);
 
 endmodule : tb_top
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from tpusim.errors import SimulationError
+from tpusim.errors import DeviceError
 from tpusim.isa import Engine, Instruction
 from tpusim.timebase import CDC_EDGES, ClockDomain, Timebase
 
@@ -90,9 +90,10 @@ class QueueEntry:
         return f"instruction #{self.index} at pc {self.pc:#x} ({self.instr.op})"
 
 
-def device_error(entry: QueueEntry, field: str, value: int, why: str) -> SimulationError:
-    """A SimulationError naming the instruction, the offending field and its value."""
-    return SimulationError(f"{entry.where()}: {field}={value:#x} ({value}) {why}")
+def device_error(entry: QueueEntry, code: str, field: str, value: int, why: str) -> DeviceError:
+    """A DeviceError ``code`` (tpusim.isa.DEVICE_ERRORS) naming the instruction, the offending
+    field and its value; its cycle is set when the engine reports it (models/error_unit.py)."""
+    return DeviceError(f"{entry.where()}: {field}={value:#x} ({value}) {why}", code, entry.pc)
 
 
 def ranges_to_banks(ranges, bank_words: int) -> tuple[int, ...]:

@@ -72,6 +72,8 @@ class DdrArbiter:
                          None if on_grant else self.env.event(), on_grant)
         assert not q or q[-1].visible_ps <= req.visible_ps, "DDR requests posted out of order"
         q.append(req)
+        if self.trace is not None:
+            self.trace.ddr_request(requester, launch_ps, addr)
         if len(q) == 1:                                   # a new head: may be granted
             self.sched.request(max(self.free_ps, req.visible_ps))
         return req.event
@@ -105,7 +107,7 @@ class DdrArbiter:
         p.add("ddr_busy_cycles", beats)
         p.add("ddr_arb_wait_cycles", (g_ps - req.visible_ps) // period)
         if self.trace is not None:
-            self.trace.ddr_grant(g_ps, self.free_ps, req.requester)
+            self.trace.ddr_grant(g_ps, done_ps, beats, req.requester, req.addr, req.nbytes)
         if req.on_grant is not None:
             req.on_grant(g_ps, done_ps)
         else:

@@ -8,7 +8,11 @@ Rules (docs/architecture.md, "Decoder and dispatch"):
     ``h >= h0 + 1`` at which every dispatched instruction's retire is visible in the core domain;
     HALT retires at ``h``; ``cycles = h``;
   * a reserved opcode at PC is "dispatched" like HALT (error_code 1, error_pc = PC) and the device
-    halts the same way, with ``error`` set.
+    halts the same way, with ``error`` set;
+  * a device error registered at core edge ``e`` (error_unit.py) stops dispatch as if HALT were
+    dispatched at ``e``: nothing is dispatched at ``e`` or later, and the device halts at the
+    first ``h >= e + 1`` with every dispatched instruction's retire visible (HALT retire at ``h``
+    with the PC of the first instruction not dispatched).
 Unused instruction bits are ignored (the RTL decodes only the opcode's fields).
 """
 from __future__ import annotations
@@ -17,9 +21,10 @@ from functools import lru_cache
 
 import simpy
 
-from tpusim.isa import BY_CODE, HEADER_BITS, INSTR_BYTES, Instruction, decode
+from tpusim.errors import DeviceError
+from tpusim.isa import BY_CODE, DEVICE_ERRORS, HEADER_BITS, INSTR_BYTES, Instruction, decode
 
-ERROR_RESERVED_OPCODE = 1
+ERROR_RESERVED_OPCODE = DEVICE_ERRORS["reserved_opcode"]
 
 
 @lru_cache(maxsize=65536)
@@ -54,13 +59,18 @@ class Decoder:
         self.error_pc: int | None = None
         self.error_word: bytes | None = None
         self.waiting_for: str | None = None
+        self.errors = None                    # ErrorUnit (set by the top level)
+        self.proc: simpy.Process | None = None  # this process (set by the top level)
+        self._plain_wait = False
+        self.trace = None                     # models/trace.py Trace (set by the top level)
 
     @property
     def pc(self) -> int:
         return self.index * INSTR_BYTES
 
     def run(self):
-        """SimPy process: dispatch in order until HALT or a reserved opcode, then halt."""
+        """SimPy process: dispatch in order until HALT, a reserved opcode or a device error
+        registered by the error unit, then halt."""
         env, period = self.env, self.dom.period_ps
         last_ps: int | None = None
         fetch = self.fetch
@@ -70,35 +80,84 @@ class Decoder:
                 valid_ps, raw = fetch.lines.items[line]
             else:
                 self.waiting_for = f"instruction fetch of line {line}"
-                valid_ps, raw = yield fetch.lines.wait(line)
+                stopped, rec = yield from self._wait(fetch.lines.wait(line))
+                if stopped:
+                    break
+                valid_ps, raw = rec
             word = raw[slot * INSTR_BYTES:(slot + 1) * INSTR_BYTES]
             e_ps = valid_ps if last_ps is None else max(valid_ps, last_ps + period)
             ins = decode_word(word)
-            if ins is None or ins.op == "HALT":
-                if e_ps > env.now:
-                    yield env.timeout(e_ps - env.now)
-                if ins is None:
-                    self.error_code, self.error_pc, self.error_word = ERROR_RESERVED_OPCODE, self.pc, word
-                yield from self._halt(e_ps)
-                return
-            q = self.queues[ins.engine]
-            k = q.slot_pop_index()
+            q = None if ins is None or ins.op == "HALT" else self.queues[ins.engine]
+            k = None if q is None else q.slot_pop_index()
             if k is not None:
                 if k < len(q.pops):
                     pop_ps = q.pops.items[k]
                 else:
                     self.waiting_for = f"room in the {ins.engine.name} queue"
-                    pop_ps = yield q.pops.wait(k)
+                    stopped, pop_ps = yield from self._wait(q.pops.wait(k))
+                    if stopped:
+                        break
                 e_ps = max(e_ps, pop_ps)
             self.waiting_for = None
             if e_ps > env.now:
-                yield env.timeout(e_ps - env.now)
+                stopped, _ = yield from self._wait(env.timeout(e_ps - env.now))
+                if stopped:
+                    break
+            if self.errors is not None and self.errors.stopped_at(e_ps):
+                break                              # an engine error registers at e: no dispatch
+            if q is None:
+                if ins is None:
+                    self._reserved(word, e_ps)
+                if self.trace is not None:
+                    self.trace.halt_dispatch(e_ps, self.pc, self.error_code)
+                yield from self._halt(e_ps)
+                return
             q.push(self.index, self.pc, ins, e_ps)
+            if self.trace is not None:
+                self.trace.dispatch(e_ps, self.pc)
             self.dispatched[ins.engine] += 1
             if slot == self.per_line - 1:
                 fetch.free_line(line, e_ps)
             last_ps = e_ps
             self.index += 1
+        self.waiting_for = None
+        if self.trace is not None:
+            self.trace.error_stop(self.errors.stop_ps, self.pc)
+        yield from self._halt(self.errors.stop_ps)     # stopped by a device error at e
+
+    def _wait(self, ev):
+        """Wait for ``ev`` unless a device error stops dispatch first: (stopped, ev's value).
+        While no error is known it waits for ``ev`` alone (one SimPy event less per wait); an
+        error reported meanwhile interrupts it (``poke``) and it waits for ``ev`` or the stop."""
+        errors = self.errors
+        if errors is None or errors.stop_ps is None:
+            self._plain_wait = True
+            try:
+                value = yield ev
+                return False, value
+            except simpy.Interrupt:
+                pass
+            finally:
+                self._plain_wait = False
+        yield self.env.any_of([ev, errors.wake])
+        if errors.stopped_at(self.env.now):
+            return True, None
+        return False, ev.value
+
+    def poke(self) -> None:
+        """The error unit registered a new first error: stop a plain wait (see ``_wait``)."""
+        if self._plain_wait and self.proc is not None:
+            self._plain_wait = False           # one interrupt only (two errors at one ps)
+            self.proc.interrupt("device error")
+
+    def _reserved(self, word: bytes, h0_ps: int) -> None:
+        """A reserved opcode "dispatched" at ``h0``: error_code 1, error_pc = PC. The message
+        gets the cycle count once the device has halted (models/tpu.py)."""
+        self.error_code, self.error_pc, self.error_word = ERROR_RESERVED_OPCODE, self.pc, word
+        if self.errors is not None:
+            err = DeviceError(f"reserved opcode {word[0]:#04x} at instruction #{self.index} "
+                              f"(pc {self.pc:#x})", "reserved_opcode", self.pc)
+            self.errors.report_decoder(err, h0_ps)
 
     def _halt(self, h0_ps: int):
         """HALT dispatched at ``h0``: h = max(h0 + 1, every retire visible in the core domain)."""
@@ -119,6 +178,8 @@ class Decoder:
         if h_ps > self.env.now:
             yield self.env.timeout(h_ps - self.env.now)
         self.halt_ps = h_ps
+        if self.trace is not None:
+            self.trace.halt_retire(h_ps)
         self.cycles = self.dom.cycle_of(h_ps)
         self.retire_log.append((h_ps, 4, self.pc))
 

@@ -18,10 +18,12 @@ buffer ``j mod K``; all times DMA edges unless named; ``f_{j-K}`` is taken as ``
 With K = 1 both reduce to one burst at a time (v1).
 Functionally the burst's bytes are read from the source when its source transaction is granted
 and written to the destination when its destination transaction is granted (within [s, c]).
-Device errors: zero counts/length, misalignment, SRAM range past the end, DDR address >= 2^40.
+Device errors (checked at the start edge s, plan_bursts): zero counts/length, misalignment, SRAM
+range past the end, DDR range past 2^40; the instruction then completes at s + 1 (engine.py).
 """
 from __future__ import annotations
 
+from tpusim.errors import SimulationError
 from tpusim.isa import Engine
 from tpusim.models import ddr_arbiter, sram as sram_mod
 from tpusim.models.common import QueueEntry, device_error
@@ -31,29 +33,32 @@ from tpusim.models.engine import EngineBase
 
 def plan_bursts(entry: QueueEntry, cfg) -> list[tuple[int, int, int]]:
     """Validate a DMA instruction and list its bursts as (ddr_byte_addr, sram_byte_addr, bytes),
-    in issue order. Raises SimulationError naming the field on any illegal value."""
+    in issue order. Raises DeviceError (dma_zero_length, dma_misaligned, dma_sram_range,
+    dma_ddr_range, checked in that order) naming the field and its value."""
     a = entry.instr.args
     w = cfg.word_bytes
     bb = cfg.dma_burst_bytes
     ddr_align = w if w >= 32 else 32
     for f in ("inner_bytes", "count1", "count2"):
         if a[f] == 0:
-            raise device_error(entry, f, 0, "is zero: zero-length DMA")
+            raise device_error(entry, "dma_zero_length", f, 0, "is zero: zero-length DMA")
     for f in ("sram_addr", "inner_bytes", "sram_stride1", "sram_stride2"):
         if a[f] % w:
-            raise device_error(entry, f, a[f], f"is not a multiple of the {w}-byte SRAM word")
+            raise device_error(entry, "dma_misaligned", f, a[f],
+                               f"is not a multiple of the {w}-byte SRAM word")
     for f in ("ddr_addr", "ddr_stride1", "ddr_stride2"):
         if a[f] % ddr_align:
-            raise device_error(entry, f, a[f], f"is not a multiple of {ddr_align} bytes")
+            raise device_error(entry, "dma_misaligned", f, a[f],
+                               f"is not a multiple of {ddr_align} bytes")
     c1, c2, inner = a["count1"], a["count2"], a["inner_bytes"]
     sram_end = a["sram_addr"] + (c2 - 1) * a["sram_stride2"] + (c1 - 1) * a["sram_stride1"] + inner
     if sram_end > cfg.sram_size_bytes:
-        raise device_error(entry, "sram_addr", a["sram_addr"],
+        raise device_error(entry, "dma_sram_range", "sram_addr", a["sram_addr"],
                            f"with these strides reaches SRAM byte {sram_end - 1:#x}, past the "
                            f"end of the {cfg.sram_size_bytes}-byte SRAM")
     ddr_end = a["ddr_addr"] + (c2 - 1) * a["ddr_stride2"] + (c1 - 1) * a["ddr_stride1"] + inner
     if ddr_end > ADDR_LIMIT:
-        raise device_error(entry, "ddr_addr", a["ddr_addr"],
+        raise device_error(entry, "dma_ddr_range", "ddr_addr", a["ddr_addr"],
                            f"with these strides reaches DDR byte {ddr_end - 1:#x} >= 2^40")
     bursts = []
     for o2 in range(c2):
@@ -86,7 +91,7 @@ class DmaChannel(EngineBase):
     def execute(self, entry: QueueEntry, s_ps: int):
         expect = "DMA_LOAD" if self.is_load else "DMA_STORE"
         if entry.instr.op != expect:
-            raise device_error(entry, "opcode", entry.instr.spec.code, f"cannot run on {self.name}")
+            raise SimulationError(f"{entry.where()}: cannot run on {self.name}")
         self._bursts = plan_bursts(entry, self.cfg)
         self._s = s_ps
         # Per-burst edges (ps), filled as the grants happen. ``_data[j]`` holds burst j's bytes
@@ -135,6 +140,8 @@ class DmaChannel(EngineBase):
         j = len(self._d)
         self._data[j] = self.ddr_mem.read(self._bursts[j][0], self._bursts[j][2])
         self._d.append(self.clocks.cdc(done_ps, self.clocks.ddr, self.dom))
+        if self.trace is not None:
+            self.trace.dma_seen(self.engine, "a", self._d[-1])
         self._load_launch_sram()
 
     def _load_launch_sram(self) -> None:
@@ -153,10 +160,14 @@ class DmaChannel(EngineBase):
         j = len(self._f)
         _, sram_addr, n = self._bursts[j]
         self.sram.write_bytes(sram_addr, self._data[j])
+        if self.trace is not None:
+            self.trace.wrote_sram(self.engine, sram_addr, self._data[j])
         self._data[j] = None
         c = self.clocks
         f_ps = c.cdc(w_ps + self._accesses(n) * self.core_period, c.core, self.dom)
         self._f.append(f_ps)
+        if self.trace is not None:
+            self.trace.dma_seen(self.engine, "b", f_ps)
         if j + 1 == len(self._bursts):
             self._finished.succeed(f_ps)         # c = f_{N-1}
             return
@@ -188,6 +199,8 @@ class DmaChannel(EngineBase):
         c = self.clocks
         d_ps = c.cdc(w_ps + self._accesses(n) * self.core_period, c.core, self.dom)
         self._d.append(d_ps)
+        if self.trace is not None:
+            self.trace.dma_seen(self.engine, "a", d_ps)
         self.ddr_arb.request(ddr_arbiter.DMA_WRITE, d_ps, self.dom, ddr_addr, n,
                              on_grant=self._store_ddr_granted)
         self._store_launch_sram()
@@ -196,9 +209,13 @@ class DmaChannel(EngineBase):
         """Step 3: DDR write j granted at g (in order); f_j = cdc(g + L + B - 1 -> dma)."""
         j = len(self._f)
         self.ddr_mem.write(self._bursts[j][0], self._data[j])
+        if self.trace is not None:
+            self.trace.wrote_ddr(self.engine, self._bursts[j][0], self._data[j])
         self._data[j] = None
         f_ps = self.clocks.cdc(done_ps, self.clocks.ddr, self.dom)
         self._f.append(f_ps)
+        if self.trace is not None:
+            self.trace.dma_seen(self.engine, "b", f_ps)
         if j + 1 == len(self._bursts):
             self._finished.succeed(f_ps)         # c = f_{N-1}
             return

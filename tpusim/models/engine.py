@@ -11,7 +11,9 @@ Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's ow
     logic at ``cdc(c -> core)``) and a token goes to each engine in ``signal``;
   * ``busy_cycles`` += ``c - s``.
 Subclasses implement ``execute(entry, s_ps)``: a generator that returns the completion edge
-``c_ps`` with the simulation clock at ``c_ps``. NOP completes at ``s + 1`` on every engine.
+``c_ps`` with the simulation clock at ``c_ps``; it raises DeviceError for an erroneous
+instruction at ``s``, before waiting for anything. NOP completes at ``s + 1`` on every engine,
+and so does an erroneous instruction (docs/architecture.md, "Device errors").
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import abc
 
 import simpy
 
+from tpusim.errors import DeviceError
 from tpusim.models.common import ENGINE_NAMES, Clocks, QueueEntry, Timeline
 from tpusim.models.perf import ENGINE_KEYS
 
@@ -42,6 +45,7 @@ class EngineBase(abc.ABC):
         self.retired = Timeline(env)        # core edges (ps) at which each retire is visible
         self.current: QueueEntry | None = None
         self.waiting_for: str | None = None  # what the engine is blocked on (deadlock report)
+        self.errors = None                   # ErrorUnit (set by the top level), see _execute_or_flag
 
     # ------------------------------------------------------------------ controller
     def run(self):
@@ -73,18 +77,32 @@ class EngineBase(abc.ABC):
             if s_ps > env.now:
                 yield env.timeout(s_ps - env.now)
             q.pop(s_ps)
-            tok.consume(self.engine, wait)
+            tok.consume(self.engine, wait, s_ps)
             self.perf.add(f"{self.key}_token_wait_cycles", (s_ps - r_ps) // self.period)
             if self.trace is not None:
-                self.trace.busy(self.engine, s_ps, 1)
+                self.trace.start(self.engine, s_ps, entry.pc)
             if entry.instr.op == "NOP":
                 c_ps = yield from self._nop(s_ps)
             else:
-                c_ps = yield from self.execute(entry, s_ps)
+                c_ps = yield from self._execute_or_flag(entry, s_ps)
             assert env.now == c_ps, (self.name, env.now, c_ps)
             self._retire(entry, s_ps, c_ps)
             next_ps = c_ps + self.period
             k += 1
+
+    def _execute_or_flag(self, entry: QueueEntry, s_ps: int):
+        """``execute``; a DeviceError (raised by its checks at ``s``, before any wait) is reported
+        to the error unit and the instruction completes as a NOP at ``s + 1``, doing no work.
+        Without an error unit (a block tested alone) the DeviceError propagates."""
+        try:
+            c_ps = yield from self.execute(entry, s_ps)
+        except DeviceError as err:
+            if self.errors is None:
+                raise
+            assert self.env.now == s_ps, (self.name, "device error after the start edge", err)
+            self.errors.report(err, s_ps, self.dom)
+            c_ps = yield from self._nop(s_ps)
+        return c_ps
 
     def _nop(self, s_ps: int):
         """NOP: completes at ``s + 1``."""
@@ -95,15 +113,25 @@ class EngineBase(abc.ABC):
         self.perf.add(f"{self.key}_busy_cycles", (c_ps - s_ps) // self.period)
         self.perf.add(f"{self.key}_retired")
         self.retire_log.append((c_ps, self.engine, entry.pc))
-        self.tokens.send(self.engine, entry.instr.signal, c_ps, entry.where())
+        self.tokens.send(self.engine, entry.instr.signal, c_ps, entry.where(), entry.pc,
+                         self.errors)
         self.retired.append(self.clocks.cdc(c_ps, self.dom, self.clocks.core))
         if self.trace is not None:
-            self.trace.busy(self.engine, c_ps, 0)
             self.trace.retire(self.engine, c_ps, entry.pc)
 
     @abc.abstractmethod
     def execute(self, entry: QueueEntry, s_ps: int):
         """Run one instruction started at ``s_ps``; return its completion edge (sim time there)."""
+
+    def blocked_on(self) -> tuple | None:
+        """(engine name, head pc, (senders whose token was never sent, in engine order)) if the
+        engine waits for tokens, else None (deadlock report, DeadlockError.waiting)."""
+        if self.current is None or not (self.waiting_for or "").startswith("a token"):
+            return None
+        tok, wait = self.tokens, self.current.instr.wait
+        miss = tuple(ENGINE_NAMES[x] for x in range(len(ENGINE_NAMES))
+                     if wait >> x & 1 and tok.next_index(x, self.engine) >= len(tok.sent[x][self.engine]))
+        return (self.name, self.current.pc, miss)
 
     def describe_wait(self) -> str | None:
         """'LOAD at instruction #3 at pc 0x60 (DMA_LOAD) waits for a token from MXU', or None."""

@@ -9,9 +9,10 @@ Rules (docs/architecture.md, "Instruction fetch"):
     ``v`` and may launch the next line at ``v`` (as the DMA does with ``r_{j+1} = f_j``);
   * a buffer is freed at the edge ``e`` that dispatches its line's last instruction and is usable
     from ``e + 1``;
-  * fetching stops at the edge ``h0`` where HALT (or a reserved opcode) is dispatched: launches at
-    edges ``> h0`` are suppressed; the decision at ``h0`` itself sees values from before ``h0``
-    (a launch at ``h0`` still happens, completes and is counted).
+  * fetching stops at the edge ``h0`` where HALT (or a reserved opcode) is dispatched, or where
+    the decoder registers a device error (error_unit.py): launches at edges ``> h0`` are
+    suppressed; the decision at ``h0`` itself sees values from before ``h0`` (a launch at ``h0``
+    still happens, completes and is counted).
 ``lines``: Timeline of (valid_ps, line bytes); ``freed``: Timeline of the free edges (ps).
 """
 from __future__ import annotations
@@ -47,7 +48,9 @@ class Fetch:
         self.freed.append(e_ps)
 
     def stop(self, h0_ps: int) -> None:
-        self.stop_ps = h0_ps
+        """Stop launching after core edge ``h0_ps`` (HALT, or a device error registered there);
+        the earliest stop wins."""
+        self.stop_ps = h0_ps if self.stop_ps is None else min(self.stop_ps, h0_ps)
 
     def run(self):
         """SimPy process: launch line j at the first allowed core edge, forever until stopped."""

@@ -1,13 +1,13 @@
 """Quant register banks: 4 banks x 16 entries (index = bank*16 + entry).
 
 Each entry holds {multiplier int32 (Q31), shift int8, zero_point int8, valid}; reset clears valid.
-Reading an entry that was never loaded is a device error.
+Reading an entry that was never loaded is device error ``qreg_unloaded``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpusim.errors import SimulationError
+from tpusim.errors import DeviceError, SimulationError
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,14 @@ class QuantRegs:
         self._check(idx, where)
         self.regs[idx] = QuantReg(int(multiplier), int(shift), int(zero_point))
 
-    def get(self, idx: int, where: str = "", field: str = "qreg") -> QuantReg:
-        """The loaded register; SimulationError naming ``where`` and ``field`` if never loaded."""
+    def get(self, idx: int, where: str = "", field: str = "qreg", pc: int = 0) -> QuantReg:
+        """The loaded register; DeviceError ``qreg_unloaded`` (at ``pc``) naming ``where`` and
+        ``field`` if never loaded."""
         self._check(idx, where)
         r = self.regs[idx]
         if r is None:
-            raise SimulationError(f"{where}: {field}={idx} (bank {idx // 16}, entry {idx % 16}) "
-                                  "reads a quant register that was never loaded")
+            raise DeviceError(f"{where}: {field}={idx} (bank {idx // 16}, entry {idx % 16}) "
+                              "reads a quant register that was never loaded", "qreg_unloaded", pc)
         return r
 
     def _check(self, idx: int, where: str) -> None:

@@ -66,6 +66,8 @@ class Sram:
                           self.clocks.cdc(launch_ps, src, self.dom),
                           None if on_grant else self.env.event(), on_grant)
         self.pending[requester] = req
+        if self.trace is not None:
+            self.trace.sram_request(requester, launch_ps)
         self.sched.request(self._earliest_ps(req))
         return req.event
 
@@ -101,11 +103,11 @@ class Sram:
         for b in req.banks:
             self.bank_free_ps[b] = end_ps
         self.pending[req.requester] = None
+        if self.trace is not None:
+            self.trace.sram_grant(g_ps, req.requester, req.banks, req.accesses, req.visible_ps)
         if g_ps > req.visible_ps:
             self.perf.add("sram_conflicts")
             self.perf.add("sram_conflict_cycles", (g_ps - req.visible_ps) // period)
-            if self.trace is not None:
-                self.trace.sram_conflict(g_ps, req.requester)
 
     # ------------------------------------------------------------------ storage
     def read_bytes(self, byte_addr: int, n: int) -> bytes:

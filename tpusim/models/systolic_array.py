@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.arith import matmul_acc
+from tpusim.errors import SimulationError
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, device_error
 from tpusim.models.engine import EngineBase
@@ -49,13 +50,13 @@ class Mxu(EngineBase):
         elif op == "MATMUL":
             c_ps = yield from self._matmul(entry, s_ps)
         else:
-            raise device_error(entry, "opcode", entry.instr.spec.code, "cannot run on the MXU")
+            raise SimulationError(f"{entry.where()}: cannot run on the MXU")
         yield self.env.timeout(c_ps - self.env.now)
         return c_ps
 
     def _check_words(self, entry: QueueEntry, field: str, first: int, last: int) -> None:
         if last >= self.sram.n_words:
-            raise device_error(entry, field, entry.instr[field],
+            raise device_error(entry, "mxu_sram_range", field, entry.instr[field],
                                f"reaches SRAM word {last:#x}, past the last word "
                                f"{self.sram.n_words - 1:#x}")
 
@@ -88,7 +89,7 @@ class Mxu(EngineBase):
         self._check_words(entry, "act_addr", ins["act_addr"], last)
         acc_addr = ins["acc_addr"]
         if acc_addr + m > self.acc.depth:
-            raise device_error(entry, "acc_addr", acc_addr,
+            raise device_error(entry, "mxu_acc_range", "acc_addr", acc_addr,
                                f"+ {m} rows runs past the end of the {self.acc.depth}-row accumulator")
         g_ps = yield self.sram.request(sram_mod.MXU, s_ps, self.dom, [(ins["act_addr"], last)], m)
         y = self._matmul_int32(self.sram.words[idx])
@@ -97,6 +98,8 @@ class Mxu(EngineBase):
             rows[acc_addr:acc_addr + m] += y        # int32 array add wraps around
         else:
             rows[acc_addr:acc_addr + m] = y
+        if self.trace is not None:
+            self.trace.wrote_acc(self.engine, acc_addr, rows[acc_addr:acc_addr + m])
         return g_ps + (m + cfg.array_rows + cfg.array_cols) * self.period
 
 

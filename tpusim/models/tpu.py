@@ -4,8 +4,11 @@ Wiring (docs/architecture.md, block diagram): fetch -> decoder -> 4 engine queue
 (LOAD, STORE: DmaChannel on the DMA clock; MXU; VPU); DDR arbiter (fetch, DMA read, DMA write);
 SRAM bank arbiter (LOAD, STORE, MXU, VPU); token matrix; quant registers; perf counters.
 The run ends when the event queue is empty (the device is quiet). If the decoder has not halted
-by then the program deadlocked: SimulationError lists every waiting engine, its PC and what it
-waits for. A reserved opcode halts the device with ``error`` set: SimulationError after the run.
+by then and no device error was flagged, the program deadlocked: DeadlockError lists every
+waiting engine, its PC and what it waits for (``.waiting``). A device error (reserved opcode,
+bad DMA/MXU/VPU operands, unloaded quant register, token overflow; error_unit.py) stops
+dispatch and the device halts as after HALT: DeviceError after the run, with ``.run`` set if the
+device halted (``.waiting`` if it did not).
 """
 from __future__ import annotations
 
@@ -16,13 +19,14 @@ from itertools import count as _count
 
 import simpy
 
-from tpusim.errors import SimulationError
+from tpusim.errors import DeadlockError, SimulationError
 from tpusim.isa import Engine
 from tpusim.models.common import Clocks
 from tpusim.models.ddr import DdrMemory
 from tpusim.models.ddr_arbiter import DdrArbiter
 from tpusim.models.decoder import Decoder
 from tpusim.models.dma import DmaChannel
+from tpusim.models.error_unit import ErrorUnit
 from tpusim.models.fetch import Fetch
 from tpusim.models.perf import PerfCounters
 from tpusim.models.quant_regs import QuantRegs
@@ -79,11 +83,20 @@ class Tpu:
         ]
         self.fetch = Fetch(env, clocks, cfg, code_addr, self.ddr_arb, ddr_mem)
         self.decoder = Decoder(env, clocks, self.fetch, self.queues, self.engines, self.retire_log)
-        for proc in [self.fetch, self.decoder] + self.engines:
-            env.process(proc.run())
+        self.errors = ErrorUnit(env, clocks, self.fetch, self.decoder)
+        for blk in [self.decoder] + self.engines:
+            blk.errors = self.errors
+        if trace is not None:
+            trace.bind(cfg, clocks)
+            self.decoder.trace = trace
+        for blk in [self.fetch, self.decoder] + self.engines:
+            proc = env.process(blk.run())
+            if blk is self.decoder:
+                self.decoder.proc = proc       # the error unit interrupts its waits
 
     def run(self, progress=None, period_s: float = 0.5) -> TpuRun:
-        """Run to quiescence; SimulationError on deadlock or a device error.
+        """Run to quiescence; DeviceError on a device error (after the device halted, or stopped
+        making progress), DeadlockError on a deadlock without a device error.
 
         progress: optional callable(retired_instructions, now_ps), called from a helper thread
         every ``period_s`` seconds of wall time while the run goes on (it only reads).
@@ -96,24 +109,32 @@ class Tpu:
             threading.Thread(target=poll, daemon=True).start()
         try:
             self.env.run()
+        except SimulationError:
+            if self.errors.first is not None:     # a device error came first: report that one
+                raise self.errors.first from None
+            raise
         finally:
             stop.set()
-        dec = self.decoder
+        dec, first = self.decoder, self.errors.first
         if dec.halt_ps is None:
-            raise SimulationError(self._deadlock_report())
+            waiting = [w for w in (e.blocked_on() for e in self.engines) if w]
+            if first is None:
+                raise DeadlockError(self._deadlock_report(), waiting)
+            first.waiting = waiting
+            if first.code == "reserved_opcode":
+                first.args = (f"{first.args[0]}: device stopped with error_code "
+                              f"{first.code_num} and did not halt ({self._deadlock_report()})",)
+            raise first
         self.perf.set("cycles", dec.cycles)
-        if self.trace is not None:
-            self.trace.retire(4, dec.halt_ps, dec.pc)
         retire = [(pc, RETIRERS[eng], t) for t, eng, pc in sorted(self.retire_log)]
         run = TpuRun(dec.cycles, dec.halt_ps, retire, self.perf.as_dict(), self.events(),
-                     dec.error_code, dec.error_pc)
-        if dec.error_code:
-            err = SimulationError(
-                f"reserved opcode {dec.error_word[0]:#04x} at instruction #{dec.index} "
-                f"(pc {dec.error_pc:#x}): device halted with error_code {dec.error_code} "
-                f"after {dec.cycles} cycles")
-            err.run = run
-            raise err
+                     first.code_num if first else 0, first.pc if first else None)
+        if first is not None:
+            if first.code == "reserved_opcode":
+                first.args = (f"{first.args[0]}: device halted with error_code {first.code_num} "
+                              f"after {dec.cycles} cycles",)
+            first.run = run
+            raise first
         return run
 
     def events(self) -> int:

@@ -40,9 +40,13 @@ class Vpu(EngineBase):
         if op == "LOAD_QREG":
             a = entry.instr.args
             self.qregs.load(a["qreg"], a["multiplier"], a["shift"], a["zero_point"], entry.where())
+            if self.trace is not None:
+                self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
         elif op in ("REQUANT", "POOL", "ADD"):
             ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
+            if self.trace is not None:
+                self.trace.vpu_start(s_ps + self.period, entry.instr)
             if accesses == 0:         # POOL/ADD with no output: no SRAM request, c = s + 1
                 c_ps = s_ps + self.period
             else:
@@ -51,9 +55,11 @@ class Vpu(EngineBase):
                     effect()
                 except ValueError as e:       # arith refuses e.g. a shift outside [-31, 30]
                     raise SimulationError(f"{entry.where()}: {e}") from None
+                if self.trace is not None:
+                    self.trace.wrote_vpu(self.engine, entry.instr, self.sram)
                 c_ps = g_ps + accesses * self.period
         else:
-            raise device_error(entry, "opcode", entry.instr.spec.code, "cannot run on the VPU")
+            raise SimulationError(f"{entry.where()}: cannot run on the VPU")
         yield self.env.timeout(c_ps - self.env.now)
         return c_ps
 
@@ -64,20 +70,20 @@ class Vpu(EngineBase):
             return None
         last = first + n - 1
         if last >= self.sram.n_words:
-            raise device_error(entry, field, entry.instr[field],
+            raise device_error(entry, "vpu_sram_range", field, entry.instr[field],
                                f"+ {n} words reaches SRAM word {last:#x}, past the last word "
                                f"{self.sram.n_words - 1:#x}")
         return first, last
 
     def _qreg(self, entry: QueueEntry, field: str):
-        return self.qregs.get(entry.instr[field], entry.where(), field)
+        return self.qregs.get(entry.instr[field], entry.where(), field, entry.pc)
 
     # ------------------------------------------------------------------ REQUANT
     def _plan_requant(self, entry: QueueEntry):
         a = entry.instr.args
         n, cols, pw = a["count"], self.cfg.array_cols, self.cfg.param_words
         if a["acc_addr"] + n > self.acc.depth:
-            raise device_error(entry, "acc_addr", a["acc_addr"],
+            raise device_error(entry, "vpu_acc_range", "acc_addr", a["acc_addr"],
                                f"+ {n} rows runs past the end of the {self.acc.depth}-row accumulator")
         table = self._words(entry, "param_addr", a["param_addr"], pw)
         dst = self._words(entry, "dst_addr", a["dst_addr"], n)

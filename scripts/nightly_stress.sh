@@ -1,0 +1,37 @@
+#!/bin/sh
+# Nightly stress campaign, callable from cron or CI:
+#
+#   STRESS_HOME=/srv/tpusim-stress scripts/nightly_stress.sh
+#
+# Runs the campaign of the day (root seed = the UTC date YYYYMMDD, or $STRESS_DATE) into the fixed
+# database $STRESS_HOME/stress.db (default: <repo>/stress_runs/nightly), bundles under
+# $STRESS_HOME/bundles. Re-running the same day resumes that campaign. The report goes to
+# $STRESS_HOME/report-<date>.txt (and report-latest.txt), the progress log to run-<date>.log.
+# Settings: N (programs, default 1000), HW (default small), JOBS (default 2), BUG (inject an RTL
+# bug, for checking the flow), STRESS_ARGS (extra `stressgen run` options), PY (python).
+# Exit code = the campaign verdict: 0 every program passed and every coverage bin was hit,
+# 1 a failure or an empty bin, 2 a usage error, 130 interrupted.
+set -u
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+cd "$REPO" || exit 2
+PY=${PY:-$REPO/.venv/bin/python}
+STRESS_HOME=${STRESS_HOME:-$REPO/stress_runs/nightly}
+DATE=${STRESS_DATE:-$(date -u +%Y%m%d)}
+mkdir -p "$STRESS_HOME" || exit 2
+REPORT="$STRESS_HOME/report-$DATE.txt"
+set -- run --seed "$DATE" --count "${N:-1000}" --hw "${HW:-small}" --jobs "${JOBS:-2}" \
+    --db "$STRESS_HOME/stress.db" --bundles "$STRESS_HOME/bundles" --quiet
+[ -n "${BUG:-}" ] && set -- "$@" --bug "$BUG"
+# shellcheck disable=SC2086  # STRESS_ARGS is a list of options
+"$PY" -m stressgen "$@" ${STRESS_ARGS:-} >"$REPORT.tmp" 2>>"$STRESS_HOME/run-$DATE.log"
+rc=$?
+if [ "$rc" -le 1 ]; then            # a verdict (0 pass, 1 fail): publish the report
+    mv "$REPORT.tmp" "$REPORT"
+    cp "$REPORT" "$STRESS_HOME/report-latest.txt"
+    echo "stress $DATE: exit $rc; report $REPORT"
+else                                # usage error or interrupted: no report, see the log
+    rm -f "$REPORT.tmp"
+    echo "stress $DATE: exit $rc; no report, see $STRESS_HOME/run-$DATE.log:" >&2
+    tail -n 3 "$STRESS_HOME/run-$DATE.log" >&2
+fi
+exit $rc

@@ -1,0 +1,206 @@
+"""Failure bundles: one folder per failing program, everything needed to look at it and replay it.
+
+``<bundle_root>/<campaign id>/<seed>/``:
+
+  program.asm, program.tpubin  the program (and any data files the program writes beside them)
+  seed.txt                     seed, hw, bug, invalid rate / class, campaign
+  replay.sh                    the exact command that replays the program from its seed
+  model.vcd, rtl.vcd           the SimPy and RTL architectural waveforms
+  merged.vcd, triage.gtkw      both sides in one file, GTKWave view with the divergence marked
+  divergence.txt               the first-divergence report of every failed check
+  verdict.json                 the runner's Outcome (status, reason, signal, timings, details)
+  min/                         the minimised reproducer: program.asm, program.tpubin,
+                               divergence.txt, verdict.json, sizes.json (before / after), replay.sh
+
+The folder is assembled under a temporary name and renamed into place, so a bundle is either
+complete or absent (a previous bundle of the same seed is replaced).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from tpusim.fileio import write_text_atomic
+
+REPO = Path(__file__).resolve().parent.parent
+_VCDS = {"model_vcd": "model.vcd", "rtl_vcd": "rtl.vcd", "merged_vcd": "merged.vcd"}
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def bundle_dir(spec, campaign_id: str, seed: int) -> Path:
+    return Path(spec.bundle_root) / campaign_id / str(seed)
+
+
+def replay_script(argv: list[str]) -> str:
+    """A POSIX shell script running ``python -m stressgen <argv>`` from the repository."""
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "stressgen", *argv])
+    return f"#!/bin/sh\n# replay this program alone (extra arguments are passed on, e.g. --out DIR)\n" \
+           f"cd {shlex.quote(str(REPO))} && exec {cmd} \"$@\"\n"
+
+
+def _write_script(path: Path, text: str) -> None:
+    write_text_atomic(path, text)
+    path.chmod(0o755)
+
+
+def _seed_text(spec, campaign_id: str, seed: int, invalid: str | None) -> str:
+    return (f"seed {seed}\nhw {spec.hw}\nbug {spec.bug or '-'}\ninvalid_rate {spec.invalid_rate}\n"
+            f"invalid_class {invalid or '-'}\nrtl {spec.rtl}\ncampaign {campaign_id}\n")
+
+
+def _copy_program_files(src: Path, dst: Path) -> None:
+    for f in src.iterdir():
+        if f.is_file() and f.name.startswith("program."):
+            shutil.copy2(f, dst / f.name)
+
+
+def _copy_waves(outcome, run_dir: Path, dst: Path) -> None:
+    files = dict(outcome.files)
+    files.setdefault("model_vcd", str(run_dir / "model.vcd"))
+    for role, name in _VCDS.items():
+        p = Path(files[role]) if files.get(role) else None
+        if p is not None and p.exists():
+            shutil.copy2(p, dst / name)
+    g = Path(files["gtkw"]) if files.get("gtkw") else None
+    if g is not None and g.exists():
+        text = g.read_text()
+        merged = files.get("merged_vcd")
+        final = dst.parent / dst.name.lstrip(".").split(".tmp")[0]     # the name after the rename
+        if merged:
+            text = text.replace(str(Path(merged)), str(final / "merged.vcd"))
+        text = text.replace(str(g), str(final / "triage.gtkw"))
+        (dst / "triage.gtkw").write_text(text)
+
+
+def _publish(tmp: Path, final: Path) -> Path:
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final
+
+
+def _tmp_for(final: Path) -> Path:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
+    tmp.chmod(0o755)                       # mkdtemp makes it private; a bundle is for everyone
+    return tmp
+
+
+def write_bundle(spec, campaign_id: str, prog, outcome, run_dir: Path, phase=lambda p: None,
+                 minimize: bool | None = None) -> Path:
+    """Write the bundle of a failing program from its run folder (then removed); minimise it
+    first when ``spec.minimize`` (and the failure is a check failure, not a tool error)."""
+    from stressgen.campaign import replay_command
+    final = bundle_dir(spec, campaign_id, prog.seed)
+    tmp = _tmp_for(final)
+    try:
+        _copy_program_files(run_dir, tmp)
+        write_text_atomic(tmp / "seed.txt", _seed_text(spec, campaign_id, prog.seed, prog.invalid))
+        _write_script(tmp / "replay.sh", replay_script(replay_command(spec, prog.seed)))
+        _copy_waves(outcome, run_dir, tmp)
+        write_text_atomic(tmp / "divergence.txt", outcome.first_divergence + "\n")
+        verdict = {"seed": prog.seed, "hw": spec.hw, "bug": spec.bug, "campaign": campaign_id,
+                   "invalid": prog.invalid, "n_instrs": len(prog.instrs), **outcome.to_json()}
+        write_text_atomic(tmp / "verdict.json", json.dumps(verdict, indent=1, default=str))
+        do_min = spec.minimize if minimize is None else minimize
+        if do_min and outcome.status == "fail" and not prog.invalid:
+            phase("minimize")
+            write_min(spec, prog, outcome, tmp / "min", run_dir.parent / f"{prog.seed}.min")
+        return _publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        remove_tree(run_dir)
+
+
+def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
+    """Minimise ``prog`` keeping ``outcome.signature``; write min/ (see the module docstring)."""
+    from stressgen.minimize import MinimizeError, minimize
+    from stressgen.runner import run_one
+    from tpusim.config import load_config
+    cfg = load_config(spec.hw)
+    dst.mkdir(parents=True, exist_ok=True)
+    count = {"n": 0}
+
+    def predicate(candidate):
+        count["n"] += 1
+        d = scratch / f"c{count['n']}"
+        try:
+            return run_one(candidate, cfg, d, rtl=spec.rtl, bugs=spec.bugs, waves=spec.waves).signature
+        finally:
+            remove_tree(d)
+
+    try:
+        res = minimize(prog, cfg, predicate, budget_s=spec.minimize_budget_s)
+    except MinimizeError as e:   # e.g. a failure that does not reproduce (flaky): say so
+        write_text_atomic(dst / "divergence.txt", f"not minimised: {e}\n")
+        return
+    final = run_one(res.prog, cfg, scratch / "final", rtl=spec.rtl, bugs=spec.bugs, waves=spec.waves)
+    _copy_program_files(scratch / "final", dst)
+    sizes = res.to_json()
+    write_text_atomic(dst / "sizes.json", json.dumps(sizes, indent=1))
+    head = (f"minimised: {res.before.instrs} -> {res.after.instrs} instructions, "
+            f"{res.before.work_units} -> {res.after.work_units} work units "
+            f"({res.tests} runs, {res.seconds:.1f} s{', budget exhausted' if res.budget_exhausted else ''})\n"
+            f"failure kept: {res.signature}; minimised program's verdict: {final.signature}\n")
+    write_text_atomic(dst / "divergence.txt", head + final.first_divergence + "\n")
+    write_text_atomic(dst / "verdict.json", json.dumps(final.to_json(), indent=1, default=str))
+    argv = ["replay", "--asm", str(bundle_final_path(dst) / "program.asm"), "--hw", spec.hw]
+    if spec.bug:
+        argv += ["--bug", spec.bug]
+    if not spec.rtl:
+        argv += ["--no-rtl"]
+    _write_script(dst / "replay.sh", replay_script(argv))
+    remove_tree(scratch)
+
+
+def bundle_final_path(p: Path) -> Path:
+    """``p`` inside a bundle being assembled, as it will be named after the rename."""
+    parts = list(p.parts)
+    for i, part in enumerate(parts):
+        if part.startswith(".") and ".tmp" in part:
+            parts[i] = part[1:].split(".tmp")[0]
+    return Path(*parts)
+
+
+def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str) -> str | None:
+    """Bundle of a program that never finished (timeout, dead worker, tool exception): the
+    regenerated program (if the generator works), seed.txt, replay.sh, divergence.txt."""
+    final = bundle_dir(spec, campaign_id, seed)
+    tmp = _tmp_for(final)
+    invalid = None
+    try:
+        try:
+            from stressgen.gen import generate
+            from tpusim.config import load_config
+            cfg = load_config(spec.hw)
+            prog = generate(seed, cfg, invalid_rate=spec.invalid_rate)
+            invalid = prog.invalid
+            write_text_atomic(tmp / "program.asm", prog.asm())
+            prog.to_binary(cfg).write(tmp / "program.tpubin")
+        except Exception as e:
+            text += f"\n(program not regenerated: {type(e).__name__}: {e})"
+        from stressgen.campaign import replay_command
+        write_text_atomic(tmp / "seed.txt", _seed_text(spec, campaign_id, seed, invalid))
+        _write_script(tmp / "replay.sh", replay_script(replay_command(spec, seed)))
+        write_text_atomic(tmp / "divergence.txt", f"{reason}\n{text}\n")
+        write_text_atomic(tmp / "verdict.json", json.dumps(
+            {"seed": seed, "hw": spec.hw, "bug": spec.bug, "campaign": campaign_id, "status": "error",
+             "reason": reason, "passed": False}, indent=1))
+        return str(_publish(tmp, final))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+__all__ = ["write_bundle", "write_crash_bundle", "write_min", "bundle_dir", "replay_script",
+           "remove_tree"]

@@ -1,0 +1,403 @@
+"""A stress campaign: N generated programs run by J worker processes, results in the database.
+
+Seeds: program ``i`` of the campaign with root seed ``S`` has seed ``derive_seed(S, i)`` =
+the first 8 bytes (little endian) of SHA-256 of the ASCII text ``"tpusim-stress:<S>:<i>"``,
+shifted right by one bit (a 63-bit integer, so it fits SQLite's INTEGER). ``python -m stressgen
+replay --seed P`` regenerates the program from ``P`` alone (plus --hw and --invalid-rate).
+
+Processes: the parent owns the database (only it writes, one transaction per finished program)
+and hands program indices to ``jobs`` long-lived workers (multiprocessing "spawn"). Each worker
+is the leader of its own process group (the RTL simulator it starts is in that group too) and
+dies with the parent (Linux PR_SET_PDEATHSIG). A worker that exceeds the per-program timeout is
+killed with its whole group, a worker that dies is noticed through its sentinel; either way the
+program is recorded as status "error" (reason "timeout in <step>" / "worker died ...") with a
+bundle written by the parent, and a fresh worker takes its place. The campaign never hangs.
+
+Resume: the campaign's identity (``db.Campaign``: root seed, hw, bug, invalid rate, rtl) is
+its database key; a restart runs only the indices in ``range(count)`` without a row.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import wait as mp_wait
+from pathlib import Path
+
+from stressgen.db import Campaign, ProgramRow, ResultsDb
+
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_MINIMIZE_BUDGET_S = 300.0
+
+
+def derive_seed(root_seed: int, index: int) -> int:
+    """Seed of program ``index`` of the campaign with root seed ``root_seed`` (63-bit int)."""
+    d = hashlib.sha256(f"tpusim-stress:{int(root_seed)}:{int(index)}".encode("ascii")).digest()
+    return int.from_bytes(d[:8], "little") >> 1
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a worker needs (picklable). Paths are absolute strings."""
+    hw: str
+    root_seed: int
+    rtl: bool = True
+    bug: str | None = None
+    invalid_rate: float = 0.0
+    bundle_root: str = "stress_runs/bundles"
+    work_root: str = "stress_runs/work"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    minimize: bool = True
+    minimize_budget_s: float = DEFAULT_MINIMIZE_BUDGET_S
+    waves: bool = True
+
+    @property
+    def bugs(self) -> tuple[str, ...]:
+        return (self.bug,) if self.bug else ()
+
+    def campaign(self, cfg_digest: str) -> Campaign:
+        import json
+        return Campaign(self.root_seed, self.hw, self.bug, float(self.invalid_rate), self.rtl,
+                        json.dumps({"cfg_sha256": cfg_digest}))
+
+
+def replay_command(spec: RunSpec, seed: int) -> list[str]:
+    """The argv (after ``python -m stressgen``) that replays program ``seed`` alone."""
+    cmd = ["replay", "--seed", str(seed), "--hw", spec.hw]
+    if spec.bug:
+        cmd += ["--bug", spec.bug]
+    if spec.invalid_rate:
+        cmd += ["--invalid-rate", repr(spec.invalid_rate)]
+    if not spec.rtl:
+        cmd += ["--no-rtl"]
+    return cmd
+
+
+# ----------------------------------------------------------------------------- worker side
+def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=lambda p: None) -> ProgramRow:
+    """Generate, run and judge program ``idx`` (seed ``seed``); bundle it if it fails.
+
+    Never raises for a problem of the program or the tools: an exception becomes status
+    "error" with reason "exception in <step>: <type>: <message>" (bundle written if possible)."""
+    from stressgen import bundle as bundle_mod
+    from stressgen.runner import run_spec_program
+    t0 = time.monotonic()
+    row = ProgramRow(idx=idx, seed=seed, hw=spec.hw, bug=spec.bug, status="error")
+    step = {"name": "generate"}
+
+    def set_phase(p):
+        step["name"] = p
+        phase(p)
+
+    try:
+        outcome, prog, run_dir = run_spec_program(spec, seed, Path(spec.work_root) / campaign_id,
+                                                  phase=set_phase)
+    except Exception as e:  # the tools failed on this program: record it, keep the campaign going
+        row.reason = f"exception in {step['name']}: {type(e).__name__}: {e}".splitlines()[0][:400]
+        row.divergence = traceback.format_exc()[-4000:]
+        row.wall_s = time.monotonic() - t0
+        row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, row.reason, row.divergence)
+        return row
+    row.status = outcome.status
+    row.reason, row.signal = outcome.reason, outcome.signal
+    row.divergence = outcome.first_divergence
+    row.bins, row.timings = {**prog.bins, **outcome.bins}, dict(outcome.timings_s)
+    row.invalid, row.n_instrs = prog.invalid, len(prog.instrs)
+    if not outcome.passed:
+        set_phase("bundle")
+        row.bundle = str(bundle_mod.write_bundle(spec, campaign_id, prog, outcome, run_dir, phase=set_phase))
+    else:
+        bundle_mod.remove_tree(run_dir)
+    row.wall_s = time.monotonic() - t0
+    return row
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """PR_SET_PDEATHSIG(SIGTERM); SIGTERM kills this worker's whole process group."""
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(os.getpgrp(), signal.SIGKILL))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:                   # the parent died before prctl
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _worker_main(conn, spec_dict: dict, campaign_id: str, parent_pid: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's business
+    os.setsid()
+    _die_with_parent(parent_pid)
+    spec = RunSpec(**spec_dict)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        idx, seed = msg
+        row = execute_program(spec, campaign_id, idx, seed,
+                              phase=lambda p, i=idx: conn.send(("phase", i, p)))
+        conn.send(("done", idx, asdict(row)))
+
+
+# ----------------------------------------------------------------------------- parent side
+@dataclass
+class _Worker:
+    proc: mp.Process
+    conn: object
+    idx: int | None = None
+    seed: int | None = None
+    started: float = 0.0
+    deadline: float = 0.0
+    phase: str = ""
+
+
+@dataclass
+class CampaignStats:
+    """What one ``run_campaign`` call did (the database holds the whole campaign)."""
+    campaign_id: str
+    requested: int
+    skipped_done: int = 0
+    finished: int = 0
+    passed: int = 0
+    failed: int = 0
+    stopped_early: bool = False
+    interrupted: bool = False
+    wall_s: float = 0.0
+    rows: list = field(default_factory=list)
+
+
+class Pool:
+    """``jobs`` spawn workers; ``submit``/``poll`` with per-program deadlines."""
+
+    def __init__(self, spec: RunSpec, campaign_id: str, jobs: int):
+        self.spec, self.campaign_id = spec, campaign_id
+        self.ctx = mp.get_context("spawn")
+        self.workers = [self._start() for _ in range(jobs)]
+
+    def _start(self) -> _Worker:
+        parent, child = self.ctx.Pipe()
+        p = self.ctx.Process(target=_worker_main, daemon=True,
+                             args=(child, asdict(self.spec), self.campaign_id, os.getpid()))
+        # a Ctrl-C while the worker starts (before its setsid) must not reach it: an ignored
+        # SIGINT is inherited through exec, and Python then keeps ignoring it
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            p.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
+        child.close()
+        return _Worker(p, parent)
+
+    def idle(self) -> list[_Worker]:
+        return [w for w in self.workers if w.idx is None]
+
+    def busy(self) -> list[_Worker]:
+        return [w for w in self.workers if w.idx is not None]
+
+    def submit(self, w: _Worker, idx: int, seed: int) -> None:
+        now = time.monotonic()
+        w.idx, w.seed, w.started, w.deadline, w.phase = idx, seed, now, now + self.spec.timeout_s, "start"
+        w.conn.send((idx, seed))
+
+    def _kill(self, w: _Worker) -> None:
+        try:
+            os.killpg(w.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(5)
+        w.conn.close()
+
+    def _replace(self, w: _Worker) -> None:
+        self._kill(w)
+        self.workers[self.workers.index(w)] = self._start()
+
+    def poll(self, timeout_s: float = 0.25) -> list[tuple[int, int, dict | None, tuple | None]]:
+        """Finished programs: [(idx, seed, row dict or None, (reason, detail) if the worker was
+        lost: "timeout in <step>" / "worker died in <step>")]."""
+        busy = self.busy()
+        if not busy:
+            return []
+        objs = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+        ready = set(mp_wait(objs, timeout_s))
+        out = []
+        for w in busy:
+            lost = None
+            if w.conn in ready:
+                try:
+                    while w.conn.poll():
+                        msg = w.conn.recv()
+                        if msg[0] == "phase":
+                            w.phase = msg[2]
+                            if msg[2] == "minimize":      # the minimiser has its own budget
+                                w.deadline = time.monotonic() + self.spec.timeout_s + self.spec.minimize_budget_s
+                        elif msg[0] == "done":
+                            out.append((w.idx, w.seed, msg[2], None))
+                            w.idx = None
+                            break
+                except (EOFError, OSError):
+                    lost = (f"worker died in {w.phase}", f"exit code {w.proc.exitcode}")
+            if w.idx is None:
+                continue
+            if lost is None and w.proc.sentinel in ready and not w.proc.is_alive():
+                lost = (f"worker died in {w.phase}", f"exit code {w.proc.exitcode}")
+            if lost is None and time.monotonic() > w.deadline:
+                lost = (f"timeout in {w.phase}", f"killed after {time.monotonic() - w.started:.1f} s "
+                        f"(--timeout {self.spec.timeout_s:g} s)")
+            if lost is not None:
+                out.append((w.idx, w.seed, None, lost))
+                w.idx = None
+                self._replace(w)
+        return out
+
+    def close(self) -> None:
+        for w in self.workers:
+            if w.idx is None and w.proc.is_alive():
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+        for w in self.workers:
+            if w.idx is not None:
+                self._kill(w)
+            else:
+                w.proc.join(2)
+                if w.proc.is_alive():
+                    self._kill(w)
+
+
+def _lost_row(spec: RunSpec, campaign_id: str, idx: int, seed: int, lost: tuple) -> ProgramRow:
+    from stressgen import bundle as bundle_mod
+    why, detail = lost
+    row = ProgramRow(idx=idx, seed=seed, hw=spec.hw, bug=spec.bug, status="error", reason=why,
+                     divergence=f"{why} ({detail}): the program did not finish; replay it to see "
+                                "where it hangs or crashes")
+    try:
+        row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, why, row.divergence)
+    except Exception as e:  # the bundle is a convenience; the row must be recorded regardless
+        row.divergence += f"\n(bundle not written: {type(e).__name__}: {e})"
+    return row
+
+
+def prepare(spec: RunSpec) -> str:
+    """Load the config, build the RTL (once, before the workers start: not inside any program's
+    timeout), return the config's digest. TpuError for a bad --hw / --bug."""
+    from stressgen.runner import prebuild
+    from tpusim.config import load_config
+    cfg = load_config(spec.hw)
+    if spec.rtl:
+        prebuild(cfg, spec.bugs, spec.waves)
+    return hashlib.sha256(cfg.hash_bytes()).hexdigest()[:16]
+
+
+def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after_fails: int | None = None,
+                 progress: bool = True, cfg_digest: str | None = None, on_row=None) -> CampaignStats:
+    """Run programs ``0..count-1`` of the campaign not yet in ``db``; returns the stats.
+
+    KeyboardInterrupt is propagated after the workers are killed (finished programs are in the
+    database; programs in flight are redone by the next run)."""
+    cfg_digest = cfg_digest or prepare(spec)
+    cid = db.ensure_campaign(spec.campaign(cfg_digest))
+    done = db.done_indices(cid)
+    todo = deque(i for i in range(count) if i not in done)
+    st = CampaignStats(cid, count, skipped_done=count - len(todo))
+    fails_before = sum(1 for r in db.programs(cid) if r["status"] != "pass") if stop_after_fails else 0
+    if not todo or (stop_after_fails and fails_before >= stop_after_fails):
+        st.stopped_early = bool(todo)
+        return st
+    session = db.start_session(cid, jobs)
+    t0 = time.monotonic()
+    bar = _Progress(progress, count, st.skipped_done, cid)
+    pool = Pool(spec, cid, min(jobs, len(todo)))
+    try:
+        while todo or pool.busy():
+            for w in pool.idle():
+                if todo and not st.stopped_early:
+                    i = todo.popleft()
+                    pool.submit(w, i, derive_seed(spec.root_seed, i))
+            if not pool.busy():
+                break
+            for idx, seed, rowd, lost in pool.poll():
+                row = ProgramRow(**rowd) if rowd is not None else _lost_row(spec, cid, idx, seed, lost)
+                db.record(cid, session, row)
+                st.finished += 1
+                st.passed += row.status == "pass"
+                st.failed += row.status != "pass"
+                st.rows.append(row)
+                bar.advance(row)
+                if on_row is not None:
+                    on_row(row)
+                if stop_after_fails and fails_before + st.failed >= stop_after_fails:
+                    st.stopped_early = True
+                    todo.clear()
+            if st.stopped_early and pool.busy() and not todo:
+                break           # the programs in flight are not needed: stop now
+    except KeyboardInterrupt:
+        st.interrupted = True
+        raise
+    finally:
+        pool.close()
+        bar.close()
+        st.wall_s = time.monotonic() - t0
+        _remove_if_empty(Path(spec.work_root) / cid)
+    return st
+
+
+def _remove_if_empty(d: Path) -> None:
+    try:
+        d.rmdir()                  # only succeeds when no program left files behind
+        d.parent.rmdir()
+    except OSError:
+        pass
+
+
+class _Progress:
+    """rich progress bar on stderr (nothing when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, done: int, label: str):
+        self.p = None
+        self.fails = 0
+        self.passes = 0
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("[green]{task.fields[passes]} pass[/green] "
+                                     "[red]{task.fields[fails]} fail[/red]"),
+                          TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True))
+        self.p.start()
+        self.task = self.p.add_task(label, total=total, completed=done, passes=0, fails=0)
+
+    def advance(self, row: ProgramRow) -> None:
+        if row.status == "pass":
+            self.passes += 1
+        else:
+            self.fails += 1
+        if self.p is not None:
+            self.p.update(self.task, advance=1, passes=self.passes, fails=self.fails)
+            if row.status != "pass":
+                self.p.console.print(f"[red]{row.status}[/red] program {row.idx} seed {row.seed}: "
+                                     f"{row.reason}" + (f" ({row.bundle})" if row.bundle else ""))
+
+    def close(self) -> None:
+        if self.p is not None:
+            self.p.stop()
+
+
+__all__ = ["derive_seed", "RunSpec", "run_campaign", "execute_program", "replay_command",
+           "prepare", "CampaignStats", "DEFAULT_TIMEOUT_S", "DEFAULT_MINIMIZE_BUDGET_S"]

@@ -1,0 +1,214 @@
+"""``python -m stressgen run | replay | report``: random stress programs on golden, SimPy and RTL.
+
+  run     --seed S --count N [--hw small] [--jobs 2] [--db stress_runs/stress.db]
+          [--no-rtl] [--bug NAME] [--bundles DIR] [--invalid-rate R] [--stop-after-fails K]
+          [--timeout SECONDS] [--no-minimize] [--minimize-budget SECONDS] [--no-waves] [--quiet]
+          Runs programs 0..N-1 of the campaign (program i has seed derive_seed(S, i), see
+          stressgen/campaign.py); re-running the same command resumes it. Prints the report.
+  replay  --seed P [--hw small] [--bug NAME] [--invalid-rate R] [--no-rtl] [--out DIR]
+          or --asm FILE (a saved program, e.g. a bundle's min/program.asm): runs one program,
+          prints its outcome; --out keeps every file of the run (program.asm / .tpubin,
+          model.vcd, rtl/arch.vcd, merged.vcd, triage.gtkw, divergence.txt, outcome.json).
+  report  --db FILE [--campaign ID]: summary of the database (stressgen/report.py).
+
+Exit status: 0 pass; 1 a program failed or (run, report) a coverage bin of
+stressgen.coverage.ALL_BINS stayed empty; 2 a user error (one line on stderr); 130 Ctrl-C
+(finished programs stay in the database: re-run to resume).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+from tpusim.cliutil import EXIT_INTERRUPTED, user_errors
+from tpusim.errors import TpuError
+
+PROG = "stressgen"
+DEFAULT_HOME = Path("stress_runs")
+
+
+class StressCliError(TpuError):
+    """A bad command-line value."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    from stressgen.campaign import DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run (or resume) a campaign")
+    r.add_argument("--seed", type=int, required=True, help="campaign root seed")
+    r.add_argument("--count", type=int, required=True, help="programs in the campaign")
+    r.add_argument("--hw", default="small", help="hardware config name or YAML path (default small)")
+    r.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    r.add_argument("--db", type=Path, default=DEFAULT_HOME / "stress.db", help="results database")
+    r.add_argument("--no-rtl", action="store_true", help="golden vs SimPy only")
+    r.add_argument("--bug", default=None, help="compile an injected RTL bug in (cocotb_tests/bugs.py)")
+    r.add_argument("--bundles", type=Path, default=None, help="failure bundles (default: beside the DB)")
+    r.add_argument("--invalid-rate", type=float, default=0.0, help="fraction of invalid programs")
+    r.add_argument("--stop-after-fails", type=int, default=None, metavar="K")
+    r.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per program")
+    r.add_argument("--no-minimize", action="store_true", help="bundle failures without minimising")
+    r.add_argument("--minimize-budget", type=float, default=DEFAULT_MINIMIZE_BUDGET_S,
+                   help="seconds the minimiser may spend per failing program")
+    r.add_argument("--no-waves", action="store_true", help="skip the waveform dumps and comparison")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    q = sub.add_parser("replay", help="run one program from its seed (or a saved .asm)")
+    q.add_argument("--seed", type=int, default=None)
+    q.add_argument("--asm", type=Path, default=None, help="a program saved by stressgen (program.asm)")
+    q.add_argument("--hw", default="small")
+    q.add_argument("--bug", default=None)
+    q.add_argument("--invalid-rate", type=float, default=0.0)
+    q.add_argument("--no-rtl", action="store_true")
+    q.add_argument("--no-waves", action="store_true")
+    q.add_argument("--out", type=Path, default=None, help="run folder (default stress_runs/replay/<seed>)")
+    s = sub.add_parser("report", help="summarise a results database")
+    s.add_argument("--db", type=Path, default=DEFAULT_HOME / "stress.db")
+    s.add_argument("--campaign", default=None, help="only this campaign id")
+    return p
+
+
+def _check_common(a) -> None:
+    from tpusim.config import load_config
+    if not 0.0 <= a.invalid_rate <= 1.0:
+        raise StressCliError(f"--invalid-rate must be between 0 and 1, got {a.invalid_rate}")
+    load_config(a.hw)                          # ConfigError naming the bad --hw
+    if a.bug is not None:
+        from cocotb_tests.bugs import check_bugs
+        check_bugs((a.bug,))                   # ConfigError naming the unknown bug
+        if a.no_rtl:
+            raise StressCliError(f"--bug {a.bug} injects an RTL bug: it needs the RTL (drop --no-rtl)")
+
+
+def _check_run(a) -> None:
+    if a.count < 1:
+        raise StressCliError(f"--count must be at least 1, got {a.count}")
+    if a.seed < 0:
+        raise StressCliError(f"--seed must be non-negative, got {a.seed}")
+    if a.jobs < 1:
+        raise StressCliError(f"--jobs must be at least 1, got {a.jobs}")
+    if a.timeout <= 0:
+        raise StressCliError(f"--timeout must be positive seconds, got {a.timeout}")
+    if a.minimize_budget <= 0:
+        raise StressCliError(f"--minimize-budget must be positive seconds, got {a.minimize_budget}")
+    if a.stop_after_fails is not None and a.stop_after_fails < 1:
+        raise StressCliError(f"--stop-after-fails must be at least 1, got {a.stop_after_fails}")
+    _check_common(a)
+
+
+def _writable_dir(p: Path, what: str) -> Path:
+    p = p.resolve()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StressCliError(f"{what} {p}: cannot create it ({e.strerror})") from None
+    if not os.access(p, os.W_OK):
+        raise StressCliError(f"{what} {p}: not writable")
+    return p
+
+
+def _sigterm_to_interrupt() -> None:
+    def handler(*_):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cmd_run(a) -> int:
+    from stressgen.campaign import RunSpec, prepare, run_campaign
+    from stressgen.db import ResultsDb
+    from stressgen.report import render, summarize
+    _check_run(a)
+    db_path = a.db.resolve()
+    _sigterm_to_interrupt()
+    with ResultsDb(db_path) as db:
+        bundles = _writable_dir(a.bundles or db_path.parent / "bundles", "bundle folder")
+        spec = RunSpec(hw=a.hw, root_seed=a.seed, rtl=not a.no_rtl, bug=a.bug, invalid_rate=a.invalid_rate,
+                       bundle_root=str(bundles), work_root=str(db_path.parent / "work"),
+                       timeout_s=a.timeout, minimize=not a.no_minimize,
+                       minimize_budget_s=a.minimize_budget, waves=not a.no_waves)
+        digest = prepare(spec)                 # RTL build, before any program's timeout starts
+        try:
+            st = run_campaign(spec, a.count, a.jobs, db, a.stop_after_fails,
+                              progress=not a.quiet, cfg_digest=digest)
+        except KeyboardInterrupt:
+            n = len(db.done_indices(spec.campaign(digest).id))
+            print(f"{PROG}: interrupted: {n} of {a.count} programs are recorded in {db_path}; "
+                  "run the same command again to resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        summaries = summarize(db, st.campaign_id)
+    print(f"this run: {st.finished} programs in {st.wall_s:.1f} s ({st.skipped_done} already done)"
+          + ("; stopped after --stop-after-fails" if st.stopped_early else ""))
+    for s in summaries:
+        print(render(s))
+    return 0 if summaries and summaries[0].passed and not st.stopped_early else 1
+
+
+def _load_asm(path: Path, hw: str):
+    from stressgen.program import parse_asm
+    if not path.is_file():
+        raise StressCliError(f"--asm {path}: no such file")
+    prog = parse_asm(path.read_text())
+    if prog.hw != hw and Path(hw).stem != prog.hw:
+        raise StressCliError(f"--asm {path}: program is for hw {prog.hw!r}, not --hw {hw!r}")
+    return prog
+
+
+def cmd_replay(a) -> int:
+    from stressgen.campaign import RunSpec
+    from stressgen.runner import run_one
+    from tpusim.config import load_config
+    _check_common(a)
+    if (a.seed is None) == (a.asm is None):
+        raise StressCliError("replay needs exactly one of --seed P or --asm FILE")
+    cfg = load_config(a.hw)
+    if a.asm is not None:
+        prog = _load_asm(a.asm, a.hw)
+    else:
+        if a.seed < 0:
+            raise StressCliError(f"--seed must be non-negative, got {a.seed}")
+        from stressgen.gen import generate
+        prog = generate(a.seed, cfg, invalid_rate=a.invalid_rate)
+    out = _writable_dir(a.out or DEFAULT_HOME / "replay" / str(prog.seed), "--out")
+    bugs = (a.bug,) if a.bug else ()
+    if not a.no_rtl:
+        from stressgen.runner import prebuild
+        prebuild(cfg, bugs, not a.no_waves)
+    o = run_one(prog, cfg, out, rtl=not a.no_rtl, bugs=bugs, waves=not a.no_waves,
+                phase=lambda p: print(f"  {p} ...", file=sys.stderr))
+    print(f"seed {prog.seed} on {a.hw}{' bug ' + a.bug if a.bug else ''}: {len(prog.instrs)} instructions"
+          + (f", invalid ({prog.invalid})" if prog.invalid else ""))
+    print("timings (s): " + ", ".join(f"{k} {v:.2f}" for k, v in o.timings_s.items()))
+    print(f"verdict: {o.status.upper()}" + (f" ({o.reason}" + (f", signal {o.signal}" if o.signal else "") + ")"
+                                             if not o.passed else ""))
+    if o.first_divergence:
+        print(o.first_divergence)
+        from tpusim.fileio import write_text_atomic
+        write_text_atomic(out / "divergence.txt", o.first_divergence + "\n")
+    print(f"files in {out}")
+    return 0 if o.passed else 1
+
+
+def cmd_report(a) -> int:
+    from stressgen.db import DbError, ResultsDb
+    from stressgen.report import render, summarize
+    with ResultsDb(a.db, create=False) as db:
+        sums = summarize(db, a.campaign)
+    if not sums:
+        raise DbError(f"{a.db}: no campaign" + (f" {a.campaign!r}" if a.campaign else "") + " in this database")
+    print("\n\n".join(render(s) for s in sums))
+    return 0 if all(s.passed for s in sums) else 1
+
+
+@user_errors(PROG)
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "replay": cmd_replay, "report": cmd_report}[a.cmd](a)
+    except BrokenPipeError:            # e.g. `stressgen report | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+__all__ = ["main"]

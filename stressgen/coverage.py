@@ -1,0 +1,294 @@
+"""Functional coverage bins of stress programs.
+
+``bins_of(prog, cfg)`` derives every STATIC bin from the program itself (instructions, DDR
+contents, and a golden run that observes the data: effective K/N of each accumulation group,
+requant scales, rounding ties), so a bin counts only what the program really does - also after
+the minimiser edits it. ``observed_bins(counters)`` gives the DYNAMIC bins from the SimPy / RTL
+performance counters (tpusim.models.perf.COUNTERS): those mean the event really happened.
+``ALL_BINS`` = STATIC_BINS + DYNAMIC_BINS.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from stressgen.analysis import (dma_runs, engine_of, footprint, match_tokens, ordered,
+                                vector_clocks)
+from stressgen.program import StressError, config
+from stressgen.tasks import PRIME_K
+
+STATIC_BINS = (
+    # matrix problems
+    "k_prime_large", "k_one", "k_odd", "k_multi_tile", "n_partial", "n_multi_tile",
+    "m_one", "m_prime", "m_odd", "m_2d", "mm_stride0", "mm_strided",
+    # requant scales (per channel of an executed REQUANT table)
+    "scale_zero", "scale_pow2", "scale_ge1", "scale_min_shift",
+    # rounding ties that reach an unclamped output
+    "tie_requant_pos", "tie_requant_neg", "tie_pool", "tie_add",
+    # DDR addressing
+    "ddr_ge_2_36", "dma_store_ge_2_36", "ddr_top_64k", "ddr_end_2_40", "dma_cross_4k",
+    "dma_cross_4g", "dma_strided",
+    # SRAM banks
+    "sram_all_banks", "sram_full", "bank_share_mxu_vpu", "bank_share_dma_mxu", "bank_share_dma_vpu",
+    # quant registers
+    "qreg_alias", "qreg_reload", "qreg_all_banks",
+    # concurrency and dependencies
+    "dma_both_directions", "dma_compute_overlap", "ddr_raw_chain", "long_chain",
+    # operations
+    "pool_max", "pool_avg", "add", "relu",
+)
+DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
+ALL_BINS = STATIC_BINS + DYNAMIC_BINS
+LONG_CHAIN_HOPS = 6
+TOP = 1 << 40
+
+
+def observed_bins(counters: dict) -> dict[str, int]:
+    """Dynamic bins from performance counters (name -> value, tpusim.models.perf.COUNTERS)."""
+    out = {}
+    if counters.get("sram_conflicts", 0) > 0:
+        out["obs_sram_conflict"] = int(counters["sram_conflicts"])
+    if counters.get("ddr_arb_wait_cycles", 0) > 0:
+        out["obs_ddr_arb_wait"] = int(counters["ddr_arb_wait_cycles"])
+    waits = sum(int(counters.get(f"{e}_token_wait_cycles", 0)) for e in ("load", "store", "mxu", "vpu"))
+    if waits > 0:
+        out["obs_token_wait"] = waits
+    return out
+
+
+def tie_mask(x, mult, shift, zp: int, lo: int) -> tuple[np.ndarray, np.ndarray]:
+    """Elements of tpusim.arith.requant(x, mult, shift) + zp whose rounding (SRDHM or
+    RoundingDivideByPOT) hits an exact .5 and whose result is not clamped to [lo, 127].
+    Returns (tie, negative) boolean arrays."""
+    from tpusim import arith
+    x = np.asarray(x, np.int64)
+    mult = np.broadcast_to(np.asarray(mult, np.int64), x.shape)
+    shift = np.broadcast_to(np.asarray(shift, np.int64), x.shape)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    t = arith.sat32(x * (np.int64(1) << left))
+    p = t * mult
+    tie = (p % (1 << 31)) == (1 << 30)
+    u = arith.srdhm(t, mult)
+    half = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), -1)
+    tie |= (right > 0) & ((u & ((np.int64(1) << right) - 1)) == half)
+    y = arith.requant(x, mult, shift) + zp
+    tie &= (y >= lo) & (y <= 127)
+    return tie, p < 0
+
+
+class _Observer:
+    """Collects data-dependent bins from a golden run."""
+
+    def __init__(self, cfg):
+        self.cfg, self.bins = cfg, Counter()
+        self.groups = {}               # acc_addr -> [tiles, last k_eff, n_eff, act words, M]
+        self.wk = self.wn = 0
+        self.w_id = None
+        self.qval, self.epoch = {}, {}
+
+    def __call__(self, ev, i, **k):
+        getattr(self, "_" + ev)(i, **k)
+
+    def _weights(self, i, wts):
+        nz = np.nonzero(wts)
+        self.wk = int(nz[0].max()) + 1 if nz[0].size else 0
+        self.wn = int(nz[1].max()) + 1 if nz[1].size else 0
+        self.w_id = wts.tobytes()
+
+    def _matmul(self, i, args):
+        from stressgen.analysis import matmul_words
+        m = args["count_x"] * args["count_y"]
+        key = (args["acc_addr"], m)
+        g = self.groups.get(key)
+        if not args["accumulate"] or g is None:
+            g = self.groups[key] = {"tiles": 0, "n": 0, "acts": []}
+        g["tiles"] += 1
+        g["k"] = self.wk
+        g["n"] = max(g["n"], self.wn)
+        g["acts"].append((tuple(matmul_words(args)), self.w_id))
+        self._close(g)
+
+    def _close(self, g):
+        R, C = self.cfg.array_rows, self.cfg.array_cols
+        if not g["k"]:
+            return
+        k = (g["tiles"] - 1) * R + g["k"]
+        b = self.bins
+        for name, hit in (("k_prime_large", k in PRIME_K), ("k_one", k == 1), ("k_odd", k % 2 and k > 1),
+                          ("k_multi_tile", g["tiles"] > 1), ("n_partial", g["n"] % C != 0)):
+            if hit:
+                b[name] = max(b[name], 1)
+        sig = tuple(a for a, _ in g["acts"])
+        for other in self.groups.values():
+            if other is not g and tuple(a for a, _ in other["acts"]) == sig and other["acts"] != g["acts"]:
+                b["n_multi_tile"] = max(b["n_multi_tile"], 1)
+
+    def _ties(self, names, x, mult, shift, zp, relu):
+        tie, neg = tie_mask(x, mult, shift, zp, zp if relu else -128)
+        if tie.any():
+            if len(names) == 1:
+                self.bins[names[0]] += int(tie.sum())
+            else:
+                self.bins[names[0]] += int((tie & ~neg).sum())
+                self.bins[names[1]] += int((tie & neg).sum())
+
+    def _requant(self, i, x, mult, shift, zp, relu):
+        b = self.bins
+        b["scale_zero"] += int((mult == 0).sum())
+        b["scale_pow2"] += int((mult == 1 << 30).sum())
+        b["scale_ge1"] += int(((mult != 0) & (shift >= 1)).sum())
+        b["scale_min_shift"] += int(((mult != 0) & (shift <= -30)).sum())
+        self._ties(("tie_requant_pos", "tie_requant_neg"), x, mult, shift, zp, relu)
+
+    def _pool_avg(self, i, x, mult, shift, zp):
+        self._ties(("tie_pool",), x, mult, shift, zp, 0)
+
+    def _add(self, i, x, mult, shift, zp, relu):
+        self._ties(("tie_add",), x, mult, shift, zp, relu)
+
+    def _qreg_load(self, i, qreg, value):
+        prev = self.qval.get(qreg)
+        if prev is not None and prev != value and qreg in self.epoch.get("read", set()):
+            self.bins["qreg_reload"] += 1
+        self.qval[qreg] = value
+        self.epoch.setdefault("read", set()).discard(qreg)
+        for base in range(16):
+            grp = [base + 16 * j for j in range(4)]
+            if qreg in grp:
+                self.epoch[base] = set()       # a new epoch for this alias group
+
+    def _qreg_read(self, i, qreg, value, field):
+        self.epoch.setdefault("read", set()).add(qreg)
+        base = qreg % 16
+        grp = [base + 16 * j for j in range(4)]
+        vals = [self.qval.get(q) for q in grp]
+        if None not in vals and len(set(vals)) == 4:
+            seen = self.epoch.setdefault(base, set())
+            seen.add(qreg)
+            if len(seen) == 4:
+                self.bins["qreg_alias"] += 1
+                self.epoch[base] = set()
+
+
+def _static(prog, cfg, instrs, b: Counter) -> None:
+    W, bank_bytes = cfg.word_bytes, cfg.bank_bytes
+    feet = [footprint(ins, cfg) for ins in instrs]
+    banks, loaded, qbanks = set(), set(), set()
+    for i, ins in enumerate(instrs):
+        a = getattr(ins, "args", {})
+        for sp, lo, hi, wr in feet[i]:
+            if sp == "sram":
+                banks.update(range(lo // bank_bytes, (hi - 1) // bank_bytes + 1))
+        if ins.op in ("DMA_LOAD", "DMA_STORE"):
+            runs = dma_runs(a)
+            for d, s, n in runs:
+                b["ddr_ge_2_36"] += d + n > 1 << 36
+                b["dma_store_ge_2_36"] += ins.op == "DMA_STORE" and d + n > 1 << 36
+                b["ddr_top_64k"] += d + n > TOP - (1 << 16)
+                b["ddr_end_2_40"] += d + n == TOP
+                b["dma_cross_4k"] += d // 4096 != (d + n - 1) // 4096
+                b["dma_cross_4g"] += d < 1 << 32 < d + n
+            b["dma_strided"] += len(runs) > 1 and a["ddr_stride1" if a["count1"] > 1 else "ddr_stride2"] > a["inner_bytes"]
+            if ins.op == "DMA_LOAD":
+                for _, s, n in runs:
+                    loaded.update(range(s // W, (s + n) // W))
+        elif ins.op == "MATMUL":
+            m = a["count_x"] * a["count_y"]
+            b["m_one"] += m == 1
+            b["m_odd"] += m > 1 and m % 2 == 1
+            b["m_prime"] += m > 2 and all(m % d for d in range(2, int(m ** 0.5) + 1))
+            b["m_2d"] += a["count_x"] > 1 and a["count_y"] > 1
+            b["mm_stride0"] += a["count_x"] > 1 and a["stride_x"] == 0
+            b["mm_strided"] += a["count_x"] > 1 and a["stride_x"] > 1
+        elif ins.op == "POOL":
+            b["pool_avg" if a["mode"] else "pool_max"] += 1
+        elif ins.op == "ADD":
+            b["add"] += 1
+        if a.get("relu"):
+            b["relu"] += 1
+        if ins.op in ("REQUANT", "ADD") or ins.op == "POOL" and a["mode"]:
+            qbanks.update(a[f] // 16 for f in ("qreg", "qreg_a", "qreg_b", "qreg_out", "qreg_in") if f in a)
+    b["sram_all_banks"] += len(banks) == cfg.sram_banks
+    b["sram_full"] += len(loaded) == cfg.sram_words
+    b["qreg_all_banks"] += len(qbanks) >= cfg.qreg_banks
+    _pairs(instrs, cfg, feet, b)
+
+
+def bursts(a: dict, bb: int) -> int:
+    """Number of DDR bursts of a DMA (runs split at ``bb``-aligned DDR boundaries)."""
+    return sum((d + n - 1) // bb - d // bb + 1 for d, _, n in dma_runs(a) if n)
+
+
+def _pairs(instrs, cfg, feet, b: Counter) -> None:
+    senders, _ = match_tokens(instrs)
+    seq, vcs = vector_clocks(instrs, senders)
+    bank_bytes = cfg.bank_bytes
+    bset = [{k for sp, lo, hi, _ in f if sp == "sram" for k in range(lo // bank_bytes, (hi - 1) // bank_bytes + 1)}
+            for f in feet]
+    n = len(senders)
+    kind = {0: "dma", 1: "dma", 2: "mxu", 3: "vpu"}
+    nb = [bursts(ins.args, cfg.dma_burst_bytes) if ins.op in ("DMA_LOAD", "DMA_STORE") else 0
+          for ins in instrs[:n]]
+    for i in range(n):
+        ei = engine_of(instrs[i])
+        if ei is None or instrs[i].op == "NOP":
+            continue
+        for j in range(i):
+            ej = engine_of(instrs[j])
+            if ej is None or ej == ei or instrs[j].op == "NOP" or ordered(j, i, instrs, seq, vcs):
+                continue
+            pair = {kind[ei], kind[ej]}
+            if bset[i] & bset[j]:
+                for name, want in (("bank_share_mxu_vpu", {"mxu", "vpu"}), ("bank_share_dma_mxu", {"dma", "mxu"}),
+                                   ("bank_share_dma_vpu", {"dma", "vpu"})):
+                    b[name] += pair == want
+            if {ei, ej} == {0, 1} and min(nb[i], nb[j]) >= 2:
+                b["dma_both_directions"] += 1
+            if "dma" in pair and pair & {"mxu", "vpu"}:
+                b["dma_compute_overlap"] += 1
+    # DDR read-after-write through a STORE -> LOAD token
+    for i in range(n):
+        if instrs[i].op != "DMA_LOAD":
+            continue
+        for j in range(i):
+            if instrs[j].op == "DMA_STORE" and ordered(j, i, instrs, seq, vcs):
+                rd = [f for f in feet[i] if f[0] == "ddr"]
+                wr = [f for f in feet[j] if f[0] == "ddr"]
+                if any(lo < h2 and l2 < hi for _, lo, hi, _ in rd for _, l2, h2, _ in wr):
+                    b["ddr_raw_chain"] += 1
+    hops = [0] * n
+    last = [None] * 4
+    for i in range(n):
+        e = engine_of(instrs[i])
+        if e is None:
+            continue
+        h = hops[last[e]] if last[e] is not None else 0
+        for x, j in senders[i].items():
+            if j is not None:
+                h = max(h, hops[j] + 1)
+        hops[i], last[e] = h, i
+    if n and max(hops) >= LONG_CHAIN_HOPS:
+        b["long_chain"] += max(hops)
+
+
+def bins_of(prog, cfg=None) -> dict[str, int]:
+    """Static bins of ``prog`` (STATIC_BINS names -> hit counts; only bins hit are listed).
+    Runs the golden model to observe data-dependent bins; an invalid program gets only the
+    instruction-derived bins."""
+    from stressgen.golden import run_golden
+    from stressgen.validate import normalise
+    cfg = cfg or config(prog.hw)
+    instrs = normalise(prog.instrs)
+    b: Counter = Counter()
+    _static(prog, cfg, instrs, b)
+    obs = _Observer(cfg)
+    try:
+        run_golden(prog, cfg, observe=obs)
+    except StressError:
+        pass
+    b.update(obs.bins)
+    return {k: int(v) for k, v in sorted(b.items()) if v}
+
+
+__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "bins_of", "observed_bins", "tie_mask"]

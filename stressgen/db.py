@@ -1,0 +1,259 @@
+"""The stress-campaign results database (SQLite, WAL mode).
+
+One file holds any number of campaigns. Tables:
+
+  meta       key/value: ``schema`` (SCHEMA_VERSION)
+  campaigns  id (text), root seed, hw, bug, invalid rate, rtl flag, params JSON, created (epoch s)
+  sessions   one row per ``stressgen run`` invocation of a campaign: started / last (epoch s),
+             programs finished in it, jobs; programs per hour = finished / session time
+  programs   one row per program, primary key (campaign, idx): seed, hw, bug, invalid class,
+             status ("pass" | "fail" | "error"), reason, signal (first diverging signal or NULL),
+             divergence (text), bins (JSON {bin: hits}), timings (JSON {step: seconds}),
+             bundle (path or NULL), n_instrs, wall_s, finished (epoch s), session
+
+A program's row (and its session's counters) is written in ONE transaction when the program
+finishes, by the campaign's parent process only (the workers never touch the file). A run killed
+at any moment therefore leaves every finished program recorded exactly once and nothing of the
+programs in flight, which a restart simply redoes (``done_indices``).
+
+Errors: ``DbError`` (a TpuError) for a path that cannot be opened or written, a file that is not
+a SQLite database, or a database of another schema; the message names the path.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpusim.errors import TpuError
+
+SCHEMA_VERSION = "1"
+STATUSES = ("pass", "fail", "error")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS campaigns(
+  id TEXT PRIMARY KEY, root_seed INTEGER NOT NULL, hw TEXT NOT NULL, bug TEXT,
+  invalid_rate REAL NOT NULL, rtl INTEGER NOT NULL, params TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, campaign TEXT NOT NULL REFERENCES campaigns(id),
+  started REAL NOT NULL, last REAL NOT NULL, programs INTEGER NOT NULL DEFAULT 0,
+  jobs INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS programs(
+  campaign TEXT NOT NULL REFERENCES campaigns(id), idx INTEGER NOT NULL, seed INTEGER NOT NULL,
+  hw TEXT NOT NULL, bug TEXT, invalid TEXT,
+  status TEXT NOT NULL CHECK(status IN ('pass', 'fail', 'error')),
+  reason TEXT NOT NULL DEFAULT '', signal TEXT, divergence TEXT NOT NULL DEFAULT '',
+  bins TEXT NOT NULL DEFAULT '{}', timings TEXT NOT NULL DEFAULT '{}', bundle TEXT,
+  n_instrs INTEGER, wall_s REAL, finished REAL NOT NULL, session INTEGER,
+  PRIMARY KEY(campaign, idx));
+"""
+
+
+class DbError(TpuError):
+    """The results database cannot be used (unwritable path, not a database, other schema)."""
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """Identity of a campaign: everything that decides which programs it runs and how."""
+    root_seed: int
+    hw: str
+    bug: str | None
+    invalid_rate: float
+    rtl: bool
+    params: str = "{}"      # JSON of extra identity (e.g. the config's hash)
+
+    @property
+    def id(self) -> str:
+        """Readable id (hw: the config name or the YAML file's stem): ``s<seed>-<hw>-<bug|clean>-<rtl|simpy>[-inv<rate>]``."""
+        base = f"s{self.root_seed}-{Path(self.hw).stem}-{self.bug or 'clean'}-{'rtl' if self.rtl else 'simpy'}"
+        return base + (f"-inv{self.invalid_rate:g}" if self.invalid_rate else "")
+
+
+@dataclass
+class ProgramRow:
+    """One finished program (see the module docstring for the columns)."""
+    idx: int
+    seed: int
+    hw: str
+    bug: str | None
+    status: str
+    reason: str = ""
+    signal: str | None = None
+    divergence: str = ""
+    bins: dict | None = None
+    timings: dict | None = None
+    bundle: str | None = None
+    invalid: str | None = None
+    n_instrs: int | None = None
+    wall_s: float | None = None
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise DbError(f"program {self.idx}: status {self.status!r} is not one of {STATUSES}")
+
+
+def _wrap(path: Path, exc: Exception) -> DbError:
+    msg = str(exc)
+    if "not a database" in msg or "malformed" in msg:
+        return DbError(f"{path}: not a stressgen results database (corrupt or another file type: {msg})")
+    if "unable to open" in msg or "readonly" in msg or "read-only" in msg or "disk I/O" in msg:
+        return DbError(f"{path}: cannot open or write the results database ({msg})")
+    return DbError(f"{path}: results database error: {msg}")
+
+
+class ResultsDb:
+    """The results database at ``path`` (created with its folder if missing). DbError on failure.
+
+    Use as a context manager or call ``close()``. Not shared between processes' threads: only the
+    campaign parent opens it for writing."""
+
+    def __init__(self, path: str | Path, create: bool = True):
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise DbError(f"{self.path}: is a folder, expected a results database file")
+        if not create and not self.path.is_file():
+            raise DbError(f"{self.path}: no such results database")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DbError(f"{self.path}: cannot create its folder ({e.strerror})") from None
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._init_schema()
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+
+    def _init_schema(self) -> None:
+        with self._tx():
+            for stmt in filter(str.strip, _SCHEMA.split(";")):
+                self.conn.execute(stmt)
+            row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self.conn.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+            elif row[0] != SCHEMA_VERSION:
+                raise DbError(f"{self.path}: results database schema {row[0]!r}, "
+                              f"this stressgen reads schema {SCHEMA_VERSION!r}")
+
+    def _tx(self):
+        return _Transaction(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---------------------------------------------------------------------- campaigns, sessions
+    def ensure_campaign(self, c: Campaign) -> str:
+        """Insert the campaign if new; DbError if its id exists with other parameters."""
+        try:
+            with self._tx():
+                row = self.conn.execute("SELECT root_seed, hw, bug, invalid_rate, rtl, params FROM "
+                                        "campaigns WHERE id=?", (c.id,)).fetchone()
+                mine = (c.root_seed, c.hw, c.bug, c.invalid_rate, int(c.rtl), c.params)
+                if row is None:
+                    self.conn.execute("INSERT INTO campaigns VALUES(?,?,?,?,?,?,?,?)",
+                                      (c.id, *mine, time.time()))
+                elif tuple(row) != mine:
+                    raise DbError(f"{self.path}: campaign {c.id} exists with other parameters "
+                                  f"{json.loads(row[5]) or row[:5]} (this run: {json.loads(c.params) or mine[:5]}); "
+                                  "use another --db")
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+        return c.id
+
+    def start_session(self, campaign_id: str, jobs: int) -> int:
+        now = time.time()
+        try:
+            with self._tx():
+                cur = self.conn.execute("INSERT INTO sessions(campaign, started, last, programs, jobs) "
+                                        "VALUES(?,?,?,0,?)", (campaign_id, now, now, jobs))
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+        return int(cur.lastrowid)
+
+    def campaigns(self) -> list[dict]:
+        cur = self.conn.execute("SELECT id, root_seed, hw, bug, invalid_rate, rtl, params, created "
+                                "FROM campaigns ORDER BY created")
+        return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
+
+    # ---------------------------------------------------------------------------- programs
+    def done_indices(self, campaign_id: str) -> set[int]:
+        """Indices of the campaign's programs that have a row (finished, whatever the status)."""
+        try:
+            rows = self.conn.execute("SELECT idx FROM programs WHERE campaign=?", (campaign_id,))
+            return {r[0] for r in rows}
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+
+    def record(self, campaign_id: str, session: int | None, row: ProgramRow) -> None:
+        """Write one finished program and bump its session, in one transaction.
+
+        A second record of the same (campaign, idx) replaces the first (a program redone after a
+        crash of the parent between the worker's end and this write)."""
+        now = time.time()
+        vals = (campaign_id, row.idx, row.seed, row.hw, row.bug, row.invalid, row.status, row.reason,
+                row.signal, row.divergence, json.dumps(row.bins or {}, sort_keys=True),
+                json.dumps(row.timings or {}, sort_keys=True), row.bundle, row.n_instrs, row.wall_s,
+                now, session)
+        try:
+            with self._tx():
+                self.conn.execute("INSERT OR REPLACE INTO programs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                  vals)
+                if session is not None:
+                    self.conn.execute("UPDATE sessions SET last=?, programs=programs+1 WHERE id=?",
+                                      (now, session))
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+
+    def programs(self, campaign_id: str | None = None) -> list[dict]:
+        """Every program row (dicts, bins/timings decoded), ordered by campaign then index."""
+        q = "SELECT * FROM programs" + (" WHERE campaign=?" if campaign_id else "") + " ORDER BY campaign, idx"
+        try:
+            cur = self.conn.execute(q, (campaign_id,) if campaign_id else ())
+            names = [d[0] for d in cur.description]
+            out = []
+            for r in cur.fetchall():
+                d = dict(zip(names, r))
+                d["bins"] = json.loads(d["bins"])
+                d["timings"] = json.loads(d["timings"])
+                out.append(d)
+            return out
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+
+    def sessions(self, campaign_id: str | None = None) -> list[dict]:
+        q = "SELECT * FROM sessions" + (" WHERE campaign=?" if campaign_id else "") + " ORDER BY id"
+        cur = self.conn.execute(q, (campaign_id,) if campaign_id else ())
+        return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception (autocommit connection)."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self):
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")
+        return False
+
+
+__all__ = ["ResultsDb", "Campaign", "ProgramRow", "DbError", "SCHEMA_VERSION", "STATUSES"]

@@ -1,0 +1,114 @@
+"""``generate(seed, cfg, invalid_rate)``: a random, valid, race-free stress program.
+
+A program is a few *tasks* (stressgen.tasks: matrix problems with prime/odd K, M and partial N
+tiles; POOL; ADD; quant-register aliasing; a whole-SRAM fill; a DDR round trip that reloads an
+earlier output) whose load / compute / store phases are interleaved (sequential, software
+pipelined or all-loads-first) so that DMA overlaps compute. The Emitter (stressgen.emit) adds
+the tokens; random extra tokens make long dependency chains. Everything is drawn from
+``random.Random(seed)`` / ``numpy.random.default_rng(seed)``: (seed, cfg, invalid_rate)
+replays the program exactly. ``validate`` (stressgen.validate) and ``ALL_BINS``
+(stressgen.coverage) are re-exported here.
+"""
+from __future__ import annotations
+
+from stressgen.coverage import ALL_BINS, bins_of
+from stressgen.ctx import Ctx
+from stressgen.program import StressProgram
+from stressgen.tasks import (PRIME_K, add_task, fill_task, matmul_task, pick_m, pool_task,
+                             qreg_alias_task)
+from stressgen.validate import validate
+
+MAX_INSTRS = 60
+BUDGET = 54          # instruction estimate per program (NOPs and splits add a few)
+
+
+def _matmul(ctx, big: bool):
+    r, cfg = ctx.r, ctx.cfg
+    R, C = cfg.array_rows, cfg.array_cols
+    if big:
+        k = r.choice(PRIME_K)
+        n = r.choice([1, C - 1, C, r.randint(1, C)]) if -(-k // R) > 8 else r.randint(1, 2 * C + 3)
+    else:
+        k = r.choice([1, 1, 3, R - 1, R, R + 1, 2 * R + 3, r.randint(1, 3 * R)])
+        n = r.choice([1, C - 1, C + 1, 2 * C + 3, r.randint(1, 2 * C)])
+    m = pick_m(r)
+    dmode = "small" if r.random() < 0.4 else "any"
+    return matmul_task(ctx, k, m, n, dmode)
+
+
+def _schedule(r, tasks) -> list:
+    """Order of task steps (each task appears three times: load, compute, store); a task
+    whose space is reclaimed early runs its remaining phases then (Ctx.alloc), so later steps
+    of a finished task are skipped."""
+    how = r.choice(["seq", "pipe", "pipe", "deep", "random"])
+    if how == "seq":
+        return [t for t in tasks for _ in range(3)]
+    if how == "deep":
+        return [t for _ in range(3) for t in tasks]
+    if how == "pipe":
+        out = [tasks[0]]
+        for k, t in enumerate(tasks):
+            if k + 1 < len(tasks):
+                out.append(tasks[k + 1])
+            out += [t, t]
+        return out
+    heads, out = [0] * len(tasks), []
+    while any(h < 3 for h in heads):
+        k = r.choice([i for i, h in enumerate(heads) if h < 3])
+        out.append(tasks[k])
+        heads[k] += 1
+    return out
+
+
+def _tasks(ctx) -> list:
+    """Tasks until the instruction estimate reaches a random target (at most BUDGET)."""
+    r = ctx.r
+    target = r.choice([8, 15, 25, 35, 45, BUDGET, r.randint(5, BUDGET)])
+    tasks = []
+
+    def add(t) -> bool:
+        if sum(x.est for x in tasks) + t.est > BUDGET:
+            return False
+        tasks.append(t)
+        return True
+    if r.random() < 0.25:
+        add(fill_task(ctx))
+    if r.random() < 0.45:
+        add(_matmul(ctx, big=True))
+    if r.random() < 0.4:
+        add(qreg_alias_task(ctx))
+    misses = 0
+    while sum(t.est for t in tasks) < target and misses < 4:
+        k = r.random()
+        if k < 0.4:
+            ok = add(_matmul(ctx, big=False))
+        elif k < 0.6:
+            ok = add(pool_task(ctx))
+        elif k < 0.8 or not tasks:
+            ok = add(add_task(ctx))
+        else:
+            ok = add(add_task(ctx, chain=True))
+        misses += not ok
+    tail = tasks[1:]
+    r.shuffle(tail)
+    return tasks[:1] + tail
+
+
+def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
+    """A deterministic random stress program for ``cfg`` (module docstring). With probability
+    ``invalid_rate`` it is made invalid in one class of stressgen.invalid.INVALID_CLASSES
+    (``prog.invalid`` names it). ``prog.bins`` = stressgen.coverage.bins_of(prog, cfg)."""
+    chain_p = (seed * 2654435761 % 7) / 20.0        # 0 .. 0.3, fixed per seed
+    ctx = Ctx(seed, cfg, chain_p)
+    for task in _schedule(ctx.r, _tasks(ctx)):
+        if task.pos < 3:
+            task.step()
+    prog = StressProgram(seed, cfg.name, ctx.em.finish(), ctx.ddr_init, ctx.outputs)
+    if invalid_rate > 0 and ctx.r.random() < invalid_rate:
+        from stressgen.invalid import make_invalid
+        make_invalid(prog, cfg, ctx.r)
+    prog.bins = bins_of(prog, cfg)
+    return prog
+
+
+__all__ = ["generate", "validate", "ALL_BINS", "MAX_INSTRS"]

@@ -1,0 +1,160 @@
+"""Deliberately invalid stress programs (``generate(..., invalid_rate > 0)``) and
+``assembler_rejects``: the error message the tools give for one.
+
+Classes (``prog.invalid``), each made from a valid program by one mutation that leaves the rest
+race-free: ``reserved_opcode`` (a raw word with an unassigned opcode byte is inserted),
+``dma_misaligned`` (a DMA address, stride or length off the word / 32-byte grid),
+``dma_zero_length`` (inner_bytes, count1 or count2 = 0), ``ddr_out_of_range`` (a DMA whose last
+byte is at or past 2^40), ``qreg_unloaded`` (a VPU read of a register no LOAD_QREG wrote),
+``sram_out_of_range`` (an MXU/VPU/DMA SRAM access past the end), ``deadlock`` (a wait nobody
+signals). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
+run on them and must both flag the fault.
+"""
+from __future__ import annotations
+
+from tpusim.errors import IsaError
+from tpusim.isa import BY_CODE, INSTR_BYTES, decode, encode
+
+from stressgen.analysis import engine_of
+from stressgen.data import ddr_align
+from stressgen.program import RawWord, StressProgram, instruction_from
+from stressgen.validate import validate
+
+INVALID_CLASSES = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
+                   "qreg_unloaded", "sram_out_of_range", "deadlock")
+
+
+def _replace(prog, i, **changes):
+    ins = prog.instrs[i]
+    args = dict(ins.args)
+    wait, signal = changes.pop("wait", ins.wait), changes.pop("signal", ins.signal)
+    args.update(changes)
+    prog.instrs[i] = instruction_from(ins.op, args, wait, signal)
+
+
+def _of(prog, ops):
+    return [i for i, ins in enumerate(prog.instrs) if ins.op in ops]
+
+
+def _reserved(prog, cfg, r):
+    code = r.choice([c for c in range(256) if c not in BY_CODE])
+    word = bytes([code]) + bytes(r.getrandbits(8) for _ in range(INSTR_BYTES - 1))
+    prog.instrs.insert(r.randrange(len(prog.instrs)), RawWord(word))
+    return True
+
+
+def _misaligned(prog, cfg, r):
+    dmas = _of(prog, ("DMA_LOAD", "DMA_STORE"))
+    if not dmas:
+        return False
+    i = r.choice(dmas)
+    a, w, al = prog.instrs[i].args, cfg.word_bytes, ddr_align(cfg)
+    f = r.choice(["sram_addr", "inner_bytes", "ddr_addr"] + (["ddr_stride1"] if a["count1"] > 1 else []))
+    off = r.randrange(1, w) if f in ("sram_addr", "inner_bytes") else r.randrange(1, al)
+    val = a[f] + off if f != "ddr_addr" or a[f] + a["inner_bytes"] + off < 1 << 40 else a[f] - off
+    _replace(prog, i, **{f: val})
+    return True
+
+
+def _zero(prog, cfg, r):
+    dmas = _of(prog, ("DMA_LOAD", "DMA_STORE"))
+    if not dmas:
+        return False
+    _replace(prog, r.choice(dmas), **{r.choice(["inner_bytes", "count1", "count2"]): 0})
+    return True
+
+
+def _ddr(prog, cfg, r):
+    dmas = _of(prog, ("DMA_LOAD", "DMA_STORE"))
+    if not dmas:
+        return False
+    i = r.choice(dmas)
+    a, al = prog.instrs[i].args, ddr_align(cfg)
+    ext = (a["count2"] - 1) * a["ddr_stride2"] + (a["count1"] - 1) * a["ddr_stride1"] + a["inner_bytes"]
+    if ext <= al:          # one short run: repeat it one 32-byte step further, same SRAM bytes
+        _replace(prog, i, count1=2, count2=1, ddr_stride1=al, sram_stride1=0)
+        ext += al
+    start = max(0, (1 << 40) - ext + al * r.randint(1, max(1, min(4, ext // al - 1))))
+    _replace(prog, i, ddr_addr=min(start - start % al, (1 << 40) - al))
+    return True
+
+
+def _qreg(prog, cfg, r):
+    loaded = {ins.args["qreg"] for ins in prog.instrs if ins.op == "LOAD_QREG"}
+    free = [q for q in range(cfg.qreg_count) if q not in loaded]
+    cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in ("qreg", "qreg_a", "qreg_b")
+             if ins.op in ("REQUANT", "ADD") and f in ins.args and (ins.op != "ADD" or ins.args["count"])]
+    if not free or not cands:
+        return False
+    i, f = r.choice(cands)
+    _replace(prog, i, **{f: r.choice(free)})
+    return True
+
+
+def _sram(prog, cfg, r):
+    nw = cfg.sram_words
+    cands = _of(prog, ("DMA_LOAD", "DMA_STORE", "LOAD_WEIGHTS", "MATMUL", "REQUANT", "ADD"))
+    if not cands:
+        return False
+    i = r.choice(cands)
+    op = prog.instrs[i].op
+    if op in ("DMA_LOAD", "DMA_STORE"):
+        w = cfg.word_bytes
+        _replace(prog, i, sram_addr=cfg.sram_size_bytes - w, inner_bytes=2 * w, count1=1, count2=1)
+    elif op == "LOAD_WEIGHTS":
+        _replace(prog, i, sram_addr=nw - r.randint(1, cfg.array_cols - 1))
+    elif op == "MATMUL":
+        _replace(prog, i, act_addr=nw - 1, count_x=2, stride_x=1, count_y=1)
+    elif op == "REQUANT":
+        _replace(prog, i, dst_addr=nw - 1, count=max(2, prog.instrs[i].args["count"]))
+    else:
+        _replace(prog, i, dst_addr=nw - 1, count=max(2, prog.instrs[i].args["count"]))
+    return True
+
+
+def _deadlock(prog, cfg, r):
+    engines = sorted({engine_of(ins) for ins in prog.instrs} - {None})
+    pairs = []
+    for e in engines:
+        last = max(i for i, ins in enumerate(prog.instrs) if engine_of(ins) == e)
+        pairs += [(last, x) for x in range(4) if x != e and not prog.instrs[last].wait >> x & 1]
+    if not pairs:
+        return False
+    i, x = r.choice(pairs)
+    _replace(prog, i, wait=prog.instrs[i].wait | 1 << x)
+    return True
+
+
+MUTATORS = {"reserved_opcode": _reserved, "dma_misaligned": _misaligned, "dma_zero_length": _zero,
+            "ddr_out_of_range": _ddr, "qreg_unloaded": _qreg, "sram_out_of_range": _sram,
+            "deadlock": _deadlock}
+
+
+def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None) -> str:
+    """Mutate ``prog`` in place into one invalid class (random if ``cls`` is None; a class the
+    program cannot express falls back to ``reserved_opcode``); sets and returns prog.invalid."""
+    cls = cls or r.choice(INVALID_CLASSES)
+    if not MUTATORS[cls](prog, cfg, r):
+        cls = "reserved_opcode"
+        _reserved(prog, cfg, r)
+    prog.invalid = cls
+    return cls
+
+
+def assembler_rejects(prog: StressProgram, cfg) -> str:
+    """The message with which the tools reject ``prog``: tpusim.isa.encode/decode for a word
+    that does not encode or decode (reserved opcode), else ``validate``. "" if accepted."""
+    for i, ins in enumerate(prog.instrs):
+        try:
+            raw = ins.word if isinstance(ins, RawWord) else encode(ins)
+            decode(raw, i * INSTR_BYTES)
+        except IsaError as e:
+            return f"instruction #{i}: {e}"
+    try:
+        validate(prog, cfg)
+    except IsaError as e:
+        return str(e)
+    return ""
+
+
+__all__ = ["INVALID_CLASSES", "make_invalid", "assembler_rejects"]

@@ -1,0 +1,117 @@
+"""Campaign summary from the results database: ``python -m stressgen report --db FILE``.
+
+Per campaign: programs run (pass / fail / error), failures grouped by reason, functional
+coverage (every bin of ``stressgen.coverage.ALL_BINS`` with its hit count: the number of
+programs that hit it and the total hits), throughput (programs per hour over the time the
+``run`` sessions were active, and mean seconds per program), and the failing seeds with their
+bundle folders.
+
+Verdict: a campaign passes when every program passed and no bin of ALL_BINS stays empty.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from stressgen.db import ResultsDb
+
+
+@dataclass
+class CampaignSummary:
+    campaign: str
+    hw: str = ""
+    bug: str | None = None
+    rtl: bool = True
+    programs: int = 0
+    status: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)         # "status: reason" -> programs
+    bin_programs: dict = field(default_factory=dict)          # bin -> programs hitting it
+    bin_hits: dict = field(default_factory=dict)              # bin -> total hits
+    empty_bins: list = field(default_factory=list)            # bins of ALL_BINS never hit
+    extra_bins: list = field(default_factory=list)            # hit but not in ALL_BINS
+    session_s: float = 0.0
+    program_s: float = 0.0
+    invalid: Counter = field(default_factory=Counter)         # invalid class -> programs
+    failing: list = field(default_factory=list)               # rows of failing programs
+
+    @property
+    def programs_per_hour(self) -> float:
+        return self.programs / self.session_s * 3600 if self.session_s > 0 else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.programs > 0 and not self.failing and not self.empty_bins
+
+
+def all_bins() -> tuple[str, ...]:
+    from stressgen.coverage import ALL_BINS
+    return tuple(ALL_BINS)
+
+
+def summarize(db: ResultsDb, campaign_id: str | None = None) -> list[CampaignSummary]:
+    """One CampaignSummary per campaign in ``db`` (or only ``campaign_id``)."""
+    bins_required = all_bins()
+    out = []
+    for c in db.campaigns():
+        if campaign_id and c["id"] != campaign_id:
+            continue
+        s = CampaignSummary(c["id"], c["hw"], c["bug"], bool(c["rtl"]))
+        progs = db.programs(c["id"])
+        bp, bh = Counter(), Counter()
+        for r in progs:
+            s.programs += 1
+            s.status[r["status"]] += 1
+            s.program_s += r["wall_s"] or 0.0
+            if r["invalid"]:
+                s.invalid[r["invalid"]] += 1
+            if r["status"] != "pass":
+                s.reasons[f"{r['status']}: {r['reason']}"] += 1
+                s.failing.append(r)
+            for b, n in r["bins"].items():
+                if n:
+                    bp[b] += 1
+                    bh[b] += n
+        s.bin_programs, s.bin_hits = dict(bp), dict(bh)
+        s.empty_bins = [b for b in bins_required if not bp.get(b)]
+        s.extra_bins = sorted(set(bp) - set(bins_required))
+        s.session_s = sum(max(x["last"] - x["started"], 0.0) for x in db.sessions(c["id"]))
+        out.append(s)
+    return out
+
+
+def render(s: CampaignSummary, bins_required: tuple[str, ...] | None = None, max_failing: int = 50) -> str:
+    """Plain-text report of one campaign."""
+    bins_required = all_bins() if bins_required is None else bins_required
+    L = [f"campaign {s.campaign}  (hw {s.hw}, bug {s.bug or 'none'}, {'RTL' if s.rtl else 'SimPy only'})",
+         f"programs: {s.programs}  pass {s.status['pass']}  fail {s.status['fail']}  "
+         f"error {s.status['error']}"]
+    if s.invalid:
+        L.append("invalid programs: " + ", ".join(f"{k} {v}" for k, v in sorted(s.invalid.items())))
+    if s.reasons:
+        L.append("failures by reason:")
+        L += [f"  {n:6d}  {r}" for r, n in s.reasons.most_common()]
+    hit = len(bins_required) - len(s.empty_bins)
+    L.append(f"coverage: {hit} of {len(bins_required)} bins hit"
+             + (f"; EMPTY: {', '.join(s.empty_bins)}" if s.empty_bins else ""))
+    w = max((len(b) for b in bins_required), default=10)
+    for b in bins_required:
+        L.append(f"  {b:<{w}}  {s.bin_programs.get(b, 0):7d} programs  {s.bin_hits.get(b, 0):9d} hits")
+    if s.extra_bins:
+        L.append("  (bins hit but not in ALL_BINS: " + ", ".join(s.extra_bins) + ")")
+    mean = s.program_s / s.programs if s.programs else 0.0
+    L.append(f"throughput: {s.programs_per_hour:,.0f} programs/hour over {s.session_s:,.1f} s of runs; "
+             f"{mean:.2f} s per program (one worker)")
+    if s.failing:
+        L.append(f"failing seeds ({len(s.failing)}):")
+        for r in s.failing[:max_failing]:
+            sig = f" signal {r['signal']}" if r["signal"] else ""
+            L.append(f"  #{r['idx']} seed {r['seed']}: {r['status']} {r['reason']}{sig}"
+                     f"  bundle {r['bundle'] or '-'}")
+        if len(s.failing) > max_failing:
+            L.append(f"  ... {len(s.failing) - max_failing} more")
+    L.append(f"verdict: {'PASS' if s.passed else 'FAIL'}"
+             + ("" if s.passed else f" ({len(s.failing)} failing programs, {len(s.empty_bins)} empty bins)"))
+    return "\n".join(L)
+
+
+__all__ = ["CampaignSummary", "summarize", "render", "all_bins"]

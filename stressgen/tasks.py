@@ -1,0 +1,270 @@
+"""Task builders. A task allocates its SRAM/accumulator space and data up front and returns its
+phases (load, compute, store) as callables plus an estimate of its instruction count; the
+generator interleaves the phases of several tasks (software pipelining) and the Emitter adds the
+tokens, so any interleaving is race-free."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tpusim.arith import add_multipliers
+
+from stressgen.ctx import Task
+from stressgen.data import rand_i8, rand_qreg, requant_table
+
+PRIME_K = (101, 103, 107, 127, 131)
+
+
+def _factor(r, m: int) -> tuple[int, int]:
+    divs = [d for d in range(1, m + 1) if m % d == 0]
+    cx = r.choice(divs)
+    return cx, m // cx
+
+
+def pick_m(r) -> int:
+    return r.choice([1, 1, 2, 3, 5, 7, 9, 11, 13, 15, 17, 21, 23, 25, 27, 31, 35, 37, r.randint(1, 40)])
+
+
+def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
+    """C[M, N] = X[M, K] @ W[K, N] over K tiles of R rows and N tiles of C columns, then
+    REQUANT per N tile (random per-channel table), optional POOL, DMA_STORE."""
+    cfg, r, nrng = ctx.cfg, ctx.r, ctx.nrng
+    R, C, W, pw = cfg.array_rows, cfg.array_cols, ctx.W, cfg.param_words
+    tk, tn = math.ceil(K / R), math.ceil(N / C)
+    w = rand_i8(nrng, (K, N), dmode)
+    w[K - 1][w[K - 1] == 0] = 1                       # the last real row / column is non-zero
+    w[:, N - 1][w[:, N - 1] == 0] = -1
+    wp = np.zeros((tk * R, tn * C), np.int8)
+    wp[:K, :N] = w
+    wblob = wp.reshape(tk, R, tn, C).transpose(2, 0, 3, 1)          # [tn][tk][col n][k]
+    x = rand_i8(nrng, (M, tk * R), dmode)
+    if r.random() < 0.5:
+        x[:, K:] = 0
+    layout = r.choice(["tile", "tile", "mmajor", "mmajor", "gap2d", "gap2d", "repeat"] if M > 1
+                      else ["tile", "mmajor"])
+    xt = x.reshape(M, tk, R)
+    if layout == "repeat":
+        xt[:] = xt[0]
+    if layout in ("tile", "repeat"):
+        words = tk if layout == "repeat" else tk * M
+        blob = xt[0] if layout == "repeat" else xt.transpose(1, 0, 2)
+        cx, cy = _factor(r, M) if r.random() < 0.5 else (M, 1)
+        geo = dict(count_x=cx, stride_x=0 if layout == "repeat" else 1, count_y=cy,
+                   stride_y=0 if layout == "repeat" else cx)
+        if cy == 1:
+            geo["stride_y"] = r.randint(0, 9)                        # unused: any value
+        base_of = lambda b, t: b + (t if layout == "repeat" else t * M)  # noqa: E731
+    if layout == "gap2d" and tk * (6 * M + 2) > cfg.sram_words // 4:
+        layout = "mmajor"
+    if layout == "mmajor":
+        words, blob = tk * M, xt
+        cx, cy = _factor(r, M) if r.random() < 0.7 else (M, 1)
+        geo = dict(count_x=cx, stride_x=tk, count_y=cy, stride_y=cx * tk)
+        base_of = lambda b, t: b + t                                  # noqa: E731
+    if layout == "gap2d":
+        cx, cy = _factor(r, M)
+        sx = r.randint(1, 3)
+        sy = cx * sx + r.randint(0, 3)
+        g = cy * sy + r.randint(0, 2)
+        words = tk * g
+        blob = rand_i8(nrng, (words, R))
+        for t in range(tk):
+            for i in range(M):
+                blob[t * g + (i // cx) * sy + (i % cx) * sx] = xt[i, t]
+        geo = dict(count_x=cx, stride_x=sx, count_y=cy, stride_y=sy)
+        base_of = lambda b, t: b + t * g                              # noqa: E731
+    tables, classes = zip(*[requant_table(cfg, r, nrng, dmode) for _ in range(tn)])
+    shared_acc = r.random() < 0.5
+    zp_val = rand_qreg(r)
+    relu = int(r.random() < 0.3)
+    post = r.choice([None, None, "pool", "add"]) if M >= 2 else None
+    task = Task(ctx, 3 + tn * (2 * tk + 1) + 2 + (3 if post else 0))
+
+    def loads():
+        nonlocal wbase, abase, pbase, obase, accs, dst
+        wbase = ctx.alloc(task, "sram", tn * tk * C)
+        abase = ctx.alloc(task, "sram", words)
+        pbase = ctx.alloc(task, "sram", tn * pw)
+        obase = ctx.alloc(task, "sram", tn * M)
+        dst = ctx.alloc(task, "sram", M) if post else 0
+        accs = [ctx.alloc(task, "acc", M)] * tn if shared_acc else [ctx.alloc(task, "acc", M) for _ in range(tn)]
+        ctx.load(wbase, wblob)
+        ctx.load(abase, blob)
+        ctx.load(pbase, np.frombuffer(b"".join(tables), np.int8))
+
+    def compute():
+        q = ctx.ensure_qreg(zp_val)
+        for n in range(tn):
+            for t in range(tk):
+                ctx.em.emit("LOAD_WEIGHTS", sram_addr=wbase + (n * tk + t) * C)
+                ctx.em.emit("MATMUL", act_addr=base_of(abase, t), acc_addr=accs[n],
+                            accumulate=int(t > 0), **geo)
+            ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                        dst_addr=obase + n * M, qreg=q, relu=relu)
+
+    def stores():
+        ctx.store(obase, tn * M * W)
+        if post == "pool":
+            ctx.em.emit("POOL", mode=0, src_addr=obase, win_w=2, win_h=1, win_stride_x=1,
+                        win_stride_y=r.randint(0, 5), out_w=M - 1, out_stride_x=1, out_h=1,
+                        out_stride_y=r.randint(0, 5), dst_addr=dst)
+            ctx.store(dst, (M - 1) * W)
+        elif post == "add":
+            qa, qb, qo = (ctx.ensure_qreg(rand_qreg(r)) for _ in range(3))
+            ctx.em.emit("ADD", src_a=obase, src_b=obase + (tn - 1) * M, dst_addr=dst, count=M,
+                        qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(r.random() < 0.3))
+            ctx.store(dst, M * W)
+
+    wbase = abase = pbase = obase = dst = 0
+    accs = []
+    task.phases = [loads, compute, stores]
+    return task
+
+
+def pool_task(ctx):
+    """POOL max or average over an H x Wd image of words (average: power-of-two 1/n scales half
+    of the time, so rounding ties are frequent)."""
+    r, W = ctx.r, ctx.W
+    h, wd = r.randint(1, 6), r.randint(1, 7)
+    ww, wh = r.randint(1, min(3, wd)), r.randint(1, min(3, h))
+    sx, sy = r.randint(1, 2), r.randint(1, 2)
+    ow, oh = (wd - ww) // sx + 1, (h - wh) // sy + 1
+    mode = int(r.random() < 0.6)
+    img = rand_i8(ctx.nrng, (h * wd, W))
+    n = ww * wh
+    task = Task(ctx, 6)
+    src = dst = 0
+    tie = mode and n & (n - 1) == 0 and r.random() < 0.7
+    vin, vout = rand_qreg(r), rand_qreg(r, n if tie else None)
+
+    def loads():
+        nonlocal src, dst
+        src, dst = ctx.alloc(task, "sram", h * wd), ctx.alloc(task, "sram", ow * oh)
+        ctx.load(src, img)
+
+    def compute():
+        qi = ctx.ensure_qreg(vin) if mode else r.randrange(ctx.cfg.qreg_count)
+        qo = ctx.ensure_qreg(vout) if mode else r.randrange(ctx.cfg.qreg_count)
+        ctx.em.emit("POOL", mode=mode, src_addr=src, win_w=ww, win_h=wh, win_stride_x=1,
+                    win_stride_y=wd, out_w=ow, out_stride_x=sx, out_h=oh, out_stride_y=sy * wd,
+                    dst_addr=dst, qreg_in=qi, qreg_out=qo)
+
+    def stores():
+        ctx.store(dst, ow * oh * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
+def add_params(r):
+    """Quant register values (a, b, out) for ADD: TFLite multipliers from random scales, or the
+    tie-prone set a/b = (2^30, 0), out = (2^30, -19), where the output is ((a-za)+(b-zb))/2."""
+    zs = [r.choice([0, r.randint(-128, 127), r.randint(-5, 5)]) for _ in range(3)]
+    if r.random() < 0.5:
+        ms = [(1 << 30, 0), (1 << 30, 0), (1 << 30, -19)]
+    else:
+        sa, sb, so = (10 ** r.uniform(-3, 0) for _ in range(3))
+        ms = list(add_multipliers(sa, sb, so))
+    return [(m, s, z) for (m, s), z in zip(ms, zs)]
+
+
+def add_task(ctx, chain: bool = False):
+    """ADD of two loaded inputs, then store. ``chain``: operand a is instead the latest output
+    region reloaded from DDR (a read-after-write through DDR; skipped if there is none yet)."""
+    r, W = ctx.r, ctx.W
+    n = r.randint(1, 24)
+    vals = add_params(r)
+    task = Task(ctx, 7)
+    sa = sb = dst = 0
+
+    def loads():
+        nonlocal n, sa, sb, dst
+        src = ctx.outputs[-1] if chain and ctx.outputs else None
+        if src is not None and src.size_bytes <= ctx.cfg.sram_size_bytes // 4:
+            n = src.size_bytes // W
+        else:
+            src = None
+        sa, sb, dst = (ctx.alloc(task, "sram", n) for _ in range(3))
+        if src is not None:
+            ctx.load_raw(sa, src.ddr_addr, src.size_bytes)
+        else:
+            ctx.load(sa, rand_i8(ctx.nrng, (n, W)))
+        ctx.load(sb, rand_i8(ctx.nrng, (n, W)))
+
+    def compute():
+        qs = []
+        for v in vals:
+            qs.append(ctx.ensure_qreg(v))
+        ctx.em.emit("ADD", src_a=sa, src_b=sb, dst_addr=dst, count=n, qreg_a=qs[0], qreg_b=qs[1],
+                    qreg_out=qs[2], relu=int(r.random() < 0.3))
+
+    def stores():
+        ctx.store(dst, n * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
+def qreg_alias_task(ctx):
+    """Registers i, i+16, i+32, i+48 loaded with pairwise different values, all read by ADDs;
+    then i is reloaded and read again (catches index aliasing and stale reloads)."""
+    r, W = ctx.r, ctx.W
+    nq = ctx.cfg.qreg_count
+    i = r.randrange(16)
+    idx = [q for q in (i, i + 16, i + 32, i + 48) if q < nq]
+    n = r.randint(1, 8)
+    a_data, b_data = rand_i8(ctx.nrng, (n, W)), rand_i8(ctx.nrng, (n, W))
+    task = Task(ctx, 12)
+    sa = sb = dst = 0
+    zps = r.sample(range(-100, 100), len(idx) + 1)
+    vals = [(m, s, z) for (m, s, _), z in zip(add_params(r) * 2, zps)]
+    vals = [(m - k, s, z) if m else (m, s, z) for k, (m, s, z) in enumerate(vals)]
+    reload = (vals[0][0] ^ 0x155, vals[0][1], zps[-1])
+
+    def loads():
+        nonlocal sa, sb, dst
+        sa, sb, dst = ctx.alloc(task, "sram", n), ctx.alloc(task, "sram", n), ctx.alloc(task, "sram", 3 * n)
+        ctx.load(sa, a_data)
+        ctx.load(sb, b_data)
+
+    def compute():
+        for q, v in zip(idx, vals):
+            ctx.load_qreg(q, v)
+        k = len(idx)
+        trip = [(idx[0], idx[2 % k], idx[1 % k]), (idx[3 % k], idx[0], idx[2 % k])]
+        for j, (qa, qb, qo) in enumerate(trip):
+            ctx.em.emit("ADD", src_a=sa, src_b=sb, dst_addr=dst + j * n, count=n, qreg_a=qa,
+                        qreg_b=qb, qreg_out=qo, relu=0)
+        ctx.load_qreg(idx[0], reload)
+        ctx.em.emit("ADD", src_a=sb, src_b=sa, dst_addr=dst + 2 * n, count=n, qreg_a=idx[0],
+                    qreg_b=idx[-1], qreg_out=idx[1 % k], relu=0)
+
+    def stores():
+        ctx.store(dst, 3 * n * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
+def fill_task(ctx):
+    """One DMA_LOAD that writes every SRAM byte, then stores of 1-3 random chunks of it."""
+    cfg, r, W = ctx.cfg, ctx.r, ctx.W
+    data = rand_i8(ctx.nrng, cfg.sram_size_bytes)
+    chunks = []
+    for _ in range(r.randint(1, 3)):
+        n = r.randint(1, 64)
+        chunks.append((r.randrange(cfg.sram_words - n), n))
+
+    task = Task(ctx, 2 + len(chunks))
+
+    def loads():
+        base = ctx.alloc(task, "sram", cfg.sram_words)
+        ctx.load(base, data, min_inner=cfg.dma_burst_bytes)
+
+    def stores():
+        for w0, n in chunks:
+            ctx.store(w0, n * W)
+    task.phases = [loads, lambda: None, stores]
+    return task
+
+
+__all__ = ["matmul_task", "pool_task", "add_task", "qreg_alias_task", "fill_task", "pick_m",
+           "PRIME_K"]
