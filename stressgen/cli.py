@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--no-rtl", action="store_true")
     q.add_argument("--no-waves", action="store_true")
     q.add_argument("--out", type=Path, default=None, help="run folder (default stress_runs/replay/<seed>)")
+    q.add_argument("--dump-scope", action="append", default=[], metavar="SCOPE",
+                   help="also dump every RTL signal under this hierarchical prefix (repeatable, e.g. "
+                        "tb_top.u_tpu.u_ddr_arb) to <out>/rtl_full/waves.vcd, model time base")
+    q.add_argument("--dump-window", default=None, metavar="T0:T1",
+                   help="limit that dump to model time [T0, T1) in ps (e.g. 120000:130000)")
     s = sub.add_parser("report", help="summarise a results database")
     s.add_argument("--db", type=Path, default=DEFAULT_HOME / "stress.db")
     s.add_argument("--campaign", default=None, help="only this campaign id")
@@ -160,6 +165,7 @@ def cmd_replay(a) -> int:
     from stressgen.runner import run_one
     from tpusim.config import load_config
     _check_common(a)
+    _parse_window(a.dump_window)      # refuse a bad window before any run
     if (a.seed is None) == (a.asm is None):
         raise StressCliError("replay needs exactly one of --seed P or --asm FILE")
     cfg = load_config(a.hw)
@@ -186,8 +192,34 @@ def cmd_replay(a) -> int:
         print(o.first_divergence)
         from tpusim.fileio import write_text_atomic
         write_text_atomic(out / "divergence.txt", o.first_divergence + "\n")
+    if a.dump_scope or a.dump_window:
+        print(f"scoped RTL dump: {_scoped_dump(a, cfg, out, bugs)}")
     print(f"files in {out}")
     return 0 if o.passed else 1
+
+
+def _parse_window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        t0, t1 = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise StressCliError(f"--dump-window must be T0:T1 in ps (integers), got {text!r}") from None
+    if not 0 <= t0 < t1:
+        raise StressCliError(f"--dump-window needs 0 <= T0 < T1, got {text!r}")
+    return t0, t1
+
+
+def _scoped_dump(a, cfg, out: Path, bugs) -> Path:
+    """Run the replayed program once more on the RTL with a full dump of the requested scopes
+    and window (tracing build); the path of the VCD."""
+    if a.no_rtl:
+        raise StressCliError("--dump-scope / --dump-window dump the RTL: drop --no-rtl")
+    from cocotb_tests.harness import run_rtl
+    from waves.rtl_dump import SCOPED_VCD
+    res = run_rtl(out / "program.tpubin", cfg, {}, out / "rtl_full", waves="vcd", bugs=tuple(bugs),
+                  dump_scopes=a.dump_scope or None, dump_window_ps=_parse_window(a.dump_window))
+    return res.out_dir / SCOPED_VCD
 
 
 def cmd_report(a) -> int:

@@ -134,3 +134,34 @@ def test_nightly_script(tmp_path):
     r = subprocess.run([str(script)], env=dict(env, HW="nosuch"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "hardware config 'nosuch' not found" in r.stderr
     assert report.read_text() == text
+
+
+@pytest.mark.parametrize("window, message", [
+    ("abc", "--dump-window must be T0:T1 in ps (integers), got 'abc'"),
+    ("10:5", "--dump-window needs 0 <= T0 < T1, got '10:5'"),
+])
+def test_replay_bad_dump_window(capsys, tmp_path, window, message):
+    assert main(["replay", "--seed", "3", "--out", str(tmp_path), "--dump-window", window]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stressgen: error: ") and message in err and err.count("\n") == 1
+
+
+def test_replay_scoped_dump_needs_the_rtl(capsys, tmp_path):
+    assert main(["replay", "--seed", "3", "--out", str(tmp_path), "--no-rtl",
+                 "--dump-scope", "tb_top.u_tpu.u_ddr_arb"]) == 2
+    assert "--dump-scope / --dump-window dump the RTL: drop --no-rtl" in capsys.readouterr().err
+
+
+@pytest.mark.rtl
+def test_replay_with_scoped_windowed_dump(capsys, tmp_path):
+    """The deep-triage dump: every signal under one scope, only inside the window (model ps)."""
+    from waves.reader import read_dump
+    rc = main(["replay", "--seed", "3", "--out", str(tmp_path), "--dump-scope", "tb_top.u_tpu.u_ddr_arb",
+               "--dump-window", "20000:40000"])
+    assert rc == 0, capsys.readouterr()
+    vcd = tmp_path / "rtl_full" / "waves.vcd"
+    assert f"scoped RTL dump: {vcd}" in capsys.readouterr().out
+    d = read_dump(vcd)
+    assert d.names() and all(n.startswith("tb_top.u_tpu.u_ddr_arb.") for n in d.names())
+    times = [t for n in d.names() for t, _ in d.changes(n)]
+    assert min(times) >= d.to_ticks(20000) and max(times) < d.to_ticks(40000)

@@ -162,7 +162,7 @@ def test_triage_planted_difference_on_model_dumps(tmp_path, model_vcd):
     res = triage(path, bad, None, tmp_path / "tri")
     assert not res.identical and res.first.time_ps == t and res.first.signal_a == "tpu.qreg.wr_idx"
     assert (res.first.value_a, res.first.value_b) == (3, 7)
-    assert "first divergence at 21000 ps = core cycle 21: tpu.qreg.wr_idx: A=3 B=7" in res.report
+    assert "first divergence at 21000 ps = core cycle 21: tpu.qreg.wr_idx: model=3 rtl=7" in res.report
     assert "VPU pc 0x0 (#0) since 20000 ps, retires here" in res.report
     assert "1 of " in res.report
     assert (tmp_path / "tri" / "divergence.txt").read_text().startswith("first divergence at 21000")

@@ -119,10 +119,12 @@ def fmt_time(t_ps, core_period_ps: int) -> str:
 
 def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
            a: Dump | None = None, b: Dump | None = None,
-           mapping: dict[str, str] | None = None) -> str:
+           mapping: dict[str, str] | None = None, labels: tuple[str, str] = ("A", "B")) -> str:
     """Text report: first divergence (time in ps and core cycles, signal, both values), the
     instruction in flight on each side (if dumps ``a``/``b`` with architectural signals are given;
-    ``mapping`` renames A's names to B's), the number of differing signals, the next ones."""
+    ``mapping`` renames A's names to B's), the number of differing signals, the next ones.
+    ``labels`` name the two sides in the text (e.g. ("model", "rtl"))."""
+    la, lb = labels
     lines = []
     if res.identical:
         return f"identical: {res.compared} signals compared, no differences"
@@ -130,10 +132,10 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
     if first is not None:
         name = first.signal_a if first.signal_a == first.signal_b else f"{first.signal_a} / {first.signal_b}"
         lines.append(f"first divergence at {fmt_time(first.time_ps, core_period_ps)}: {name}: "
-                     f"A={fmt_value(first.value_a)} B={fmt_value(first.value_b)}")
+                     f"{la}={fmt_value(first.value_a)} {lb}={fmt_value(first.value_b)}")
         from waves.inflight import in_flight
         rename_b = (lambda n: mapping.get(n, n)) if mapping else (lambda n: n)
-        for label, dump, rename in (("A", a, lambda n: n), ("B", b, rename_b)):
+        for label, dump, rename in ((la, a, lambda n: n), (lb, b, rename_b)):
             state = in_flight(dump, first.time_ps, rename) if dump is not None else None
             if state:
                 lines.append(f"  in flight on {label}: {state}")
@@ -143,10 +145,10 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
     lines.append(f"{len(res.divergences)} of {res.compared} compared signals differ")
     for d in res.divergences[1:limit]:
         lines.append(f"  {d.signal_a} at {fmt_time(d.time_ps, core_period_ps)}: "
-                     f"A={fmt_value(d.value_a)} B={fmt_value(d.value_b)}")
+                     f"{la}={fmt_value(d.value_a)} {lb}={fmt_value(d.value_b)}")
     if len(res.divergences) > limit:
         lines.append(f"  ... {len(res.divergences) - limit} more")
-    for label, names in (("A", res.only_in_a), ("B", res.only_in_b)):
+    for label, names in ((la, res.only_in_a), (lb, res.only_in_b)):
         if names:
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             lines.append(f"{len(names)} signals only in {label}: {shown}")

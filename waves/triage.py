@@ -96,7 +96,7 @@ def triage(model_vcd: str | Path, rtl_vcd: str | Path, map_path: str | Path | No
     a, b = read_dump(model_vcd), read_dump(rtl_vcd)
     mapping = load_map(map_path) if map_path else None
     res = diff_dumps(a, b, mapping)
-    text = report(res, core_period_ps, a=a, b=b, mapping=mapping)
+    text = report(res, core_period_ps, a=a, b=b, mapping=mapping, labels=("model", "rtl"))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if mapping is None:
