@@ -68,6 +68,7 @@ module tpu_decoder
   logic [31:0]            buf_idx, slot, instr_idx;
   logic [INSTR_BITS-1:0]  instr;
   logic [7:0]             opcode;
+  nop_t                   nop;
   logic                   line_ok;
 
   assign buf_idx   = 32'((pc_q / 40'(BURST_BYTES)) % 40'(NBuf));
@@ -81,7 +82,8 @@ module tpu_decoder
       if (instr_idx == i) instr = line_data_i[i*INSTR_BITS +: INSTR_BITS];
     end
   end
-  assign opcode = instr[OPCODE_LSB +: OPCODE_BITS];
+  assign opcode = opcode_of(instr);
+  assign nop    = nop_fields(instr);
 
   // ---- decode -----------------------------------------------------------------------------
   logic       is_engine, is_halt, is_reserved;
@@ -93,7 +95,7 @@ module tpu_decoder
     is_reserved = 1'b0;
     engine      = 2'(ENG_LOAD);
     unique case (opcode)
-      OP_NOP:          engine = instr[NOP_ENGINE_LSB +: 2];
+      OP_NOP:          engine = nop.engine;
       OP_HALT:         begin is_engine = 1'b0; is_halt = 1'b1; end
       OP_DMA_LOAD:     engine = 2'(ENG_LOAD);
       OP_DMA_STORE:    engine = 2'(ENG_STORE);

@@ -69,25 +69,10 @@ module tpu_dma_channel
   endfunction
 
   // ---- descriptor fields (DMA_LOAD and DMA_STORE share the layout) ------------------------
-  logic [39:0] f_ddr;
-  logic [19:0] f_sram, f_inner, f_sstride1, f_sstride2;
-  logic [15:0] f_count1, f_count2;
-  logic [31:0] f_dstride1, f_dstride2;
-  logic        f_empty;
-  assign f_ddr      = launch_instr_i[DMA_LOAD_DDR_ADDR_LSB     +: 40];
-  assign f_sram     = launch_instr_i[DMA_LOAD_SRAM_ADDR_LSB    +: 20];
-  assign f_inner    = launch_instr_i[DMA_LOAD_INNER_BYTES_LSB  +: 20];
-  assign f_count1   = launch_instr_i[DMA_LOAD_COUNT1_LSB       +: 16];
-  assign f_dstride1 = launch_instr_i[DMA_LOAD_DDR_STRIDE1_LSB  +: 32];
-  assign f_sstride1 = launch_instr_i[DMA_LOAD_SRAM_STRIDE1_LSB +: 20];
-  assign f_count2   = launch_instr_i[DMA_LOAD_COUNT2_LSB       +: 16];
-  assign f_dstride2 = launch_instr_i[DMA_LOAD_DDR_STRIDE2_LSB  +: 32];
-  assign f_sstride2 = launch_instr_i[DMA_LOAD_SRAM_STRIDE2_LSB +: 20];
-  assign f_empty    = (f_inner == '0 || f_count1 == '0 || f_count2 == '0);
-
-  logic unused_instr;   // header (the controller handles wait/signal) and unused top bits
-  assign unused_instr = ^{launch_instr_i[INSTR_BITS-1:DMA_LOAD_USED_BITS],
-                          launch_instr_i[HEADER_BITS-1:0]};
+  dma_load_t desc;
+  logic      f_empty;
+  assign desc    = dma_load_fields(launch_instr_i);
+  assign f_empty = (desc.inner_bytes == '0 || desc.count1 == '0 || desc.count2 == '0);
 
   // ---- walker state (the last A-launched burst) ----------------------------------------------
   logic        active_q, empty_q;
@@ -152,14 +137,14 @@ module tpu_dma_channel
     nx_row_ddr  = row_ddr_q;
     nx_row_sram = row_sram_q;
     if (launch_i) begin
-      nx_inner    = f_inner;
+      nx_inner    = desc.inner_bytes;
       nx_off      = '0;
       nx_o1       = '0;
       nx_o2       = '0;
-      nx_run_ddr  = f_ddr;
-      nx_run_sram = f_sram;
-      nx_row_ddr  = f_ddr;
-      nx_row_sram = f_sram;
+      nx_run_ddr  = desc.ddr_addr;
+      nx_run_sram = desc.sram_addr;
+      nx_row_ddr  = desc.ddr_addr;
+      nx_row_sram = desc.sram_addr;
     end else if (run_end) begin
       nx_off = '0;
       if (!last_o1) begin
@@ -242,13 +227,13 @@ module tpu_dma_channel
       if (launch_i) begin
         active_q   <= 1'b1;
         empty_q    <= f_empty;
-        count1_q   <= f_count1;
-        count2_q   <= f_count2;
-        dstride1_q <= f_dstride1;
-        dstride2_q <= f_dstride2;
-        sstride1_q <= f_sstride1;
-        sstride2_q <= f_sstride2;
-        inner_q    <= f_inner;
+        count1_q   <= desc.count1;
+        count2_q   <= desc.count2;
+        dstride1_q <= desc.ddr_stride1;
+        dstride2_q <= desc.ddr_stride2;
+        sstride1_q <= desc.sram_stride1;
+        sstride2_q <= desc.sram_stride2;
+        inner_q    <= desc.inner_bytes;
       end else if (done_o) begin
         active_q <= 1'b0;
         empty_q  <= 1'b0;

@@ -23,24 +23,10 @@ module tpu_dma_check
   localparam int unsigned DdrAlign = (WORD_BYTES >= 32) ? WORD_BYTES : 32;
   localparam logic [63:0]  DdrLimit = 64'd1 << tpu_isa_pkg::DDR_ADDR_BITS;
 
-  logic [7:0]  opcode;
-  logic [39:0] f_ddr;
-  logic [19:0] f_sram, f_inner, f_sstride1, f_sstride2;
-  logic [15:0] f_count1, f_count2;
-  logic [31:0] f_dstride1, f_dstride2;
-  assign opcode     = instr_i[OPCODE_LSB +: OPCODE_BITS];
-  assign f_ddr      = instr_i[DMA_LOAD_DDR_ADDR_LSB     +: 40];
-  assign f_sram     = instr_i[DMA_LOAD_SRAM_ADDR_LSB    +: 20];
-  assign f_inner    = instr_i[DMA_LOAD_INNER_BYTES_LSB  +: 20];
-  assign f_count1   = instr_i[DMA_LOAD_COUNT1_LSB       +: 16];
-  assign f_dstride1 = instr_i[DMA_LOAD_DDR_STRIDE1_LSB  +: 32];
-  assign f_sstride1 = instr_i[DMA_LOAD_SRAM_STRIDE1_LSB +: 20];
-  assign f_count2   = instr_i[DMA_LOAD_COUNT2_LSB       +: 16];
-  assign f_dstride2 = instr_i[DMA_LOAD_DDR_STRIDE2_LSB  +: 32];
-  assign f_sstride2 = instr_i[DMA_LOAD_SRAM_STRIDE2_LSB +: 20];
-
-  logic unused_instr;   // header masks and the bits above the DMA fields
-  assign unused_instr = ^{instr_i[INSTR_BITS-1:DMA_LOAD_USED_BITS], instr_i[HEADER_BITS-1:8]};
+  logic [7:0] opcode;
+  dma_load_t  desc;       // DMA_LOAD and DMA_STORE share the layout
+  assign opcode = opcode_of(instr_i);
+  assign desc   = dma_load_fields(instr_i);
 
   function automatic logic misaligned(input logic [39:0] v, input int unsigned align);
     return (64'(v) % 64'(align)) != 64'd0;
@@ -49,16 +35,20 @@ module tpu_dma_check
   logic        is_dma, zero, mis;
   logic [63:0] n1, n2, sram_end, ddr_end;
   assign is_dma = (opcode == OP_DMA_LOAD) || (opcode == OP_DMA_STORE);
-  assign zero   = (f_inner == '0) || (f_count1 == '0) || (f_count2 == '0);
-  assign mis    = misaligned(40'(f_sram), WORD_BYTES) || misaligned(40'(f_inner), WORD_BYTES)
-               || misaligned(40'(f_sstride1), WORD_BYTES) || misaligned(40'(f_sstride2), WORD_BYTES)
-               || misaligned(f_ddr, DdrAlign) || misaligned(40'(f_dstride1), DdrAlign)
-               || misaligned(40'(f_dstride2), DdrAlign);
+  assign zero   = (desc.inner_bytes == '0) || (desc.count1 == '0) || (desc.count2 == '0);
+  assign mis    = misaligned(40'(desc.sram_addr), WORD_BYTES)
+               || misaligned(40'(desc.inner_bytes), WORD_BYTES)
+               || misaligned(40'(desc.sram_stride1), WORD_BYTES)
+               || misaligned(40'(desc.sram_stride2), WORD_BYTES)
+               || misaligned(desc.ddr_addr, DdrAlign) || misaligned(40'(desc.ddr_stride1), DdrAlign)
+               || misaligned(40'(desc.ddr_stride2), DdrAlign);
   // (count - 1) is only used when no count is zero
-  assign n1       = 64'(f_count1) - 64'd1;
-  assign n2       = 64'(f_count2) - 64'd1;
-  assign sram_end = 64'(f_sram) + n2 * 64'(f_sstride2) + n1 * 64'(f_sstride1) + 64'(f_inner);
-  assign ddr_end  = 64'(f_ddr) + n2 * 64'(f_dstride2) + n1 * 64'(f_dstride1) + 64'(f_inner);
+  assign n1       = 64'(desc.count1) - 64'd1;
+  assign n2       = 64'(desc.count2) - 64'd1;
+  assign sram_end = 64'(desc.sram_addr) + n2 * 64'(desc.sram_stride2) + n1 * 64'(desc.sram_stride1)
+                  + 64'(desc.inner_bytes);
+  assign ddr_end  = 64'(desc.ddr_addr) + n2 * 64'(desc.ddr_stride2) + n1 * 64'(desc.ddr_stride1)
+                  + 64'(desc.inner_bytes);
 
   always_comb begin
     bad_o  = is_dma;

@@ -61,9 +61,9 @@ module tpu_engine_ctrl
   logic [NUM_ENGINES-1:0] head_wait, cur_signal;
   logic                   head_nop, can_start, tokens_ok, start_now, done_now;
 
-  assign head_wait   = q_instr_i[WAIT_LSB +: NUM_ENGINES];
-  assign cur_signal = instr_q[SIGNAL_LSB +: NUM_ENGINES];
-  assign head_nop    = (q_instr_i[OPCODE_LSB +: OPCODE_BITS] == OP_NOP) || head_err_i;
+  assign head_wait  = wait_mask_of(q_instr_i);
+  assign cur_signal = signal_mask_of(instr_q);
+  assign head_nop   = (opcode_of(q_instr_i) == OP_NOP) || head_err_i;
 
   assign can_start = !busy_q && q_valid_i;
   assign tokens_ok = &(tok_avail_i | ~head_wait);

@@ -4,6 +4,9 @@
 // [15:12] signal mask (one bit per engine), operand fields from bit 16 upward.
 // A field <OP>_<FIELD> occupies instr[<OP>_<FIELD>_LSB +: <OP>_<FIELD>_BITS].
 // Signed fields (two's complement) are marked in the comment.
+// Decoding: opcode_of(instr), wait_mask_of(instr), signal_mask_of(instr); the operand
+// fields of opcode <OP> as one packed struct <op>_t = <op>_fields(instr), e.g.
+// matmul_t mm = matmul_fields(instr) gives mm.count_x (signed fields are logic signed).
 
 `ifndef TPU_ISA_PKG_SV
 `define TPU_ISA_PKG_SV
@@ -11,6 +14,7 @@
 package tpu_isa_pkg;
 
   /* verilator lint_off UNUSEDPARAM */
+  /* verilator lint_off UNUSEDSIGNAL */  // a decode function reads only its own bits
   localparam int unsigned INSTR_BITS                         = 256;
   localparam int unsigned INSTR_BYTES                        = 32;
   localparam int unsigned HEADER_BITS                        = 16;
@@ -23,6 +27,15 @@ package tpu_isa_pkg;
   localparam int unsigned WAIT_BITS                          = 4;
   localparam int unsigned SIGNAL_LSB                         = 12;
   localparam int unsigned SIGNAL_BITS                        = 4;
+  function automatic logic [OPCODE_BITS-1:0] opcode_of(input logic [INSTR_BITS-1:0] w);
+    return w[OPCODE_LSB +: OPCODE_BITS];
+  endfunction
+  function automatic logic [WAIT_BITS-1:0] wait_mask_of(input logic [INSTR_BITS-1:0] w);
+    return w[WAIT_LSB +: WAIT_BITS];
+  endfunction
+  function automatic logic [SIGNAL_BITS-1:0] signal_mask_of(input logic [INSTR_BITS-1:0] w);
+    return w[SIGNAL_LSB +: SIGNAL_BITS];
+  endfunction
 
   // engines (value = bit in the wait/signal masks; also index of retire_o)
   localparam int unsigned NUM_ENGINES                        = 4;
@@ -61,6 +74,13 @@ package tpu_isa_pkg;
   localparam int unsigned NOP_ENGINE_LSB                     = 16;  // [17:16]
   localparam int unsigned NOP_ENGINE_BITS                    = 2;
   localparam int unsigned NOP_USED_BITS                      = 18;  // bits above are zero
+  // nop_t = nop_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [1:0] engine;  // [17:16]
+  } nop_t;
+  function automatic nop_t nop_fields(input logic [INSTR_BITS-1:0] w);
+    return nop_t'(w[NOP_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // HALT (opcode 0x02, decoder)
   localparam int unsigned HALT_USED_BITS                     = 16;  // bits above are zero
@@ -85,6 +105,21 @@ package tpu_isa_pkg;
   localparam int unsigned DMA_LOAD_SRAM_STRIDE2_LSB          = 212;  // [231:212]
   localparam int unsigned DMA_LOAD_SRAM_STRIDE2_BITS         = 20;
   localparam int unsigned DMA_LOAD_USED_BITS                 = 232;  // bits above are zero
+  // dma_load_t = dma_load_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [19:0] sram_stride2;  // [231:212]
+    logic [31:0] ddr_stride2;   // [211:180]
+    logic [15:0] count2;        // [179:164]
+    logic [19:0] sram_stride1;  // [163:144]
+    logic [31:0] ddr_stride1;   // [143:112]
+    logic [15:0] count1;        // [111:96]
+    logic [19:0] inner_bytes;   // [95:76]
+    logic [19:0] sram_addr;     // [75:56]
+    logic [39:0] ddr_addr;      // [55:16]
+  } dma_load_t;
+  function automatic dma_load_t dma_load_fields(input logic [INSTR_BITS-1:0] w);
+    return dma_load_t'(w[DMA_LOAD_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // DMA_STORE (opcode 0x04, STORE)
   localparam int unsigned DMA_STORE_DDR_ADDR_LSB             = 16;  // [55:16]
@@ -106,11 +141,33 @@ package tpu_isa_pkg;
   localparam int unsigned DMA_STORE_SRAM_STRIDE2_LSB         = 212;  // [231:212]
   localparam int unsigned DMA_STORE_SRAM_STRIDE2_BITS        = 20;
   localparam int unsigned DMA_STORE_USED_BITS                = 232;  // bits above are zero
+  // dma_store_t = dma_store_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [19:0] sram_stride2;  // [231:212]
+    logic [31:0] ddr_stride2;   // [211:180]
+    logic [15:0] count2;        // [179:164]
+    logic [19:0] sram_stride1;  // [163:144]
+    logic [31:0] ddr_stride1;   // [143:112]
+    logic [15:0] count1;        // [111:96]
+    logic [19:0] inner_bytes;   // [95:76]
+    logic [19:0] sram_addr;     // [75:56]
+    logic [39:0] ddr_addr;      // [55:16]
+  } dma_store_t;
+  function automatic dma_store_t dma_store_fields(input logic [INSTR_BITS-1:0] w);
+    return dma_store_t'(w[DMA_STORE_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // LOAD_WEIGHTS (opcode 0x05, MXU)
   localparam int unsigned LOAD_WEIGHTS_SRAM_ADDR_LSB         = 16;  // [31:16]
   localparam int unsigned LOAD_WEIGHTS_SRAM_ADDR_BITS        = 16;
   localparam int unsigned LOAD_WEIGHTS_USED_BITS             = 32;  // bits above are zero
+  // load_weights_t = load_weights_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [15:0] sram_addr;  // [31:16]
+  } load_weights_t;
+  function automatic load_weights_t load_weights_fields(input logic [INSTR_BITS-1:0] w);
+    return load_weights_t'(w[LOAD_WEIGHTS_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // MATMUL (opcode 0x06, MXU)
   localparam int unsigned MATMUL_ACT_ADDR_LSB                = 16;  // [31:16]
@@ -128,6 +185,19 @@ package tpu_isa_pkg;
   localparam int unsigned MATMUL_ACCUMULATE_LSB              = 112;  // [112:112]
   localparam int unsigned MATMUL_ACCUMULATE_BITS             = 1;
   localparam int unsigned MATMUL_USED_BITS                   = 113;  // bits above are zero
+  // matmul_t = matmul_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic        accumulate;  // [112:112]
+    logic [15:0] acc_addr;    // [111:96]
+    logic [15:0] stride_y;    // [95:80]
+    logic [15:0] count_y;     // [79:64]
+    logic [15:0] stride_x;    // [63:48]
+    logic [15:0] count_x;     // [47:32]
+    logic [15:0] act_addr;    // [31:16]
+  } matmul_t;
+  function automatic matmul_t matmul_fields(input logic [INSTR_BITS-1:0] w);
+    return matmul_t'(w[MATMUL_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // LOAD_QREG (opcode 0x07, VPU)
   localparam int unsigned LOAD_QREG_QREG_LSB                 = 16;  // [21:16]
@@ -139,6 +209,16 @@ package tpu_isa_pkg;
   localparam int unsigned LOAD_QREG_ZERO_POINT_LSB           = 62;  // [69:62], signed
   localparam int unsigned LOAD_QREG_ZERO_POINT_BITS          = 8;
   localparam int unsigned LOAD_QREG_USED_BITS                = 70;  // bits above are zero
+  // load_qreg_t = load_qreg_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic signed [7:0]  zero_point;  // [69:62]
+    logic signed [7:0]  shift;       // [61:54]
+    logic signed [31:0] multiplier;  // [53:22]
+    logic [5:0]         qreg;        // [21:16]
+  } load_qreg_t;
+  function automatic load_qreg_t load_qreg_fields(input logic [INSTR_BITS-1:0] w);
+    return load_qreg_t'(w[LOAD_QREG_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // REQUANT (opcode 0x08, VPU)
   localparam int unsigned REQUANT_ACC_ADDR_LSB               = 16;  // [31:16]
@@ -154,6 +234,18 @@ package tpu_isa_pkg;
   localparam int unsigned REQUANT_RELU_LSB                   = 86;  // [86:86]
   localparam int unsigned REQUANT_RELU_BITS                  = 1;
   localparam int unsigned REQUANT_USED_BITS                  = 87;  // bits above are zero
+  // requant_t = requant_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic        relu;        // [86:86]
+    logic [5:0]  qreg;        // [85:80]
+    logic [15:0] dst_addr;    // [79:64]
+    logic [15:0] param_addr;  // [63:48]
+    logic [15:0] count;       // [47:32]
+    logic [15:0] acc_addr;    // [31:16]
+  } requant_t;
+  function automatic requant_t requant_fields(input logic [INSTR_BITS-1:0] w);
+    return requant_t'(w[REQUANT_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // POOL (opcode 0x09, VPU)
   localparam int unsigned POOL_MODE_LSB                      = 16;  // [16:16]
@@ -183,6 +275,25 @@ package tpu_isa_pkg;
   localparam int unsigned POOL_QREG_OUT_LSB                  = 167;  // [172:167]
   localparam int unsigned POOL_QREG_OUT_BITS                 = 6;
   localparam int unsigned POOL_USED_BITS                     = 173;  // bits above are zero
+  // pool_t = pool_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [5:0]  qreg_out;      // [172:167]
+    logic [5:0]  qreg_in;       // [166:161]
+    logic [15:0] dst_addr;      // [160:145]
+    logic [15:0] out_stride_y;  // [144:129]
+    logic [15:0] out_h;         // [128:113]
+    logic [15:0] out_stride_x;  // [112:97]
+    logic [15:0] out_w;         // [96:81]
+    logic [15:0] win_stride_y;  // [80:65]
+    logic [15:0] win_stride_x;  // [64:49]
+    logic [7:0]  win_h;         // [48:41]
+    logic [7:0]  win_w;         // [40:33]
+    logic [15:0] src_addr;      // [32:17]
+    logic        mode;          // [16:16]
+  } pool_t;
+  function automatic pool_t pool_fields(input logic [INSTR_BITS-1:0] w);
+    return pool_t'(w[POOL_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
   // ADD (opcode 0x0A, VPU)
   localparam int unsigned ADD_SRC_A_LSB                      = 16;  // [31:16]
@@ -202,7 +313,22 @@ package tpu_isa_pkg;
   localparam int unsigned ADD_RELU_LSB                       = 98;  // [98:98]
   localparam int unsigned ADD_RELU_BITS                      = 1;
   localparam int unsigned ADD_USED_BITS                      = 99;  // bits above are zero
+  // add_t = add_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic        relu;      // [98:98]
+    logic [5:0]  qreg_out;  // [97:92]
+    logic [5:0]  qreg_b;    // [91:86]
+    logic [5:0]  qreg_a;    // [85:80]
+    logic [15:0] count;     // [79:64]
+    logic [15:0] dst_addr;  // [63:48]
+    logic [15:0] src_b;     // [47:32]
+    logic [15:0] src_a;     // [31:16]
+  } add_t;
+  function automatic add_t add_fields(input logic [INSTR_BITS-1:0] w);
+    return add_t'(w[ADD_USED_BITS-1:HEADER_BITS]);
+  endfunction
 
+  /* verilator lint_on UNUSEDSIGNAL */
   /* verilator lint_on UNUSEDPARAM */
 
 endpackage : tpu_isa_pkg

@@ -55,24 +55,18 @@ module tpu_mxu
 );
 
   // ---------------------------------------------------------------- instruction fields
-  logic [7:0]  opcode;
-  logic        is_lw, is_mm;
-  logic [15:0] lw_addr, act_addr, cnt_x, str_x, cnt_y, str_y, acc_addr;
-  logic        accumulate;
-  logic [31:0] m_vec;
+  logic [7:0]    opcode;
+  logic          is_lw, is_mm;
+  load_weights_t lw;
+  matmul_t       mm;
+  logic [31:0]   m_vec;
 
-  assign opcode     = instr_i[7:0];
-  assign is_lw      = opcode == OP_LOAD_WEIGHTS;
-  assign is_mm      = opcode == OP_MATMUL;
-  assign lw_addr    = instr_i[LOAD_WEIGHTS_SRAM_ADDR_LSB +: 16];
-  assign act_addr   = instr_i[MATMUL_ACT_ADDR_LSB +: 16];
-  assign cnt_x      = instr_i[MATMUL_COUNT_X_LSB +: 16];
-  assign str_x      = instr_i[MATMUL_STRIDE_X_LSB +: 16];
-  assign cnt_y      = instr_i[MATMUL_COUNT_Y_LSB +: 16];
-  assign str_y      = instr_i[MATMUL_STRIDE_Y_LSB +: 16];
-  assign acc_addr   = instr_i[MATMUL_ACC_ADDR_LSB +: 16];
-  assign accumulate = instr_i[MATMUL_ACCUMULATE_LSB];
-  assign m_vec      = cnt_x * cnt_y;
+  assign opcode = opcode_of(instr_i);
+  assign is_lw  = opcode == OP_LOAD_WEIGHTS;
+  assign is_mm  = opcode == OP_MATMUL;
+  assign lw     = load_weights_fields(instr_i);
+  assign mm     = matmul_fields(instr_i);
+  assign m_vec  = mm.count_x * mm.count_y;
 
   // ---------------------------------------------------------------- request: len and bank mask
   logic [33:0] first_w, last_w;
@@ -82,14 +76,14 @@ module tpu_mxu
   always_comb begin
     if (is_lw) begin
       len     = 17'(Cols);
-      first_w = 34'(lw_addr);
-      last_w  = 34'(lw_addr) + 34'(Cols - 1);
+      first_w = 34'(lw.sram_addr);
+      last_w  = 34'(lw.sram_addr) + 34'(Cols - 1);
     end else begin
       len     = m_vec[16:0];
-      first_w = 34'(act_addr);
-      last_w  = 34'(act_addr)
-              + ((cnt_x != '0) ? 34'(cnt_x - 16'd1) * 34'(str_x) : 34'd0)
-              + ((cnt_y != '0) ? 34'(cnt_y - 16'd1) * 34'(str_y) : 34'd0);
+      first_w = 34'(mm.act_addr);
+      last_w  = 34'(mm.act_addr)
+              + ((mm.count_x != '0) ? 34'(mm.count_x - 16'd1) * 34'(mm.stride_x) : 34'd0)
+              + ((mm.count_y != '0) ? 34'(mm.count_y - 16'd1) * 34'(mm.stride_y) : 34'd0);
     end
   end
   assign need_req = is_lw || (is_mm && m_vec != '0);
@@ -128,21 +122,21 @@ module tpu_mxu
     if (start_i) begin
       xfer_d = 1'b0;
       k_d    = '0;
-      addr_d = is_lw ? lw_addr : act_addr;
-      row_d  = act_addr;
+      addr_d = is_lw ? lw.sram_addr : mm.act_addr;
+      row_d  = mm.act_addr;
       x_d    = '0;
     end else if (acc_on) begin
       xfer_d = !last_acc;
       k_d    = k_q + 17'd1;
       if (is_lw) begin
         addr_d = addr_q + 16'd1;
-      end else if (x_q + 16'd1 == cnt_x) begin
+      end else if (x_q + 16'd1 == mm.count_x) begin
         x_d    = '0;
-        row_d  = row_q + str_y;
-        addr_d = row_q + str_y;
+        row_d  = row_q + mm.stride_y;
+        addr_d = row_q + mm.stride_y;
       end else begin
         x_d    = x_q + 16'd1;
-        addr_d = addr_q + str_x;
+        addr_d = addr_q + mm.stride_x;
       end
     end
   end
@@ -173,7 +167,7 @@ module tpu_mxu
   logic [TagW-1:0] tag_q [Chain];
   assign vec_in = rd_v_q && !rd_lw_q;
   assign tag_in = {vec_in, (vec_in && rd_last_q) || zero_gnt_q,
-                   vec_in && accumulate, vec_in ? acc_row_q : 16'd0};
+                   vec_in && mm.accumulate, vec_in ? acc_row_q : 16'd0};
 
   // Activity gate (simulation speed only, no timing effect): the array and the tag chain advance
   // while a vector or a zero-size MATMUL's done tag is entering and for Rows+Cols+1 edges after
@@ -217,7 +211,7 @@ module tpu_mxu
       rd_last_q  <= last_acc;
 `endif
       rd_k_q     <= k_q;
-      if (start_i)                     acc_row_q <= acc_addr;
+      if (start_i)                     acc_row_q <= mm.acc_addr;
       else if (rd_v_q && !rd_lw_q)     acc_row_q <= acc_row_q + 16'd1;
       if (vec_in || zero_gnt_q) busy_q <= 16'(Flush);
       else if (busy_q != '0)    busy_q <= busy_q - 16'd1;

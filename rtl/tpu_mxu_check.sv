@@ -17,31 +17,27 @@ module tpu_mxu_check
   output      logic [7:0]            code_o
 );
 
-  logic [7:0]  opcode;
-  logic [15:0] lw_addr, act_addr, cnt_x, str_x, cnt_y, str_y, acc_addr;
-  assign opcode   = instr_i[OPCODE_LSB +: OPCODE_BITS];
-  assign lw_addr  = instr_i[LOAD_WEIGHTS_SRAM_ADDR_LSB +: 16];
-  assign act_addr = instr_i[MATMUL_ACT_ADDR_LSB +: 16];
-  assign cnt_x    = instr_i[MATMUL_COUNT_X_LSB +: 16];
-  assign str_x    = instr_i[MATMUL_STRIDE_X_LSB +: 16];
-  assign cnt_y    = instr_i[MATMUL_COUNT_Y_LSB +: 16];
-  assign str_y    = instr_i[MATMUL_STRIDE_Y_LSB +: 16];
-  assign acc_addr = instr_i[MATMUL_ACC_ADDR_LSB +: 16];
+  logic [7:0]    opcode;
+  load_weights_t lw;
+  matmul_t       mm;
+  assign opcode = opcode_of(instr_i);
+  assign lw     = load_weights_fields(instr_i);
+  assign mm     = matmul_fields(instr_i);
 
-  logic unused_instr;   // header masks, accumulate and the bits above the MATMUL fields
-  assign unused_instr = ^{instr_i[INSTR_BITS-1:MATMUL_ACCUMULATE_LSB], instr_i[HEADER_BITS-1:8]};
+  logic unused_fields;  // accumulate does not change the check
+  assign unused_fields = mm.accumulate;
 
   logic [47:0] m, last_w;
-  assign m      = 48'(cnt_x) * 48'(cnt_y);
+  assign m      = 48'(mm.count_x) * 48'(mm.count_y);
   // (count - 1) is only used when M > 0, i.e. both counts >= 1
-  assign last_w = 48'(act_addr) + (48'(cnt_x) - 48'd1) * 48'(str_x)
-                + (48'(cnt_y) - 48'd1) * 48'(str_y);
+  assign last_w = 48'(mm.act_addr) + (48'(mm.count_x) - 48'd1) * 48'(mm.stride_x)
+                + (48'(mm.count_y) - 48'd1) * 48'(mm.stride_y);
 
   always_comb begin
     bad_o  = 1'b0;
     code_o = '0;
     if (opcode == OP_LOAD_WEIGHTS) begin
-      if (48'(lw_addr) + 48'(COLS - 1) >= 48'(SRAM_WORDS)) begin
+      if (48'(lw.sram_addr) + 48'(COLS - 1) >= 48'(SRAM_WORDS)) begin
         bad_o  = 1'b1;
         code_o = ERR_MXU_SRAM_RANGE;
       end
@@ -49,7 +45,7 @@ module tpu_mxu_check
       if (last_w >= 48'(SRAM_WORDS)) begin
         bad_o  = 1'b1;
         code_o = ERR_MXU_SRAM_RANGE;
-      end else if (48'(acc_addr) + m > 48'(ACC_DEPTH)) begin
+      end else if (48'(mm.acc_addr) + m > 48'(ACC_DEPTH)) begin
         bad_o  = 1'b1;
         code_o = ERR_MXU_ACC_RANGE;
       end

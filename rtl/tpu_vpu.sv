@@ -25,8 +25,9 @@
 //   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i]
 // arrives in the same cycle as the write that needs it and is used combinationally.
-// Arithmetic: bit-exact tpusim/arith.py (gemmlowp SRDHM + RoundingDivideByPOT); a right shift
-// above 31 (shift < -31, out of contract) is clamped to 31.
+// Arithmetic: bit-exact tpusim/arith.py (gemmlowp SRDHM + RoundingDivideByPOT), defined for every
+// int8 shift: a left shift above 31 saturates (x != 0), a right shift above 31 gives 0 (exact:
+// |SRDHM result| < 2^31; tpusim.arith.shift_amounts).
 // LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD with D = 0 too.
 `default_nettype none
 
@@ -114,7 +115,7 @@ module tpu_vpu
       t = x;
     end
     right = (shift < 0) ? 8'(-shift) : 8'd0;
-    if (right > 8'd31) right = 8'd31;
+    if (right > 8'd31) return 32'sd0;    // |srdhm| <= 2^31 - 1: x / 2^right rounds to 0
     return rdbpot(srdhm(t, mult), right[4:0]);
   endfunction
 
@@ -131,60 +132,19 @@ module tpu_vpu
   // ================================================================ instruction fields
   logic [7:0] opcode;
   logic       is_lq, is_rq, is_pool, is_add;
-  assign opcode  = instr_i[7:0];
+  load_qreg_t lq;
+  requant_t   rq;
+  pool_t      pl;           // pl.mode: 0 max, 1 average
+  add_t       ad;
+  assign opcode  = opcode_of(instr_i);
   assign is_lq   = opcode == OP_LOAD_QREG;
   assign is_rq   = opcode == OP_REQUANT;
   assign is_pool = opcode == OP_POOL;
   assign is_add  = opcode == OP_ADD;
-
-  // LOAD_QREG
-  logic [5:0]  lq_idx;
-  logic [31:0] lq_mult;
-  logic [7:0]  lq_shift, lq_zp;
-  assign lq_idx   = instr_i[LOAD_QREG_QREG_LSB +: 6];
-  assign lq_mult  = instr_i[LOAD_QREG_MULTIPLIER_LSB +: 32];
-  assign lq_shift = instr_i[LOAD_QREG_SHIFT_LSB +: 8];
-  assign lq_zp    = instr_i[LOAD_QREG_ZERO_POINT_LSB +: 8];
-  // REQUANT
-  logic [15:0] rq_acc, rq_count, rq_param, rq_dst;
-  logic [5:0]  rq_qreg;
-  logic        rq_relu;
-  assign rq_acc   = instr_i[REQUANT_ACC_ADDR_LSB +: 16];
-  assign rq_count = instr_i[REQUANT_COUNT_LSB +: 16];
-  assign rq_param = instr_i[REQUANT_PARAM_ADDR_LSB +: 16];
-  assign rq_dst   = instr_i[REQUANT_DST_ADDR_LSB +: 16];
-  assign rq_qreg  = instr_i[REQUANT_QREG_LSB +: 6];
-  assign rq_relu  = instr_i[REQUANT_RELU_LSB];
-  // POOL
-  logic        pl_avg;
-  logic [15:0] pl_src, pl_wsx, pl_wsy, pl_ow, pl_osx, pl_oh, pl_osy, pl_dst;
-  logic [7:0]  pl_ww, pl_wh;
-  logic [5:0]  pl_qin, pl_qout;
-  assign pl_avg  = instr_i[POOL_MODE_LSB];
-  assign pl_src  = instr_i[POOL_SRC_ADDR_LSB +: 16];
-  assign pl_ww   = instr_i[POOL_WIN_W_LSB +: 8];
-  assign pl_wh   = instr_i[POOL_WIN_H_LSB +: 8];
-  assign pl_wsx  = instr_i[POOL_WIN_STRIDE_X_LSB +: 16];
-  assign pl_wsy  = instr_i[POOL_WIN_STRIDE_Y_LSB +: 16];
-  assign pl_ow   = instr_i[POOL_OUT_W_LSB +: 16];
-  assign pl_osx  = instr_i[POOL_OUT_STRIDE_X_LSB +: 16];
-  assign pl_oh   = instr_i[POOL_OUT_H_LSB +: 16];
-  assign pl_osy  = instr_i[POOL_OUT_STRIDE_Y_LSB +: 16];
-  assign pl_dst  = instr_i[POOL_DST_ADDR_LSB +: 16];
-  assign pl_qin  = instr_i[POOL_QREG_IN_LSB +: 6];
-  assign pl_qout = instr_i[POOL_QREG_OUT_LSB +: 6];
-  // ADD
-  logic [15:0] ad_a, ad_b, ad_dst, ad_count;
-  logic [5:0]  ad_qa, ad_qb, ad_qo;
-  logic        ad_relu;
-  assign ad_a     = instr_i[ADD_SRC_A_LSB +: 16];
-  assign ad_b     = instr_i[ADD_SRC_B_LSB +: 16];
-  assign ad_dst   = instr_i[ADD_DST_ADDR_LSB +: 16];
-  assign ad_count = instr_i[ADD_COUNT_LSB +: 16];
-  assign ad_qa    = instr_i[ADD_QREG_A_LSB +: 6];
-  assign ad_qb    = instr_i[ADD_QREG_B_LSB +: 6];
-  assign ad_qo    = instr_i[ADD_QREG_OUT_LSB +: 6];
-  assign ad_relu  = instr_i[ADD_RELU_LSB];
+  assign lq      = load_qreg_fields(instr_i);
+  assign rq      = requant_fields(instr_i);
+  assign pl      = pool_fields(instr_i);
+  assign ad      = add_fields(instr_i);
 
   // ================================================================ quant registers
   logic [2:0]       q_en;
@@ -198,16 +158,16 @@ module tpu_vpu
     q_idx = '0;
     if (is_rq) begin
       q_en     = 3'b001;
-      q_idx[0] = rq_qreg;
-    end else if (is_pool && pl_avg) begin
+      q_idx[0] = rq.qreg;
+    end else if (is_pool && pl.mode) begin
       q_en     = 3'b011;
-      q_idx[0] = pl_qin;
-      q_idx[1] = pl_qout;
+      q_idx[0] = pl.qreg_in;
+      q_idx[1] = pl.qreg_out;
     end else if (is_add) begin
       q_en     = 3'b111;
-      q_idx[0] = ad_qa;
-      q_idx[1] = ad_qb;
-      q_idx[2] = ad_qo;
+      q_idx[0] = ad.qreg_a;
+      q_idx[1] = ad.qreg_b;
+      q_idx[2] = ad.qreg_out;
     end
   end
 
@@ -217,10 +177,10 @@ module tpu_vpu
     .clk_i,
     .rst_ni,
     .we_i       (start_i && is_lq),
-    .widx_i     (lq_idx),
-    .wmult_i    (lq_mult),
-    .wshift_i   (lq_shift),
-    .wzp_i      (lq_zp),
+    .widx_i     (lq.qreg),
+    .wmult_i    (lq.multiplier),
+    .wshift_i   (lq.shift),
+    .wzp_i      (lq.zero_point),
     .rd_en_i    (q_en),
     .rd_idx_i   (q_idx),
     .rd_mult_o  (q_mult),
@@ -248,34 +208,34 @@ module tpu_vpu
   logic [Banks-1:0] mask;
   logic [33:0] pl_last_tap;
 
-  assign pl_taps = pl_ww * pl_wh;
-  assign pl_outs = pl_ow * pl_oh;
+  assign pl_taps = pl.win_w * pl.win_h;
+  assign pl_outs = pl.out_w * pl.out_h;
   assign pl_len  = 17'(pl_outs * (32'(pl_taps) + 32'd1));
-  assign pl_last_tap = 34'(pl_src)
-      + ((pl_oh != '0) ? 34'(pl_oh - 16'd1) * 34'(pl_osy) : 34'd0)
-      + ((pl_ow != '0) ? 34'(pl_ow - 16'd1) * 34'(pl_osx) : 34'd0)
-      + ((pl_wh != '0) ? 34'(pl_wh - 8'd1) * 34'(pl_wsy) : 34'd0)
-      + ((pl_ww != '0) ? 34'(pl_ww - 8'd1) * 34'(pl_wsx) : 34'd0);
+  assign pl_last_tap = 34'(pl.src_addr)
+      + ((pl.out_h != '0) ? 34'(pl.out_h - 16'd1) * 34'(pl.out_stride_y) : 34'd0)
+      + ((pl.out_w != '0) ? 34'(pl.out_w - 16'd1) * 34'(pl.out_stride_x) : 34'd0)
+      + ((pl.win_h != '0) ? 34'(pl.win_h - 8'd1) * 34'(pl.win_stride_y) : 34'd0)
+      + ((pl.win_w != '0) ? 34'(pl.win_w - 8'd1) * 34'(pl.win_stride_x) : 34'd0);
 
   always_comb begin
     len  = '0;
     mask = '0;
     if (is_rq) begin
-      len  = 17'(P) + 17'(rq_count);
-      mask = span(34'(rq_param), 34'(rq_param) + 34'(P - 1));
-      if (rq_count != '0) mask |= span(34'(rq_dst), 34'(rq_dst) + 34'(rq_count) - 34'd1);
+      len  = 17'(P) + 17'(rq.count);
+      mask = span(34'(rq.param_addr), 34'(rq.param_addr) + 34'(P - 1));
+      if (rq.count != '0) mask |= span(34'(rq.dst_addr), 34'(rq.dst_addr) + 34'(rq.count) - 34'd1);
     end else if (is_pool) begin
       len = pl_len;
       if (pl_outs != '0) begin
-        mask = span(34'(pl_dst), 34'(pl_dst) + 34'(pl_outs) - 34'd1);
-        if (pl_taps != '0) mask |= span(34'(pl_src), pl_last_tap);
+        mask = span(34'(pl.dst_addr), 34'(pl.dst_addr) + 34'(pl_outs) - 34'd1);
+        if (pl_taps != '0) mask |= span(34'(pl.src_addr), pl_last_tap);
       end
     end else if (is_add) begin
-      len = 17'(ad_count) * 17'd3;
-      if (ad_count != '0) begin
-        mask = span(34'(ad_a), 34'(ad_a) + 34'(ad_count) - 34'd1)
-             | span(34'(ad_b), 34'(ad_b) + 34'(ad_count) - 34'd1)
-             | span(34'(ad_dst), 34'(ad_dst) + 34'(ad_count) - 34'd1);
+      len = 17'(ad.count) * 17'd3;
+      if (ad.count != '0) begin
+        mask = span(34'(ad.src_a), 34'(ad.src_a) + 34'(ad.count) - 34'd1)
+             | span(34'(ad.src_b), 34'(ad.src_b) + 34'(ad.count) - 34'd1)
+             | span(34'(ad.dst_addr), 34'(ad.dst_addr) + 34'(ad.count) - 34'd1);
       end
     end
   end
@@ -303,7 +263,7 @@ module tpu_vpu
 
   assign acc_on       = sram_gnt_i || xfer_q;
   assign last_acc     = (k_q + 17'd1) == len;
-  assign pl_empty_win = (pl_ww == '0) || (pl_wh == '0);
+  assign pl_empty_win = (pl.win_w == '0) || (pl.win_h == '0);
 
   always_comb begin
     xfer_d  = xfer_q;
@@ -327,11 +287,11 @@ module tpu_vpu
       tx_d    = '0;
       ty_d    = '0;
       ox_d    = '0;
-      orow_d  = pl_src;
-      obase_d = pl_src;
-      trow_d  = pl_src;
-      taddr_d = pl_src;
-      waddr_d = pl_dst;
+      orow_d  = pl.src_addr;
+      obase_d = pl.src_addr;
+      trow_d  = pl.src_addr;
+      taddr_d = pl.src_addr;
+      waddr_d = pl.dst_addr;
       wph_d   = pl_empty_win;
     end else if (acc_on) begin
       xfer_d = !last_acc;
@@ -345,36 +305,36 @@ module tpu_vpu
       end
       // POOL
       if (!wph_q) begin
-        if (tx_q + 8'd1 == pl_ww) begin
+        if (tx_q + 8'd1 == pl.win_w) begin
           tx_d = '0;
-          if (ty_q + 8'd1 == pl_wh) begin
+          if (ty_q + 8'd1 == pl.win_h) begin
             ty_d  = '0;
             wph_d = 1'b1;
           end else begin
             ty_d    = ty_q + 8'd1;
-            trow_d  = trow_q + pl_wsy;
-            taddr_d = trow_q + pl_wsy;
+            trow_d  = trow_q + pl.win_stride_y;
+            taddr_d = trow_q + pl.win_stride_y;
           end
         end else begin
           tx_d    = tx_q + 8'd1;
-          taddr_d = taddr_q + pl_wsx;
+          taddr_d = taddr_q + pl.win_stride_x;
         end
       end else begin
         wph_d   = pl_empty_win;
         waddr_d = waddr_q + 16'd1;
         tx_d    = '0;
         ty_d    = '0;
-        if (ox_q + 16'd1 == pl_ow) begin
+        if (ox_q + 16'd1 == pl.out_w) begin
           ox_d    = '0;
-          orow_d  = orow_q + pl_osy;
-          obase_d = orow_q + pl_osy;
-          trow_d  = orow_q + pl_osy;
-          taddr_d = orow_q + pl_osy;
+          orow_d  = orow_q + pl.out_stride_y;
+          obase_d = orow_q + pl.out_stride_y;
+          trow_d  = orow_q + pl.out_stride_y;
+          taddr_d = orow_q + pl.out_stride_y;
         end else begin
           ox_d    = ox_q + 16'd1;
-          obase_d = obase_q + pl_osx;
-          trow_d  = obase_q + pl_osx;
-          taddr_d = obase_q + pl_osx;
+          obase_d = obase_q + pl.out_stride_x;
+          trow_d  = obase_q + pl.out_stride_x;
+          taddr_d = obase_q + pl.out_stride_x;
         end
       end
     end
@@ -388,23 +348,23 @@ module tpu_vpu
     sram_we_o   = 1'b0;
     if (is_rq) begin
       sram_we_o   = k_q >= 17'(P);
-      sram_addr_o = sram_we_o ? rq_dst + rq_i : rq_param + 16'(k_q);
+      sram_addr_o = sram_we_o ? rq.dst_addr + rq_i : rq.param_addr + 16'(k_q);
     end else if (is_pool) begin
       sram_we_o   = wph_q;
       sram_addr_o = wph_q ? waddr_q : taddr_q;
     end else if (is_add) begin
       sram_we_o   = ph_q == 2'd2;
       unique case (ph_q)
-        2'd0:    sram_addr_o = ad_a + i_q;
-        2'd1:    sram_addr_o = ad_b + i_q;
-        default: sram_addr_o = ad_dst + i_q;
+        2'd0:    sram_addr_o = ad.src_a + i_q;
+        2'd1:    sram_addr_o = ad.src_b + i_q;
+        default: sram_addr_o = ad.dst_addr + i_q;
       endcase
     end
     if (!acc_on) sram_we_o = 1'b0;
   end
 
   // Accumulator row needed by the next slot (registered read port).
-  assign acc_rd_addr_o = rq_acc + 16'(k_q + 17'd1 - 17'(P));
+  assign acc_rd_addr_o = rq.acc_addr + 16'(k_q + 17'd1 - 17'(P));
 
   // ================================================================ read data side
   logic        rd_v_q;            // the previous cycle drove a read access
@@ -482,15 +442,15 @@ module tpu_vpu
         if (is_rq) begin
           sram_wdata_o[n*8 +: 8] = rq_lane(acc_rd_data_i[n*32 +: 32], tbl[n*32 +: 32],
                                            tbl[(Cols + n)*32 +: 32], tbl[(8*Cols + n)*8 +: 8],
-                                           zp0, rq_relu);
+                                           zp0, rq.relu);
         end else if (is_pool) begin
-          sram_wdata_o[n*8 +: 8] = pl_avg ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
-                                                     q_shift[1], zp1)
-                                          : fin_max[n];
+          sram_wdata_o[n*8 +: 8] = pl.mode ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
+                                                      q_shift[1], zp1)
+                                           : fin_max[n];
         end else if (is_add) begin
           sram_wdata_o[n*8 +: 8] = add_lane(a_q[n*8 +: 8], sram_rdata_i[n*8 +: 8], zp0, zp1,
                                             q_mult[0], q_shift[0], q_mult[1], q_shift[1],
-                                            q_mult[2], q_shift[2], zp2, ad_relu);
+                                            q_mult[2], q_shift[2], zp2, ad.relu);
         end
       end
     end

@@ -77,7 +77,7 @@ def _copy_waves(outcome, run_dir: Path, dst: Path) -> None:
         if merged:
             text = text.replace(str(Path(merged)), str(final / "merged.vcd"))
         text = text.replace(str(g), str(final / "triage.gtkw"))
-        (dst / "triage.gtkw").write_text(text)
+        write_text_atomic(dst / "triage.gtkw", text)
 
 
 def _publish(tmp: Path, final: Path) -> Path:

@@ -14,7 +14,10 @@ program is recorded as status "error" (reason "timeout in <step>" / "worker died
 bundle written by the parent, and a fresh worker takes its place. The campaign never hangs.
 
 Resume: the campaign's identity (``db.Campaign``: root seed, hw, bug, invalid rate, rtl) is
-its database key; a restart runs only the indices in ``range(count)`` without a row.
+its database key; a restart runs only the indices in ``range(count)`` without a row, or whose
+row says its files could not be written (status "error", reason ``cannot write <file>: ...``,
+stressgen.writefail: disk full, file-size limit); that program gets no bundle (its run folder
+is removed) and its row is replaced by the rerun's.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
 from stressgen.db import Campaign, ProgramRow, ResultsDb
+from stressgen.writefail import is_write_failure, write_failure
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MINIMIZE_BUDGET_S = 300.0
@@ -85,7 +89,9 @@ def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=
     """Generate, run and judge program ``idx`` (seed ``seed``); bundle it if it fails.
 
     Never raises for a problem of the program or the tools: an exception becomes status
-    "error" with reason "exception in <step>: <type>: <message>" (bundle written if possible)."""
+    "error" with reason "exception in <step>: <type>: <message>" (bundle written if possible);
+    a file that cannot be written (run folder or bundle) gives status "error", reason
+    "cannot write <file>: <why>" and no bundle (stressgen.writefail; rerun on resume)."""
     from stressgen import bundle as bundle_mod
     from stressgen.runner import run_spec_program
     t0 = time.monotonic()
@@ -96,27 +102,58 @@ def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=
         step["name"] = p
         phase(p)
 
+    work = Path(spec.work_root) / campaign_id
     try:
-        outcome, prog, run_dir = run_spec_program(spec, seed, Path(spec.work_root) / campaign_id,
-                                                  phase=set_phase)
+        outcome, prog, run_dir = run_spec_program(spec, seed, work, phase=set_phase)
     except Exception as e:  # the tools failed on this program: record it, keep the campaign going
-        row.reason = f"exception in {step['name']}: {type(e).__name__}: {e}".splitlines()[0][:400]
-        row.divergence = traceback.format_exc()[-4000:]
+        why = write_failure(e, work / str(seed), step["name"])
+        row.reason = why or f"exception in {step['name']}: {type(e).__name__}: {e}".splitlines()[0][:400]
+        row.divergence = f"{why}\n{type(e).__name__}: {e}" if why else traceback.format_exc()[-4000:]
         row.wall_s = time.monotonic() - t0
-        row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, row.reason, row.divergence)
+        if why:
+            bundle_mod.remove_tree(work / str(seed))
+        else:
+            _crash_bundle(spec, campaign_id, seed, row)
         return row
     row.status = outcome.status
     row.reason, row.signal = outcome.reason, outcome.signal
     row.divergence = outcome.first_divergence
     row.bins, row.timings = {**prog.bins, **outcome.bins}, dict(outcome.timings_s)
     row.invalid, row.n_instrs = prog.invalid, len(prog.instrs)
-    if not outcome.passed:
-        set_phase("bundle")
-        row.bundle = str(bundle_mod.write_bundle(spec, campaign_id, prog, outcome, run_dir, phase=set_phase))
+    if outcome.passed or is_write_failure(outcome.reason):
+        bundle_mod.remove_tree(run_dir)     # a write failure: nothing to look at, rerun on resume
     else:
-        bundle_mod.remove_tree(run_dir)
+        set_phase("bundle")
+        _bundle(spec, campaign_id, prog, outcome, run_dir, row, set_phase)
     row.wall_s = time.monotonic() - t0
     return row
+
+
+def _bundle(spec, campaign_id, prog, outcome, run_dir: Path, row: ProgramRow, phase) -> None:
+    """Bundle a failing program into ``row.bundle``. If the bundle cannot be written (disk full,
+    size limit) the row becomes a write failure (rerun on resume); another exception is noted in
+    the row's divergence."""
+    from stressgen import bundle as bundle_mod
+    try:
+        row.bundle = str(bundle_mod.write_bundle(spec, campaign_id, prog, outcome, run_dir, phase=phase))
+    except Exception as e:
+        bundle_mod.remove_tree(run_dir)
+        why = write_failure(e, bundle_mod.bundle_dir(spec, campaign_id, prog.seed).parent, "bundle")
+        if why is None:
+            row.divergence += f"\n(bundle not written: {type(e).__name__}: {e})"
+            return
+        row.divergence = (f"{why}\n(the bundle of this {outcome.status}ed program could not be "
+                          f"written; it runs again when the campaign resumes; it was: "
+                          f"{outcome.reason})\n" + row.divergence)
+        row.status, row.reason, row.signal = "error", why, None
+
+
+def _crash_bundle(spec, campaign_id: str, seed: int, row: ProgramRow) -> None:
+    from stressgen import bundle as bundle_mod
+    try:
+        row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, row.reason, row.divergence)
+    except Exception as e:  # the bundle is a convenience; the row must be recorded regardless
+        row.divergence += f"\n(bundle not written: {type(e).__name__}: {e})"
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -314,7 +351,8 @@ def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after
     done = db.done_indices(cid)
     todo = deque(i for i in range(count) if i not in done)
     st = CampaignStats(cid, count, skipped_done=count - len(todo))
-    fails_before = sum(1 for r in db.programs(cid) if r["status"] != "pass") if stop_after_fails else 0
+    fails_before = sum(1 for r in db.programs(cid) if r["status"] != "pass" and r["idx"] in done) \
+        if stop_after_fails else 0
     if not todo or (stop_after_fails and fails_before >= stop_after_fails):
         st.stopped_early = bool(todo)
         return st

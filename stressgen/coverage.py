@@ -24,6 +24,8 @@ STATIC_BINS = (
     "m_one", "m_prime", "m_odd", "m_2d", "mm_stride0", "mm_strided",
     # requant scales (per channel of an executed REQUANT table)
     "scale_zero", "scale_pow2", "scale_ge1", "scale_min_shift",
+    # a shift outside the compiler's [-31, 30] applied (REQUANT channel, POOL average, ADD)
+    "shift_extreme",
     # rounding ties that reach an unclamped output
     "tie_requant_pos", "tie_requant_neg", "tie_pool", "tie_add",
     # DDR addressing
@@ -41,6 +43,7 @@ STATIC_BINS = (
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
 ALL_BINS = STATIC_BINS + DYNAMIC_BINS
 LONG_CHAIN_HOPS = 6
+SHIFT_COMPILER = (-31, 30)        # tpusim.arith.quantize_multiplier's shifts
 TOP = 1 << 40
 
 
@@ -65,7 +68,7 @@ def tie_mask(x, mult, shift, zp: int, lo: int) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, np.int64)
     mult = np.broadcast_to(np.asarray(mult, np.int64), x.shape)
     shift = np.broadcast_to(np.asarray(shift, np.int64), x.shape)
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    left, right = arith.shift_amounts(shift)        # capped: exact, no int64 overflow
     t = arith.sat32(x * (np.int64(1) << left))
     p = t * mult
     tie = (p % (1 << 31)) == (1 << 30)
@@ -139,6 +142,7 @@ class _Observer:
         b["scale_pow2"] += int((mult == 1 << 30).sum())
         b["scale_ge1"] += int(((mult != 0) & (shift >= 1)).sum())
         b["scale_min_shift"] += int(((mult != 0) & (shift <= -30)).sum())
+        b["shift_extreme"] += int(((shift < SHIFT_COMPILER[0]) | (shift > SHIFT_COMPILER[1])).sum())
         self._ties(("tie_requant_pos", "tie_requant_neg"), x, mult, shift, zp, relu)
 
     def _pool_avg(self, i, x, mult, shift, zp):
@@ -159,6 +163,9 @@ class _Observer:
                 self.epoch[base] = set()       # a new epoch for this alias group
 
     def _qreg_read(self, i, qreg, value, field):
+        lo, hi = SHIFT_COMPILER
+        if field in ("qreg_a", "qreg_b", "qreg_out") and not lo <= value[1] <= hi:
+            self.bins["shift_extreme"] += 1             # POOL average / ADD apply this shift
         self.epoch.setdefault("read", set()).add(qreg)
         base = qreg % 16
         grp = [base + 16 * j for j in range(4)]

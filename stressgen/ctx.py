@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 
-from stressgen.data import DdrSpace, Ring, ddr_align, rand_i8
+from stressgen.data import EXTREME_QREG_P, DdrSpace, Ring, ddr_align, extreme_shift, rand_i8
 from stressgen.emit import Emitter
 from stressgen.program import OutputRegion
 
@@ -24,13 +24,14 @@ class Ctx:
         self.cfg = cfg
         self.r = random.Random(seed)
         self.nrng = np.random.default_rng(seed)
+        self.side = random.Random(f"tpusim-stress-extreme-shift:{seed}")   # only extreme shifts
         self.em = Emitter(cfg, self.r, chain_p)
         self.ddr = DdrSpace(cfg, self.r)
         self.sram = Ring(cfg.sram_words, self.r)
         self.acc = Ring(cfg.acc_depth_rows, self.r)
         self.ddr_init: list[tuple[int, bytes]] = []
         self.outputs: list[OutputRegion] = []
-        self.qregs: dict[int, tuple] = {}      # value of each register as of the last emitted load
+        self.qregs: dict[int, tuple] = {}      # value requested by the last load of each register
         self.W = cfg.word_bytes
         self.tasks_live: dict = {}             # insertion-ordered set: iteration order is the
                                                # program's, never memory addresses (replay)
@@ -151,7 +152,10 @@ class Ctx:
                 return q
 
     def load_qreg(self, q: int, val: tuple) -> None:
+        """LOAD_QREG ``q`` with ``val`` = (multiplier, shift, zero point); a few loads
+        (data.EXTREME_QREG_P, from the side stream) get a shift from data.EXTREME_SHIFTS instead."""
         m, s, z = val
+        s = extreme_shift(self.side, s, EXTREME_QREG_P)
         self.em.emit("LOAD_QREG", qreg=q, multiplier=m, shift=s, zero_point=z)
         self.qregs[q] = val
 

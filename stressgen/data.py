@@ -7,6 +7,8 @@ cross a 4 KiB page. Regions never overlap each other or the code.
 """
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from tpusim.arith import quantize_multiplier
@@ -122,15 +124,35 @@ def rand_scale_class(r, tie_bias: bool = False) -> str:
     return r.choices(list(w), list(w.values()))[0]
 
 
+#: shifts outside the compiler's [-31, 30]: defined arithmetic (docs/isa.md, "Requant
+#: arithmetic"; left >= 31 saturates, right >= 32 gives 0), used in a few tables and registers
+EXTREME_SHIFTS = (-128, -127, -100, -64, -33, -32, 31, 32, 33, 64, 100, 126, 127)
+EXTREME_TABLE_P = 0.06          # per requant table: 1-3 channels get an extreme shift
+EXTREME_QREG_P = 0.03           # per LOAD_QREG (stressgen.ctx.Ctx.load_qreg)
+
+
+def extreme_shift(side: random.Random, shift: int, p: float) -> int:
+    """``shift``, or with probability ``p`` one of EXTREME_SHIFTS. ``side`` is a random stream of
+    its own, so the rest of the program is what it would be without extreme shifts."""
+    return side.choice(EXTREME_SHIFTS) if side.random() < p else shift
+
+
 def requant_table(cfg, r, nrng, mode: str) -> tuple[bytes, str]:
-    """(9C-byte per-channel table, scale class): bias int32[C], mult int32[C], shift int8[C]."""
+    """(9C-byte per-channel table, scale class): bias int32[C], mult int32[C], shift int8[C].
+    A few tables (EXTREME_TABLE_P, decided by a stream seeded with the table itself) have 1-3
+    channels with a shift from EXTREME_SHIFTS."""
     c = cfg.array_cols
     cls = rand_scale_class(r, mode == "small")
     per = [cls if r.random() < 0.75 else rand_scale_class(r) for _ in range(c)]
     qm = [scale_to_qm(SCALES[k](r)) for k in per]
     mult = np.array([m for m, _ in qm], "<i4")
     shift = np.array([s for _, s in qm], np.int8)
-    return rand_bias(nrng, c, mode).tobytes() + mult.tobytes() + shift.tobytes(), cls
+    bias = rand_bias(nrng, c, mode).tobytes()
+    side = random.Random(b"tpusim-stress-extreme-shift" + bias + mult.tobytes() + shift.tobytes())
+    if side.random() < EXTREME_TABLE_P:
+        for ch in side.sample(range(c), min(c, side.randint(1, 3))):
+            shift[ch] = extreme_shift(side, 0, 1.0)
+    return bias + mult.tobytes() + shift.tobytes(), cls
 
 
 def rand_qreg(r, pow2_n: int | None = None) -> tuple[int, int, int]:
@@ -144,4 +166,5 @@ def rand_qreg(r, pow2_n: int | None = None) -> tuple[int, int, int]:
 
 
 __all__ = ["DdrSpace", "Ring", "rand_i8", "rand_bias", "requant_table", "rand_qreg", "scale_to_qm",
+           "extreme_shift", "EXTREME_SHIFTS", "EXTREME_TABLE_P", "EXTREME_QREG_P",
            "ddr_align", "round_up", "SCALES"]

@@ -14,7 +14,11 @@ One file holds any number of campaigns. Tables:
 A program's row (and its session's counters) is written in ONE transaction when the program
 finishes, by the campaign's parent process only (the workers never touch the file). A run killed
 at any moment therefore leaves every finished program recorded exactly once and nothing of the
-programs in flight, which a restart simply redoes (``done_indices``).
+programs in flight, which a restart simply redoes (``done_indices``), together with the programs
+whose files could not be written (reason ``cannot write ...``, stressgen.writefail): their rows
+are replaced. The WAL is checkpointed after every commit (``wal_autocheckpoint=1``), so it never
+holds more than one program's row: little disk, and a disk or file-size limit that is reached
+fails one whole transaction (DbError), never leaves half a row.
 
 Errors: ``DbError`` (a TpuError) for a path that cannot be opened or written, a file that is not
 a SQLite database, or a database of another schema; the message names the path.
@@ -27,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from stressgen.writefail import WRITE_FAILED
 from tpusim.errors import TpuError
 
 SCHEMA_VERSION = "1"
@@ -100,7 +105,10 @@ def _wrap(path: Path, exc: Exception) -> DbError:
     msg = str(exc)
     if "not a database" in msg or "malformed" in msg:
         return DbError(f"{path}: not a stressgen results database (corrupt or another file type: {msg})")
-    if "unable to open" in msg or "readonly" in msg or "read-only" in msg or "disk I/O" in msg:
+    if "disk I/O" in msg or "disk is full" in msg:
+        return DbError(f"{path}: cannot write the results database ({msg}: disk full or file-size "
+                       "limit?); the programs recorded so far are kept, run again to resume")
+    if "unable to open" in msg or "readonly" in msg or "read-only" in msg:
         return DbError(f"{path}: cannot open or write the results database ({msg})")
     return DbError(f"{path}: results database error: {msg}")
 
@@ -125,6 +133,7 @@ class ResultsDb:
             self.conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL").fetchone()
             self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA wal_autocheckpoint=1")
             self.conn.execute("PRAGMA foreign_keys=ON")
             self._init_schema()
         except sqlite3.Error as e:
@@ -189,9 +198,12 @@ class ResultsDb:
 
     # ---------------------------------------------------------------------------- programs
     def done_indices(self, campaign_id: str) -> set[int]:
-        """Indices of the campaign's programs that have a row (finished, whatever the status)."""
+        """Indices of the campaign's programs that have a row (finished, whatever the status),
+        except those whose files could not be written (to be run again)."""
         try:
-            rows = self.conn.execute("SELECT idx FROM programs WHERE campaign=?", (campaign_id,))
+            rows = self.conn.execute(
+                "SELECT idx FROM programs WHERE campaign=? AND NOT (status='error' AND "
+                "substr(reason, 1, ?)=?)", (campaign_id, len(WRITE_FAILED), WRITE_FAILED))
             return {r[0] for r in rows}
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None

@@ -118,10 +118,6 @@ class Machine:
         zp = self._q(i, "qreg", a["qreg"])[2]
         if n == 0:
             return
-        if shift.min() < -31 or shift.max() > 30:
-            bad = int(shift[(shift < -31) | (shift > 30)][0])
-            raise stress_error(i, "REQUANT", "param_addr", a["param_addr"], f"table holds shift {bad} "
-                               "outside [-31, 30]")
         acc = self.acc[a["acc_addr"]:a["acc_addr"] + n]
         v = arith.sat32(acc + bias)
         self.observe("requant", i, x=v, mult=mult, shift=shift, zp=zp, relu=a["relu"])

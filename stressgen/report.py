@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from stressgen.db import ResultsDb
+from stressgen.writefail import is_write_failure
 
 
 @dataclass
@@ -109,6 +110,10 @@ def render(s: CampaignSummary, bins_required: tuple[str, ...] | None = None, max
                      f"  bundle {r['bundle'] or '-'}")
         if len(s.failing) > max_failing:
             L.append(f"  ... {len(s.failing) - max_failing} more")
+    unwritten = sum(1 for r in s.failing if is_write_failure(r["reason"]))
+    if unwritten:
+        L.append(f"{unwritten} programs could not write their files (disk full or file-size limit): "
+                 "run the same command again to redo them")
     L.append(f"verdict: {'PASS' if s.passed else 'FAIL'}"
              + ("" if s.passed else f" ({len(s.failing)} failing programs, {len(s.empty_bins)} empty bins)"))
     return "\n".join(L)

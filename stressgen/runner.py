@@ -32,6 +32,11 @@ performance counters (of the RTL's when SimPy stopped).
 ``Outcome.status``: "pass", "fail" (a check failed) or "error" (a tool raised: reason
 ``exception in <step>``). Files in ``out_dir``: program.asm, program.tpubin, model.vcd, rtl/
 (the RTL run folder, its arch VCD), the triage files, outcome.json.
+
+A file that cannot be written (disk full, file-size limit: stressgen.writefail) is status "error"
+with reason ``cannot write <file>: <why>``, also when the write failed silently (a simulator's
+``$fwrite``) and only shows as a cut file and a failed check: a failing check in a folder with a
+file at the size limit, or on a full disk, is not trusted.
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from stressgen.coverage import observed_bins
+from stressgen.writefail import cut_files, is_write_failure, write_failure
 from tpusim.errors import SimulationError
 from tpusim.verdict import first_retire_difference
 
@@ -308,12 +314,39 @@ def run_one(prog, cfg, out_dir, rtl: bool = True, bugs=(), waves: bool = True, p
             _check_valid(prog, cfg, out, rtl, bugs, waves, o, tracking)
     except Exception as e:  # a tool raised: the program cannot be judged
         o.status = "error"
-        o.reason = f"exception in {current['name']}: {type(e).__name__}"
-        o.checks.append((o.reason, f"{e}\n{traceback.format_exc()[-3000:]}"))
+        why = write_failure(e, out, current["name"])
+        o.reason = why or f"exception in {current['name']}: {type(e).__name__}"
+        o.checks.append((o.reason, f"{type(e).__name__}: {e} (step {current['name']}; the program "
+                                   "runs again when the campaign resumes)" if why else
+                         f"{e}\n{traceback.format_exc()[-3000:]}"))
+    if not o.passed and not is_write_failure(o.reason):
+        _distrust_cut_files(o, out)
     o.finish()
-    from tpusim.fileio import write_text_atomic
-    write_text_atomic(out / "outcome.json", json.dumps(o.to_json(), indent=1, default=str))
+    _write_outcome(o, out)
     return o
+
+
+def _distrust_cut_files(o: Outcome, out: Path) -> None:
+    """A failed check next to a file cut by a silent write error is an "error" (writefail)."""
+    cut = cut_files(out)
+    if cut is not None:
+        o.checks.insert(0, (cut, "a file of this run may be cut short, so the checks below are "
+                                 "not trusted; the program runs again when the campaign resumes"))
+        o.status, o.reason, o.signal = "error", cut, None
+
+
+def _write_outcome(o: Outcome, out: Path) -> None:
+    """outcome.json; a write failure makes the outcome an "error" (other OSErrors propagate)."""
+    from tpusim.fileio import write_text_atomic
+    try:
+        write_text_atomic(out / "outcome.json", json.dumps(o.to_json(), indent=1, default=str))
+    except OSError as e:
+        why = write_failure(e, out, "outcome")
+        if why is None:
+            raise
+        o.checks.insert(0, (why, "the outcome could not be saved"))
+        o.status, o.reason, o.signal = "error", why, None
+        o.finish()
 
 
 def prebuild(cfg, bugs=(), waves: bool = True) -> None:

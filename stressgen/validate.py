@@ -4,12 +4,13 @@ tpusim.errors.IsaError) naming the instruction index, PC, field and value.
 Checked, in program order (the first fault is reported): raw words with a reserved opcode; field
 ranges (tpusim.isa.check_ranges); DMA zero length / misalignment / SRAM range past the end / DDR
 range past 2^40 / a store into the code; MXU and VPU SRAM words and accumulator rows past the end;
-quant register index and LOAD_QREG shift outside [-31, 30]; reading a quant register no earlier
-LOAD_QREG wrote; HALT last. Then the tokens: a wait whose token no earlier instruction sends
-(deadlock, see stressgen.analysis), more than 255 possibly unconsumed tokens on one counter; and
-finally races (two engines touching the same bytes or accumulator rows, one writing, with no
-token path between them). The same checks are the model's device errors (docs/architecture.md,
-clarification 8) plus the stress-program rules (race freedom, program-ordered tokens).
+quant register index (every int8 LOAD_QREG shift is defined, tpusim.arith); reading a quant
+register no earlier LOAD_QREG wrote; HALT last. Then the tokens: a wait whose token no earlier
+instruction sends (deadlock, see stressgen.analysis), more than 255 possibly unconsumed tokens on
+one counter; and finally races (two engines touching the same bytes or accumulator rows, one
+writing, with no token path between them). The same checks are the model's device errors
+(docs/architecture.md, clarification 8) plus the stress-program rules (race freedom,
+program-ordered tokens).
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, 
 
 DDR_LIMIT = 1 << 40
 TOKEN_MAX = 255
-SHIFT_RANGE = (-31, 30)
 
 
 def hw_decode(raw: RawWord):
@@ -121,9 +121,6 @@ def check_instruction(i: int, ins, cfg, loaded: set) -> None:
     elif op == "LOAD_QREG":
         if a["qreg"] >= cfg.qreg_count:
             raise stress_error(i, op, "qreg", a["qreg"], f"is outside the {cfg.qreg_count} quant registers")
-        if not SHIFT_RANGE[0] <= a["shift"] <= SHIFT_RANGE[1]:
-            raise stress_error(i, op, "shift", a["shift"], f"is outside {list(SHIFT_RANGE)} "
-                               "(tpusim.arith.requant cannot apply it)")
         loaded.add(a["qreg"])
     elif op == "REQUANT":
         n = a["count"]

@@ -84,8 +84,12 @@ def test_rdbpot_hand_values():
     assert rdbpot(x, 2).tolist() == [1, 2, 2, -1, -2, -2, 1, -1, 0]
     assert rdbpot(x, 0).tolist() == x.tolist()
     assert rdbpot(np.array([INT32_MIN, INT32_MAX]), 31).tolist() == [-1, 1]
-    with pytest.raises(ValueError, match="32"):
-        rdbpot(1, 32)
+    # beyond gemmlowp's 31 the exact value: -0.5 -> -1 (away from zero), everything else 0
+    assert rdbpot(np.array([INT32_MIN, INT32_MAX, -(2 ** 30)]), 32).tolist() == [-1, 0, 0]
+    assert rdbpot(np.array([INT32_MIN, INT32_MAX]), 33).tolist() == [0, 0]
+    assert rdbpot(np.array([INT32_MIN, INT32_MAX]), 200).tolist() == [0, 0]
+    with pytest.raises(ValueError, match="-1"):
+        rdbpot(1, -1)
 
 
 def _exact(x: int, m: int, s: int) -> Fraction:
@@ -140,6 +144,86 @@ def test_requant_per_channel_broadcast():
 
 def test_requant_zero_multiplier():
     assert requant(np.array([123456, -5]), 0, 0).tolist() == [0, 0]
+
+
+# ---- every int8 shift: extremes against a plain Python-int reference ------------------------
+def _ref_requant(x: int, m: int, s: int) -> int:
+    """gemmlowp MultiplyByQuantizedMultiplier with unbounded Python ints: saturating multiply by
+    2**s (s > 0), SRDHM, exact x / 2**-s rounded half away from zero (s < 0)."""
+    t = min(max(x * 2 ** s, INT32_MIN), INT32_MAX) if s > 0 else x
+    if t == m == INT32_MIN:
+        v = INT32_MAX
+    else:
+        ab = t * m
+        num = ab + (2 ** 30 if ab >= 0 else 1 - 2 ** 30)
+        v = abs(num) // 2 ** 31 * (1 if num >= 0 else -1)         # truncate toward zero
+    if s >= 0:
+        return v
+    q = Fraction(v, 2 ** -s)
+    return math.floor(q + Fraction(1, 2)) if q >= 0 else -math.floor(-q + Fraction(1, 2))
+
+
+EXTREME_X = [INT32_MIN, INT32_MIN + 1, -(2 ** 30) - 1, -(2 ** 30), -3, -1, 0, 1, 3, 2 ** 30,
+             2 ** 30 + 1, INT32_MAX - 1, INT32_MAX]
+EXTREME_M = [INT32_MIN, -(2 ** 30), -1, 0, 1, 2 ** 30, 2 ** 30 + 1, INT32_MAX]
+
+
+@pytest.mark.parametrize("shift", [-128, -127, -64, -33, -32, -31, -30, -1, 0, 1, 29, 30, 31, 32,
+                                   33, 62, 63, 64, 126, 127])
+def test_requant_every_shift_matches_python_int_reference(shift):
+    x = np.array(EXTREME_X * len(EXTREME_M))
+    m = np.repeat(EXTREME_M, len(EXTREME_X))
+    got = requant(x, m, shift)
+    want = [_ref_requant(int(a), int(b), shift) for a, b in zip(x, m)]
+    assert got.tolist() == want
+    assert np.all((got >= INT32_MIN) & (got <= INT32_MAX))
+
+
+def test_requant_all_int8_shifts_random_values():
+    rng = np.random.default_rng(11)
+    shifts = np.arange(-128, 128)
+    x = rng.integers(INT32_MIN, INT32_MAX + 1, (256, 40))
+    m = rng.integers(INT32_MIN, INT32_MAX + 1, (256, 40))
+    got = requant(x, m, shifts[:, None])
+    for i, s in enumerate(shifts):
+        assert got[i].tolist() == [_ref_requant(int(a), int(b), int(s)) for a, b in zip(x[i], m[i])], s
+
+
+def test_requant_extreme_shifts_hand_values():
+    # left: no numpy overflow (the old x * 2**40 wrapped); saturates before SRDHM
+    assert requant(INT32_MAX, 2 ** 30, 40) == srdhm(INT32_MAX, 2 ** 30) == 2 ** 30
+    assert requant(-1, 2 ** 30, 127) == srdhm(INT32_MIN, 2 ** 30) == -(2 ** 30)
+    assert requant(0, INT32_MAX, 127) == 0
+    # right: from 32 on the result is 0 (a right shift capped at 31 would give 1 here)
+    assert requant(INT32_MAX, INT32_MAX, -31) == 1
+    assert requant(INT32_MAX, INT32_MAX, -32) == 0
+    assert requant(INT32_MIN, INT32_MIN, -128) == 0
+
+
+def test_shift_amounts_caps():
+    left, right = arith.shift_amounts(np.array([-128, -33, -32, -31, 0, 30, 31, 32, 127]))
+    assert left.tolist() == [0, 0, 0, 0, 0, 30, 31, 31, 31]
+    assert right.tolist() == [32, 32, 32, 31, 0, 0, 0, 0, 0]
+
+
+def test_requant_refuses_values_outside_int32():
+    with pytest.raises(ValueError, match="input x 2147483648 is outside the int32 range"):
+        requant(np.array([0, 2 ** 31]), 1, 0)
+    with pytest.raises(ValueError, match="multiplier -2147483649"):
+        requant(1, -(2 ** 31) - 1, 0)
+
+
+def test_output_stages_with_extreme_shifts():
+    acc = np.array([[INT32_MAX, INT32_MIN, 5, -5]], dtype=np.int64).T      # [4, 1]
+    y = requant_conv(acc, np.array([0]), np.array([2 ** 30]), np.array([127]), 3, False)
+    assert y[:, 0].tolist() == [127, -128, 127, -128]
+    y = requant_conv(acc, np.array([0]), np.array([INT32_MAX]), np.array([-128]), 3, False)
+    assert y[:, 0].tolist() == [3, 3, 3, 3]
+    assert pool_avg(np.array([8, -8]), 4, 0, 2 ** 30, 100, -1).tolist() == [127, -128]
+    assert pool_avg(np.array([8, -8]), 4, 0, 2 ** 30, -100, -1).tolist() == [-1, -1]
+    # ADD: operand a scaled by a huge left shift saturates the sum
+    y = add_int8(np.int8(1), np.int8(0), 0, 2 ** 30, 127, 0, 2 ** 30, 0, 0, 2 ** 30, -10, False)
+    assert y == 127
 
 
 # ---- output stages -------------------------------------------------------------------------

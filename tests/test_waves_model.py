@@ -208,3 +208,25 @@ def test_dump_request_modes(tmp_path):
     scoped = dump_request(tmp_path, "vcd", ["tb_top.u_tpu.u_vpu"], None)
     assert scoped.build_waves == "vcd" and not scoped.full and scoped.env["TPU_DUMP_VCD"]
     assert dump_request(tmp_path, "vcd").full and dump_request(tmp_path, False).build_waves is None
+
+
+def test_triage_that_cannot_write_names_the_file(tmp_path, model_vcd):
+    """Out of space for the merged dump (a real file-size limit, SIGXFSZ ignored so writes fail
+    with EFBIG): one line naming the file, exit 2, no partial or temporary file left."""
+    import resource
+    import signal as sig
+    path, _ = model_vcd
+    bad = rewrite(path, tmp_path / "bad.vcd", "tpu.qreg.wr_idx", 21000, flip=4)
+    out = tmp_path / "tri"
+    out.mkdir()
+
+    def limit():
+        sig.signal(sig.SIGXFSZ, sig.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))
+
+    r = subprocess.run([sys.executable, "-m", "waves", "triage", str(path), str(bad), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("waves: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "merged.vcd" in r.stderr and "Traceback" not in r.stderr
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name == "merged.vcd"]

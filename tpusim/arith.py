@@ -13,6 +13,17 @@ differs from exact rounding by at most 1 LSB, and NOT only on ties: even a power
 multiplier 2**-k with k >= 2 is inexact (requant(1, 0.25) == 1, exact 0.25 -> 0), because SRDHM
 by 2**30 first rounds x/2 up. Multipliers 2**j with j >= -1 are exact (ties toward +infinity).
 
+Shifts (``shift``, the exponent of a requant step; an int8 in the ISA: LOAD_QREG and the
+per-channel table) are defined for EVERY value, not only quantize_multiplier's [-31, 30]:
+``shift > 0`` is a saturating left shift of the int32 input before SRDHM (gemmlowp
+``SaturatingRoundingMultiplyByPOT``: ``sat32(x * 2**shift)``), ``shift < 0`` a rounding right shift
+of the SRDHM result (gemmlowp ``RoundingDivideByPOT(v, -shift)``, which gemmlowp only defines for
+exponents 0..31). Beyond 31 both keep their exact meaning, which hardware gets cheaply:
+a left shift >= 31 saturates every non-zero input (to INT32_MAX if x > 0, INT32_MIN if x < 0),
+so the shift amount may be capped at 31; a right shift >= 32 gives 0, because
+|SRDHM result| <= 2**31 - 1 < 2**31 is less than half of 2**32. (Not the same as capping the
+right shift at 31: ``x >> 31`` with rounding gives +-1 for |x| >= 2**30.)
+
 All array arguments are integer numpy arrays (any int dtype); results are int64 unless stated.
 """
 from __future__ import annotations
@@ -22,7 +33,8 @@ import math
 import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
-           "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "matmul_acc"]
+           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers",
+           "matmul_acc"]
 
 INT32_MIN = -(2 ** 31)
 INT32_MAX = 2 ** 31 - 1
@@ -84,33 +96,59 @@ def srdhm(a, b) -> np.ndarray:
 
 
 def rdbpot(x, e) -> np.ndarray:
-    """gemmlowp RoundingDivideByPOT: x / 2**e rounded half away from zero; e in [0, 31].
+    """gemmlowp RoundingDivideByPOT: x / 2**e rounded half away from zero, exact for any e >= 0.
 
     mask = 2**e - 1, rem = x & mask, thr = (mask >> 1) + (x < 0), result (x >> e) + (rem > thr).
-    Raises ValueError if any e is outside [0, 31].
+    gemmlowp defines e in [0, 31]; here e is capped at 62 internally, which is exact for every
+    |x| < 2**61 (every int32 x): for int32 x, e >= 33 gives 0 and e = 32 gives 0 except -1 for
+    x = INT32_MIN. Raises ValueError if any e < 0.
     """
     x = np.asarray(x, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
-    if e.size and (e.min() < 0 or e.max() > 31):
-        raise ValueError(f"rdbpot exponent must be in [0, 31], got range [{e.min()}, {e.max()}]")
+    if e.size and e.min() < 0:
+        raise ValueError(f"rdbpot exponent must be >= 0, got {e.min()}")
+    e = np.minimum(e, 62)
     mask = (np.int64(1) << e) - 1
     rem = x & mask
     thr = (mask >> 1) + (x < 0)
     return (x >> e) + (rem > thr)
 
 
+def shift_amounts(shift) -> tuple[np.ndarray, np.ndarray]:
+    """(left, right) shift amounts (int64 arrays) of requant's exponent ``shift`` (any integer).
+
+    left = clip(shift, 0, 31), right = clip(-shift, 0, 32). Capping is exact for int32 inputs
+    (module docstring): a left shift by 31 already saturates every non-zero int32, and a right
+    shift of an SRDHM result by 32 already gives 0. The RTL (rtl/tpu_vpu.sv ``requant``) does the
+    same: left shift > 31 saturates, right shift > 31 returns 0.
+    """
+    shift = np.asarray(shift, dtype=np.int64)
+    return np.clip(shift, 0, 31), np.clip(-shift, 0, 32)
+
+
 def requant(x, mult, shift) -> np.ndarray:
     """gemmlowp MultiplyByQuantizedMultiplier: ~ x * mult * 2**(shift - 31), int64 result.
 
-    left = max(shift, 0); right = max(-shift, 0); t = sat32(x * 2**left);
-    result = rdbpot(srdhm(t, mult), right). mult/shift broadcast against x (per element/channel).
+    x: int32 values; mult: int32 (Q31); shift: any integer (an int8 on the device), positive =
+    left. (left, right) = shift_amounts(shift); t = sat32(x * 2**left) (gemmlowp's saturating
+    multiply by 2**left, before SaturatingRoundingDoublingHighMul); result =
+    rdbpot(srdhm(t, mult), right). Every shift is defined (module docstring): shift >= 31
+    saturates any x != 0, shift <= -32 gives 0. mult/shift broadcast against x (per
+    element/channel). Raises ValueError if x or mult is outside the int32 range.
     """
-    x = np.asarray(x, dtype=np.int64)
-    shift = np.asarray(shift, dtype=np.int64)
-    left = np.maximum(shift, 0)
-    right = np.maximum(-shift, 0)
-    t = sat32(x * (np.int64(1) << left))
+    x = _int32(x, "requant input x")
+    mult = _int32(mult, "requant multiplier")
+    left, right = shift_amounts(shift)
+    t = sat32(x * (np.int64(1) << left))          # |x| <= 2**31, left <= 31: no int64 overflow
     return rdbpot(srdhm(t, mult), right)
+
+
+def _int32(v, what: str) -> np.ndarray:
+    v = np.asarray(v, dtype=np.int64)
+    if v.size and (v.min() < INT32_MIN or v.max() > INT32_MAX):
+        bad = int(v[(v < INT32_MIN) | (v > INT32_MAX)].flat[0])
+        raise ValueError(f"{what} {bad} is outside the int32 range")
+    return v
 
 
 def requant_conv(acc, bias, mult, shift, zp: int, relu: bool) -> np.ndarray:

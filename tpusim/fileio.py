@@ -13,7 +13,11 @@ import numpy as np
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically. OSError if the folder is not writable."""
+    """Write ``data`` to ``path`` atomically.
+
+    OSError (the subclass for its errno) if the folder is not writable or the write fails, e.g.
+    ENOSPC (disk full) or EFBIG (file-size limit, RLIMIT_FSIZE): its ``filename`` is ``path``
+    (not the temporary file), so ``str(e)`` names the file that could not be written."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -22,6 +26,11 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -101,7 +101,8 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "No SRAM access. Completion `c = s + 1` (core).",
         {"qreg": "register index, bank*16 + entry (0..63)",
          "multiplier": "Q31 fixed-point multiplier (`tpusim.arith.quantize_multiplier`)",
-         "shift": "exponent: > 0 left shift, < 0 rounding right shift",
+         "shift": "exponent: > 0 saturating left shift, < 0 rounding right shift; every "
+                  "value is defined (*Requant arithmetic*)",
          "zero_point": "int8 zero point"}),
     "REQUANT": (
         "Conv/FC output stage. Reads the per-channel table of `param_words = 9C/W` words at "
@@ -155,6 +156,29 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
          "qreg_out": "quant register of the output",
          "relu": "1: clamp below at the output zero point"}),
 }
+
+
+_REQUANT_TEXT = [
+    "", "## Requant arithmetic", "",
+    "REQUANT, POOL (average) and ADD scale int32 values with `requant(x, mult, shift)` "
+    "(`tpusim.arith.requant`, gemmlowp `MultiplyByQuantizedMultiplier`): "
+    "`t = sat32(x * 2^left)`, `v = SaturatingRoundingDoublingHighMul(t, mult)` "
+    "(`x*mult / 2^31`, ties toward +inf, `INT32_MAX` for `INT32_MIN * INT32_MIN`), "
+    "`result = RoundingDivideByPOT(v, right)` (`v / 2^right`, ties away from zero), with "
+    "`left = max(shift, 0)`, `right = max(-shift, 0)`. The compiler's shifts lie in [-31, 30] "
+    "(`tpusim.arith.quantize_multiplier`), but every int8 shift (LOAD_QREG field or "
+    "per-channel table byte) is defined, with its exact meaning:",
+    "",
+    "- `shift` in [31, 127]: the left shift saturates: `t = INT32_MAX` if `x > 0`, `INT32_MIN` "
+    "if `x < 0`, 0 if `x = 0` (gemmlowp's saturating multiply by `2^shift`; the amount may "
+    "be capped at 31).",
+    "- `shift` in [-128, -32]: the result is 0 (`|v| <= 2^31 - 1`, so `v / 2^right` is below "
+    "one half; gemmlowp's RoundingDivideByPOT stops at exponent 31). This is not the same as a "
+    "right shift capped at 31, which would give ±1 for `|v| >= 2^30`.",
+    "",
+    "SimPy, the golden models and the RTL (`rtl/tpu_vpu.sv`, function `requant`) implement "
+    "exactly this; it is not a device error.",
+]
 
 
 def _check_prose() -> None:
@@ -252,6 +276,7 @@ def isa_doc_text() -> str:
         else:
             L += ["No operand fields.", ""]
         L += [f"**Semantics.** {sem}", "", f"**Timing.** {timing}"]
+    L += _REQUANT_TEXT
     L += _error_table()
     L += ["", "## Common timing rules", "",
           "- An engine starts an instruction at the first own-domain edge `s` at which it is idle "

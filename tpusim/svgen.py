@@ -32,6 +32,52 @@ def _lp(type_: str, name: str, value: int, width: int = 34, comment: str = "") -
     return f"  localparam {type_} {name.ljust(width)} = {value};{c}"
 
 
+def _header_functions() -> list[str]:
+    """opcode_of / wait_mask_of / signal_mask_of: the header fields of an instruction word."""
+    L = []
+    for fn, width, lsb in (("opcode_of", "OPCODE_BITS", "OPCODE_LSB"),
+                           ("wait_mask_of", "WAIT_BITS", "WAIT_LSB"),
+                           ("signal_mask_of", "SIGNAL_BITS", "SIGNAL_LSB")):
+        L += [f"  function automatic logic [{width}-1:0] {fn}(input logic [INSTR_BITS-1:0] w);",
+              f"    return w[{lsb} +: {width}];",
+              "  endfunction"]
+    return L
+
+
+def struct_name(spec: isa.OpSpec) -> str:
+    """SV type of the operand fields of ``spec``, e.g. ``matmul_t``."""
+    return f"{spec.name.lower()}_t"
+
+
+def fields_function_name(spec: isa.OpSpec) -> str:
+    """SV function decoding the operand fields of ``spec``, e.g. ``matmul_fields``."""
+    return f"{spec.name.lower()}_fields"
+
+
+def _fields_struct(spec: isa.OpSpec) -> list[str]:
+    """The packed struct of ``spec``'s operand fields and its decode function (no fields: none).
+
+    A packed struct's first member is its most significant, so the fields are listed from the
+    highest bit down; the struct is then exactly instr[<OP>_USED_BITS-1:HEADER_BITS].
+    """
+    if not spec.fields:
+        return []
+    t, fn = struct_name(spec), fields_function_name(spec)
+    rows = []
+    for f, lsb in reversed(spec.layout()):
+        typ = ("logic signed" if f.signed else "logic") + (f" [{f.bits - 1}:0]" if f.bits > 1 else "")
+        rows.append((typ, f.name + ";", f"// [{lsb + f.bits - 1}:{lsb}]"))
+    tw, nw = (max(len(r[i]) for r in rows) for i in (0, 1))
+    L = [f"  // {t} = {fn}(instr): the fields from the highest bit down",
+         "  typedef struct packed {"]
+    L += [f"    {typ.ljust(tw)} {name.ljust(nw)}  {rng}" for typ, name, rng in rows]
+    L += [f"  }} {t};",
+          f"  function automatic {t} {fn}(input logic [INSTR_BITS-1:0] w);",
+          f"    return {t}'(w[{spec.name}_USED_BITS-1:HEADER_BITS]);",
+          "  endfunction"]
+    return L
+
+
 def isa_pkg_text() -> str:
     """The full text of rtl/tpu_isa_pkg.sv."""
     L = [_HDR_ISA,
@@ -40,6 +86,9 @@ def isa_pkg_text() -> str:
          "// [15:12] signal mask (one bit per engine), operand fields from bit 16 upward.",
          "// A field <OP>_<FIELD> occupies instr[<OP>_<FIELD>_LSB +: <OP>_<FIELD>_BITS].",
          "// Signed fields (two's complement) are marked in the comment.",
+         "// Decoding: opcode_of(instr), wait_mask_of(instr), signal_mask_of(instr); the operand",
+         "// fields of opcode <OP> as one packed struct <op>_t = <op>_fields(instr), e.g.",
+         "// matmul_t mm = matmul_fields(instr) gives mm.count_x (signed fields are logic signed).",
          "",
          "`ifndef TPU_ISA_PKG_SV",
          "`define TPU_ISA_PKG_SV",
@@ -47,6 +96,7 @@ def isa_pkg_text() -> str:
          "package tpu_isa_pkg;",
          "",
          "  /* verilator lint_off UNUSEDPARAM */",
+         "  /* verilator lint_off UNUSEDSIGNAL */  // a decode function reads only its own bits",
          _lp("int unsigned", "INSTR_BITS", isa.INSTR_BITS),
          _lp("int unsigned", "INSTR_BYTES", isa.INSTR_BYTES),
          _lp("int unsigned", "HEADER_BITS", isa.HEADER_BITS),
@@ -59,6 +109,7 @@ def isa_pkg_text() -> str:
          _lp("int unsigned", "WAIT_BITS", 4),
          _lp("int unsigned", "SIGNAL_LSB", 12),
          _lp("int unsigned", "SIGNAL_BITS", 4),
+         ] + _header_functions() + [
          "",
          "  // engines (value = bit in the wait/signal masks; also index of retire_o)",
          _lp("int unsigned", "NUM_ENGINES", len(isa.Engine)),
@@ -89,7 +140,8 @@ def isa_pkg_text() -> str:
             last = lsb + f.bits
         L.append(_lp("int unsigned", f"{spec.name}_USED_BITS", last,
                      comment="bits above are zero"))
-    L += ["", "  /* verilator lint_on UNUSEDPARAM */", "", "endpackage : tpu_isa_pkg", "", "`endif  // TPU_ISA_PKG_SV", ""]
+        L += _fields_struct(spec)
+    L += ["", "  /* verilator lint_on UNUSEDSIGNAL */", "  /* verilator lint_on UNUSEDPARAM */", "", "endpackage : tpu_isa_pkg", "", "`endif  // TPU_ISA_PKG_SV", ""]
     return "\n".join(L)
 
 

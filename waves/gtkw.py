@@ -5,10 +5,13 @@ silently shows nothing for them.
 """
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Iterable
 
 from vcd.gtkw import GTKWSave
+
+from tpusim.fileio import write_text_atomic
 
 from waves.reader import Dump, read_dump
 
@@ -30,20 +33,21 @@ def write_triage(merged_vcd: str | Path, diverging_signals: Iterable[str], marke
     others = [n for n in other_signals if n not in set(diverging)]
     names = {n: trace_name(dump, n) for n in diverging + others}   # raises on unknown names
     out_gtkw = Path(out_gtkw)
-    with open(out_gtkw, "w") as fh:
-        save = GTKWSave(fh)
-        save.comment("waves triage view", f"first divergence at {marker_ps} ps")
-        save.dumpfile(str(merged_vcd))
-        save.savefile(str(out_gtkw))
-        save.zoom_markers(marker=dump.to_ticks(marker_ps))
-        if diverging:
-            with save.group("diverging", highlight=True):
-                for n in diverging:
-                    save.trace(names[n], highlight=True)
-        if others:
-            with save.group("context", closed=True):
-                for n in others:
-                    save.trace(names[n])
+    fh = io.StringIO()                 # written atomically below (tpusim.fileio)
+    save = GTKWSave(fh)
+    save.comment("waves triage view", f"first divergence at {marker_ps} ps")
+    save.dumpfile(str(merged_vcd))
+    save.savefile(str(out_gtkw))
+    save.zoom_markers(marker=dump.to_ticks(marker_ps))
+    if diverging:
+        with save.group("diverging", highlight=True):
+            for n in diverging:
+                save.trace(names[n], highlight=True)
+    if others:
+        with save.group("context", closed=True):
+            for n in others:
+                save.trace(names[n])
+    write_text_atomic(out_gtkw, fh.getvalue())
     return out_gtkw
 
 

@@ -12,6 +12,8 @@ CLI: ``python -m waves triage MODEL.vcd RTL.vcd --map waves/arch_map.yaml --out 
 """
 from __future__ import annotations
 
+import io
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,29 +54,27 @@ def write_merged(a: Dump, b: Dump, pairs: list[tuple[str, str]], path: Path,
                  extra_a=(), extra_b=()) -> None:
     """Write ``path``: every signal of ``pairs`` (and the extra names) of ``a`` under ``model.``
     and of ``b`` under ``rtl.``; all changes in time order (1 ps timescale)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
     events = []
-    with open(tmp, "w") as fh:
-        w = VCDWriter(fh, timescale="1 ps", date=None, comment="waves triage: model.* vs rtl.*")
-        seen = set()
-        names = [("model", a, n) for n, _ in pairs] + [("rtl", b, m) for _, m in pairs]
-        names += [("model", a, n) for n in extra_a] + [("rtl", b, n) for n in extra_b]
-        for side, dump, n in names:
-            if (side, n) in seen:
-                continue
-            seen.add((side, n))
-            scope, leaf = f"{side}.{n}".rsplit(".", 1)
-            kind, size = _var_args(dump, n)
-            var = w.register_var(scope, leaf, kind, size=size)
-            events += [(int(t), len(events), var, v) for t, v in dump.changes(n)]
-        events.sort(key=lambda e: (e[0], e[1]))
-        end = 0
-        for t, _, var, v in events:
-            w.change(var, t, v)
-            end = t
-        w.close(timestamp=end)
-    tmp.replace(path)
+    fh = io.StringIO()            # built in memory, then written atomically (tpusim.fileio)
+    w = VCDWriter(fh, timescale="1 ps", date=None, comment="waves triage: model.* vs rtl.*")
+    seen = set()
+    names = [("model", a, n) for n, _ in pairs] + [("rtl", b, m) for _, m in pairs]
+    names += [("model", a, n) for n in extra_a] + [("rtl", b, n) for n in extra_b]
+    for side, dump, n in names:
+        if (side, n) in seen:
+            continue
+        seen.add((side, n))
+        scope, leaf = f"{side}.{n}".rsplit(".", 1)
+        kind, size = _var_args(dump, n)
+        var = w.register_var(scope, leaf, kind, size=size)
+        events += [(int(t), len(events), var, v) for t, v in dump.changes(n)]
+    events.sort(key=lambda e: (e[0], e[1]))
+    end = 0
+    for t, _, var, v in events:
+        w.change(var, t, v)
+        end = t
+    w.close(timestamp=end)
+    write_text_atomic(path, fh.getvalue())     # OSError names ``path`` (disk full, size limit)
 
 
 def _context(pairs: list[tuple[str, str]], res: DiffResult) -> list[tuple[str, str]]:

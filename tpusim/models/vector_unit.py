@@ -11,6 +11,8 @@ Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   every lane, average gives pool_avg(0, 0, ...).
 Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. The requant table
 at word ``param_addr`` is bias int32[C], multiplier int32[C], shift int8[C], little endian.
+Every int8 shift (table or LOAD_QREG) is defined: tpusim.arith.requant (left shift > 31
+saturates, right shift > 31 gives 0), as the RTL.
 Effects are applied at the grant edge (inside [s, c]).
 """
 from __future__ import annotations
@@ -53,7 +55,7 @@ class Vpu(EngineBase):
                 g_ps = yield self.sram.request(sram_mod.VPU, s_ps, self.dom, ranges, accesses)
                 try:
                     effect()
-                except ValueError as e:       # arith refuses e.g. a shift outside [-31, 30]
+                except ValueError as e:       # arith refuses a value outside its domain (none today)
                     raise SimulationError(f"{entry.where()}: {e}") from None
                 if self.trace is not None:
                     self.trace.wrote_vpu(self.engine, entry.instr, self.sram)
