@@ -300,6 +300,9 @@ def minimize(prog, cfg, predicate: Callable[[object], Hashable | None],
         log.append({"round": r, "size": program_size(s.best.instrs).to_json(), "tests": s.tests})
         if not (a or b) or s.out_of_budget():
             break
+    if s.best is not prog:                      # the reproducer's own coverage, not the original's
+        from stressgen.coverage import bins_of
+        s.best = dataclasses.replace(s.best, bins=bins_of(s.best, cfg))
     return MinResult(s.best, s.target, program_size(prog.instrs), program_size(s.best.instrs),
                      s.tests, time.monotonic() - t0, s.out_of_budget(), log)
 

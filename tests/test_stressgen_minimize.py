@@ -105,6 +105,8 @@ def test_minimize_real_programs_with_a_python_predicate():
         small = res.prog
         validate(small, CFG)
         assert _odd_matmul(small) == ("odd_matmul", None)
+        from stressgen.coverage import bins_of
+        assert small.bins == bins_of(small, CFG) != prog.bins   # the reproducer's own coverage
         assert res.before == program_size(prog.instrs)
         assert res.after.instrs < res.before.instrs and res.after.work_units < res.before.work_units
         mm = [i for i in small.instrs if i.op == "MATMUL"]
