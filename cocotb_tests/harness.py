@@ -239,6 +239,9 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
         stale.unlink(missing_ok=True)
     info = build(cfg, waves=dump.build_waves, internal_clocks=internal_clocks,  # None -> $WAVES
                  bugs=bugs)
+    if dump_scopes and not dump.full:
+        from waves.rtl_dump import check_dump_scopes
+        check_dump_scopes(info.build_dir, dump_scopes)     # WaveError: a scope matching nothing
     in_paths = {}
     (out / "inputs").mkdir(exist_ok=True)
     for name, x in inputs.items():

@@ -8,7 +8,7 @@
 # $STRESS_HOME/bundles. Re-running the same day resumes that campaign. The report goes to
 # $STRESS_HOME/report-<date>.txt (and report-latest.txt), the progress log to run-<date>.log.
 # Settings: N (programs, default 1000), HW (default small), JOBS (default 2), INVALID_RATE (share of
-# invalid programs that must be refused and flagged alike by both sides, default 0.05), BUG (inject
+# invalid programs that must be refused and flagged alike by both sides, default stressgen's 0.05), BUG (inject
 # an RTL bug, for checking the flow), STRESS_ARGS (extra `stressgen run` options), PY (python).
 # Exit code = the campaign verdict: 0 every program passed and every coverage bin was hit,
 # 1 a failure or an empty bin, 2 a usage error, 130 interrupted.
@@ -21,8 +21,8 @@ DATE=${STRESS_DATE:-$(date -u +%Y%m%d)}
 mkdir -p "$STRESS_HOME" || exit 2
 REPORT="$STRESS_HOME/report-$DATE.txt"
 set -- run --seed "$DATE" --count "${N:-1000}" --hw "${HW:-small}" --jobs "${JOBS:-2}" \
-    --db "$STRESS_HOME/stress.db" --bundles "$STRESS_HOME/bundles" --quiet \
-    --invalid-rate "${INVALID_RATE:-0.05}"
+    --db "$STRESS_HOME/stress.db" --bundles "$STRESS_HOME/bundles" --quiet
+[ -n "${INVALID_RATE:-}" ] && set -- "$@" --invalid-rate "$INVALID_RATE"
 [ -n "${BUG:-}" ] && set -- "$@" --bug "$BUG"
 # shellcheck disable=SC2086  # STRESS_ARGS is a list of options
 "$PY" -m stressgen "$@" ${STRESS_ARGS:-} >"$REPORT.tmp" 2>>"$STRESS_HOME/run-$DATE.log"

@@ -29,16 +29,28 @@ import signal
 import threading
 import time
 import traceback
-from collections import deque
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
 from stressgen.db import Campaign, ProgramRow, ResultsDb
 from stressgen.writefail import is_write_failure, write_failure
+from tpusim.errors import TpuError
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MINIMIZE_BUDGET_S = 300.0
+#: --invalid-rate of `stressgen run` and `replay` (the same, so a seed replays with the defaults).
+DEFAULT_INVALID_RATE = 0.05
+#: Largest --count of one campaign (program indices are generated lazily, so memory does not grow
+#: with it; the cap keeps the progress bar and the database's indices sane).
+MAX_COUNT = 10**9
+#: Seeds (root and program) are 63-bit: 0 <= seed < MAX_SEED (SQLite INTEGER).
+MAX_SEED = 2**63
+
+
+class CampaignError(TpuError):
+    """A campaign parameter out of range (the message names the value)."""
 
 
 def derive_seed(root_seed: int, index: int) -> int:
@@ -77,8 +89,8 @@ def replay_command(spec: RunSpec, seed: int) -> list[str]:
     cmd = ["replay", "--seed", str(seed), "--hw", spec.hw]
     if spec.bug:
         cmd += ["--bug", spec.bug]
-    if spec.invalid_rate:
-        cmd += ["--invalid-rate", repr(spec.invalid_rate)]
+    if spec.invalid_rate != DEFAULT_INVALID_RATE:
+        cmd += ["--invalid-rate", repr(float(spec.invalid_rate))]
     if not spec.rtl:
         cmd += ["--no-rtl"]
     return cmd
@@ -100,6 +112,8 @@ def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=
 
     def set_phase(p):
         step["name"] = p
+        if p == "minimize":
+            step["minimize_t0"] = time.monotonic()
         phase(p)
 
     work = Path(spec.work_root) / campaign_id
@@ -125,6 +139,8 @@ def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=
     else:
         set_phase("bundle")
         _bundle(spec, campaign_id, prog, outcome, run_dir, row, set_phase)
+        if "minimize_t0" in step:     # the report keeps minimisation out of the throughput
+            row.timings["minimize"] = round(time.monotonic() - step["minimize_t0"], 4)
     row.wall_s = time.monotonic() - t0
     return row
 
@@ -340,6 +356,11 @@ def prepare(spec: RunSpec) -> str:
     return hashlib.sha256(cfg.hash_bytes()).hexdigest()[:16]
 
 
+def pending_indices(count: int, done: set[int]) -> Iterator[int]:
+    """Indices ``0..count-1`` not in ``done``, generated lazily (memory independent of count)."""
+    return (i for i in range(count) if i not in done)
+
+
 def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after_fails: int | None = None,
                  progress: bool = True, cfg_digest: str | None = None, on_row=None) -> CampaignStats:
     """Run programs ``0..count-1`` of the campaign not yet in ``db``; returns the stats.
@@ -348,24 +369,29 @@ def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after
     database; programs in flight are redone by the next run)."""
     cfg_digest = cfg_digest or prepare(spec)
     cid = db.ensure_campaign(spec.campaign(cfg_digest))
+    if not 1 <= count <= MAX_COUNT:
+        raise CampaignError(f"--count must be between 1 and {MAX_COUNT}, got {count}")
     done = db.done_indices(cid)
-    todo = deque(i for i in range(count) if i not in done)
-    st = CampaignStats(cid, count, skipped_done=count - len(todo))
+    n_done = sum(1 for i in done if i < count)
+    n_todo = count - n_done
+    todo = pending_indices(count, done)
+    st = CampaignStats(cid, count, skipped_done=n_done)
     fails_before = sum(1 for r in db.programs(cid) if r["status"] != "pass" and r["idx"] in done) \
         if stop_after_fails else 0
-    if not todo or (stop_after_fails and fails_before >= stop_after_fails):
-        st.stopped_early = bool(todo)
+    if not n_todo or (stop_after_fails and fails_before >= stop_after_fails):
+        st.stopped_early = bool(n_todo)
         return st
     session = db.start_session(cid, jobs)
     t0 = time.monotonic()
     bar = _Progress(progress, count, st.skipped_done, cid)
-    pool = Pool(spec, cid, min(jobs, len(todo)))
+    pool = Pool(spec, cid, min(jobs, n_todo))
+    nxt = next(todo, None)
     try:
-        while todo or pool.busy():
+        while nxt is not None or pool.busy():
             for w in pool.idle():
-                if todo and not st.stopped_early:
-                    i = todo.popleft()
-                    pool.submit(w, i, derive_seed(spec.root_seed, i))
+                if nxt is not None and not st.stopped_early:
+                    pool.submit(w, nxt, derive_seed(spec.root_seed, nxt))
+                    nxt = next(todo, None)
             if not pool.busy():
                 break
             for idx, seed, rowd, lost in pool.poll():
@@ -380,8 +406,8 @@ def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after
                     on_row(row)
                 if stop_after_fails and fails_before + st.failed >= stop_after_fails:
                     st.stopped_early = True
-                    todo.clear()
-            if st.stopped_early and pool.busy() and not todo:
+                    nxt = None
+            if st.stopped_early and pool.busy() and nxt is None:
                 break           # the programs in flight are not needed: stop now
     except KeyboardInterrupt:
         st.interrupted = True
@@ -417,7 +443,8 @@ class _Progress:
         self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("[green]{task.fields[passes]} pass[/green] "
                                      "[red]{task.fields[fails]} fail[/red]"),
-                          TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True))
+                          TimeElapsedColumn(), TimeRemainingColumn(),
+                          console=Console(stderr=True, soft_wrap=True))   # no wrap: paths copyable
         self.p.start()
         self.task = self.p.add_task(label, total=total, completed=done, passes=0, fails=0)
 
@@ -429,8 +456,10 @@ class _Progress:
         if self.p is not None:
             self.p.update(self.task, advance=1, passes=self.passes, fails=self.fails)
             if row.status != "pass":
+                from rich.markup import escape
                 self.p.console.print(f"[red]{row.status}[/red] program {row.idx} seed {row.seed}: "
-                                     f"{row.reason}" + (f" ({row.bundle})" if row.bundle else ""))
+                                     + escape(f"{row.reason}" + (f" ({row.bundle})" if row.bundle else "")),
+                                     highlight=False)
 
     def close(self) -> None:
         if self.p is not None:
@@ -438,4 +467,5 @@ class _Progress:
 
 
 __all__ = ["derive_seed", "RunSpec", "run_campaign", "execute_program", "replay_command",
-           "prepare", "CampaignStats", "DEFAULT_TIMEOUT_S", "DEFAULT_MINIMIZE_BUDGET_S"]
+           "prepare", "CampaignStats", "pending_indices", "CampaignError", "DEFAULT_INVALID_RATE", "MAX_COUNT", "MAX_SEED",
+           "DEFAULT_TIMEOUT_S", "DEFAULT_MINIMIZE_BUDGET_S"]

@@ -1,11 +1,11 @@
 """``python -m stressgen run | replay | report``: random stress programs on golden, SimPy and RTL.
 
-  run     --seed S --count N [--hw small] [--jobs 2] [--db stress_runs/stress.db]
-          [--no-rtl] [--bug NAME] [--bundles DIR] [--invalid-rate R] [--stop-after-fails K]
+  run     --seed S --count N (0 <= S < 2**63, 1 <= N <= 10**9) [--hw small] [--jobs 2] [--db stress_runs/stress.db]
+          [--no-rtl] [--bug NAME] [--bundles DIR] [--invalid-rate R=0.05] [--stop-after-fails K]
           [--timeout SECONDS] [--no-minimize] [--minimize-budget SECONDS] [--no-waves] [--quiet]
           Runs programs 0..N-1 of the campaign (program i has seed derive_seed(S, i), see
           stressgen/campaign.py); re-running the same command resumes it. Prints the report.
-  replay  --seed P [--hw small] [--bug NAME] [--invalid-rate R] [--no-rtl] [--out DIR]
+  replay  --seed P [--hw small] [--bug NAME] [--invalid-rate R=0.05] [--no-rtl] [--out DIR]
           or --asm FILE (a saved program, e.g. a bundle's min/program.asm): runs one program,
           prints its outcome; --out keeps every file of the run (program.asm / .tpubin,
           model.vcd, rtl/arch.vcd, merged.vcd, triage.gtkw, divergence.txt, outcome.json).
@@ -35,7 +35,7 @@ class StressCliError(TpuError):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from stressgen.campaign import DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S
+    from stressgen.campaign import DEFAULT_INVALID_RATE, DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run (or resume) a campaign")
@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-rtl", action="store_true", help="golden vs SimPy only")
     r.add_argument("--bug", default=None, help="compile an injected RTL bug in (cocotb_tests/bugs.py)")
     r.add_argument("--bundles", type=Path, default=None, help="failure bundles (default: beside the DB)")
-    r.add_argument("--invalid-rate", type=float, default=0.0, help="fraction of invalid programs")
+    r.add_argument("--invalid-rate", type=float, default=DEFAULT_INVALID_RATE,
+                   help=f"fraction of invalid programs (default {DEFAULT_INVALID_RATE})")
     r.add_argument("--stop-after-fails", type=int, default=None, metavar="K")
     r.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per program")
     r.add_argument("--no-minimize", action="store_true", help="bundle failures without minimising")
@@ -60,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--asm", type=Path, default=None, help="a program saved by stressgen (program.asm)")
     q.add_argument("--hw", default="small")
     q.add_argument("--bug", default=None)
-    q.add_argument("--invalid-rate", type=float, default=0.0)
+    q.add_argument("--invalid-rate", type=float, default=DEFAULT_INVALID_RATE,
+                   help=f"as the campaign's --invalid-rate (default {DEFAULT_INVALID_RATE})")
     q.add_argument("--no-rtl", action="store_true")
     q.add_argument("--no-waves", action="store_true")
     q.add_argument("--out", type=Path, default=None, help="run folder (default stress_runs/replay/<seed>)")
@@ -87,11 +89,21 @@ def _check_common(a) -> None:
             raise StressCliError(f"--bug {a.bug} injects an RTL bug: it needs the RTL (drop --no-rtl)")
 
 
+def _check_seed(seed: int) -> None:
+    from stressgen.campaign import MAX_SEED
+    if seed < 0:
+        raise StressCliError(f"--seed must be non-negative, got {seed}")
+    if seed >= MAX_SEED:
+        raise StressCliError(f"--seed must be below 2**63 = {MAX_SEED} (a 63-bit seed), got {seed}")
+
+
 def _check_run(a) -> None:
+    from stressgen.campaign import MAX_COUNT
     if a.count < 1:
         raise StressCliError(f"--count must be at least 1, got {a.count}")
-    if a.seed < 0:
-        raise StressCliError(f"--seed must be non-negative, got {a.seed}")
+    if a.count > MAX_COUNT:
+        raise StressCliError(f"--count must be at most {MAX_COUNT} (10**9) per campaign, got {a.count}")
+    _check_seed(a.seed)
     if a.jobs < 1:
         raise StressCliError(f"--jobs must be at least 1, got {a.jobs}")
     if a.timeout <= 0:
@@ -150,14 +162,62 @@ def cmd_run(a) -> int:
     return 0 if summaries and summaries[0].passed and not st.stopped_early else 1
 
 
-def _load_asm(path: Path, hw: str):
-    from stressgen.program import parse_asm
+def _read_asm_text(path: Path) -> str:
+    """The text of ``path``; StressCliError naming the file (and line) if unreadable or not UTF-8."""
     if not path.is_file():
         raise StressCliError(f"--asm {path}: no such file")
-    prog = parse_asm(path.read_text())
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise StressCliError(f"--asm {path}: cannot read it ({e.strerror})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise StressCliError(f"--asm {path}: line {line}: not a text program (byte {data[e.start]:#04x} "
+                             f"at offset {e.start} is not UTF-8)") from None
+
+
+def _load_asm(path: Path, hw: str):
+    """Parse a saved program; StressCliError (one line naming the file and line) if it cannot be
+    read or parsed, has no instruction or no HALT."""
+    from stressgen.program import parse_asm
+    from tpusim.errors import IsaError
+    text = _read_asm_text(path)
+    try:
+        prog = parse_asm(text)
+    except IsaError as e:
+        raise StressCliError(f"--asm {path}: {e}") from None
+    code_lines = [n for n, ln in enumerate(text.splitlines(), 1) if ln.strip() and not ln.strip().startswith("#")]
+    if not prog.instrs:
+        raise StressCliError(f"--asm {path}: line {len(text.splitlines()) or 1}: no instructions "
+                             "(a stress program is instruction lines ending with HALT)")
+    if not any(getattr(i, "op", "") == "HALT" for i in prog.instrs):
+        raise StressCliError(f"--asm {path}: line {code_lines[-1]}: the program has no HALT "
+                             "(its last instruction must be HALT)")
     if prog.hw != hw and Path(hw).stem != prog.hw:
         raise StressCliError(f"--asm {path}: program is for hw {prog.hw!r}, not --hw {hw!r}")
     return prog
+
+
+def _classify_user_program(prog, cfg, path: Path) -> None:
+    """A hand-written program that parses but fails ``validate`` is run as an invalid program
+    (``prog.invalid`` = the StressError's kind, "user" if it has none): the assembler must refuse
+    it and SimPy and the RTL must flag it alike. Prints the refusal, or a warning when a valid
+    program has no output region."""
+    from stressgen.program import StressError
+    from stressgen.validate import validate
+    if prog.invalid:
+        return
+    try:
+        validate(prog, cfg)
+    except StressError as e:
+        prog.invalid = e.kind or "user"
+        print(f"--asm {path}: invalid program ({prog.invalid}), the assembler refuses it: {e}")
+        return
+    if not prog.outputs:
+        print(f"{PROG}: warning: --asm {path}: no output regions: only retire times, counters and "
+              "waves are compared", file=sys.stderr)
 
 
 def cmd_replay(a) -> int:
@@ -171,9 +231,9 @@ def cmd_replay(a) -> int:
     cfg = load_config(a.hw)
     if a.asm is not None:
         prog = _load_asm(a.asm, a.hw)
+        _classify_user_program(prog, cfg, a.asm)
     else:
-        if a.seed < 0:
-            raise StressCliError(f"--seed must be non-negative, got {a.seed}")
+        _check_seed(a.seed)
         from stressgen.gen import generate
         prog = generate(a.seed, cfg, invalid_rate=a.invalid_rate)
     out = _writable_dir(a.out or DEFAULT_HOME / "replay" / str(prog.seed), "--out")
@@ -193,7 +253,7 @@ def cmd_replay(a) -> int:
         from tpusim.fileio import write_text_atomic
         write_text_atomic(out / "divergence.txt", o.first_divergence + "\n")
     if a.dump_scope or a.dump_window:
-        print(f"scoped RTL dump: {_scoped_dump(a, cfg, out, bugs)}")
+        print(_scoped_dump(a, cfg, out, bugs))
     print(f"files in {out}")
     return 0 if o.passed else 1
 
@@ -210,16 +270,24 @@ def _parse_window(text: str | None) -> tuple[int, int] | None:
     return t0, t1
 
 
-def _scoped_dump(a, cfg, out: Path, bugs) -> Path:
+def _scoped_dump(a, cfg, out: Path, bugs) -> str:
     """Run the replayed program once more on the RTL with a full dump of the requested scopes
-    and window (tracing build); the path of the VCD."""
+    and window (tracing build); the line to print: the VCD's path, or why there is none (the
+    run ended before the window). WaveError for a scope that matches no RTL scope."""
     if a.no_rtl:
         raise StressCliError("--dump-scope / --dump-window dump the RTL: drop --no-rtl")
     from cocotb_tests.harness import run_rtl
     from waves.rtl_dump import SCOPED_VCD
+    window = _parse_window(a.dump_window)
     res = run_rtl(out / "program.tpubin", cfg, {}, out / "rtl_full", waves="vcd", bugs=tuple(bugs),
-                  dump_scopes=a.dump_scope or None, dump_window_ps=_parse_window(a.dump_window))
-    return res.out_dir / SCOPED_VCD
+                  dump_scopes=a.dump_scope or None, dump_window_ps=window)
+    path = res.out_dir / SCOPED_VCD
+    if path.exists():
+        return f"scoped RTL dump: {path}"
+    end = res.raw.get("halted_o_time_ps")
+    ended = f"the run ended at {end} ps" if end is not None else f"the run ended ({res.status})"
+    where = f", before the window [{window[0]}, {window[1]})" if window else ""
+    return f"no dump: {ended}{where}"
 
 
 def cmd_report(a) -> int:

@@ -154,8 +154,9 @@ def parse_asm(text: str) -> StressProgram:
                 instrs.append(RawWord(v.to_bytes(INSTR_BYTES, "little")))
             elif s and not s.startswith("#"):
                 instrs += assemble(s)
-        except IsaError as e:
-            raise IsaError(f"line {lineno}: {e}") from None
+        except IsaError as e:      # assemble() numbers its one-line text "line 1": drop that
+            msg = str(e).removeprefix("line 1: ")
+            raise IsaError(f"line {lineno}: {msg}") from None
         except (ValueError, KeyError, IndexError, OverflowError) as e:
             raise IsaError(f"line {lineno}: malformed stress program line {s[:60]!r}: {e}") from None
     return StressProgram(seed, hw, instrs, data, outputs, bins, invalid)

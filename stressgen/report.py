@@ -2,9 +2,10 @@
 
 Per campaign: programs run (pass / fail / error), failures grouped by reason, functional
 coverage (every bin of ``stressgen.coverage.ALL_BINS`` with its hit count: the number of
-programs that hit it and the total hits), throughput (programs per hour over the time the
-``run`` sessions were active, and mean seconds per program), and the failing seeds with their
-bundle folders.
+programs that hit it and the total hits), throughput (programs per hour of one worker over the
+programs' own run time, minimisation excluded, and mean seconds per program; the minimiser's
+time on failing programs and the wall time of the ``run`` sessions shown apart), and the failing
+seeds with their bundle folders.
 
 Verdict: a campaign passes when every program passed and no bin of ALL_BINS stays empty.
 """
@@ -31,13 +32,16 @@ class CampaignSummary:
     empty_bins: list = field(default_factory=list)            # bins of ALL_BINS never hit
     extra_bins: list = field(default_factory=list)            # hit but not in ALL_BINS
     session_s: float = 0.0
-    program_s: float = 0.0
+    program_s: float = 0.0                                    # run time, minimisation excluded
+    minimize_s: float = 0.0                                   # minimiser time (failing programs)
+    minimized: int = 0                                        # programs minimised
     invalid: Counter = field(default_factory=Counter)         # invalid class -> programs
     failing: list = field(default_factory=list)               # rows of failing programs
 
     @property
     def programs_per_hour(self) -> float:
-        return self.programs / self.session_s * 3600 if self.session_s > 0 else 0.0
+        """Programs per hour of one worker over the programs' run time (no minimisation)."""
+        return self.programs / self.program_s * 3600 if self.program_s > 0 else 0.0
 
     @property
     def passed(self) -> bool:
@@ -62,7 +66,10 @@ def summarize(db: ResultsDb, campaign_id: str | None = None) -> list[CampaignSum
         for r in progs:
             s.programs += 1
             s.status[r["status"]] += 1
-            s.program_s += r["wall_s"] or 0.0
+            m = float((r["timings"] or {}).get("minimize", 0.0))
+            s.program_s += max((r["wall_s"] or 0.0) - m, 0.0)
+            s.minimize_s += m
+            s.minimized += m > 0
             if r["invalid"]:
                 s.invalid[r["invalid"]] += 1
             if r["status"] != "pass":
@@ -100,8 +107,11 @@ def render(s: CampaignSummary, bins_required: tuple[str, ...] | None = None, max
     if s.extra_bins:
         L.append("  (bins hit but not in ALL_BINS: " + ", ".join(s.extra_bins) + ")")
     mean = s.program_s / s.programs if s.programs else 0.0
-    L.append(f"throughput: {s.programs_per_hour:,.0f} programs/hour over {s.session_s:,.1f} s of runs; "
-             f"{mean:.2f} s per program (one worker)")
+    L.append(f"throughput: {s.programs_per_hour:,.0f} programs/hour, {mean:.2f} s per program "
+             f"(one worker, run time without minimisation); {s.session_s:,.1f} s of run sessions")
+    if s.minimized:
+        L.append(f"minimisation: {s.minimize_s:,.1f} s over {s.minimized} failing programs "
+                 f"({s.minimize_s / s.minimized:.1f} s each)")
     if s.failing:
         L.append(f"failing seeds ({len(s.failing)}):")
         for r in s.failing[:max_failing]:

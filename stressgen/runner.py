@@ -89,7 +89,12 @@ class Outcome:
             self.status, self.reason = "fail", reason
 
     def finish(self) -> "Outcome":
-        self.first_divergence = "\n".join(f"[{r}] {t}" for r, t in self.checks)
+        """Build ``first_divergence``; an RTL hang (status timeout) is always its first line."""
+        lines = [f"[{r}] {t}" for r, t in self.checks]
+        hang = self.details.get("rtl_hang")
+        if hang and not (lines and lines[0].startswith(f"[rtl_status] {hang}")):
+            lines.insert(0, hang)
+        self.first_divergence = "\n".join(lines)
         return self
 
     def to_json(self) -> dict:
@@ -212,10 +217,10 @@ def _compare_waves(o: Outcome, cfg, model_vcd: Path, rtl_vcd: Path | None, out: 
         o.files["merged_vcd"] = str(tr.merged_vcd)
     if getattr(tr, "gtkw", None):
         o.files["gtkw"] = str(tr.gtkw)
-    if not tr.identical:
+    if not tr.identical:           # a divergence, or a dump cut short (identical only up to the cut)
         first = tr.first
-        o.signal = getattr(first, "signal_a", None) or getattr(first, "signal", None) or str(first)
-        o.fail("waves", tr.report)
+        o.signal = getattr(first, "signal_a", None) if first is not None else None
+        o.fail("waves" if first is not None else "waves_cut", tr.report)
 
 
 def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome, step) -> None:
@@ -241,6 +246,7 @@ def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome,
     with step("rtl"):
         res = _rtl(cfg, out, bugs, waves, sim.cycles if sim is not None else None)
     o.details.update(rtl_status=res.status, cycles_rtl=res.cycles)
+    _note_hang(o, res)
     if res.status != "ok":
         o.details["rtl_flag"] = flag(res)
         o.fail("rtl_status", f"RTL status {res.status}: {res.message}".strip())
@@ -266,6 +272,12 @@ def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome,
             _compare_waves(o, cfg, out / "model.vcd", rtl_vcd_path(res), out)
 
 
+def _note_hang(o: Outcome, res) -> None:
+    """Keep the hang line of an RTL watchdog timeout for the top of ``first_divergence``."""
+    if res.status == "timeout":
+        o.details["rtl_hang"] = f"RTL status timeout: {res.message}".strip()
+
+
 def _check_invalid(prog, cfg, out: Path, rtl: bool, bugs, o: Outcome, step) -> None:
     from stressgen.invalid import assembler_rejects
     with step("assembler"):
@@ -286,6 +298,7 @@ def _check_invalid(prog, cfg, out: Path, rtl: bool, bugs, o: Outcome, step) -> N
         res = _rtl(cfg, out, bugs, waves=False)
     fr = flag(res)
     o.details["rtl_flag"] = fr
+    _note_hang(o, res)
     if fr != fs:
         o.fail("flag_mismatch", f"{prog.invalid}: SimPy flags {fs}, RTL flags {fr} ({res.message})")
 

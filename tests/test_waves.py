@@ -103,7 +103,10 @@ def test_map_file_renames(tmp_path):
     b = write_vcd(tmp_path / "b.vcd", prefix="dut", inject=(3500, "bus", 0))
     m = tmp_path / "map.yaml"
     m.write_text("top.clk: dut.clk\ntop.count: dut.count\ntop.core.flag: dut.core.flag\n")
-    assert run_cli("diff", a, b).returncode == 1                  # no common names
+    r = run_cli("diff", a, b)                                     # no common names
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.stderr == (f"waves: error: {a}, {b}: no signal names in common: pass --map (e.g. "
+                        "--map waves/arch_map.yaml for model vs RTL arch dumps)\n")
     assert main(["diff", str(a), str(b), "--map", str(m)]) == 0   # bus not mapped: not compared
     m.write_text("signals:\n  top.bus: dut.bus\n  top.clk: dut.clk\n")
     res = diff_dumps(read_dump(a), read_dump(b), load_map(m))
@@ -139,8 +142,20 @@ def test_gtkw_triage(tmp_path):
     assert "top.count[15:0]" in text and "\ntop.core.flag\n" in text and "\ntop.clk\n" in text
     assert text.index("-diverging") < text.index("top.count[15:0]") < text.index("top.clk")
     marker_line = next(line for line in text.splitlines() if line.startswith("*"))
-    assert marker_line.split()[1] == "12500"
-    assert f'[dumpfile] "{a}"' in text
+    # 40 cycles = 40000 ps (1 ps ticks) on a 1000-px pane: 2**13 ps per 200-px frame, zoom -13,
+    # a 40960-ps span; the dump ends at 20000 ps, so the start is clamped to 0
+    assert marker_line.split()[:2] == ["*-13.000000", "12500"]
+    assert "\n[timestart] 0\n" in text
+    assert '[dumpfile] "a.vcd"' in text and f'[savefile] "{tmp_path / "t.gtkw"}"' in text
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    # 4000 ps: zoom -10 (2**10 ps per frame, a 5120-ps span), start a quarter window before
+    text = write_triage(a, ["top.count"], 12000, sub / "u.gtkw", window_ps=4000).read_text()
+    assert '[dumpfile] "../a.vcd"' in text
+    assert "\n[timestart] 11000\n" in text and "\n*-10.000000 12000 " in text
+    # near the end the start is clamped so the span ends at 20000 ps (else GTKWave ignores it)
+    text = write_triage(a, ["top.count"], 19000, sub / "u.gtkw", window_ps=4000).read_text()
+    assert "\n[timestart] 14880\n" in text
     with pytest.raises(WaveError):
         write_triage(a, ["top.nope"], 0, tmp_path / "x.gtkw")
 
@@ -150,7 +165,7 @@ def test_cli_writes_gtkw(tmp_path):
     b = write_vcd(tmp_path / "b.vcd", inject=(4500, "bus", 1))
     assert main(["diff", str(a), str(b), "--gtkw", str(tmp_path / "t.gtkw")]) == 1
     text = (tmp_path / "t.gtkw").read_text()
-    assert "top.bus[7:0]" in text and "\n*0.000000 4500 " in text
+    assert "top.bus[7:0]" in text and "\n*-13.000000 4500 " in text
 
 
 PROG = """
@@ -171,3 +186,34 @@ def test_simpy_dumps_of_same_program_are_identical(tmp_path):
     res = diff_dumps(a, b)
     assert res.identical and res.compared == len(a.names()) and res.divergences == []
     assert main(["diff", str(tmp_path / "a.vcd"), str(tmp_path / "b.vcd")]) == 0
+
+
+def test_truncated_dump_compared_up_to_its_cut(tmp_path):
+    """B killed mid-run: no false divergence after its cut; exit 3 and the cut time in the
+    headline; a real divergence before the cut is still reported (exit 1)."""
+    a = write_vcd(tmp_path / "a.vcd")
+    text = a.read_text()
+    cut = text[:text.index("#12500") + 8]            # cut inside the #12500 step
+    b = tmp_path / "b.vcd"
+    b.write_text(cut)
+    d = read_dump(b)
+    assert d.truncated and d.end_ps == 12000          # its last complete time step
+    res = diff_dumps(read_dump(a), d)
+    assert res.divergences == [] and res.cut_ps == 12000 and res.exit_code == 3
+    r = run_cli("diff", a, b)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stdout == ("no divergence up to 12000 ps, where B ends (cut short: killed run?): "
+                        "4 signals compared\n")
+    assert main(["diff", str(a), str(b), "--gtkw", str(tmp_path / "c.gtkw")]) == 3
+    assert "\n*-13.000000 12000 " in (tmp_path / "c.gtkw").read_text()      # marker at the cut
+    r = run_cli("diff", b, b)
+    assert r.returncode == 3 and "up to 12000 ps, where A and B end (cut" in r.stdout
+    bad = write_vcd(tmp_path / "bad.vcd", inject=(4500, "bus", 1)).read_text()
+    b.write_text(bad[:bad.index("#12500") + 8])
+    r = run_cli("diff", a, b, "--gtkw", tmp_path / "t.gtkw")
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[:2] == [
+        "first divergence at 4500 ps = core cycle 4 + 500 ps: top.bus: A=148 (0x94) B=1",
+        "  note: compared only up to 12000 ps, where B ends (cut short: killed run?)"]
+    assert "1 of 4 compared signals differ" in r.stdout
+    assert "\n*-13.000000 4500 " in (tmp_path / "t.gtkw").read_text()

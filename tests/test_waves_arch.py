@@ -234,8 +234,11 @@ def test_kill_9_mid_dump_leaves_a_readable_prefix(tmp_path):
     assert n > 1000, (size, n)
     r = subprocess.run([sys.executable, "-m", "waves", "diff", str(tmp_path / "model.vcd"), str(arch),
                         "--map", str(MAP_PATH)], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert ("was cut short" in r.stdout) == d.truncated      # cut inside a line, or at one
+    # cut inside a line: compared up to the cut, no divergence before it (exit 3); cut at a line
+    # end the dump reads as whole and simply ends early (exit 1)
+    assert r.returncode == (3 if d.truncated else 1) and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.startswith(f"no divergence up to {d.end_ps} ps, where B ends (cut short: "
+                               "killed run?)") == d.truncated, r.stdout
 
 
 def test_arch_window_matches_model_window(tmp_path):
@@ -277,3 +280,26 @@ def test_scoped_windowed_verilator_dump(tmp_path, all_ops):
     tpu.trace.write(tmp_path / "model_w.vcd", window_ps=(t0, t1))
     res = diff_dumps(read_dump(tmp_path / "model_w.vcd"), d, mapping)
     assert res.identical and res.compared == len(mapping), res.divergences
+
+
+def test_scoped_dump_refuses_unknown_scope_and_late_window(tmp_path, capsys):
+    """A scope matching no RTL scope is refused before the run, naming it and listing the
+    scopes under tb_top.u_tpu; a window after the end of the run says there is no dump."""
+    import json
+    from cocotb_tests.harness import run_rtl
+    from stressgen.cli import main as stress_main
+    with pytest.raises(WaveError) as exc:           # checked on the build, before any run
+        run_rtl(tmp_path / "never_read.tpubin", CFG, {}, tmp_path / "rtl", waves="vcd", dump_scopes=["tb_top.nonexistent"])
+    assert str(exc.value) == (
+        "dump scope 'tb_top.nonexistent' matches no scope of the RTL; top-level scopes under "
+        "tb_top.u_tpu: g_eng[0], g_eng[1], g_eng[2], g_eng[3], u_ddr_arb, u_decoder, u_dma, "
+        "u_fetch, u_mxu, u_perf, u_sram, u_tokens, u_vpu")
+    assert not (tmp_path / "rtl" / "waves.vcd").exists()
+    out = tmp_path / "replay"
+    assert stress_main(["replay", "--seed", "3", "--hw", "small", "--out", str(out),
+                        "--dump-scope", "tb_top.u_tpu.u_ddr_arb",
+                        "--dump-window", "900000000:900001000"]) == 0, capsys.readouterr()
+    end = json.loads((out / "rtl_full" / "rtl_result.json").read_text())["halted_o_time_ps"]
+    assert end < 900_000_000 and not (out / "rtl_full" / "waves.vcd").exists()
+    assert (f"no dump: the run ended at {end} ps, before the window [900000000, 900001000)"
+            in capsys.readouterr().out.splitlines())

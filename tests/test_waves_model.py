@@ -230,3 +230,26 @@ def test_triage_that_cannot_write_names_the_file(tmp_path, model_vcd):
     assert r.stderr.startswith("waves: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert "merged.vcd" in r.stderr and "Traceback" not in r.stderr
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name == "merged.vcd"]
+
+
+def test_triage_on_a_cut_dump_stops_at_the_cut(tmp_path, model_vcd):
+    """The RTL side killed mid-run: triage compares up to its last complete step only (no false
+    divergence after it), says so, puts the marker at the cut; the CLI exits 3."""
+    path, _ = model_vcd
+    data = path.read_bytes()
+    steps = [i for i in range(len(data)) if data.startswith(b"\n#", i)]
+    off = steps[len(steps) // 2] + 4                  # inside a time step halfway through
+    cut = tmp_path / "cut.vcd"
+    cut.write_bytes(data[:off])
+    end = int(data[steps[len(steps) // 2 - 1] + 2:steps[len(steps) // 2]].split(b"\n")[0])
+    assert read_dump(cut).truncated and read_dump(cut).end_ps == end
+    res = triage(path, cut, None, tmp_path / "tri")
+    assert res.divergences == [] and res.cut_ps == end and not res.identical and res.exit_code == 3
+    assert res.report.startswith(f"no divergence up to {end} ps, where rtl ends (cut short: "
+                                 "killed run?): ")
+    marker = next(x for x in res.gtkw.read_text().splitlines() if x.startswith("*"))
+    assert marker.split()[1] == str(end)
+    r = subprocess.run([sys.executable, "-m", "waves", "triage", str(path), str(cut), "--out",
+                        str(tmp_path / "t")], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stdout.startswith(f"no divergence up to {end} ps, where rtl ends")

@@ -1,7 +1,9 @@
 """``python -m waves diff A.vcd B.vcd [--map FILE] [--core-period-ps N] [--gtkw OUT]`` and
 ``python -m waves triage MODEL.vcd RTL.vcd [--map waves/arch_map.yaml] --out DIR``.
 
-Exit status: 0 identical, 1 different, 2 user error (one line on stderr, no traceback).
+Exit status: 0 identical, 1 different, 2 user error (one line on stderr, no traceback; also two
+dumps without a signal name in common and no --map), 3 identical only up to the end of a dump cut
+short (a killed run: compared up to its last complete time step).
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import argparse
 import sys
 
 from waves.diff import diff_dumps, load_map, report
+from waves.gtkw import GTKW_WINDOW_CYCLES
 from waves.reader import WaveError, read_dump
 
 
@@ -39,7 +42,7 @@ def _triage(args) -> int:
     res = triage(args.model, args.rtl, args.map, args.out, args.core_period_ps)
     print(res.report)
     print(f"wrote {res.merged_vcd}, {res.gtkw}, {res.report_path}  (gtkwave {res.gtkw})")
-    return 0 if res.identical else 1
+    return res.exit_code
 
 
 def _diff(args) -> int:
@@ -52,9 +55,10 @@ def _diff(args) -> int:
     if args.gtkw:
         from waves.gtkw import write_triage
         first = res.first
-        write_triage(args.a, [d.signal_a for d in res.divergences],
-                     first.time_ps if first else 0, args.gtkw, dump=a)
-    return 0 if res.identical else 1
+        marker_ps = first.time_ps if first else (res.cut_ps or 0)
+        write_triage(args.a, [d.signal_a for d in res.divergences], marker_ps, args.gtkw, dump=a,
+                     window_ps=GTKW_WINDOW_CYCLES * args.core_period_ps)
+    return res.exit_code
 
 
 def main(argv=None) -> int:

@@ -4,6 +4,9 @@ Signals are paired by name (identical hierarchical names), or by a YAML map file
 ``name_in_A: name_in_B`` entries (top level, or under a ``signals:`` key); with a map only the
 mapped pairs are compared. A signal's value before its first change is "unknown" (``None``):
 a signal that one dump initialises at t=0 and the other first sets later diverges at t=0.
+
+A dump cut short by a killed run (``Dump.truncated``) is compared only up to its last complete
+time step (``DiffResult.cut_ps``): what follows is missing, not different.
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ class DiffResult:
     divergences: list[Divergence] = field(default_factory=list)   # first one per signal, by time
     only_in_a: list[str] = field(default_factory=list)             # unmapped names (no map only)
     only_in_b: list[str] = field(default_factory=list)
+    cut_ps: int | None = None            # compared only up to here: a truncated dump ends here
+    cut_sides: tuple[int, ...] = ()      # which dumps (0 = A, 1 = B) end at ``cut_ps``
 
     @property
     def first(self) -> Divergence | None:
@@ -37,7 +42,15 @@ class DiffResult:
 
     @property
     def identical(self) -> bool:
+        """No difference at all (up to ``cut_ps`` if a dump was cut short)."""
         return not (self.divergences or self.only_in_a or self.only_in_b)
+
+    @property
+    def exit_code(self) -> int:
+        """CLI status: 0 identical, 1 different, 3 identical only up to a cut (``cut_ps``)."""
+        if not self.identical:
+            return 1
+        return 3 if self.cut_ps is not None else 0
 
 
 def load_map(path: str | Path) -> dict[str, str]:
@@ -78,11 +91,35 @@ def first_difference(ca: list, cb: list):
     return None       # equal after repeats collapse (the reader already drops them)
 
 
+NO_COMMON = ("no signal names in common: pass --map (e.g. --map waves/arch_map.yaml for model "
+             "vs RTL arch dumps)")
+
+
+def cut_time(a: Dump, b: Dump) -> tuple[int | None, tuple[int, ...]]:
+    """(end time in ps of the earlier-ending truncated dump, the sides ending there), or
+    (None, ()) if neither dump was cut short."""
+    ends = {i: d.end_ps for i, d in enumerate((a, b)) if d.truncated}
+    if not ends:
+        return None, ()
+    cut = min(0 if e is None else e for e in ends.values())
+    return cut, tuple(i for i, e in ends.items() if (0 if e is None else e) == cut)
+
+
+def _upto(changes: list, cut_ps) -> list:
+    return changes if cut_ps is None else [c for c in changes if c[0] <= cut_ps]
+
+
 def diff_dumps(a: Dump, b: Dump, mapping: dict[str, str] | None = None) -> DiffResult:
+    """Compare ``a`` and ``b`` (by name, or through ``mapping`` name_in_A -> name_in_B), up to
+    the cut of a truncated dump if any. WaveError if a mapped name is missing, or if without a
+    map the dumps have no signal name in common."""
     res = DiffResult()
+    res.cut_ps, res.cut_sides = cut_time(a, b)
     if mapping is None:
         names_b = set(b.names())
         pairs = [(n, n) for n in a.names() if n in names_b]
+        if not pairs:
+            raise WaveError(f"{a.path}, {b.path}: {NO_COMMON}")
         res.only_in_a = [n for n in a.names() if n not in names_b]
         names_a = set(a.names())
         res.only_in_b = [n for n in b.names() if n not in names_a]
@@ -96,7 +133,7 @@ def diff_dumps(a: Dump, b: Dump, mapping: dict[str, str] | None = None) -> DiffR
     found = []
     for na, nb in pairs:
         res.compared += 1
-        d = first_difference(a.changes(na), b.changes(nb))
+        d = first_difference(_upto(a.changes(na), res.cut_ps), _upto(b.changes(nb), res.cut_ps))
         if d is not None:
             found.append(Divergence(d[0], na, nb, d[1], d[2]))
     res.divergences = sorted(found, key=lambda d: (d.time_ps, d.signal_a))
@@ -126,8 +163,17 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
     ``labels`` name the two sides in the text (e.g. ("model", "rtl"))."""
     la, lb = labels
     lines = []
+    cut_note = ""
+    if res.cut_ps is not None:
+        who = " and ".join((la, lb)[i] for i in res.cut_sides)
+        cut_note = (f"{res.cut_ps} ps, where {who} "
+                    f"{'end' if len(res.cut_sides) > 1 else 'ends'} (cut short: killed run?)")
     if res.identical:
+        if cut_note:
+            return f"no divergence up to {cut_note}: {res.compared} signals compared"
         return f"identical: {res.compared} signals compared, no differences"
+    if not res.divergences and cut_note:
+        lines.append(f"no divergence up to {cut_note}")
     first = res.first
     if first is not None:
         name = first.signal_a if first.signal_a == first.signal_b else f"{first.signal_a} / {first.signal_b}"
@@ -139,9 +185,8 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
             state = in_flight(dump, first.time_ps, rename) if dump is not None else None
             if state:
                 lines.append(f"  in flight on {label}: {state}")
-            if dump is not None and dump.truncated:
-                lines.append(f"  note: {label} ({dump.path}) was cut short (killed run?); only its "
-                             "complete prefix was read, so differences near its end may be that")
+        if cut_note:
+            lines.append(f"  note: compared only up to {cut_note}")
     lines.append(f"{len(res.divergences)} of {res.compared} compared signals differ")
     for d in res.divergences[1:limit]:
         lines.append(f"  {d.signal_a} at {fmt_time(d.time_ps, core_period_ps)}: "
@@ -155,4 +200,4 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
     return "\n".join(lines)
 
 
-__all__ = ["Divergence", "DiffResult", "diff_dumps", "first_difference", "load_map", "report"]
+__all__ = ["Divergence", "DiffResult", "NO_COMMON", "cut_time", "diff_dumps", "first_difference", "load_map", "report"]

@@ -15,6 +15,7 @@ dropped, so two dumps that say the same thing give the same change lists.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import weakref
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class Dump:
             raise WaveError(f"{self.path}: not a file")
         self.truncated = False                 # True: only the complete prefix was read
         self._tmp = None
+        self._end_ticks: int | None = None     # set for a truncated dump: its last complete step
         self._wave = self._load()
         ts = self._wave.timescale
         if ts is None:
@@ -87,6 +89,7 @@ class Dump:
                     _complete_prefix(self.path, check_only=True)     # names a truncated header
                 raise WaveError(f"{self.path}: not a readable VCD/FST dump ({exc})") from None
         self._tmp = _complete_prefix(self.path)
+        self._end_ticks = _last_time_step(Path(self._tmp.name))
         try:
             wave = _waveform(Path(self._tmp.name))
         except WaveError as exc:
@@ -117,6 +120,15 @@ class Dump:
     def to_ticks(self, time_ps) -> int:
         """Picoseconds -> the dump's own time units (rounded down), e.g. for GTKWave markers."""
         return int(Fraction(time_ps) / self.ps_per_tick)
+
+    @property
+    def end_ps(self) -> int | Fraction | None:
+        """Time of the dump's last time step (ps): for a truncated dump, its last complete step
+        (the read prefix ends there); for a whole VCD, its final ``#t``; None if unknown (FST,
+        or a VCD without time steps)."""
+        if self._end_ticks is None and not self.truncated and _is_vcd(self.path):
+            self._end_ticks = _last_time_step(self.path)
+        return None if self._end_ticks is None else self.to_ps(self._end_ticks)
 
     def changes(self, name: str) -> list[tuple[int, object]]:
         """``[(time_ps, value), ...]`` in time order, consecutive repeats removed."""
@@ -190,6 +202,22 @@ def _complete_prefix(path: Path, check_only: bool = False):
     tmp.close()
     weakref.finalize(tmp, _unlink_quietly, tmp.name)
     return tmp
+
+
+def _last_time_step(path: Path, tail_bytes: int = 1 << 16) -> int | None:
+    """The last ``#<ticks>`` line of a VCD (read from its tail), or None."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        while True:
+            start = max(0, size - tail_bytes)
+            fh.seek(start)
+            data = b"\n" + fh.read() if start == 0 else fh.read()
+            found = re.findall(rb"\n#(\d+)[ \t\r]*(?=\n|$)", data)
+            if found:
+                return int(found[-1])
+            if start == 0:
+                return None
+            tail_bytes *= 4
 
 
 def _unlink_quietly(path: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,47 @@ def dump_request(out: Path, waves, scopes=None, window=None) -> DumpRequest:
     env = {ENV_VCD: str(path), ENV_SCOPES: json.dumps(scopes or []),
            ENV_WINDOW: json.dumps(list(window) if window else None)}
     return DumpRequest(build_waves="vcd", full=False, env=env, stale=[path], path=path)
+
+
+_PUSH = re.compile(r'VL_TRACE_PUSH_PREFIX\(tracep, "([^"]*)", VerilatedTracePrefixType::(\w+)')
+_TPU_SCOPE = "tb_top.u_tpu"
+
+
+def rtl_scopes(build_dir: Path) -> set[str]:
+    """Hierarchical scope names (``tb_top.u_tpu.u_vpu``) declared by a tracing build's
+    Verilator trace code (``V*__Trace__*__Slow.cpp`` in ``build_dir``); empty if none found.
+    Read line by line: the push/pop prefix calls nest within each generated function."""
+    found: set[str] = set()
+    for src in sorted(Path(build_dir).glob("V*__Trace__*__Slow.cpp")):
+        stack: list[tuple[str, bool]] = []
+        for line in src.read_text(errors="replace").splitlines():
+            if line.startswith(("VL_ATTR_COLD void", "void ")) and line.rstrip().endswith("{"):
+                stack = []                             # a new generated function
+            m = _PUSH.search(line)
+            if m:
+                stack.append((m.group(1), m.group(2) == "SCOPE_MODULE"))
+                if stack[-1][1]:
+                    found.add(".".join(n for n, mod in stack if mod and n != "$rootio"))
+            elif "VL_TRACE_POP_PREFIX" in line and stack:
+                stack.pop()
+    found.discard("")
+    return found
+
+
+def check_dump_scopes(build_dir: Path, scopes) -> None:
+    """WaveError naming the first of ``scopes`` that is no scope of the tracing build in
+    ``build_dir`` (nor a prefix of one), with the top-level scopes under tb_top.u_tpu. Does
+    nothing if the build's scopes cannot be read (a Verilator whose trace code differs)."""
+    known = rtl_scopes(build_dir)
+    if not known:
+        return
+    for s in scopes or ():
+        s = s.strip()
+        if not any(k == s or k.startswith(s + ".") for k in known):
+            top = sorted(k.rsplit(".", 1)[1] for k in known
+                         if k.startswith(_TPU_SCOPE + ".") and k.count(".") == _TPU_SCOPE.count(".") + 1)
+            raise WaveError(f"dump scope {s!r} matches no scope of the RTL; top-level scopes under "
+                            f"{_TPU_SCOPE}: {', '.join(top) or '(none found)'}")
 
 
 # ------------------------------------------------------------------------ simulator side
@@ -156,5 +198,5 @@ def stop_scoped_dump(task) -> None:
     _lib()[2]()
 
 
-__all__ = ["ARCH_VCD", "SCOPED_VCD", "DumpRequest", "dump_request", "scoped_dump",
+__all__ = ["ARCH_VCD", "SCOPED_VCD", "DumpRequest", "check_dump_scopes", "dump_request", "rtl_scopes", "scoped_dump",
            "start_scoped_dump", "stop_scoped_dump"]

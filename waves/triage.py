@@ -8,6 +8,8 @@
     issue PC signals and the other compared signals; the primary marker at the first divergence;
   * ``divergence.txt``: the report (first divergence in ps and core cycles, signal, both values,
     the instruction in flight on each side, how many signals differ).
+A dump cut short (killed run) is compared up to its last complete step (``TriageResult.cut_ps``;
+``identical`` is then False); with no divergence before it the marker is at the cut.
 CLI: ``python -m waves triage MODEL.vcd RTL.vcd --map waves/arch_map.yaml --out DIR``.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from vcd import VCDWriter
 
 from tpusim.fileio import write_text_atomic
 from waves.diff import DiffResult, Divergence, diff_dumps, load_map, report
-from waves.gtkw import write_triage
+from waves.gtkw import GTKW_WINDOW_CYCLES, write_triage
 from waves.inflight import ENGINES
 from waves.reader import Dump, WaveError, read_dump
 
@@ -38,6 +40,8 @@ class TriageResult:
     first: Divergence | None = None
     divergences: list = field(default_factory=list)
     compared: int = 0
+    cut_ps: int | None = None     # a dump was cut short: compared only up to here (ps)
+    exit_code: int = 0            # 0 identical, 1 different, 3 no divergence up to cut_ps only
 
 
 def _var_args(dump: Dump, name: str) -> tuple[str, int | None]:
@@ -113,11 +117,13 @@ def triage(model_vcd: str | Path, rtl_vcd: str | Path, map_path: str | Path | No
     for na, nb in _context(pairs, res):
         context += [f"model.{na}", f"rtl.{nb}"]
     first = res.first
-    write_triage(merged, diverging, first.time_ps if first else 0, gtkw, other_signals=context,
-                 dump=read_dump(merged))
+    marker_ps = first.time_ps if first else (res.cut_ps or 0)
+    write_triage(merged, diverging, marker_ps, gtkw, other_signals=context,
+                 dump=read_dump(merged), window_ps=GTKW_WINDOW_CYCLES * core_period_ps)
     write_text_atomic(rpt, text + "\n")
-    return TriageResult(res.identical, text, merged, gtkw, rpt, first, res.divergences,
-                        res.compared)
+    # identical only if nothing was cut: a dump cut short is not a clean comparison
+    return TriageResult(res.identical and res.cut_ps is None, text, merged, gtkw, rpt, first,
+                        res.divergences, res.compared, res.cut_ps, res.exit_code)
 
 
 __all__ = ["TriageResult", "triage", "write_merged", "MERGED", "GTKW", "REPORT"]
