@@ -80,3 +80,17 @@ def test_float_input_quantized_and_config_inferred(tmp_path, capsys):
     np.save(tmp_path / "f.npy", np.zeros((1, 8, 4, 4), np.float32))
     assert main(["run", str(path), "--input", str(tmp_path / "f.npy"), "--out", str(tmp_path / "o")]) == 0
     assert "cycles:" in capsys.readouterr().out
+
+
+def test_unwritable_destinations_refused_before_the_run(tmp_path, capsys):
+    path, _, _ = _write(tmp_path)
+    x = str(tmp_path / "x.npy")
+    assert main(["run", str(path), "--input", x, "--vcd", str(tmp_path / "no" / "d" / "a.vcd")]) == 2
+    err = capsys.readouterr().err
+    assert f"--vcd {tmp_path / 'no' / 'd' / 'a.vcd'}: folder {tmp_path / 'no' / 'd'} does not exist" in err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["run", str(path), "--input", x, "--out", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tpusim: error: --out {blocker / 'sub'}: cannot create the directory (")
+    assert "cycles:" not in capsys.readouterr().out

@@ -13,6 +13,7 @@ from tpusim.fileio import save_npy_atomic, write_text_atomic
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -101,10 +102,27 @@ def _write_out(res, out_dir: Path) -> None:
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=1))
 
 
+def _check_destinations(args) -> None:
+    """Refuse an unwritable --vcd folder or --out directory before simulating (TpuError naming
+    the option), so a long run is not lost at the end."""
+    if args.vcd:
+        folder = Path(args.vcd).resolve().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise TpuError(f"--vcd {args.vcd}: folder {folder} does not exist or is not writable")
+    if args.out:
+        try:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TpuError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
+        if not os.access(args.out, os.W_OK):
+            raise TpuError(f"--out {args.out}: directory is not writable")
+
+
 def cmd_run(args) -> int:
     from tpusim.binary import TpuBinary
     from tpusim.config import load_config
     from tpusim.sim import run_binary
+    _check_destinations(args)
     binary = TpuBinary.read(args.binary)
     cfg = _config_for(binary, args.hw)
     binary = TpuBinary.read(args.binary, cfg.hash_bytes())
