@@ -23,7 +23,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tpusim.cliutil import EXIT_INTERRUPTED, user_errors
+from tpusim.cliutil import EXIT_INTERRUPTED, user_errors, writable_dir
 from tpusim.errors import TpuError
 
 PROG = "stressgen"
@@ -116,14 +116,7 @@ def _check_run(a) -> None:
 
 
 def _writable_dir(p: Path, what: str) -> Path:
-    p = p.resolve()
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StressCliError(f"{what} {p}: cannot create it ({e.strerror})") from None
-    if not os.access(p, os.W_OK):
-        raise StressCliError(f"{what} {p}: not writable")
-    return p
+    return writable_dir(p, what, StressCliError)
 
 
 def _sigterm_to_interrupt() -> None:

@@ -32,8 +32,17 @@ def _replace(prog, i, **changes):
     prog.instrs[i] = instruction_from(ins.op, args, wait, signal)
 
 
+_DMA_OPS = ("DMA_LOAD", "DMA_STORE")
+
+
 def _of(prog, ops):
     return [i for i, ins in enumerate(prog.instrs) if ins.op in ops]
+
+
+def _pick(prog, r, ops=_DMA_OPS):
+    """Index of a random instruction with an opcode in ``ops``, or None if there is none."""
+    cands = _of(prog, ops)
+    return r.choice(cands) if cands else None
 
 
 def _reserved(prog, cfg, r):
@@ -44,10 +53,9 @@ def _reserved(prog, cfg, r):
 
 
 def _misaligned(prog, cfg, r):
-    dmas = _of(prog, ("DMA_LOAD", "DMA_STORE"))
-    if not dmas:
+    i = _pick(prog, r)
+    if i is None:
         return False
-    i = r.choice(dmas)
     a, w, al = prog.instrs[i].args, cfg.word_bytes, ddr_align(cfg)
     f = r.choice(["sram_addr", "inner_bytes", "ddr_addr"] + (["ddr_stride1"] if a["count1"] > 1 else []))
     off = r.randrange(1, w) if f in ("sram_addr", "inner_bytes") else r.randrange(1, al)
@@ -57,18 +65,17 @@ def _misaligned(prog, cfg, r):
 
 
 def _zero(prog, cfg, r):
-    dmas = _of(prog, ("DMA_LOAD", "DMA_STORE"))
-    if not dmas:
+    i = _pick(prog, r)
+    if i is None:
         return False
-    _replace(prog, r.choice(dmas), **{r.choice(["inner_bytes", "count1", "count2"]): 0})
+    _replace(prog, i, **{r.choice(["inner_bytes", "count1", "count2"]): 0})
     return True
 
 
 def _ddr(prog, cfg, r):
-    dmas = _of(prog, ("DMA_LOAD", "DMA_STORE"))
-    if not dmas:
+    i = _pick(prog, r)
+    if i is None:
         return False
-    i = r.choice(dmas)
     a, al = prog.instrs[i].args, ddr_align(cfg)
     ext = (a["count2"] - 1) * a["ddr_stride2"] + (a["count1"] - 1) * a["ddr_stride1"] + a["inner_bytes"]
     if ext <= al:          # one short run: repeat it one 32-byte step further, same SRAM bytes
@@ -93,10 +100,9 @@ def _qreg(prog, cfg, r):
 
 def _sram(prog, cfg, r):
     nw = cfg.sram_words
-    cands = _of(prog, ("DMA_LOAD", "DMA_STORE", "LOAD_WEIGHTS", "MATMUL", "REQUANT", "ADD"))
-    if not cands:
+    i = _pick(prog, r, _DMA_OPS + ("LOAD_WEIGHTS", "MATMUL", "REQUANT", "ADD"))
+    if i is None:
         return False
-    i = r.choice(cands)
     op = prog.instrs[i].op
     if op in ("DMA_LOAD", "DMA_STORE"):
         w = cfg.word_bytes
@@ -105,9 +111,7 @@ def _sram(prog, cfg, r):
         _replace(prog, i, sram_addr=nw - r.randint(1, cfg.array_cols - 1))
     elif op == "MATMUL":
         _replace(prog, i, act_addr=nw - 1, count_x=2, stride_x=1, count_y=1)
-    elif op == "REQUANT":
-        _replace(prog, i, dst_addr=nw - 1, count=max(2, prog.instrs[i].args["count"]))
-    else:
+    else:                              # REQUANT, ADD: the destination runs past the end
         _replace(prog, i, dst_addr=nw - 1, count=max(2, prog.instrs[i].args["count"]))
     return True
 

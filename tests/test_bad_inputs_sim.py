@@ -136,7 +136,7 @@ def test_bad_input_values_and_outputs(tmp_path, capsys):
     assert main(["run", str(p), "--input", str(tmp_path / "x.npy"), "--hw", "small",
                  "--out", str(tmp_path / "file")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("tpusim: error: --out ") and err.rstrip().endswith(": cannot create the directory (File exists)") and "Traceback" not in err
+    assert err.startswith("tpusim: error: --out ") and err.rstrip().endswith(": cannot create it (File exists)") and "Traceback" not in err
 
 
 def test_output_names_cannot_escape_out_dir(tmp_path, capsys):

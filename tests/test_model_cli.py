@@ -92,5 +92,5 @@ def test_unwritable_destinations_refused_before_the_run(tmp_path, capsys):
     blocker.write_text("")
     assert main(["run", str(path), "--input", x, "--out", str(blocker / "sub")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tpusim: error: --out {blocker / 'sub'}: cannot create the directory (")
+    assert err.startswith(f"tpusim: error: --out {blocker / 'sub'}: cannot create it (")
     assert "cycles:" not in capsys.readouterr().out

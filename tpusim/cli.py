@@ -8,7 +8,7 @@ Prints the cycle count and the performance counters; with ``--out`` writes every
 """
 from __future__ import annotations
 
-from tpusim.cliutil import user_errors
+from tpusim.cliutil import user_errors, writable_dir
 from tpusim.fileio import save_npy_atomic, write_text_atomic
 
 import argparse
@@ -110,12 +110,7 @@ def _check_destinations(args) -> None:
         if not folder.is_dir() or not os.access(folder, os.W_OK):
             raise TpuError(f"--vcd {args.vcd}: folder {folder} does not exist or is not writable")
     if args.out:
-        try:
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise TpuError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
-        if not os.access(args.out, os.W_OK):
-            raise TpuError(f"--out {args.out}: directory is not writable")
+        writable_dir(args.out, "--out")
 
 
 def cmd_run(args) -> int:

@@ -8,12 +8,27 @@ in tpusim and keeps its traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
+from pathlib import Path
 
 from tpusim.errors import TpuError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+
+
+def writable_dir(path: str | Path, what: str, error: type[TpuError] = TpuError) -> Path:
+    """Create the directory ``path`` if needed and check it is writable, before a long run;
+    the resolved path. Raises ``error`` naming the option ``what`` and the path otherwise."""
+    p = Path(path).resolve()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"{what} {p}: cannot create it ({e.strerror})") from None
+    if not os.access(p, os.W_OK):
+        raise error(f"{what} {p}: not writable")
+    return p
 
 
 def user_errors(prog: str):
