@@ -31,7 +31,7 @@ test-fast: $(VENV_STAMP)
 # fuzz the .tpubin loader, the instruction decoder, the ONNX importer and the config loader
 # (N cases, default 100000): prints the count, crashes and hangs (both must be 0)
 fuzz: $(VENV_STAMP)
-	$(PY) -m tpusim.fuzz --cases $(or $(N),100000)
+	$(PY) -m tpusim.flow.fuzz --cases $(or $(N),100000)
 
 # random stress campaign: N programs (default 1000) on golden, SimPy and RTL of HW (default small
 # here), JOBS workers (default 2), root SEED (default 1); DB and failure bundles under stress_runs/
@@ -53,16 +53,16 @@ mutants: $(VENV_STAMP)
 
 # regenerate the committed generated files (ISA package, ISA doc)
 svgen docs:
-	$(PY) -m tpusim.svgen
-	$(PY) -m tpusim.isa_doc
+	$(PY) -m tpusim.arch.svgen
+	$(PY) -m tpusim.arch.isa_doc
 
 # build (or reuse) the Verilator model of config $(HW) (default seed); WAVES=1 for tracing
 rtl: $(VENV_STAMP)
 	$(PY) -m cocotb_tests.build $(HW)
 
 lint: $(VENV_STAMP)
-	$(PY) -m tpusim.svgen --check
-	$(PY) -m tpusim.svgen --cfg $(LINT_HW) >/dev/null
+	$(PY) -m tpusim.arch.svgen --check
+	$(PY) -m tpusim.arch.svgen --cfg $(LINT_HW) >/dev/null
 	$(VERILATOR) --lint-only -Wall --timescale 1ps/1ps --top-module tpu_top \
 	  $(wildcard rtl/*.vlt) rtl/tpu_isa_pkg.sv build/pkg/$(LINT_HW)/tpu_cfg_pkg.sv \
 	  $(filter-out rtl/tpu_isa_pkg.sv,$(wildcard rtl/*_pkg.sv)) \
@@ -70,15 +70,15 @@ lint: $(VENV_STAMP)
 
 # compile MODEL, run golden, SimPy and the RTL of config HW (default: the seed chip), verdict
 cosim: $(VENV_STAMP)
-	$(PY) -m tpusim.cosim --model $(MODEL) --hw $(HW)
+	$(PY) -m tpusim.flow.cosim --model $(MODEL) --hw $(HW)
 
 # compile and SimPy figures of MODEL on HW against the budgets (RTL=1: also build from scratch and run the RTL)
 bench: $(VENV_STAMP)
-	$(PY) -m tpusim.bench --model $(MODEL) --hw $(HW) $(if $(RTL),--rtl,)
+	$(PY) -m tpusim.flow.bench --model $(MODEL) --hw $(HW) $(if $(RTL),--rtl,)
 
 # simulation speed of SimPy and RTL on a synthetic DMA/MATMUL program (config HW)
 bench-sim: $(VENV_STAMP)
-	$(PY) -m cocotb_tests.bench --hw $(HW)
+	$(PY) -m tpusim.flow.bench_sim --hw $(HW)
 
 clean-rtl:
 	rm -rf build/rtl build/pkg

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpusim.errors import ConfigError
+from tpusim.arch.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ against a stand-in ``tpu_top`` that lives outside the repository).
 """
 from __future__ import annotations
 
-from tpusim.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors
 
 import argparse
 import contextlib
@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpusim.config import HwConfig, load_config
-from tpusim.errors import SimulationError
-from tpusim.svgen import cfg_pkg_text, write_cfg_pkg
+from tpusim.arch.config import HwConfig, load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.svgen import cfg_pkg_text, write_cfg_pkg
 
 REPO = Path(__file__).resolve().parent.parent
 TB_DIR = Path(__file__).resolve().parent / "tb"

@@ -44,9 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.config import HwConfig, load_config
-from tpusim.errors import SimulationError
-from tpusim.timebase import Timebase
+from tpusim.arch.config import HwConfig, load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import ENGINE_NAMES
+from tpusim.arch.perf import COUNTERS
+from tpusim.arch.timebase import Timebase
 
 RESULT_JSON = "rtl_result.json"
 TRACE_FILE = "retire.trace"
@@ -54,23 +56,12 @@ DEFAULT_MAX_CYCLES = 1_000_000_000
 DEFAULT_STALL_CYCLES = 2_000_000
 DEFAULT_QUIET_CYCLES = 200
 DEFAULT_DEADLOCK_CYCLES = 10_000
-RETIRE_NAMES = ("LOAD", "STORE", "MXU", "VPU", "HALT")  # retire_o bit order
-
-_FALLBACK_COUNTERS = (
-    ("cycles",)
-    + tuple(f"{e}_{k}" for e in ("load", "store", "mxu", "vpu")
-            for k in ("busy_cycles", "token_wait_cycles", "retired"))
-    + ("sram_conflicts", "sram_conflict_cycles", "ddr_read_bytes", "ddr_write_bytes",
-       "fetch_bytes", "ddr_busy_cycles", "ddr_arb_wait_cycles"))
+RETIRE_NAMES = ENGINE_NAMES + ("HALT",)  # retire_o bit order
 
 
 def counter_names() -> tuple[str, ...]:
-    """perf_sel_i index -> name: ``tpusim.models.perf.COUNTERS`` (placeholder list if absent)."""
-    try:
-        from tpusim.models.perf import COUNTERS
-        return tuple(COUNTERS)
-    except ImportError:
-        return _FALLBACK_COUNTERS
+    """perf_sel_i index -> name (tpusim.arch.perf.COUNTERS)."""
+    return COUNTERS
 
 
 def config_from_json(path: str | Path) -> HwConfig:
@@ -78,7 +69,7 @@ def config_from_json(path: str | Path) -> HwConfig:
     p = Path(path)
     if p.suffix != ".json":
         return load_config(path)
-    from tpusim.config import ClockConfig
+    from tpusim.arch.config import ClockConfig
     d = json.loads(p.read_text())
     for k in ("clk_core", "clk_ddr", "clk_dma"):
         d[k] = ClockConfig(**d[k])
@@ -162,7 +153,7 @@ class RtlResult:
     run_s: float = 0.0               # simulator wall time (whole process)
     sim_s: float = 0.0               # wall time from reset release to halt
     raw: dict = field(default_factory=dict)         # the whole rtl_result.json
-    # device error (status "error"; docs/architecture.md "Device errors"): tpusim.isa
+    # device error (status "error"; docs/architecture.md "Device errors"): tpusim.arch.isa
     # DEVICE_ERRORS name, pc (byte offset), core edge at which error_o rose
     error_code: str | None = None
     error_pc: int | None = None
@@ -217,7 +208,7 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     ``arch.vcd``, model time base (no tracing build); ``"vcd"``/``"fst"``/True: Verilator tracing
     build; with ``dump_scopes`` (hierarchical prefixes, e.g. ``["tb_top.u_tpu.u_vpu"]``) or
     ``dump_window_ps`` (``(t0, t1)`` model time) only those scopes / that window go to
-    ``waves.vcd`` (model time base, waves/rtl_dump.py), else everything to ``dump.vcd``
+    ``waves.vcd`` (model time base, cocotb_tests/rtl_dump.py), else everything to ``dump.vcd``
     (simulation time). ``dump_window_ps`` also limits the ``"arch"`` dump.
 
     ``bugs``: injected RTL bugs to compile in (cocotb_tests/bugs.py; ConfigError if unknown);
@@ -233,14 +224,14 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     cfg = load_config(cfg) if isinstance(cfg, str) else cfg
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from waves.rtl_dump import dump_request
+    from cocotb_tests.rtl_dump import dump_request
     dump = dump_request(out, waves, dump_scopes, dump_window_ps)
     for stale in [out / RESULT_JSON, out / TRACE_FILE, *dump.stale]:
         stale.unlink(missing_ok=True)
     info = build(cfg, waves=dump.build_waves, internal_clocks=internal_clocks,  # None -> $WAVES
                  bugs=bugs)
     if dump_scopes and not dump.full:
-        from waves.rtl_dump import check_dump_scopes
+        from cocotb_tests.rtl_dump import check_dump_scopes
         check_dump_scopes(info.build_dir, dump_scopes)     # WaveError: a scope matching nothing
     in_paths = {}
     (out / "inputs").mkdir(exist_ok=True)
@@ -288,7 +279,7 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
         raise SimulationError(f"RTL simulation wrote no {RESULT_JSON} (exit {code}); log {out / 'sim.log'}:\n{tail}")
     raw = json.loads(rj.read_text())
     raw["bugs"] = list(info.bugs)
-    from tpusim.fileio import write_text_atomic
+    from tpusim.arch.fileio import write_text_atomic
     write_text_atomic(rj, json.dumps(raw, indent=1))
     outputs = {}
     for name in raw.get("outputs", []):

@@ -32,11 +32,11 @@ from cocotb.utils import get_sim_time
 
 from cocotb_tests.harness import (DEFAULT_MAX_CYCLES, DEFAULT_QUIET_CYCLES, DEFAULT_STALL_CYCLES, RESULT_JSON,
                                   RETIRE_NAMES, DdrMem, config_from_json, counter_names, t0_ps)
-from tpusim.models.common import ENGINE_NAMES
-from tpusim.binary import TpuBinary
-from tpusim.isa import ERROR_NAMES
-from tpusim.sim import input_blobs
-from tpusim.timebase import Timebase
+from tpusim.arch.isa import ENGINE_NAMES
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.isa import ERROR_NAMES
+from tpusim.arch.binary import input_blobs
+from tpusim.arch.timebase import Timebase
 
 
 def _split(value: int, n: int, bits: int) -> list[int]:
@@ -118,8 +118,8 @@ async def run_tpubin(dut):
     quiet = int(env.get("TPU_QUIET_CYCLES", DEFAULT_QUIET_CYCLES))
     res: dict = {"status": "crash", "message": "the test stopped before the end", "config": cfg.name,
                  "t0_ps": T0, "outputs": []}
-    from waves.rtl_dump import start_scoped_dump, stop_scoped_dump
-    dumper = start_scoped_dump(dut, T0)   # waves/rtl_dump.py: only with $TPU_DUMP_VCD
+    from cocotb_tests.rtl_dump import start_scoped_dump, stop_scoped_dump
+    dumper = start_scoped_dump(dut, T0)   # cocotb_tests/rtl_dump.py: only with $TPU_DUMP_VCD
     try:
         await _run(dut, env, out, cfg, tb, T0, max_cycles, quiet, res)
     except Exception as e:  # keep the JSON truthful about how far we got

@@ -25,9 +25,9 @@
 //   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i]
 // arrives in the same cycle as the write that needs it and is used combinationally.
-// Arithmetic: bit-exact tpusim/arith.py (gemmlowp SRDHM + RoundingDivideByPOT), defined for every
+// Arithmetic: bit-exact tpusim/arch/arith.py (gemmlowp SRDHM + RoundingDivideByPOT), defined for every
 // int8 shift: a left shift above 31 saturates (x != 0), a right shift above 31 gives 0 (exact:
-// |SRDHM result| < 2^31; tpusim.arith.shift_amounts).
+// |SRDHM result| < 2^31; tpusim.arch.arith.shift_amounts).
 // LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD with D = 0 too.
 `default_nettype none
 
@@ -69,7 +69,7 @@ module tpu_vpu
     $error("tpu_vpu: ParamWords*WordBytes (%0d) != 9*Cols (%0d)", P * WordBytes, 9 * Cols);
   end
 
-  // ================================================================ arithmetic (tpusim/arith.py)
+  // ================================================================ arithmetic (tpusim/arch/arith.py)
   localparam logic signed [31:0] I32Min = 32'sh8000_0000;
   localparam logic signed [31:0] I32Max = 32'sh7fff_ffff;
 

@@ -58,7 +58,7 @@ def _sim_record(res) -> dict:
 
 def compile_case(model, cfg_name: str, calib, x: np.ndarray, simulate: bool = True) -> dict:
     driver = _imp("tpucompile.driver")
-    config = _imp("tpusim.arch.config", "tpusim.config")
+    config = _imp("tpusim.arch.config", "tpusim.arch.config")
     sim = _imp("tpusim.sim")
     cfg = config.load_config(cfg_name)
     res = driver.compile_onnx(model, cfg, calib)
@@ -85,10 +85,10 @@ def _host_transform():
 
 def stress_case(seed: int, cfg_name: str, invalid_rate: float) -> dict:
     gen = _imp("stressgen.gen")
-    config = _imp("tpusim.arch.config", "tpusim.config")
+    config = _imp("tpusim.arch.config", "tpusim.arch.config")
     sim = _imp("tpusim.sim")
     golden = _imp("stressgen.golden")
-    errors = _imp("tpusim.arch.errors", "tpusim.errors")
+    errors = _imp("tpusim.arch.errors", "tpusim.arch.errors")
     cfg = config.load_config(cfg_name)
     prog = gen.generate(seed, cfg, invalid_rate=invalid_rate)
     rec = {"invalid": prog.invalid, "asm": _sha(prog.asm())}

@@ -14,7 +14,7 @@ start), and ``happens_before`` is independent of timing.
 """
 from __future__ import annotations
 
-from tpusim.isa import Engine
+from tpusim.arch.isa import Engine
 
 ENGINES = tuple(Engine)
 NAMES = tuple(e.name for e in Engine)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tpusim.fileio import write_text_atomic
+from tpusim.arch.fileio import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 _VCDS = {"model_vcd": "model.vcd", "rtl_vcd": "rtl.vcd", "merged_vcd": "merged.vcd"}
@@ -126,7 +126,7 @@ def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
     """Minimise ``prog`` keeping ``outcome.signature``; write min/ (see the module docstring)."""
     from stressgen.minimize import MinimizeError, minimize
     from stressgen.runner import run_one
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     cfg = load_config(spec.hw)
     dst.mkdir(parents=True, exist_ok=True)
     count = {"n": 0}
@@ -181,7 +181,7 @@ def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str
     try:
         try:
             from stressgen.gen import generate
-            from tpusim.config import load_config
+            from tpusim.arch.config import load_config
             cfg = load_config(spec.hw)
             prog = generate(seed, cfg, invalid_rate=spec.invalid_rate)
             invalid = prog.invalid

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from stressgen.db import Campaign, ProgramRow, ResultsDb
 from stressgen.writefail import is_write_failure, write_failure
-from tpusim.errors import TpuError
+from tpusim.arch.errors import TpuError
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MINIMIZE_BUDGET_S = 300.0
@@ -349,7 +349,7 @@ def prepare(spec: RunSpec) -> str:
     """Load the config, build the RTL (once, before the workers start: not inside any program's
     timeout), return the config's digest. TpuError for a bad --hw / --bug."""
     from stressgen.runner import prebuild
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     cfg = load_config(spec.hw)
     if spec.rtl:
         prebuild(cfg, spec.bugs, spec.waves)

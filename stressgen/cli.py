@@ -23,8 +23,8 @@ import signal
 import sys
 from pathlib import Path
 
-from tpusim.cliutil import EXIT_INTERRUPTED, user_errors, writable_dir
-from tpusim.errors import TpuError
+from tpusim.arch.cliutil import EXIT_INTERRUPTED, user_errors, writable_dir
+from tpusim.arch.errors import TpuError
 
 PROG = "stressgen"
 DEFAULT_HOME = Path("stress_runs")
@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_common(a) -> None:
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     if not 0.0 <= a.invalid_rate <= 1.0:
         raise StressCliError(f"--invalid-rate must be between 0 and 1, got {a.invalid_rate}")
     load_config(a.hw)                          # ConfigError naming the bad --hw
@@ -175,7 +175,7 @@ def _load_asm(path: Path, hw: str):
     """Parse a saved program; StressCliError (one line naming the file and line) if it cannot be
     read or parsed, has no instruction or no HALT."""
     from stressgen.program import parse_asm
-    from tpusim.errors import IsaError
+    from tpusim.arch.errors import IsaError
     text = _read_asm_text(path)
     try:
         prog = parse_asm(text)
@@ -214,9 +214,8 @@ def _classify_user_program(prog, cfg, path: Path) -> None:
 
 
 def cmd_replay(a) -> int:
-    from stressgen.campaign import RunSpec
     from stressgen.runner import run_one
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     _check_common(a)
     _parse_window(a.dump_window)      # refuse a bad window before any run
     if (a.seed is None) == (a.asm is None):
@@ -243,7 +242,7 @@ def cmd_replay(a) -> int:
                                              if not o.passed else ""))
     if o.first_divergence:
         print(o.first_divergence)
-        from tpusim.fileio import write_text_atomic
+        from tpusim.arch.fileio import write_text_atomic
         write_text_atomic(out / "divergence.txt", o.first_divergence + "\n")
     if a.dump_scope or a.dump_window:
         print(_scoped_dump(a, cfg, out, bugs))
@@ -270,7 +269,7 @@ def _scoped_dump(a, cfg, out: Path, bugs) -> str:
     if a.no_rtl:
         raise StressCliError("--dump-scope / --dump-window dump the RTL: drop --no-rtl")
     from cocotb_tests.harness import run_rtl
-    from waves.rtl_dump import SCOPED_VCD
+    from cocotb_tests.rtl_dump import SCOPED_VCD
     window = _parse_window(a.dump_window)
     res = run_rtl(out / "program.tpubin", cfg, {}, out / "rtl_full", waves="vcd", bugs=tuple(bugs),
                   dump_scopes=a.dump_scope or None, dump_window_ps=window)

@@ -4,7 +4,7 @@
 contents, and a golden run that observes the data: effective K/N of each accumulation group,
 requant scales, rounding ties), so a bin counts only what the program really does - also after
 the minimiser edits it. ``observed_bins(counters)`` gives the DYNAMIC bins from the SimPy / RTL
-performance counters (tpusim.models.perf.COUNTERS): those mean the event really happened.
+performance counters (tpusim.arch.perf.COUNTERS): those mean the event really happened.
 ``ALL_BINS`` = STATIC_BINS + DYNAMIC_BINS.
 """
 from __future__ import annotations
@@ -43,12 +43,12 @@ STATIC_BINS = (
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
 ALL_BINS = STATIC_BINS + DYNAMIC_BINS
 LONG_CHAIN_HOPS = 6
-SHIFT_COMPILER = (-31, 30)        # tpusim.arith.quantize_multiplier's shifts
+SHIFT_COMPILER = (-31, 30)        # tpusim.arch.arith.quantize_multiplier's shifts
 TOP = 1 << 40
 
 
 def observed_bins(counters: dict) -> dict[str, int]:
-    """Dynamic bins from performance counters (name -> value, tpusim.models.perf.COUNTERS)."""
+    """Dynamic bins from performance counters (name -> value, tpusim.arch.perf.COUNTERS)."""
     out = {}
     if counters.get("sram_conflicts", 0) > 0:
         out["obs_sram_conflict"] = int(counters["sram_conflicts"])
@@ -61,10 +61,10 @@ def observed_bins(counters: dict) -> dict[str, int]:
 
 
 def tie_mask(x, mult, shift, zp: int, lo: int) -> tuple[np.ndarray, np.ndarray]:
-    """Elements of tpusim.arith.requant(x, mult, shift) + zp whose rounding (SRDHM or
+    """Elements of tpusim.arch.arith.requant(x, mult, shift) + zp whose rounding (SRDHM or
     RoundingDivideByPOT) hits an exact .5 and whose result is not clamped to [lo, 127].
     Returns (tie, negative) boolean arrays."""
-    from tpusim import arith
+    from tpusim.arch import arith
     x = np.asarray(x, np.int64)
     mult = np.broadcast_to(np.asarray(mult, np.int64), x.shape)
     shift = np.broadcast_to(np.asarray(shift, np.int64), x.shape)

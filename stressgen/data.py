@@ -11,7 +11,7 @@ import random
 
 import numpy as np
 
-from tpusim.arith import quantize_multiplier
+from tpusim.arch.arith import quantize_multiplier
 
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES
 
@@ -114,7 +114,7 @@ SCALES = {
 
 
 def scale_to_qm(scale: float) -> tuple[int, int]:
-    """(multiplier, shift) exactly as the compiler does (tpusim.arith.quantize_multiplier);
+    """(multiplier, shift) exactly as the compiler does (tpusim.arch.arith.quantize_multiplier);
     scales >= 2^30 are refused there, so they are clamped just below."""
     return quantize_multiplier(min(scale, 2.0 ** 30 * (1 - 2 ** -40)))
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stressgen.writefail import WRITE_FAILED
-from tpusim.errors import TpuError
+from tpusim.arch.errors import TpuError
 
 SCHEMA_VERSION = "1"
 STATUSES = ("pass", "fail", "error")

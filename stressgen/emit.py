@@ -89,8 +89,8 @@ class Emitter:
         return self._append(op, args, e, wait, vc, feet)
 
     def finish(self) -> list:
-        """The Instructions (range-checked by tpusim.isa.make) followed by HALT."""
-        from tpusim.isa import make
+        """The Instructions (range-checked by tpusim.arch.isa.make) followed by HALT."""
+        from tpusim.arch.isa import make
         out = [make(op, wait, sig, **args) for op, args, wait, sig, _ in self.recs]
         out.append(make("HALT"))
         return out

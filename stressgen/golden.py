@@ -4,7 +4,7 @@ Each engine's queue runs in program order with token semantics (an engine may st
 only when every engine in its wait mask has sent it an unconsumed token); among the ready engines
 one is picked round robin (or at random with ``sched_seed``), and its instruction executes
 atomically. HALT or a reserved opcode stops dispatch. DDR is sparse (4 KiB pages in a dict,
-40-bit addresses). Arithmetic comes only from tpusim.arith (gemmlowp
+40-bit addresses). Arithmetic comes only from tpusim.arch.arith (gemmlowp
 SaturatingRoundingDoublingHighMul / RoundingDivideByPOT, TFLite quantized Add; ONNX
 QLinearMatMul-style int8 x int8 -> int32 accumulation with wrap-around).
 
@@ -21,7 +21,7 @@ import random
 
 import numpy as np
 
-from tpusim import arith
+from tpusim.arch import arith
 
 from stressgen.analysis import NAMES, dma_runs, engine_of, matmul_words, pool_taps
 from stressgen.program import StressError, stress_error

@@ -12,8 +12,8 @@ run on them and must both flag the fault.
 """
 from __future__ import annotations
 
-from tpusim.errors import IsaError
-from tpusim.isa import BY_CODE, INSTR_BYTES, decode, encode
+from tpusim.arch.errors import IsaError
+from tpusim.arch.isa import BY_CODE, INSTR_BYTES, decode, encode
 
 from stressgen.analysis import engine_of
 from stressgen.data import ddr_align
@@ -146,7 +146,7 @@ def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None) -> str:
 
 
 def assembler_rejects(prog: StressProgram, cfg) -> str:
-    """The message with which the tools reject ``prog``: tpusim.isa.encode/decode for a word
+    """The message with which the tools reject ``prog``: tpusim.arch.isa.encode/decode for a word
     that does not encode or decode (reserved opcode), else ``validate``. "" if accepted."""
     for i, ins in enumerate(prog.instrs):
         try:

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
-from tpusim.errors import TpuError
-from tpusim.isa import Engine, Instruction
+from tpusim.arch.errors import TpuError
+from tpusim.arch.isa import Engine, Instruction
 
 #: size fields the second pass shrinks, per opcode
 SIZE_FIELDS: dict[str, tuple[str, ...]] = {

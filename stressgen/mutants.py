@@ -26,8 +26,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tpusim.cliutil import user_errors
-from tpusim.errors import TpuError
+from tpusim.arch.cliutil import user_errors
+from tpusim.arch.errors import TpuError
 
 PROG = "python -m stressgen.mutants"
 DEFAULT_OUT = Path("stress_runs/mutants")
@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     from cocotb_tests.bugs import BUGS, check_bugs
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     if a.max_programs < 1:
         raise MutantsError(f"--max-programs must be >= 1, got {a.max_programs}")
     bugs = [b for b in BUGS if b in check_bugs(a.bug)] if a.bug else list(BUGS)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
               f"program(s), {row.seconds:.1f} s", file=sys.stderr, flush=True)
         rows.append(row)
     print(format_table(rows))
-    from tpusim.fileio import write_text_atomic
+    from tpusim.arch.fileio import write_text_atomic
     write_text_atomic(out / "mutants.json", json.dumps([asdict(r) for r in rows], indent=1))
     missed = [r.bug for r in rows if not r.caught]
     if missed:

@@ -10,7 +10,7 @@ Text form (``StressProgram.asm()`` / ``parse_asm()``), self-contained, one file:
     .word 0x00...ff                        (a raw 256-bit word: forced invalid encodings)
     HALT
 
-Instruction lines are ``tpusim.isa.Instruction.text()``; ``.word`` lines are ``RawWord``s, encoded
+Instruction lines are ``tpusim.arch.isa.Instruction.text()``; ``.word`` lines are ``RawWord``s, encoded
 verbatim by ``to_binary`` (so an invalid program can still be run on SimPy and the RTL).
 """
 from __future__ import annotations
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import IsaError
-from tpusim.isa import INSTR_BYTES, Instruction, assemble, encode
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import IsaError
+from tpusim.arch.isa import INSTR_BYTES, Instruction, assemble, encode
 
 #: DDR byte address of the code (BB-aligned for every config; data never overlaps it).
 CODE_ADDR = 0x1000
@@ -98,7 +98,7 @@ class StressProgram:
     invalid: str | None = None
 
     def encode_code(self) -> bytes:
-        """The code section: Instruction -> tpusim.isa.encode (range-checked), RawWord verbatim."""
+        """The code section: Instruction -> tpusim.arch.isa.encode (range-checked), RawWord verbatim."""
         return b"".join(i.word if isinstance(i, RawWord) else encode(i) for i in self.instrs)
 
     def to_binary(self, cfg) -> TpuBinary:
@@ -164,7 +164,7 @@ def parse_asm(text: str) -> StressProgram:
 
 @functools.lru_cache(maxsize=16)
 def config(name: str):
-    """Cached tpusim.config.load_config(name)."""
+    """Cached tpusim.arch.config.load_config(name)."""
     return load_config(name)
 
 
@@ -181,7 +181,7 @@ def region_bytes(prog: StressProgram, cfg, outputs: dict) -> dict[str, bytes]:
 
 def instruction_from(op: str, args: dict, wait: int = 0, signal: int = 0) -> Instruction:
     """An Instruction without range checks (for deliberately invalid programs); missing fields 0."""
-    from tpusim.isa import OPCODES
+    from tpusim.arch.isa import OPCODES
     full = {f.name: int(args.get(f.name, 0)) for f in OPCODES[op].fields}
     return Instruction(op, full, wait, signal)
 

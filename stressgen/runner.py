@@ -22,7 +22,7 @@ and the checks, the first failing one giving ``Outcome.reason``:
 
 Invalid program (``prog.invalid`` set): ``stressgen.invalid.assembler_rejects`` must refuse it
 (reason ``assembler_accepted``); forced through as raw words, SimPy and the RTL must flag it the
-same way: the same ``tpusim.errors.flag_of`` tuple, e.g. ("error", code, pc, cycle) or
+same way: the same ``tpusim.arch.errors.flag_of`` tuple, e.g. ("error", code, pc, cycle) or
 ("deadlock", waiting engines) (reason ``flag_mismatch``), and not ("ok",) (reason
 ``not_flagged``).
 
@@ -50,8 +50,8 @@ import numpy as np
 
 from stressgen.coverage import observed_bins
 from stressgen.writefail import cut_files, is_write_failure, write_failure
-from tpusim.errors import SimulationError
-from tpusim.verdict import first_retire_difference
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.retire import first_retire_difference
 
 REPO = Path(__file__).resolve().parent.parent
 ARCH_MAP = REPO / "waves" / "arch_map.yaml"
@@ -159,15 +159,15 @@ def compare_regions(a: dict[str, bytes], b: dict[str, bytes], label_a: str, labe
 
 # -------------------------------------------------------------------------------- device flags
 def flag(result) -> tuple:
-    """``tpusim.errors.flag_of``: the comparable flag of a SimPy result / exception or an
+    """``tpusim.arch.errors.flag_of``: the comparable flag of a SimPy result / exception or an
     RtlResult: ("ok",), ("error", code, pc, cycle), ("deadlock", waiting), (status,), ..."""
-    from tpusim.errors import flag_of
+    from tpusim.arch.errors import flag_of
     return flag_of(result)
 
 
 # ------------------------------------------------------------------------------------- steps
 def _write_program(prog, cfg, out: Path):
-    from tpusim.fileio import write_text_atomic
+    from tpusim.arch.fileio import write_text_atomic
     binary = prog.to_binary(cfg)
     binary.write(out / "program.tpubin")
     write_text_atomic(out / "program.asm", prog.asm())
@@ -210,7 +210,7 @@ def _compare_waves(o: Outcome, cfg, model_vcd: Path, rtl_vcd: Path | None, out: 
         o.fail("waves", f"no waveform to compare (model {model_vcd.exists()}, rtl {rtl_vcd})")
         return
     from waves.triage import triage
-    from tpusim.timebase import Timebase
+    from tpusim.arch.timebase import Timebase
     tr = triage(model_vcd, rtl_vcd, ARCH_MAP, out, core_period_ps=Timebase(cfg).core.period_ps)
     o.files.update(model_vcd=str(model_vcd), rtl_vcd=str(rtl_vcd))
     if getattr(tr, "merged_vcd", None):
@@ -350,7 +350,7 @@ def _distrust_cut_files(o: Outcome, out: Path) -> None:
 
 def _write_outcome(o: Outcome, out: Path) -> None:
     """outcome.json; a write failure makes the outcome an "error" (other OSErrors propagate)."""
-    from tpusim.fileio import write_text_atomic
+    from tpusim.arch.fileio import write_text_atomic
     try:
         write_text_atomic(out / "outcome.json", json.dumps(o.to_json(), indent=1, default=str))
     except OSError as e:
@@ -365,7 +365,7 @@ def _write_outcome(o: Outcome, out: Path) -> None:
 def prebuild(cfg, bugs=(), waves: bool = True) -> None:
     """Build (or reuse) the RTL simulator ``run_one`` will use, outside any program's timeout."""
     from cocotb_tests.build import build
-    from waves.rtl_dump import dump_request
+    from cocotb_tests.rtl_dump import dump_request
     req = dump_request(REPO / "build", RTL_WAVES if waves else False)   # only its build flavour
     build(cfg, waves=req.build_waves, bugs=tuple(bugs))
 
@@ -373,7 +373,7 @@ def prebuild(cfg, bugs=(), waves: bool = True) -> None:
 def run_spec_program(spec, seed: int, work_root: Path, phase=None):
     """Generate program ``seed`` as ``spec`` says and run it: (Outcome, StressProgram, run dir)."""
     from stressgen.gen import generate
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     cfg = load_config(spec.hw)
     if phase:
         phase("generate")

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from tpusim.arith import add_multipliers
+from tpusim.arch.arith import add_multipliers
 
 from stressgen.ctx import Task
 from stressgen.data import rand_i8, rand_qreg, requant_table

@@ -1,10 +1,10 @@
 """``validate(prog, cfg)``: reject an ill-formed stress program with a StressError (a
-tpusim.errors.IsaError) naming the instruction index, PC, field and value.
+tpusim.arch.errors.IsaError) naming the instruction index, PC, field and value.
 
 Checked, in program order (the first fault is reported): raw words with a reserved opcode; field
-ranges (tpusim.isa.check_ranges); DMA zero length / misalignment / SRAM range past the end / DDR
+ranges (tpusim.arch.isa.check_ranges); DMA zero length / misalignment / SRAM range past the end / DDR
 range past 2^40 / a store into the code; MXU and VPU SRAM words and accumulator rows past the end;
-quant register index (every int8 LOAD_QREG shift is defined, tpusim.arith); reading a quant
+quant register index (every int8 LOAD_QREG shift is defined, tpusim.arch.arith); reading a quant
 register no earlier LOAD_QREG wrote; HALT last. Then the tokens: a wait whose token no earlier
 instruction sends (deadlock, see stressgen.analysis), more than 255 possibly unconsumed tokens on
 one counter; and finally races (two engines touching the same bytes or accumulator rows, one
@@ -14,8 +14,8 @@ program-ordered tokens).
 """
 from __future__ import annotations
 
-from tpusim.errors import IsaError
-from tpusim.isa import BY_CODE, HEADER_BITS, INSTR_BYTES, check_ranges, decode
+from tpusim.arch.errors import IsaError
+from tpusim.arch.isa import BY_CODE, HEADER_BITS, INSTR_BYTES, check_ranges, decode
 
 from stressgen.analysis import NAMES, engine_of, find_race, match_tokens, max_outstanding
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, stress_error
@@ -107,7 +107,7 @@ def check_instruction(i: int, ins, cfg, loaded: set) -> None:
     except IsaError as e:
         raise StressError(f"instruction #{i} at pc {i * INSTR_BYTES:#x}: {e}", index=i,
                           pc=i * INSTR_BYTES, field=None, value=None) from None
-    op, a, w = ins.op, ins.args, cfg.word_bytes
+    op, a = ins.op, ins.args
     if op in ("DMA_LOAD", "DMA_STORE"):
         _dma(i, ins, cfg)
     elif op == "LOAD_WEIGHTS":

@@ -1,6 +1,6 @@
 """The corpus of bad inputs: small seeded generators, one per class, shared by
 tests/test_bad_inputs_compiler.py, tests/test_bad_inputs_sim.py, tests/test_fuzz.py and
-``python -m tpusim.fuzz``.
+``python -m tpusim.flow.fuzz``.
 
 Compiler side: ONNX models (``onnx.ModelProto`` or raw bytes) and hardware-config dicts.
 Simulator side: ``.tpubin`` images (bytes) built around one small valid program for the
@@ -12,13 +12,12 @@ import struct
 import zlib
 
 import numpy as np
-import onnx
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.config import CONFIG_DIR
-from tpusim.isa import Engine, encode_program, make
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import CONFIG_DIR
+from tpusim.arch.isa import Engine, encode_program, make
 
 # ------------------------------------------------------------------------------ ONNX models
 

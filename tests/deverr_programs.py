@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpusim.isa import encode_program, make
+from tpusim.arch.isa import encode_program, make
 
 LOAD, STORE, MXU, VPU = 1, 2, 4, 8
 DMA = dict(count1=1, count2=1)

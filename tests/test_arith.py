@@ -1,12 +1,12 @@
-"""tpusim.arith: gemmlowp fixed-point arithmetic, hand-checked values and exact-rational checks."""
+"""tpusim.arch.arith: gemmlowp fixed-point arithmetic, hand-checked values and exact-rational checks."""
 import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from tpusim import arith
-from tpusim.arith import (INT32_MAX, INT32_MIN, add_int8, matmul_acc, pool_avg, quantize_multiplier,
+from tpusim.arch import arith
+from tpusim.arch.arith import (INT32_MAX, INT32_MIN, add_int8, matmul_acc, pool_avg, quantize_multiplier,
                           rdbpot, requant, requant_conv, sat32, srdhm)
 
 

@@ -6,12 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tpusim.binary import TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import CompileError
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
 from tpucompile.backend import compile_qgraph
 from tpucompile.qgraph import QGraph, QMaxPool, QTensor
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpusim import arith
-from tpusim.config import load_config
-from tpucompile.backend import compile_qgraph, host_input_transform
+from tpusim.arch import arith
+from tpusim.arch.config import load_config
+from tpucompile.backend import compile_qgraph
+from tpusim.arch.host_transforms import host_input_transform
 from tpucompile.backend.refexec import run_ref
 from tpucompile.golden import run_golden
 from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, QTensor

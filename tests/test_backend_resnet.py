@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from tpusim.config import load_config
+from tpusim.arch.config import load_config
 
 pytest.importorskip("skimage")
 
@@ -41,7 +41,8 @@ def test_resnet50_compiles_within_budget(r50):
 @pytest.mark.skipif(os.environ.get("TPUSIM_SLOW") != "1", reason="set TPUSIM_SLOW=1 (about 80 s)")
 def test_resnet50_bit_exact_on_sim(r50):
     from tpusim.sim import run_binary
-    from tpucompile.backend import compile_qgraph, host_input_transform
+    from tpucompile.backend import compile_qgraph
+    from tpusim.arch.host_transforms import host_input_transform
     from tpucompile.golden import quantize_input, run_golden
     from tpucompile.realdata import test_image
     cfg = load_config("seed")

@@ -1,7 +1,7 @@
 """Bad compiler input: every class gets one clear line on stderr, exit status 2, no traceback.
 
 Inputs come from tests/badinputs.py; the tpucompile CLI runs in-process (``main([...])``), the
-calibration cases go through ``tpucompile.driver`` (the API tpusim.cosim uses).
+calibration cases go through ``tpucompile.driver`` (the API tpusim.flow.cosim uses).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 import badinputs as B
-from tpusim.config import load_config
-from tpusim.errors import CompileError
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
 from tpucompile import driver
 from tpucompile.cli import main
 

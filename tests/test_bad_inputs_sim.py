@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import badinputs as B
-from tpusim.cli import main
-from tpusim.config import load_config
+from tpusim.flow.cli import main
+from tpusim.arch.config import load_config
 
 H = load_config("small").hash_bytes()
 
@@ -73,7 +73,7 @@ def test_bad_io_descriptor(tmp_path, capsys):
     b = B.binary_for(B.valid_program(), H)
     b.outputs[0].ddr_addr = (1 << 40) - 8
     p, err = run_cli(tmp_path, capsys, b.to_bytes())
-    assert err.startswith(f"tpusim: error: bad tensor descriptor {{'name': 'y'")
+    assert err.startswith("tpusim: error: bad tensor descriptor {'name': 'y'")
     assert err.endswith("16 bytes at DDR 0xfffffffff8 is outside [0, 2^40) or larger than 2^32 bytes")
 
 
@@ -117,8 +117,8 @@ def test_deadlock_names_waiting_engines_and_pcs(tmp_path, capsys):
 def test_unused_instruction_bits(tmp_path, capsys):
     """Set bits above an opcode's fields: ``isa.decode`` refuses them (software), the device
     ignores them as the RTL decoder does (docs/architecture.md, clarification 5)."""
-    from tpusim.errors import IsaError
-    from tpusim.isa import decode_program
+    from tpusim.arch.errors import IsaError
+    from tpusim.arch.isa import decode_program
     code = B.out_of_range_field_code()
     with pytest.raises(IsaError, match=r"^NOP at pc 0x20: unused bits above bit 18 are not zero$"):
         decode_program(code)

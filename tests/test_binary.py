@@ -1,4 +1,4 @@
-"""tpusim.binary: the .tpubin container (round trip, corruption, bounds) and TensorDesc blocked layout."""
+"""tpusim.arch.binary: the .tpubin container (round trip, corruption, bounds) and TensorDesc blocked layout."""
 import json
 import re
 import struct
@@ -7,10 +7,10 @@ import zlib
 import numpy as np
 import pytest
 
-from tpusim.binary import MAGIC, VERSION, TensorDesc, TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import BinaryFormatError, TpuError
-from tpusim.isa import decode_program, encode_program, make
+from tpusim.arch.binary import MAGIC, VERSION, TensorDesc, TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import BinaryFormatError, TpuError
+from tpusim.arch.isa import decode_program, encode_program, make
 
 HDR = struct.Struct("<4sHH32sI")    # magic, version, reserved, config hash, section count
 SEC = struct.Struct("<IIQQ")        # kind, reserved, offset, size

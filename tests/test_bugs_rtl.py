@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from tpusim import arith, isa
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import ConfigError
+from tpusim.arch import arith, isa
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import ConfigError
 
 rtl = pytest.mark.rtl
 

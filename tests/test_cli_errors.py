@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpusim import cosim, bench
-from tpusim.cliutil import user_errors
+from tpusim.flow import cosim, bench
+from tpusim.arch.cliutil import user_errors
 from cocotb_tests import build
 
 
@@ -39,7 +39,7 @@ def test_interrupt_is_one_line(capsys):
 
 
 def test_tpusim_run_unknown_input_name(tmp_path, capsys):
-    from tpusim.cli import main
+    from tpusim.flow.cli import main
     from tests.test_model_cli import _write
     path, _, _ = _write(tmp_path)
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 4, 4), np.int8))
@@ -48,7 +48,7 @@ def test_tpusim_run_unknown_input_name(tmp_path, capsys):
 
 
 def test_atomic_write_leaves_nothing_on_error(tmp_path):
-    from tpusim.fileio import save_npy_atomic, write_bytes_atomic
+    from tpusim.arch.fileio import save_npy_atomic, write_bytes_atomic
     target = tmp_path / "x.bin"
     target.write_bytes(b"old")
     with pytest.raises(TypeError):

@@ -1,4 +1,4 @@
-"""tpusim.config: shipped configs, schema errors, consistency checks, clock checks, config hash."""
+"""tpusim.arch.config: shipped configs, schema errors, consistency checks, clock checks, config hash."""
 import copy
 import dataclasses
 import re
@@ -6,8 +6,8 @@ import re
 import pytest
 import yaml
 
-from tpusim.config import CONFIG_DIR, ClockConfig, HwConfig, config_from_dict, load_config
-from tpusim.errors import ConfigError, TpuError
+from tpusim.arch.config import CONFIG_DIR, ClockConfig, HwConfig, config_from_dict, load_config
+from tpusim.arch.errors import ConfigError, TpuError
 
 
 def raw(name: str = "small") -> dict:

@@ -1,6 +1,6 @@
 """A cosim run killed part-way (kill -9 included) and restarted resumes its finished stages.
 
-Real runs of `python -m tpusim.cosim` on the reduced ResNet-50 (small config, SimPy only), killed
+Real runs of `python -m tpusim.flow.cosim` on the reduced ResNet-50 (small config, SimPy only), killed
 with SIGKILL from outside, then restarted with the same arguments.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 from tests import qnets
-from tpusim.cosim import run
-from tpusim.stagecache import StageCache, make_key
+from tpusim.flow.cosim import run
+from tpusim.flow.stagecache import StageCache, make_key
 
 REPO = Path(__file__).resolve().parent.parent
-CMD = [sys.executable, "-m", "tpusim.cosim", "--model", "resnet50-reduced", "--hw", "small",
+CMD = [sys.executable, "-m", "tpusim.flow.cosim", "--model", "resnet50-reduced", "--hw", "small",
        "--no-rtl", "--calib", "2"]
 RESUMED = "SimPy result resumed"
 

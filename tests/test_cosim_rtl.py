@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests import qnets
-from tpusim.cosim import run
+from tpusim.flow.cosim import run
 
 pytestmark = pytest.mark.rtl
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import deverr_programs as P
-from tpusim import isa, isa_doc, svgen
-from tpusim.config import load_config
-from tpusim.errors import DeadlockError, DeviceError, IsaError, flag_of
+from tpusim.arch import isa, isa_doc, svgen
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import DeadlockError, DeviceError, IsaError, flag_of
 from tpusim.sim import run_program
 
 CFG = load_config("small")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import deverr_programs as P
-from tpusim.binary import TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import SimulationError, flag_of
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError, flag_of
 
 pytestmark = pytest.mark.rtl
 

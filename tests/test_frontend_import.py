@@ -5,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import qnets
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 from tpucompile import realdata
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.ir import Graph, Node, Tensor, dump, verify

@@ -1,6 +1,6 @@
 """Property tests (hypothesis) over the four parsers of user input: each either accepts the
 input or raises a TpuError subclass, never anything else. Short runs here (<= 200 examples per
-property, derandomized); the long run is ``python -m tpusim.fuzz --cases 100000`` (make fuzz)."""
+property, derandomized); the long run is ``python -m tpusim.flow.fuzz --cases 100000`` (make fuzz)."""
 from __future__ import annotations
 
 import struct
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpusim import fuzz
-from tpusim.binary import TpuBinary
-from tpusim.config import config_from_dict, parse_config_text
-from tpusim.errors import BinaryFormatError, CompileError, ConfigError, IsaError, TpuError
-from tpusim.isa import BY_CODE, decode, encode
+from tpusim.flow import fuzz
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import config_from_dict, parse_config_text
+from tpusim.arch.errors import BinaryFormatError, CompileError, ConfigError, IsaError, TpuError
+from tpusim.arch.isa import BY_CODE, decode, encode
 
 FAST = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -148,4 +148,4 @@ def test_fuzz_driver_counts_and_catches_hangs(monkeypatch):
 @pytest.mark.parametrize("argv", [["--cases", "0"], ["--targets", "nope"]])
 def test_fuzz_cli_refuses_bad_arguments(argv, capsys):
     assert fuzz.main(argv) == 2
-    assert "tpusim.fuzz: error:" in capsys.readouterr().err
+    assert "tpusim.flow.fuzz: error:" in capsys.readouterr().err

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import qnets
-from tpusim import arith
+from tpusim.arch import arith
 from tpucompile import realdata
 from tpucompile.fp32 import compare, run_fp32
 from tpucompile.golden import conv_int8, dequantize, quantize_input, run_golden, run_host_ops

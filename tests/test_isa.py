@@ -1,12 +1,12 @@
-"""tpusim.isa: encodings, layouts, range checks, decode errors, assembly round trip."""
+"""tpusim.arch.isa: encodings, layouts, range checks, decode errors, assembly round trip."""
 import random
 import re
 
 import pytest
 
-from tpusim import isa
-from tpusim.errors import IsaError, TpuError
-from tpusim.isa import (BY_CODE, HEADER_BITS, INSTR_BITS, INSTR_BYTES, OPCODES, Engine, Instruction, assemble,
+from tpusim.arch import isa
+from tpusim.arch.errors import IsaError, TpuError
+from tpusim.arch.isa import (BY_CODE, HEADER_BITS, INSTR_BITS, INSTR_BYTES, OPCODES, Engine, Instruction, assemble,
                         check_ranges, decode, decode_program, encode, encode_program, make, parse_mask)
 
 OPS = sorted(OPCODES)

@@ -1,12 +1,12 @@
-"""docs/isa.md is generated from tpusim.isa and must be current."""
+"""docs/isa.md is generated from tpusim.arch.isa and must be current."""
 import pytest
 
-from tpusim import isa, isa_doc
-from tpusim.errors import IsaError
+from tpusim.arch import isa, isa_doc
+from tpusim.arch.errors import IsaError
 
 
 def test_isa_doc_is_current():
-    assert isa_doc.doc_is_current(), "docs/isa.md is stale: run `python -m tpusim.isa_doc`"
+    assert isa_doc.doc_is_current(), "docs/isa.md is stale: run `python -m tpusim.arch.isa_doc`"
 
 
 def test_every_field_documented_with_its_bits():

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from test_model_sim import build_conv_binary
-from tpusim.cli import main
-from tpusim.config import load_config
+from tpusim.flow.cli import main
+from tpusim.arch.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_run_writes_outputs_and_summary(tmp_path, capsys):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "tpusim.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tpusim.flow.cli", *args], cwd=ROOT,
                           capture_output=True, text=True)
 
 

@@ -6,7 +6,7 @@ dma.outstanding K = 2 (DMA request queues hold up to 2 entries, fetch 1).
 """
 import simpy
 
-from tpusim.config import load_config
+from tpusim.arch.config import load_config
 from tpusim.models.common import Clocks
 from tpusim.models.ddr_arbiter import DMA_READ, DMA_WRITE, FETCH, DdrArbiter
 from tpusim.models.perf import PerfCounters

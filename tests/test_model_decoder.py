@@ -5,9 +5,9 @@ DDR grant at edge 2, done at 2 + 8 + 4 - 1 = 13 = 16350 ps, cdc -> core 19).
 """
 import pytest
 
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
-from tpusim.isa import Engine, assemble, encode_program, make
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import Engine, assemble, encode_program, make
 from tpusim.sim import run_program
 
 CFG = load_config("small")

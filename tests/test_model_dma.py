@@ -9,9 +9,9 @@ DDR beat 16 bytes, DDR latency L = 8, burst BB = 64 bytes, dma.outstanding K = 2
 import numpy as np
 import pytest
 
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
-from tpusim.isa import assemble, make
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import assemble, make
 from tpusim.models.common import QueueEntry
 from tpusim.models.dma import plan_bursts
 from tpusim.sim import run_program

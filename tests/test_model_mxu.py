@@ -5,9 +5,9 @@ Config 'small': R = C = 8, SRAM words of 8 int8 lanes, 512-row accumulator, core
 import numpy as np
 import pytest
 
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
-from tpusim.isa import make
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import make
 from tpusim.sim import run_program
 
 CFG = load_config("small")

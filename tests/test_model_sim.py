@@ -1,14 +1,14 @@
 """run_binary end to end: a hand-built 1x1 convolution .tpubin on the 'small' config, checked
-against numpy + tpusim.arith; VCD output; input checking."""
+against numpy + tpusim.arch.arith; VCD output; input checking."""
 import numpy as np
 import pytest
 
-from tpusim.arith import quantize_multiplier, requant_conv
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
-from tpusim.isa import encode_program, make
-from tpusim.models.perf import COUNTERS
+from tpusim.arch.arith import quantize_multiplier, requant_conv
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import encode_program, make
+from tpusim.arch.perf import COUNTERS
 from tpusim.sim import run_binary
 
 CFG = load_config("small")

@@ -4,8 +4,8 @@ Config 'small': 4 banks of 512 words (8-byte words); core clock 1000 ps, phase 0
 """
 import simpy
 
-from tpusim.config import load_config
-from tpusim.isa import make
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import make
 from tpusim.models.common import Clocks, ranges_to_banks
 from tpusim.models.perf import PerfCounters
 from tpusim.models.sram import LOAD, MXU, STORE, VPU, Sram

@@ -4,9 +4,9 @@ Config 'small': core edge k at 1000k ps, DMA edge k at 50 + 2500k ps; cdc = 3rd 
 """
 import pytest
 
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
-from tpusim.isa import assemble
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import assemble
 from tpusim.sim import run_program
 
 CFG = load_config("small")

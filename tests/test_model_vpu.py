@@ -1,14 +1,14 @@
-"""VPU: REQUANT / POOL / ADD against tpusim.arith, quant registers, VPU timing.
+"""VPU: REQUANT / POOL / ADD against tpusim.arch.arith, quant registers, VPU timing.
 
 Config 'small': C = W = 8 lanes; param_words = 9*8/8 = 9; core 1000 ps.
 """
 import numpy as np
 import pytest
 
-from tpusim.arith import add_int8, add_multipliers, pool_avg, quantize_multiplier, requant_conv
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
-from tpusim.isa import make
+from tpusim.arch.arith import add_int8, add_multipliers, pool_avg, quantize_multiplier, requant_conv
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import make
 from tpusim.sim import run_program
 
 CFG = load_config("small")

@@ -4,8 +4,8 @@ import pytest
 from onnx import helper
 
 import qnets
-from tpusim import arith
-from tpusim.errors import CompileError
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QAdd, QConv, QGraph, QMaxPool, QTensor

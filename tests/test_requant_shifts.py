@@ -14,10 +14,10 @@ import pytest
 from stressgen.program import OutputRegion, StressProgram
 from stressgen.runner import run_one
 from stressgen.validate import validate
-from tpusim import arith
-from tpusim.arith import INT32_MAX, INT32_MIN
-from tpusim.config import load_config
-from tpusim.isa import make
+from tpusim.arch import arith
+from tpusim.arch.arith import INT32_MAX, INT32_MIN
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import make
 
 CFG = load_config("small")
 W = C = 8

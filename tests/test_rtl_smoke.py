@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from tpusim import isa
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.config import load_config
+from tpusim.arch import isa
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import load_config
 
 pytestmark = pytest.mark.rtl
 

@@ -7,8 +7,8 @@ from stressgen import generate, parse_asm, validate
 from stressgen.coverage import DYNAMIC_BINS, STATIC_BINS, observed_bins, tie_mask
 from stressgen.invalid import INVALID_CLASSES, assembler_rejects, make_invalid
 from stressgen.program import CODE_ADDR, RawWord, StressError, StressProgram, config
-from tpusim.errors import IsaError, SimulationError
-from tpusim.isa import make
+from tpusim.arch.errors import IsaError, SimulationError
+from tpusim.arch.isa import make
 from tpusim.sim import run_binary
 
 SMALL = config("small")

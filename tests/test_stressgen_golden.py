@@ -7,8 +7,8 @@ import pytest
 from stressgen import generate, run_golden
 from stressgen import golden as golden_mod
 from stressgen.program import OutputRegion, StressError, StressProgram, config, region_bytes
-from tpusim import arith
-from tpusim.isa import make
+from tpusim.arch import arith
+from tpusim.arch.isa import make
 from tpusim.sim import run_binary
 
 SMALL = config("small")

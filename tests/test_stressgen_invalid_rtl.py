@@ -9,7 +9,7 @@ from stressgen.campaign import derive_seed
 from stressgen.gen import generate
 from stressgen.invalid import INVALID_CLASSES, assembler_rejects
 from stressgen.runner import run_one
-from tpusim.config import load_config
+from tpusim.arch.config import load_config
 
 pytestmark = pytest.mark.rtl
 CFG = load_config("small")

@@ -7,8 +7,8 @@ import pytest
 
 from stressgen.minimize import (MinimizeError, ddmin, drop_instructions, minimize, program_size,
                                 token_pairs)
-from tpusim.config import load_config
-from tpusim.isa import Engine, make
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import Engine, make
 
 L, S, M, V = (1 << e for e in (Engine.LOAD, Engine.STORE, Engine.MXU, Engine.VPU))
 

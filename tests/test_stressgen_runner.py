@@ -16,7 +16,7 @@ import pytest
 from stressgen.campaign import RunSpec, derive_seed, run_campaign
 from stressgen.db import ResultsDb
 from stressgen.runner import compare_regions, run_one
-from tpusim.config import load_config
+from tpusim.arch.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 CFG = load_config("small")
@@ -63,8 +63,8 @@ def test_run_one_reports_an_output_mismatch(tmp_path):
     o = run_one(prog, CFG, tmp_path, rtl=False)
     assert o.status == "fail" and o.reason == "golden_vs_simpy" and o.signal is None
     first = prog.instrs[0]
-    from tpusim.isa import OPCODES
-    assert (f"region code: " in o.first_divergence
+    from tpusim.arch.isa import OPCODES
+    assert ("region code: " in o.first_divergence
             and f"first at offset 0: golden=0 simpy={OPCODES[first.op].code}" in o.first_divergence)
     assert o.signature == ("golden_vs_simpy", None)
 
@@ -192,7 +192,7 @@ def test_replay_reproduces_the_campaign_program(tmp_path):
     texts = set()
     for hs in ("1", "4", "6"):
         r = subprocess.run([sys.executable, "-c", "import sys; from stressgen.gen import generate;"
-                            "from tpusim.config import load_config;"
+                            "from tpusim.arch.config import load_config;"
                             f"sys.stdout.write(generate({seed}, load_config('small')).asm())"],
                            cwd=REPO, env=dict(os.environ, PYTHONHASHSEED=hs), capture_output=True,
                            text=True, timeout=120)

@@ -126,7 +126,7 @@ def test_replay_program_without_outputs_warns(tmp_path, capsys):
 
 def test_parse_asm_line_number_not_doubled():
     from stressgen.program import parse_asm
-    from tpusim.errors import IsaError
+    from tpusim.arch.errors import IsaError
     with pytest.raises(IsaError) as e:
         parse_asm("# c\nFOO\n")
     assert str(e.value).startswith("line 2: unknown opcode 'FOO'")
@@ -150,7 +150,7 @@ def test_default_campaign_seed_replays_identically(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"seed {row['seed']} on small: {row['n_instrs']} instructions, invalid (ddr_out_of_range)" in out
     from stressgen.gen import generate
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     assert (out_dir / "program.asm").read_text() == generate(row["seed"], load_config("small"), 0.05).asm()
 
 

@@ -38,7 +38,7 @@ def _run(args, limit_bytes: int | None = None, timeout_s: float = 900):
 def test_atomic_write_failure_names_the_file(tmp_path):
     code = f"""
 import json, os
-from tpusim.fileio import write_text_atomic
+from tpusim.arch.fileio import write_text_atomic
 from stressgen.writefail import write_failure, cut_files
 p = {str(tmp_path / 'big.txt')!r}
 try:
@@ -127,7 +127,7 @@ def test_cosim_under_a_file_size_limit_then_resume(tmp_path):
     """A cosim run (reduced ResNet-50, SimPy) whose binary cannot be written: one line naming
     the file, exit 2; the same command without the limit then passes."""
     out = tmp_path / "run"
-    cmd = ["-m", "tpusim.cosim", "--model", "resnet50-reduced", "--hw", "small", "--no-rtl",
+    cmd = ["-m", "tpusim.flow.cosim", "--model", "resnet50-reduced", "--hw", "small", "--no-rtl",
            "--calib", "2", "--out", str(out)]
     r = _run(cmd, limit_bytes=300_000)
     assert r.returncode == 2, r.stderr[-2000:]
@@ -169,7 +169,7 @@ def test_campaign_under_a_file_size_limit_then_resume(tmp_path):
     others pass, the database stays readable; the same command without the limit redoes only
     the errors and every seed is then present exactly once and passes."""
     from stressgen.campaign import derive_seed
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     cfg = load_config("small")
     count, root = 6, 11
     sizes = _sizes([derive_seed(root, i) for i in range(count)], cfg, tmp_path)
@@ -209,7 +209,7 @@ def test_replay_with_the_rtl_dump_cut_by_the_limit(tmp_path):
     """The RTL's arch.vcd ($fwrite ignores the failed write) is cut at the limit: the replay is
     an error naming it, not a waveform mismatch; `waves diff` reads the cut dump's complete
     prefix and says so, and a dump cut inside its header is a one-line error."""
-    from tpusim.config import load_config
+    from tpusim.arch.config import load_config
     cfg = load_config("small")
     seed = 5
     (vcd, asm, tpubin), = _sizes([seed], cfg, tmp_path)

@@ -1,20 +1,20 @@
-"""The generated SystemVerilog packages are current and consistent with tpusim.isa / config."""
+"""The generated SystemVerilog packages are current and consistent with tpusim.arch.isa / config."""
 import os
 import random
 import re
 import subprocess
 import sys
 
-from tpusim import isa, svgen
-from tpusim.config import load_config
+from tpusim.arch import isa, svgen
+from tpusim.arch.config import load_config
 
 
 def test_isa_pkg_is_current():
-    assert svgen.isa_pkg_is_current(), "rtl/tpu_isa_pkg.sv is stale: run `python -m tpusim.svgen`"
+    assert svgen.isa_pkg_is_current(), "rtl/tpu_isa_pkg.sv is stale: run `python -m tpusim.arch.svgen`"
 
 
 def test_check_cli_exit_code(tmp_path, monkeypatch):
-    r = subprocess.run([sys.executable, "-m", "tpusim.svgen", "--check"], capture_output=True)
+    r = subprocess.run([sys.executable, "-m", "tpusim.arch.svgen", "--check"], capture_output=True)
     assert r.returncode == 0, r.stderr
     stale = tmp_path / "tpu_isa_pkg.sv"
     stale.write_text(svgen.isa_pkg_text().replace("8'h06", "8'h66"))

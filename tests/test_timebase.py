@@ -1,4 +1,4 @@
-"""tpusim.timebase: exact periods, edge arithmetic, the CDC rule, distinct edges of the seed clocks."""
+"""tpusim.arch.timebase: exact periods, edge arithmetic, the CDC rule, distinct edges of the seed clocks."""
 import dataclasses
 import random
 import re
@@ -6,9 +6,9 @@ from bisect import bisect_right
 
 import pytest
 
-from tpusim.config import ClockConfig, load_config
-from tpusim.errors import TimebaseError, TpuError
-from tpusim.timebase import CDC_EDGES, PS_PER_US, ClockDomain, Timebase, period_ps
+from tpusim.arch.config import ClockConfig, load_config
+from tpusim.arch.errors import TimebaseError, TpuError
+from tpusim.arch.timebase import CDC_EDGES, PS_PER_US, ClockDomain, Timebase, period_ps
 
 SEED_LCM = 5000  # lcm(1000, 1250, 2500)
 

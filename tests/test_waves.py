@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from vcd import VCDWriter
 
-from tpusim.config import load_config
-from tpusim.isa import assemble
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import assemble
 from tpusim.sim import run_program
 from waves.__main__ import main
 from waves.diff import diff_dumps, load_map

@@ -15,9 +15,9 @@ import pytest
 
 from tests import qnets
 from tests.test_waves_model import rewrite
-from tpusim import isa
-from tpusim.binary import TpuBinary
-from tpusim.config import load_config
+from tpusim.arch import isa
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
 from tpusim.sim import run_binary
 from waves.archmap import MAP_PATH, arch_map
 from waves.diff import diff_dumps, load_map
@@ -127,7 +127,7 @@ def test_hand_program_dumps_identical(name, tmp_path, all_ops):
 def test_compiled_graph_dumps_identical(tmp_path):
     from cocotb_tests.harness import run_rtl
     from tpucompile import driver, golden
-    from tpucompile.backend import host_input_transform
+    from tpusim.arch.host_transforms import host_input_transform
     model = qnets.residual_add()
     xs = qnets.inputs(qnets.in_shape(model), 5, seed=3)
     res = driver.compile_onnx(model, CFG, xs[1:])

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from vcd import VCDWriter
 
-from tpusim.config import load_config
-from tpusim.isa import assemble
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import assemble
 from tpusim.models.trace import Trace, digest_bytes, fold32, signal_table
 from tpusim.sim import run_program
 from waves.archmap import MAP_PATH, arch_map, map_text
 from waves.diff import diff_dumps, load_map
 from waves.reader import WaveError, read_dump
-from waves.rtl_dump import dump_request
+from cocotb_tests.rtl_dump import dump_request
 from waves.triage import triage
 
 REPO = Path(__file__).resolve().parents[1]

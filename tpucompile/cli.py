@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.cliutil import user_errors
-from tpusim.errors import TpuError
+from tpusim.arch.cliutil import user_errors
+from tpusim.arch.errors import TpuError
 
 
 def _calib_images(model, n: int):
@@ -47,8 +47,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         import onnx
-        from tpusim.config import load_config
-        from tpusim.errors import CompileError
+        from tpusim.arch.config import load_config
+        from tpusim.arch.errors import CompileError
         from tpucompile.backend import compile_qgraph
         from tpucompile.quantize import compile_model
         cfg = load_config(a.hw)
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         if a.dump_ir:
             d = Path(a.dump_ir)
             d.mkdir(parents=True, exist_ok=True)
-            from tpusim.isa import decode_program
+            from tpusim.arch.isa import decode_program
             (d / "program.s").write_text("\n".join(i.text() for i in decode_program(b.code)) + "\n")
             (d / "meta.json").write_text(json.dumps(b.meta, indent=1))
     except TpuError as e:

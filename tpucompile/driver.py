@@ -1,6 +1,6 @@
 """End-to-end compile: ONNX model (+ calibration images) → QGraph → .tpubin, with timings.
 
-Used by the `tpucompile` command line and by the co-simulation driver (`tpusim.cosim`).
+Used by the `tpucompile` command line and by the co-simulation driver (`tpusim.flow.cosim`).
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import onnx
 
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.errors import CompileError
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.errors import CompileError
 
 #: Built-in model names for `--model`: (loader in tpucompile.realdata, description)
 MODELS = {

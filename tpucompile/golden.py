@@ -1,4 +1,4 @@
-"""Golden int8 model: runs a QGraph layer by layer in numpy with exactly ``tpusim.arith``.
+"""Golden int8 model: runs a QGraph layer by layer in numpy with exactly ``tpusim.arch.arith``.
 
 Independent of tiling and of the binary format: convolution is im2col (input padded with its
 zero point) + ``arith.matmul_acc`` (int32) + ``arith.requant_conv``. All tensors are int8 NCHW.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from tpusim import arith
+from tpusim.arch import arith
 from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool
 
 __all__ = ["run_golden", "run_host_ops", "quantize_input", "dequantize", "conv_int8"]

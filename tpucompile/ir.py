@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 
 __all__ = ["Tensor", "Node", "Graph", "verify", "dump", "prune", "consumers", "producers"]
 

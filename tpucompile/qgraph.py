@@ -3,7 +3,7 @@
 Every device tensor is int8, layout NCHW, batch 1; a fully-connected activation is (1, C, 1, 1).
 Real value of a tensor element ``q``: ``(q - zero_point) * scale``.
 
-Every op's integer semantics are given by ``tpusim.arith`` (gemmlowp fixed point) and are
+Every op's integer semantics are given by ``tpusim.arch.arith`` (gemmlowp fixed point) and are
 implemented identically by ``tpucompile.golden``, the SimPy model and the RTL:
 
 * ``QConv``   acc[n, oy, ox] = sum over (ci, ky, kx) of w[n, ci, ky, kx] * xp[ci, oy*sh+ky, ox*sw+kx]
@@ -35,7 +35,7 @@ from typing import Union
 
 import numpy as np
 
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 
 __all__ = ["QTensor", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QOp", "QGraph"]
 

@@ -10,10 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
-from tpusim.binary import TpuBinary
-from tpusim.errors import SimulationError
+from tpusim.arch.binary import TpuBinary, input_blobs
+from tpusim.arch.errors import SimulationError
 from tpusim.models.ddr import DdrMemory
 from tpusim.models.tpu import Tpu
 from tpusim.models.trace import Trace
@@ -23,7 +22,7 @@ from tpusim.models.trace import Trace
 class SimResult:
     """``outputs``: name -> int8 NCHW array; ``cycles``: core cycles to HALT retire;
     ``retire``: [(pc_byte_offset, engine name, retire time ps)] in retire order;
-    ``counters``: perf counters in tpusim.models.perf.COUNTERS order; ``wall_s``: host seconds;
+    ``counters``: perf counters in tpusim.arch.perf.COUNTERS order; ``wall_s``: host seconds;
     ``cycles_per_s``: simulated core cycles per host second; ``events``: SimPy events."""
     outputs: dict
     cycles: int
@@ -48,25 +47,6 @@ class SimResult:
                 "wall_s": self.wall_s, "cycles_per_s": self.cycles_per_s, "events": self.events,
                 "retired": len(self.retire),
                 "outputs": {k: list(v.shape) for k, v in self.outputs.items()}}
-
-
-def input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
-    """name -> bytes of the whole blocked DDR buffer (padding = the input's zero point) for every
-    input of ``binary``; SimulationError for a missing, unknown or non-int8 input. Used by the
-    SimPy model and by the RTL testbench, so both load the same bytes."""
-    known = {t.name for t in binary.inputs}
-    extra = sorted(set(inputs) - known)
-    if extra:
-        raise SimulationError(f"unknown input(s) {extra}; the binary's inputs are {sorted(known)}")
-    blobs = {}
-    for desc in binary.inputs:
-        if desc.name not in inputs:
-            raise SimulationError(f"missing input {desc.name!r} (shape {tuple(desc.shape)}, int8 NCHW)")
-        x = np.asarray(inputs[desc.name])
-        if x.dtype != np.int8:
-            raise SimulationError(f"input {desc.name!r} has dtype {x.dtype}, expected int8")
-        blobs[desc.name] = desc.to_blocked(x, fill=desc.zero_point)
-    return blobs
 
 
 def load_ddr(binary: TpuBinary, inputs: dict) -> DdrMemory:
@@ -109,7 +89,7 @@ def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_s
 
     ``ddr_segments``/``sram_segments``: [(byte_addr, bytes)] preloaded before the run (SRAM
     preloading is a test convenience; real programs fill the SRAM by DMA)."""
-    from tpusim.isa import encode_program
+    from tpusim.arch.isa import encode_program
     ddr = DdrMemory()
     for addr, data in ddr_segments:
         ddr.write(addr, data)

@@ -10,7 +10,7 @@
   cocotb_tests/tb/tb_arch_probe.sv); ``waves/arch_map.yaml`` (``python -m waves.archmap``) maps
   model names to RTL names. Both in ps from core edge 0: identical for a valid program.
 * Scoped / windowed RTL dumps: ``run_rtl(..., waves="vcd", dump_scopes=[...],
-  dump_window_ps=(t0, t1))`` (waves/rtl_dump.py); model: ``Trace.write(path, scopes, window_ps)``.
+  dump_window_ps=(t0, t1))`` (cocotb_tests/rtl_dump.py); model: ``Trace.write(path, scopes, window_ps)``.
 * A VCD cut short by a killed run reads as its complete prefix (``Dump.truncated``).
 """
 from waves.reader import Dump, SignalInfo, WaveError, read_dump

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tpusim.models.trace import ENGINES
+from tpusim.arch.isa import ENGINE_KEYS as ENGINES
 
 MAP_PATH = Path(__file__).with_name("arch_map.yaml")
 TOP, PROBE = "tb_top.u_tpu", "tb_top.u_arch_probe"

@@ -21,7 +21,7 @@ from typing import Iterable
 
 from vcd.gtkw import GTKWSave
 
-from tpusim.fileio import write_text_atomic
+from tpusim.arch.fileio import write_text_atomic
 
 from waves.reader import Dump, read_dump
 
@@ -63,7 +63,7 @@ def write_triage(merged_vcd: str | Path, diverging_signals: Iterable[str], marke
     others = [n for n in other_signals if n not in set(diverging)]
     names = {n: trace_name(dump, n) for n in diverging + others}   # raises on unknown names
     out_gtkw = Path(out_gtkw)
-    fh = io.StringIO()                 # written atomically below (tpusim.fileio)
+    fh = io.StringIO()                 # written atomically below (tpusim.arch.fileio)
     save = GTKWSave(fh)
     save.comment("waves triage view", f"first divergence at {marker_ps} ps")
     rel = os.path.relpath(Path(merged_vcd).resolve(), out_gtkw.resolve().parent)

@@ -24,16 +24,11 @@ from pathlib import Path
 
 import pywellen
 
-from tpusim.errors import TpuError
+from tpusim.arch.errors import TpuError, WaveError  # noqa: F401 (WaveError: raised here, public name)
 
 # pywellen TimescaleUnit -> picoseconds per unit
 _UNIT_PS = {"fs": Fraction(1, 1000), "ps": Fraction(1), "ns": Fraction(1000),
             "us": Fraction(10**6), "ms": Fraction(10**9), "s": Fraction(10**12)}
-
-
-class WaveError(TpuError):
-    """A user-facing error about a dump or a dump request (missing file, not a waveform, a
-    truncated header, unknown signal, bad scope or window)."""
 
 
 @dataclass(frozen=True)

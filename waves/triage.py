@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vcd import VCDWriter
 
-from tpusim.fileio import write_text_atomic
+from tpusim.arch.fileio import write_text_atomic
 from waves.diff import DiffResult, Divergence, diff_dumps, load_map, report
 from waves.gtkw import GTKW_WINDOW_CYCLES, write_triage
 from waves.inflight import ENGINES
@@ -59,7 +59,7 @@ def write_merged(a: Dump, b: Dump, pairs: list[tuple[str, str]], path: Path,
     """Write ``path``: every signal of ``pairs`` (and the extra names) of ``a`` under ``model.``
     and of ``b`` under ``rtl.``; all changes in time order (1 ps timescale)."""
     events = []
-    fh = io.StringIO()            # built in memory, then written atomically (tpusim.fileio)
+    fh = io.StringIO()            # built in memory, then written atomically (tpusim.arch.fileio)
     w = VCDWriter(fh, timescale="1 ps", date=None, comment="waves triage: model.* vs rtl.*")
     seen = set()
     names = [("model", a, n) for n, _ in pairs] + [("rtl", b, m) for _, m in pairs]

@@ -1,4 +1,4 @@
-// Scoped, time-windowed VCD writer of the tracing build (waves/rtl_dump.py): a Verilator VCD
+// Scoped, time-windowed VCD writer of the tracing build (cocotb_tests/rtl_dump.py): a Verilator VCD
 // writer separate from cocotb's full dump, restricted with dumpvars() to the requested scopes
 // and written only when the cocotb test calls tb_waves_dump (after every clock edge inside the
 // window, in its ReadOnly phase). Plain C functions for ctypes (the executable is linked

@@ -1,7 +1,7 @@
 """cocotb side of the control-path unit benches (top: ctrl_tb_top.sv, 'small' config).
 
 Every check compares the RTL with the timing formulas of docs/architecture.md, evaluated here
-with tpusim.timebase (not with the SimPy model):
+with tpusim.arch.timebase (not with the SimPy model):
   * tpu_cdc_sync: a value launched at core edge t is what the DDR-domain consumer acts on at
     exactly the 3rd DDR edge strictly after t (cdc(t -> ddr)), never earlier or later;
   * tpu_async_queue: entry k pushed at core edge p_k is visible to the reader from
@@ -24,8 +24,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import Event, ReadOnly, RisingEdge, Timer
 
-from tpusim.config import load_config
-from tpusim.timebase import Timebase
+from tpusim.arch.config import load_config
+from tpusim.arch.timebase import Timebase
 
 CFG = load_config(os.environ.get("CTRL_CONFIG", "small"))
 TB = Timebase(CFG)

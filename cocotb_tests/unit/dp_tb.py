@@ -6,7 +6,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from tpusim import isa
+from tpusim.arch import isa
 
 
 class DpTb:

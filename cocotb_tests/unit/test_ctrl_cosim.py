@@ -17,10 +17,10 @@ import random
 import numpy as np
 import pytest
 
-from tpusim import isa
-from tpusim.binary import TensorDesc, TpuBinary
-from tpusim.config import load_config
-from tpusim.errors import SimulationError
+from tpusim.arch import isa
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError
 
 pytestmark = pytest.mark.rtl
 

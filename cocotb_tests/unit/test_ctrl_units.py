@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tpusim.config import load_config
-from tpusim.svgen import write_cfg_pkg
+from tpusim.arch.config import load_config
+from tpusim.arch.svgen import write_cfg_pkg
 
 pytestmark = pytest.mark.rtl
 

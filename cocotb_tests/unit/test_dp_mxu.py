@@ -1,4 +1,4 @@
-"""MXU + systolic array + accumulator vs numpy (tpusim.arith.matmul_acc); MATMUL completion edge.
+"""MXU + systolic array + accumulator vs numpy (tpusim.arch.arith.matmul_acc); MATMUL completion edge.
 
 pytest builds dp_tb_top with Verilator (8x8 'small' config and a 4x4 variant) and runs the cocotb
 tests below. Seeds are logged; DP_SEED=<n> replays.
@@ -17,8 +17,8 @@ try:
 except ImportError:  # pragma: no cover
     cocotb = None
 
-from tpusim import isa
-from tpusim.arith import matmul_acc, wrap32
+from tpusim.arch import isa
+from tpusim.arch.arith import matmul_acc, wrap32
 
 if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
     from dp_tb import DpTb

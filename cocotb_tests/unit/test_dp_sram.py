@@ -48,7 +48,7 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
         free_at = [0] * NB            # first edge at which the bank can be granted
         conflicts = conflict_cycles = 0
         pred = set()                  # ports the model grants at the coming edge
-        grants = n_tx = 0
+        grants = 0
         pend_reads = []               # (port, addr) read in the previous cycle
         n_checked = 0
         drain = 300                   # last cycles: no new requests, everything completes

@@ -1,4 +1,4 @@
-"""VPU (LOAD_QREG, REQUANT, POOL, ADD) vs tpusim.arith on random data, and its completion edges.
+"""VPU (LOAD_QREG, REQUANT, POOL, ADD) vs tpusim.arch.arith on random data, and its completion edges.
 
 Thousands of lanes per op, including INT32 extremes, saturating shifts, negative values and
 rounding ties. pytest builds dp_tb_top (8x8 'small' config). DP_SEED=<n> replays.
@@ -16,8 +16,8 @@ try:
 except ImportError:  # pragma: no cover
     cocotb = None
 
-from tpusim import arith, isa
-from tpusim.arith import INT32_MAX, INT32_MIN
+from tpusim.arch import arith, isa
+from tpusim.arch.arith import INT32_MAX, INT32_MIN
 
 if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
     from dp_tb import DpTb

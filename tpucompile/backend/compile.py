@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import time
 
-from tpusim.binary import TpuBinary
-from tpusim.config import HwConfig
-from tpusim.errors import CompileError
-from tpusim.isa import encode_program, INSTR_BYTES
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
+from tpusim.arch.isa import encode_program, INSTR_BYTES
 from tpucompile.backend.emit import Program, emit_add, emit_conv, emit_pool
-from tpucompile.backend.layout import (ceil_div, im2col_rewrite, param_tables, plan_layouts, round_up,
+from tpucompile.backend.layout import (im2col_rewrite, param_tables, plan_layouts, round_up,
                                        weight_tiles)
 from tpucompile.backend.memplan import place_code, place_consts, plan_activations
 from tpucompile.backend.tiling import tile_conv, tile_elementwise

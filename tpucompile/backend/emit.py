@@ -22,9 +22,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from tpusim.config import HwConfig
-from tpusim.errors import CompileError
-from tpusim.isa import OPCODES, Engine, Instruction, check_ranges
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
+from tpusim.arch.isa import OPCODES, Engine, Instruction, check_ranges
 from tpucompile.backend.layout import ActLayout, align_px, ceil_div
 from tpucompile.backend.tiling import ConvTiling, EltTiling
 

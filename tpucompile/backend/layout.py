@@ -1,7 +1,7 @@
 """DDR layout of activations, weights and requant tables; the host-side input transform.
 
 Activations: blocked int8 ``[C/blk][H + pad_t + pad_b][W + pad_l + pad_r][blk]`` with
-blk = array rows = the SRAM word (tpusim.binary.TensorDesc). A buffer's border is the largest
+blk = array rows = the SRAM word (tpusim.arch.binary.TensorDesc). A buffer's border is the largest
 padding any consumer needs: a QConv pads with its input zero point, a QMaxPool with -128. A tensor
 whose consumers need two different pad values is refused (CompileError naming both nodes).
 
@@ -28,13 +28,13 @@ records {"name", "kind": "im2col", "orig_shape", "kernel", "strides", "pads", "p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from tpusim.binary import TensorDesc
-from tpusim.config import HwConfig
-from tpusim.errors import CompileError
+from tpusim.arch.binary import TensorDesc
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
 from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, QTensor, op_inputs
 
 
@@ -272,25 +272,3 @@ def im2col_rewrite(qg: QGraph, cfg: HwConfig) -> tuple[QGraph, list]:
     g2 = QGraph(tensors, ops, list(qg.inputs), list(qg.outputs), list(qg.host_ops),
                 list(qg.fp32_outputs), dict(qg.aliases))
     return g2, transforms
-
-
-def im2col(x: np.ndarray, kernel, strides, pads, pad_value: int) -> np.ndarray:
-    """int8 (1, C, H, W) -> (1, C*kh*kw, OH, OW), channel (c*kh + ky)*kw + kx."""
-    from numpy.lib.stride_tricks import sliding_window_view
-    t, l, b, r = pads
-    kh, kw = kernel
-    sh, sw = strides
-    xp = np.pad(x[0], ((0, 0), (t, b), (l, r)), constant_values=pad_value)
-    oh, ow = (xp.shape[1] - kh) // sh + 1, (xp.shape[2] - kw) // sw + 1
-    win = sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::sh, ::sw][:, :oh, :ow]  # C,OH,OW,kh,kw
-    return np.ascontiguousarray(win.transpose(0, 3, 4, 1, 2).reshape(1, -1, oh, ow)).astype(np.int8)
-
-
-def host_input_transform(meta: dict, name: str, x: np.ndarray) -> np.ndarray:
-    """Apply the binary's host-side input transform (if any) to the int8 NCHW input ``name``."""
-    for tr in meta.get("input_transforms", []):
-        if tr["name"] == name and tr["kind"] == "im2col":
-            if tuple(x.shape) != tuple(tr["orig_shape"]):
-                raise CompileError(f"input {name!r}: expected shape {tuple(tr['orig_shape'])}, got {x.shape}")
-            return im2col(x, tr["kernel"], tr["strides"], tr["pads"], tr["pad_value"])
-    return x

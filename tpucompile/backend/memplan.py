@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpusim.config import HwConfig
-from tpusim.errors import CompileError
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
 from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
 from tpucompile.qgraph import QGraph, op_inputs
 

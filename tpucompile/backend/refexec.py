@@ -3,7 +3,7 @@
 Engines run their queues in order; at each step one engine whose head has all its wait tokens
 is picked (at random with ``seed``, or round robin), and its instruction executes atomically.
 Missing tokens therefore show up as wrong results under some interleavings, and a wait that is
-never matched as a deadlock (RuntimeError). Arithmetic: tpusim.arith.
+never matched as a deadlock (RuntimeError). Arithmetic: tpusim.arch.arith.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import random
 
 import numpy as np
 
-from tpusim import arith
-from tpusim.binary import TpuBinary
-from tpusim.config import HwConfig
-from tpusim.isa import decode_program
+from tpusim.arch import arith
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import HwConfig
+from tpusim.arch.isa import decode_program
 
 
 def run_ref(b: TpuBinary, cfg: HwConfig, inputs: dict, seed: int | None = 0, max_ahead: int | None = None) -> dict:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpusim.config import HwConfig
-from tpusim.errors import CompileError
-from tpucompile.backend.layout import ActLayout, align_px, ceil_div, round_up
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
+from tpucompile.backend.layout import align_px, ceil_div, round_up
 
 
 @dataclass

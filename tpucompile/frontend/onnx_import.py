@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 
 __all__ = ["SUPPORTED_OPS", "import_onnx"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 from tpucompile.ir import Graph, Node, Tensor, producers, prune
 
 NAME = "canonicalize"
@@ -22,7 +22,7 @@ def _is_fc_view(a: tuple, b: tuple) -> bool:
 
 def _gemm(graph: Graph, node: Node, prod: dict, out: list) -> None:
     x, wn = node.inputs[0], node.inputs[1]
-    xs, ys = graph.tensors[x].shape, graph.tensors[node.outputs[0]].shape
+    xs = graph.tensors[x].shape
     if len(xs) != 2 or xs[0] != 1:
         raise CompileError(f"node {node.name!r} (Gemm): input {x!r} shape {xs} unsupported (only 1xK)")
     w = graph.const(wn)

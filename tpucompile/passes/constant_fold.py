@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 from tpucompile.ir import Graph, prune
 
 NAME = "constant_fold"

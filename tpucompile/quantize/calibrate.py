@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from tpusim.errors import CompileError
+from tpusim.arch.errors import CompileError
 
 __all__ = ["calibrate", "session_with_outputs"]
 

@@ -24,8 +24,8 @@ from typing import Optional, Union
 import numpy as np
 import onnx
 
-from tpusim import arith
-from tpusim.errors import CompileError
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.ir import Graph
 from tpucompile.passes.pipeline import run_passes

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 import simpy
 
-from tpusim.errors import DeviceError
-from tpusim.isa import Engine, Instruction
-from tpusim.timebase import CDC_EDGES, ClockDomain, Timebase
+from tpusim.arch.errors import DeviceError
+from tpusim.arch.isa import ENGINE_NAMES, Engine, Instruction
+from tpusim.arch.timebase import CDC_EDGES, ClockDomain, Timebase
 
-ENGINE_NAMES = tuple(e.name for e in Engine)          # ("LOAD", "STORE", "MXU", "VPU")
 
 
 class Clocks:
@@ -91,7 +90,7 @@ class QueueEntry:
 
 
 def device_error(entry: QueueEntry, code: str, field: str, value: int, why: str) -> DeviceError:
-    """A DeviceError ``code`` (tpusim.isa.DEVICE_ERRORS) naming the instruction, the offending
+    """A DeviceError ``code`` (tpusim.arch.isa.DEVICE_ERRORS) naming the instruction, the offending
     field and its value; its cycle is set when the engine reports it (models/error_unit.py)."""
     return DeviceError(f"{entry.where()}: {field}={value:#x} ({value}) {why}", code, entry.pc)
 

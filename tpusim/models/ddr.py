@@ -2,7 +2,7 @@
 never-written bytes return 0). Used functionally; timing lives in ddr_arbiter.py."""
 from __future__ import annotations
 
-from tpusim.errors import SimulationError
+from tpusim.arch.errors import SimulationError
 
 PAGE_BYTES = 4096
 ADDR_LIMIT = 1 << 40

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import simpy
 
 from tpusim.models.common import Clocks, EdgeScheduler
-from tpusim.timebase import ClockDomain
+from tpusim.arch.timebase import ClockDomain
 
 FETCH, DMA_READ, DMA_WRITE = 0, 1, 2
 REQUESTER_NAMES = ("fetch", "dma_read", "dma_write")

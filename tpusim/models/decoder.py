@@ -21,8 +21,8 @@ from functools import lru_cache
 
 import simpy
 
-from tpusim.errors import DeviceError
-from tpusim.isa import BY_CODE, DEVICE_ERRORS, HEADER_BITS, INSTR_BYTES, Instruction, decode
+from tpusim.arch.errors import DeviceError
+from tpusim.arch.isa import BY_CODE, DEVICE_ERRORS, HEADER_BITS, INSTR_BYTES, Instruction, decode
 
 ERROR_RESERVED_OPCODE = DEVICE_ERRORS["reserved_opcode"]
 

@@ -23,8 +23,8 @@ range past the end, DDR range past 2^40; the instruction then completes at s + 1
 """
 from __future__ import annotations
 
-from tpusim.errors import SimulationError
-from tpusim.isa import Engine
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import Engine
 from tpusim.models import ddr_arbiter, sram as sram_mod
 from tpusim.models.common import QueueEntry, device_error
 from tpusim.models.ddr import ADDR_LIMIT

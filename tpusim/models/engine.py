@@ -21,9 +21,9 @@ import abc
 
 import simpy
 
-from tpusim.errors import DeviceError
+from tpusim.arch.errors import DeviceError
 from tpusim.models.common import ENGINE_NAMES, Clocks, QueueEntry, Timeline
-from tpusim.models.perf import ENGINE_KEYS
+from tpusim.arch.isa import ENGINE_KEYS
 
 
 class EngineBase(abc.ABC):

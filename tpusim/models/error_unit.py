@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import simpy
 
-from tpusim.errors import DeviceError
-from tpusim.isa import DEVICE_ERRORS
+from tpusim.arch.errors import DeviceError
+from tpusim.arch.isa import DEVICE_ERRORS
 from tpusim.models.common import Clocks
 
 

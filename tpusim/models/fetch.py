@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import simpy
 
-from tpusim.errors import SimulationError
+from tpusim.arch.errors import SimulationError
 from tpusim.models import ddr_arbiter
 from tpusim.models.common import Clocks, Timeline
 from tpusim.models.ddr import ADDR_LIMIT

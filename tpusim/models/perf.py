@@ -1,19 +1,8 @@
-"""Performance counters (docs/architecture.md, "Performance counters").
-
-``COUNTERS`` is the ordered tuple of counter names; the RTL's ``perf_sel_i`` index follows it.
-Units: ``*_cycles`` in the cycles of the block's own clock domain (engines: their domain; SRAM:
-core; DDR: DDR), ``*_bytes`` in bytes, ``*_retired`` and ``sram_conflicts`` are counts.
-"""
+"""The SimPy model's performance-counter bank; the counter names and their order are the
+architecture's (tpusim.arch.perf.COUNTERS)."""
 from __future__ import annotations
 
-ENGINE_KEYS = ("load", "store", "mxu", "vpu")   # same order as tpusim.isa.Engine
-
-COUNTERS: tuple[str, ...] = (
-    ("cycles",)
-    + tuple(f"{e}_{k}" for e in ENGINE_KEYS for k in ("busy_cycles", "token_wait_cycles", "retired"))
-    + ("sram_conflicts", "sram_conflict_cycles",
-       "ddr_read_bytes", "ddr_write_bytes", "fetch_bytes", "ddr_busy_cycles", "ddr_arb_wait_cycles")
-)
+from tpusim.arch.perf import COUNTERS, ENGINE_KEYS
 
 
 class PerfCounters:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpusim.errors import DeviceError, SimulationError
+from tpusim.arch.errors import DeviceError, SimulationError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import simpy
 
-from tpusim.isa import Instruction
+from tpusim.arch.isa import Instruction
 from tpusim.models.common import Clocks, QueueEntry, Timeline
 
 

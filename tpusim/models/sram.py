@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from tpusim.models.common import Clocks, EdgeScheduler, ranges_to_banks
-from tpusim.timebase import ClockDomain
+from tpusim.arch.timebase import ClockDomain
 
 LOAD, STORE, MXU, VPU = 0, 1, 2, 3     # requester ids = priority order (0 highest)
 

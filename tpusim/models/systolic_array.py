@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arith import matmul_acc
-from tpusim.errors import SimulationError
+from tpusim.arch.arith import matmul_acc
+from tpusim.arch.errors import SimulationError
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, device_error
 from tpusim.models.engine import EngineBase
@@ -63,7 +63,7 @@ class Mxu(EngineBase):
     def _matmul_int32(self, x: np.ndarray) -> np.ndarray:
         """int8 [M, R] @ weights int8 [R, C] -> int32 [M, C], exact. float32 BLAS when every
         partial sum is an integer of magnitude <= R * 2**14 <= 2**24 (exact in float32 in any
-        summation order); otherwise tpusim.arith.matmul_acc."""
+        summation order); otherwise tpusim.arch.arith.matmul_acc."""
         if self.cfg.array_rows <= 1024:
             return (x.astype(np.float32) @ self.weights.astype(np.float32)).astype(np.int32)
         return matmul_acc(x, self.weights)

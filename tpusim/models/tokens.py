@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import simpy
 
-from tpusim.errors import DeviceError
+from tpusim.arch.errors import DeviceError
 from tpusim.models.common import ENGINE_NAMES, Clocks, Timeline
 
 TOKEN_MAX = 255

@@ -19,8 +19,8 @@ from itertools import count as _count
 
 import simpy
 
-from tpusim.errors import DeadlockError, SimulationError
-from tpusim.isa import Engine
+from tpusim.arch.errors import DeadlockError, SimulationError
+from tpusim.arch.isa import Engine
 from tpusim.models.common import Clocks
 from tpusim.models.ddr import DdrMemory
 from tpusim.models.ddr_arbiter import DdrArbiter

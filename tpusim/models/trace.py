@@ -44,11 +44,11 @@ from pathlib import Path
 import numpy as np
 from vcd import VCDWriter
 
-from tpusim.fileio import write_text_atomic
-from tpusim.models.common import ENGINE_NAMES
+from tpusim.arch.fileio import write_text_atomic
+from tpusim.arch.isa import ENGINE_KEYS, ENGINE_NAMES
 
 RETIRERS = ENGINE_NAMES + ("HALT",)
-ENGINES = tuple(e.lower() for e in ENGINE_NAMES)          # load, store, mxu, vpu
+ENGINES = ENGINE_KEYS                                      # load, store, mxu, vpu
 DDR_IDLE = 3
 DDR_REQ = ("fetch", "rd", "wr")
 SRAM_KIND, DDR_KIND, ACC_KIND = 1, 2, 3

@@ -1,4 +1,4 @@
-"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD; integer arithmetic from tpusim.arith.
+"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD; integer arithmetic from tpusim.arch.arith.
 
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
@@ -11,7 +11,7 @@ Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   every lane, average gives pool_avg(0, 0, ...).
 Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. The requant table
 at word ``param_addr`` is bias int32[C], multiplier int32[C], shift int8[C], little endian.
-Every int8 shift (table or LOAD_QREG) is defined: tpusim.arith.requant (left shift > 31
+Every int8 shift (table or LOAD_QREG) is defined: tpusim.arch.arith.requant (left shift > 31
 saturates, right shift > 31 gives 0), as the RTL.
 Effects are applied at the grant edge (inside [s, c]).
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arith import add_int8, pool_avg, requant_conv
-from tpusim.errors import SimulationError
+from tpusim.arch.arith import add_int8, pool_avg, requant_conv
+from tpusim.arch.errors import SimulationError
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, device_error
 from tpusim.models.engine import EngineBase

@@ -25,6 +25,11 @@ class BinaryFormatError(TpuError):
     """A .tpubin file is malformed, corrupt, or built for another hardware configuration."""
 
 
+class WaveError(TpuError):
+    """A user-facing error about a dump or a dump request (missing file, not a waveform, a
+    truncated header, unknown signal, bad scope or window)."""
+
+
 class CompileError(TpuError):
     """The compiler refuses a model; the message names the ONNX node at fault."""
 
@@ -36,7 +41,7 @@ class SimulationError(TpuError):
 class DeviceError(SimulationError):
     """The device flagged an error (docs/architecture.md, "Device errors").
 
-    ``code``: name in ``tpusim.isa.DEVICE_ERRORS`` (e.g. ``"dma_misaligned"``); ``pc``: byte
+    ``code``: name in ``tpusim.arch.isa.DEVICE_ERRORS`` (e.g. ``"dma_misaligned"``); ``pc``: byte
     offset from ``code_addr`` of the erroneous instruction (token_overflow: the sender's
     instruction); ``cycle``: core edge index at which the decoder registers the error
     (``error_o`` rises in the RTL); ``detect_ps``: the detecting edge (ps, model time) in the
@@ -46,7 +51,7 @@ class DeviceError(SimulationError):
     """
 
     def __init__(self, message: str, code: str, pc: int, cycle: int | None = None) -> None:
-        from tpusim.isa import DEVICE_ERRORS
+        from tpusim.arch.isa import DEVICE_ERRORS
         if code not in DEVICE_ERRORS:
             raise IsaError(f"unknown device error {code!r}; known: {sorted(DEVICE_ERRORS)}")
         super().__init__(message)
@@ -60,7 +65,7 @@ class DeviceError(SimulationError):
     @property
     def code_num(self) -> int:
         """The numeric code (``error_code_o``)."""
-        from tpusim.isa import DEVICE_ERRORS
+        from tpusim.arch.isa import DEVICE_ERRORS
         return DEVICE_ERRORS[self.code]
 
 

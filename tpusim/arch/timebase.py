@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tpusim.errors import TimebaseError
+from tpusim.arch.errors import TimebaseError
 
 PS_PER_US = 1_000_000
 

@@ -1,7 +1,7 @@
 """Hardware configuration: one YAML file, validated into a frozen dataclass.
 
 Every number the compiler, the SimPy model and the RTL use comes from here (the RTL receives it as
-a generated SystemVerilog package, see ``tpusim.svgen``). Unknown and missing keys are errors.
+a generated SystemVerilog package, see ``tpusim.arch.svgen``). Unknown and missing keys are errors.
 
 Derived quantities:
   * ``word_bytes`` = ``array.rows``: one SRAM word holds one activation vector (K lanes of int8).
@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from tpusim.errors import ConfigError, TimebaseError
+from tpusim.arch.errors import ConfigError, TimebaseError
 
-CONFIG_DIR = Path(__file__).parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def _validate(c: HwConfig) -> None:
          f"dma.outstanding must be 1, 2, 4 or 8 (burst buffers per channel), got {c.dma_outstanding}")
     need((9 * c.array_cols) % c.word_bytes == 0, "requant table does not fill whole words")
     # Clock checks (exact periods, no coincident edges) live in the timebase.
-    from tpusim.timebase import Timebase
+    from tpusim.arch.timebase import Timebase
     try:
         Timebase(c)
     except TimebaseError as e:

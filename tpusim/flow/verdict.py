@@ -64,7 +64,7 @@ class Verdict:
 
     def write(self, path: str | Path) -> None:
         """Write the verdict JSON atomically (temporary file, then rename)."""
-        from tpusim.fileio import write_text_atomic
+        from tpusim.arch.fileio import write_text_atomic
         write_text_atomic(path, json.dumps(self.to_json(), indent=2, default=_jsonable))
 
 
@@ -85,22 +85,6 @@ def count_mismatch(a: np.ndarray | None, b: np.ndarray | None) -> int:
     if a.shape != b.shape:
         return max(a.size, b.size)
     return int(np.count_nonzero(a != b))
-
-
-def first_retire_difference(simpy: list, rtl: list) -> dict | None:
-    """First instruction whose retire differs. Each list holds (pc, engine, time_ps) in retire order,
-    compared after sorting by (time, engine, pc) so that simultaneous retires compare equal."""
-    a = sorted(simpy, key=lambda r: (r[2], r[1], r[0]))
-    b = sorted(rtl, key=lambda r: (r[2], r[1], r[0]))
-    for i, (x, y) in enumerate(zip(a, b)):
-        if tuple(x) != tuple(y):
-            return {"index": i, "simpy": {"pc": x[0], "engine": x[1], "time_ps": x[2]},
-                    "rtl": {"pc": y[0], "engine": y[1], "time_ps": y[2]}}
-    if len(a) != len(b):
-        i = min(len(a), len(b))
-        return {"index": i, "simpy": list(a[i]) if i < len(a) else None,
-                "rtl": list(b[i]) if i < len(b) else None, "note": f"{len(a)} vs {len(b)} retires"}
-    return None
 
 
 def render(v: Verdict) -> None:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from tpusim.errors import TpuError
+from tpusim.arch.errors import TpuError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from waves.reader import WaveError
+from tpusim.arch.errors import WaveError
 
 ARCH_VCD = "arch.vcd"
 SCOPED_VCD = "waves.vcd"

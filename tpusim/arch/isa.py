@@ -7,14 +7,14 @@ operand fields follow from bit 16 upward in the order listed in ``OPCODES``. Unu
 Dependency synchronisation (tokens): before an instruction starts, its engine takes one token
 from each engine named in ``wait``; when it completes, it sends one token to each engine named in
 ``signal``. Semantics and timing of every instruction: docs/isa.md and docs/architecture.md.
-The SystemVerilog package rtl/tpu_isa_pkg.sv is generated from this module (tpusim.svgen).
+The SystemVerilog package rtl/tpu_isa_pkg.sv is generated from this module (tpusim.arch.svgen).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from tpusim.errors import IsaError
+from tpusim.arch.errors import IsaError
 
 INSTR_BYTES = 32
 INSTR_BITS = 256
@@ -28,6 +28,12 @@ class Engine(IntEnum):
     STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
     MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
     VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD (core clock domain)
+
+
+#: Engine names in Engine order: ("LOAD", "STORE", "MXU", "VPU"); lower case in counter and
+#: signal names ("load", "store", "mxu", "vpu").
+ENGINE_NAMES = tuple(e.name for e in Engine)
+ENGINE_KEYS = tuple(n.lower() for n in ENGINE_NAMES)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Layout (all integers little endian):
   trailer  CRC-32 (zlib) of everything before it, u32
 
 Section kinds:
-  CODE (1)   u64 DDR byte address, then the instructions (32 bytes each, tpusim.isa)
+  CODE (1)   u64 DDR byte address, then the instructions (32 bytes each, tpusim.arch.isa)
   CONST (2)  u64 DDR byte address, then bytes (weights, bias and requant tables)
   FILL (3)   JSON list of {"addr", "size", "value"}: DDR regions preset to one byte value
              (e.g. the zero-point padding around activation tensors)
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.errors import BinaryFormatError
+from tpusim.arch.errors import BinaryFormatError, SimulationError
 
 MAGIC = b"TPUB"
 VERSION = 1
@@ -197,7 +197,7 @@ class TpuBinary:
 
     def write(self, path: str | Path) -> None:
         """Write atomically (temporary file in the same folder, then rename)."""
-        from tpusim.fileio import write_bytes_atomic
+        from tpusim.arch.fileio import write_bytes_atomic
         write_bytes_atomic(path, self.to_bytes())
 
     # ---------------------------------------------------------------- reading
@@ -289,4 +289,23 @@ class TpuBinary:
         return segs
 
 
-__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION"]
+def input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
+    """name -> bytes of the whole blocked DDR buffer (padding = the input's zero point) for every
+    input of ``binary``; SimulationError for a missing, unknown or non-int8 input. Used by the
+    SimPy model and by the RTL testbench, so both load the same bytes."""
+    known = {t.name for t in binary.inputs}
+    extra = sorted(set(inputs) - known)
+    if extra:
+        raise SimulationError(f"unknown input(s) {extra}; the binary's inputs are {sorted(known)}")
+    blobs = {}
+    for desc in binary.inputs:
+        if desc.name not in inputs:
+            raise SimulationError(f"missing input {desc.name!r} (shape {tuple(desc.shape)}, int8 NCHW)")
+        x = np.asarray(inputs[desc.name])
+        if x.dtype != np.int8:
+            raise SimulationError(f"input {desc.name!r} has dtype {x.dtype}, expected int8")
+        blobs[desc.name] = desc.to_blocked(x, fill=desc.zero_point)
+    return blobs
+
+
+__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION", "input_blobs"]

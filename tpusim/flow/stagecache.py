@@ -4,7 +4,7 @@ A stage result is stored in ``<folder>/<stage>.pkl`` together with a key: the SH
 everything the result depends on (the binary, the inputs, the hardware config and the source of
 the code that produced it). ``load`` returns the result only when the stored key matches, so a
 changed model, input or simulator source recomputes the stage. Files are written atomically
-(tpusim.fileio), so a run killed at any moment (kill -9 included) leaves each stage either
+(tpusim.arch.fileio), so a run killed at any moment (kill -9 included) leaves each stage either
 complete or absent; an unreadable file (a foreign or damaged one) counts as absent.
 
 The files are pickles written by this process for itself; do not load stage folders from
@@ -16,10 +16,10 @@ import hashlib
 import pickle
 from pathlib import Path
 
-from tpusim.fileio import write_bytes_atomic
+from tpusim.arch.fileio import write_bytes_atomic
 
 _FORMAT = 1
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def source_digest(*globs: str) -> str:

@@ -1,6 +1,6 @@
 """Simulation speed of the SimPy model and the RTL on one synthetic program (``make bench``).
 
-    python -m cocotb_tests.bench [--hw seed] [--matmuls 8] [--no-rtl]
+    python -m tpusim.flow.bench_sim [--hw seed] [--matmuls 8] [--no-rtl]
 
 The program keeps the systolic array and the DMA busy: DMA_LOAD of one weight tile, then
 LOAD_WEIGHTS and ``--matmuls`` MATMULs of M vectors each while DMA_LOAD/DMA_STORE round trips
@@ -9,7 +9,7 @@ simulator and whether cycles and retire traces agree.
 """
 from __future__ import annotations
 
-from tpusim.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors
 
 import argparse
 import json
@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tpusim import isa
-from tpusim.binary import TpuBinary
-from tpusim.config import HwConfig, load_config
+from tpusim.arch import isa
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import HwConfig, load_config
 
 CODE_ADDR = 0x100000
 DATA_ADDR = 0x400000
@@ -49,9 +49,9 @@ def bench_program(cfg: HwConfig, matmuls: int, dma_trips: int) -> TpuBinary:
     return TpuBinary(cfg.hash_bytes(), CODE_ADDR, code, consts=[(DATA_ADDR, weights)])
 
 
-@user_errors("python -m cocotb_tests.bench")
+@user_errors("python -m tpusim.flow.bench_sim")
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cocotb_tests.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tpusim.flow.bench_sim", description=__doc__.split("\n")[0])
     ap.add_argument("--hw", default="seed")
     ap.add_argument("--matmuls", type=int, default=8)
     ap.add_argument("--dma-trips", type=int, default=4)

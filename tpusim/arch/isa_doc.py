@@ -1,9 +1,9 @@
-"""Generate docs/isa.md from tpusim.isa (encodings) plus the prose below (semantics and timing).
+"""Generate docs/isa.md from tpusim.arch.isa (encodings) plus the prose below (semantics and timing).
 
-    python -m tpusim.isa_doc            # rewrite docs/isa.md
-    python -m tpusim.isa_doc --check    # exit 1 if docs/isa.md is stale
+    python -m tpusim.arch.isa_doc            # rewrite docs/isa.md
+    python -m tpusim.arch.isa_doc --check    # exit 1 if docs/isa.md is stale
 
-Bit positions, widths and signedness come from ``tpusim.isa.OPCODES`` only; the prose here must
+Bit positions, widths and signedness come from ``tpusim.arch.isa.OPCODES`` only; the prose here must
 describe every field of every opcode (``isa_doc_text`` raises IsaError naming a field or opcode
 that has no description, or a description of a field that no longer exists), so the document
 cannot drift from the encoder. Timing is stated in the symbols of docs/architecture.md, which
@@ -15,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tpusim import isa
-from tpusim.errors import IsaError
+from tpusim.arch import isa
+from tpusim.arch.errors import IsaError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOC_PATH = REPO / "docs" / "isa.md"
 
 _DMA_FIELDS = {
@@ -85,7 +85,7 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "Vector `i = y*count_x + x` is SRAM word `act_addr + x*stride_x + y*stride_y`; its "
         "result row goes to accumulator row `acc_addr + i`: "
         "`acc[n] = (accumulate ? acc[n] : 0) + Σ_k x[k]*W[k][n]`, int32 with wrap-around "
-        "(`tpusim.arith.matmul_acc`).",
+        "(`tpusim.arch.arith.matmul_acc`).",
         "SRAM transaction of `D = M` words (bank mask from `act_addr` to the largest address "
         "read): request at `s`, grant `g`, completion `c = g + M + R + C` (fill and drain).",
         {"act_addr": "SRAM word address of the first activation vector",
@@ -100,7 +100,7 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "`{multiplier, shift, zero_point}` and marks it valid.",
         "No SRAM access. Completion `c = s + 1` (core).",
         {"qreg": "register index, bank*16 + entry (0..63)",
-         "multiplier": "Q31 fixed-point multiplier (`tpusim.arith.quantize_multiplier`)",
+         "multiplier": "Q31 fixed-point multiplier (`tpusim.arch.arith.quantize_multiplier`)",
          "shift": "exponent: > 0 saturating left shift, < 0 rounding right shift; every "
                   "value is defined (*Requant arithmetic*)",
          "zero_point": "int8 zero point"}),
@@ -109,7 +109,7 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "`param_addr` (bias int32[C], then multiplier int32[C], then shift int8[C], little "
         "endian), then for `i < count` writes SRAM word `dst_addr + i` = "
         "`requant_conv(acc[acc_addr + i], bias, mult, shift, zp(qreg), relu)` (int8[C], "
-        "`tpusim.arith.requant_conv`).",
+        "`tpusim.arch.arith.requant_conv`).",
         "SRAM transaction `D = param_words + count` (ranges: the table and the destination): "
         "request at `s`, grant `g`, completion `c = g + D` (core).",
         {"acc_addr": "first accumulator row",
@@ -124,7 +124,7 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "`src_addr + y*out_stride_y + x*out_stride_x + ty*win_stride_y + tx*win_stride_x` and "
         "writes word `dst_addr + y*out_w + x`. Max: lane-wise max. Average: "
         "`pool_avg(sum, win_w*win_h, zp(qreg_in), mult(qreg_out), shift(qreg_out), "
-        "zp(qreg_out))` (`tpusim.arith.pool_avg`).",
+        "zp(qreg_out))` (`tpusim.arch.arith.pool_avg`).",
         "SRAM transaction `D = out_w*out_h*(win_w*win_h + 1)` (ranges: source first to last "
         "tap, destination): request at `s`, grant `g`, completion `c = g + D` (core).",
         {"mode": "0 max, 1 average",
@@ -143,7 +143,7 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
     "ADD": (
         "Quantised residual add of `count` words, lane-wise: "
         "`dst[i] = add_int8(a[i], b[i], qreg_a, qreg_b, qreg_out, relu)` where each quant "
-        "register supplies (zero point, multiplier, shift) (`tpusim.arith.add_int8`, TFLite "
+        "register supplies (zero point, multiplier, shift) (`tpusim.arch.arith.add_int8`, TFLite "
         "Add with left shift 20).",
         "SRAM transaction `D = 3*count` (ranges: `src_a`, `src_b`, `dst`, each `count` words): "
         "request at `s`, grant `g`, completion `c = g + D` (core).",
@@ -161,12 +161,12 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
 _REQUANT_TEXT = [
     "", "## Requant arithmetic", "",
     "REQUANT, POOL (average) and ADD scale int32 values with `requant(x, mult, shift)` "
-    "(`tpusim.arith.requant`, gemmlowp `MultiplyByQuantizedMultiplier`): "
+    "(`tpusim.arch.arith.requant`, gemmlowp `MultiplyByQuantizedMultiplier`): "
     "`t = sat32(x * 2^left)`, `v = SaturatingRoundingDoublingHighMul(t, mult)` "
     "(`x*mult / 2^31`, ties toward +inf, `INT32_MAX` for `INT32_MIN * INT32_MIN`), "
     "`result = RoundingDivideByPOT(v, right)` (`v / 2^right`, ties away from zero), with "
     "`left = max(shift, 0)`, `right = max(-shift, 0)`. The compiler's shifts lie in [-31, 30] "
-    "(`tpusim.arith.quantize_multiplier`), but every int8 shift (LOAD_QREG field or "
+    "(`tpusim.arch.arith.quantize_multiplier`), but every int8 shift (LOAD_QREG field or "
     "per-channel table byte) is defined, with its exact meaning:",
     "",
     "- `shift` in [31, 127]: the left shift saturates: `t = INT32_MAX` if `x > 0`, `INT32_MIN` "
@@ -197,7 +197,7 @@ def _check_prose() -> None:
 
 
 def _error_table() -> list[str]:
-    """The "Device errors" section: one row per ``tpusim.isa.DEVICE_ERRORS`` entry."""
+    """The "Device errors" section: one row per ``tpusim.arch.isa.DEVICE_ERRORS`` entry."""
     missing = sorted(set(isa.DEVICE_ERRORS) ^ set(isa.DEVICE_ERROR_TEXT))
     if missing:
         raise IsaError(f"isa_doc: device errors without text or text without error: {missing}")
@@ -220,12 +220,12 @@ def _error_table() -> list[str]:
 def isa_doc_text() -> str:
     """The full text of docs/isa.md."""
     _check_prose()
-    L = ["<!-- GENERATED by tpusim/isa_doc.py from tpusim/isa.py — DO NOT EDIT; "
-         "run `python -m tpusim.isa_doc` -->",
+    L = ["<!-- GENERATED by tpusim/arch/isa_doc.py from tpusim/arch/isa.py — DO NOT EDIT; "
+         "run `python -m tpusim.arch.isa_doc` -->",
          "# tpusim instruction set",
          "",
-         "Source of truth: `tpusim/isa.py` (encoder, decoder, assembler). The SystemVerilog "
-         "constants are generated from it into `rtl/tpu_isa_pkg.sv` (`python -m tpusim.svgen`); "
+         "Source of truth: `tpusim/arch/isa.py` (encoder, decoder, assembler). The SystemVerilog "
+         "constants are generated from it into `rtl/tpu_isa_pkg.sv` (`python -m tpusim.arch.svgen`); "
          "this page is generated from it too. Timing symbols and rules (edges `s`, `c`, `g`, "
          "`cdc(...)`, `L`, `B`, `BB`, `W`, `R`, `C`) are defined in docs/architecture.md, "
          "which is the timing contract; the *Timing* lines below summarise it.",
@@ -246,10 +246,10 @@ def isa_doc_text() -> str:
          "",
          "Engine mask bits: " + ", ".join(f"{int(e)} = {e.name}" for e in isa.Engine) + ". "
          "Signed fields are two's complement of their width. The decoder rejects a reserved "
-         "opcode (device error 1, `error_pc` = PC, halts as for HALT); `tpusim.isa.decode` "
+         "opcode (device error 1, `error_pc` = PC, halts as for HALT); `tpusim.arch.isa.decode` "
          "also rejects non-zero unused bits.",
          "",
-         "Assembly (`tpusim.isa.assemble`, `Instruction.text`): one instruction per line, "
+         "Assembly (`tpusim.arch.isa.assemble`, `Instruction.text`): one instruction per line, "
          "`OP field=value ... wait=LOAD|MXU signal=VPU`, `#` comments, missing fields are 0.",
          "",
          "| opcode | name | engine | used bits |",
@@ -297,12 +297,12 @@ def doc_is_current(path: Path | None = None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tpusim.isa_doc", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tpusim.arch.isa_doc", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/isa.md is stale")
     a = ap.parse_args(argv)
     if a.check:
         if not doc_is_current():
-            print(f"{DOC_PATH} is stale or missing: run `python -m tpusim.isa_doc`", file=sys.stderr)
+            print(f"{DOC_PATH} is stale or missing: run `python -m tpusim.arch.isa_doc`", file=sys.stderr)
             return 1
         print(f"{DOC_PATH} is current")
         return 0

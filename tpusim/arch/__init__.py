@@ -1,0 +1,14 @@
+"""Layer 1, the architecture: what the compiler, the SimPy model, the RTL runner and the
+waveform tools all agree on, and nothing else.
+
+  isa          instruction set: opcodes, fields, encodings, device errors, token limits
+  config       hardware config (YAML -> frozen HwConfig), the one place shapes are checked
+  timebase     clock domains in integer ps (the one conversion into SimPy time)
+  arith        integer arithmetic of the chip (requantize, rounding, saturation)
+  binary       the .tpubin container (header, sections, tensor descriptors, input blobs)
+  errors       exception classes and the comparable run flag
+  svgen / isa_doc   generators of rtl/tpu_isa_pkg.sv, the config package and docs/isa.md
+  fileio / cliutil  atomic writes and the one-line CLI error convention
+
+Modules here import only from this package (and the standard library, numpy, yaml).
+"""

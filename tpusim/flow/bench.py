@@ -1,0 +1,88 @@
+"""`make bench`: measure the budgets of the main job on this machine and print the figures.
+
+    python -m tpusim.flow.bench [--hw seed] [--model resnet50] [--rtl]
+
+Budgets (issue #2): compile ResNet-50 <= 30 s; SimPy full ResNet-50 <= 120 s; the whole
+`make cosim MODEL=resnet50` including the first RTL build <= 20 min (with --rtl: the RTL build is
+measured from a clean cache folder and the RTL run on the full network).
+"""
+from __future__ import annotations
+
+from tpusim.arch.cliutil import user_errors
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tpusim.arch.config import load_config
+
+BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0}
+
+
+@user_errors("bench")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hw", default="seed")
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--rtl", action="store_true", help="also build (uncached) and run the RTL")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench"))
+    a = ap.parse_args(argv)
+
+    from rich.console import Console
+    from rich.table import Table
+    from tpucompile import driver, golden
+    from tpusim.arch.host_transforms import host_input_transform
+    from tpusim.sim import run_binary
+
+    cfg = load_config(a.hw)
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    t0 = time.perf_counter()
+    model, x, calib = driver.load_model_and_data(a.model)
+    t_load = time.perf_counter() - t0
+    t = time.perf_counter()
+    res = driver.compile_onnx(model, cfg, calib)
+    t_compile = time.perf_counter() - t
+    rows.append(("compile (import, passes, calibration, quantize, back end)", t_compile, BUDGETS_S["compile"]))
+    path = a.out / f"{Path(a.model).stem}-{cfg.name}.tpubin"
+    res.binary.write(path)
+    xq = golden.quantize_input(res.qgraph, x)
+    name = res.binary.inputs[0].name
+    xd = host_input_transform(res.binary.meta, name, xq)
+    t = time.perf_counter()
+    sim = run_binary(res.binary, cfg, {name: xd})
+    t_sim = time.perf_counter() - t
+    rows.append((f"SimPy model, {sim.cycles:,} cycles ({sim.cycles / t_sim:,.0f} cycles/s, "
+                 f"{sim.events:,} events)", t_sim, BUDGETS_S["simpy"]))
+    figures = {"model": a.model, "config": cfg.name, "load_s": t_load, "compile_s": t_compile,
+               "simpy_s": t_sim, "cycles": sim.cycles, "instructions": res.binary.meta["stats"]["instructions"],
+               "simpy_cycles_per_s": sim.cycles / t_sim, "events": sim.events}
+    if a.rtl:
+        import shutil
+        from cocotb_tests.harness import run_rtl
+        from cocotb_tests import build
+        shutil.rmtree(build.build_dir(cfg), ignore_errors=True)
+        r = run_rtl(path, cfg, {name: xd}, a.out / "rtl")
+        rows.append(("RTL build (Verilator, from scratch)", r.build_s, None))
+        rows.append((f"RTL run, {r.cycles:,} cycles ({r.cycles / max(r.run_s, 1e-9):,.0f} cycles/s)", r.run_s, None))
+        total = t_load + t_compile + t_sim + r.build_s + r.run_s
+        rows.append(("whole cosim (sum of the steps above)", total, BUDGETS_S["cosim_total"]))
+        figures.update(rtl_build_s=r.build_s, rtl_run_s=r.run_s, rtl_cycles=r.cycles, cosim_total_s=total)
+
+    tab = Table(title=f"bench: {a.model} on '{cfg.name}' ({cfg.array_rows}x{cfg.array_cols} array)")
+    tab.add_column("step")
+    tab.add_column("seconds", justify="right")
+    tab.add_column("budget", justify="right")
+    tab.add_column("")
+    for label, sec, budget in rows:
+        status = "" if budget is None else ("[green]within[/green]" if sec <= budget else "[red]over[/red]")
+        tab.add_row(label, f"{sec:.1f}", "" if budget is None else f"{budget:.0f}", status)
+    Console().print(tab)
+    (a.out / "bench.json").write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""`make cosim MODEL=…`: compile a real ONNX model, run golden, SimPy and RTL, print the verdict.
+
+    python -m tpusim.flow.cosim --model resnet50 [--hw seed] [--out runs/resnet50-seed] [--no-rtl]
+
+Steps (each timed): compile (front end, int8 calibration on real images, back end) → FP32
+reference (onnxruntime) → golden int8 (numpy, every layer) → SimPy model → RTL build (cached) →
+RTL run (Verilator + cocotb). Exit status 0 only when every output element agrees on all three
+sides and the SimPy and RTL retire traces are identical; 1 on a mismatch; 2 on a user error.
+"""
+from __future__ import annotations
+
+from tpusim.arch.cliutil import user_errors
+from tpusim.arch.fileio import save_npy_atomic
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import TpuError
+from tpusim.flow.stagecache import StageCache, make_key, source_digest
+from tpusim.arch.retire import first_retire_difference
+from tpusim.flow.verdict import Verdict, count_mismatch, render
+
+
+def _progress():
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn)
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn())
+
+
+def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
+    a = logits_q.reshape(-1).astype(np.float64)
+    b = logits_f.reshape(-1).astype(np.float64)
+    cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+    t5a, t5b = np.argsort(-a)[:5], np.argsort(-b)[:5]
+    return {"cosine": cos, "top1_int8": int(t5a[0]), "top1_fp32": int(t5b[0]),
+            "top1_agree": bool(t5a[0] == t5b[0]), "top5_overlap": int(len(set(t5a) & set(t5b))),
+            "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))}
+
+
+def _device_bytes(binary) -> bytes:
+    """The parts of a binary the device sees (code, constants, fills, I/O layout, config hash);
+    META (compile statistics and times) differs between identical compilations."""
+    import dataclasses
+    return dataclasses.replace(binary, meta={}).to_bytes()
+
+
+def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[str, str]:
+    """Keys of the SimPy and RTL stage results: the binary, the device input and the source of
+    the code that computes them (a changed model or RTL recomputes the stage)."""
+    base = (binary_bytes, np.ascontiguousarray(x_dev).tobytes(), str(x_dev.shape))
+    simpy = make_key(*base, source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/arith.py",
+                                          "tpusim/arch/isa.py", "tpusim/arch/timebase.py", "tpusim/arch/config.py"))
+    rtl = make_key(simpy, str(bool(waves)),
+                   source_digest("rtl/*", "cocotb_tests/tb/*", "cocotb_tests/*.py"))
+    return simpy, rtl
+
+
+def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
+        waves: bool = False, data: tuple | None = None, name: str | None = None,
+        resume: bool = True) -> Verdict:
+    """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
+
+    model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
+    onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given).
+    rtl: also build and run the Verilator RTL. resume: reuse the SimPy and RTL results that an
+    earlier (possibly interrupted) run in ``out`` finished for the same binary, inputs and
+    source (out/stages/, tpusim.flow.stagecache); False recomputes everything.
+    Raises TpuError subclasses for user mistakes.
+    """
+    from tpucompile import driver
+    from tpucompile import golden, fp32
+    from tpusim.sim import run_binary
+
+    cfg = load_config(hw)
+    out.mkdir(parents=True, exist_ok=True)
+    label = name or (model if isinstance(model, str) else model.graph.name)
+    v = Verdict(model=label, config=cfg.name, pes=cfg.pes)
+    with _progress() as prog:
+        task = prog.add_task("compile", total=None)
+        t = time.perf_counter()
+        if data is None:
+            onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw)
+        else:
+            onnx_model, (x_float, calib_images) = model, data
+        res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
+                                  keep_intermediates=True)
+        res.binary.write(out / f"{Path(label).stem}.tpubin")
+        v.times_s["compile"] = time.perf_counter() - t
+        qg = res.qgraph
+
+        prog.update(task, description="FP32 reference (onnxruntime)")
+        t = time.perf_counter()
+        lname = driver.logits_name(qg)
+        logits_f = fp32.run_fp32(onnx_model, x_float, names=[lname])[lname]
+        v.times_s["fp32"] = time.perf_counter() - t
+
+        prog.update(task, description="golden int8 (numpy, layer by layer)")
+        t = time.perf_counter()
+        x_q = golden.quantize_input(qg, x_float)
+        gold = golden.run_golden(qg, x_q)
+        v.times_s["golden"] = time.perf_counter() - t
+        save_npy_atomic(out / "input_q.npy", x_q)
+
+        n_instr = len(res.binary.code) // 32
+        prog.update(task, description="SimPy model (instructions retired)", total=n_instr, completed=0)
+        from tpusim.arch.host_transforms import host_input_transform
+        in_name = res.binary.inputs[0].name
+        x_dev = host_input_transform(res.binary.meta, in_name, x_q)
+        save_npy_atomic(out / "input_device.npy", x_dev)
+        cache = StageCache(out / "stages", enabled=resume)
+        simpy_key, rtl_key = _stage_keys(_device_bytes(res.binary), x_dev, waves)
+        sim = cache.load("simpy", simpy_key)
+        if sim is None:
+            t = time.perf_counter()
+            run_ = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True,
+                              progress=lambda n, _t: prog.update(task, completed=n))
+            layers = {d.name: d.from_blocked(run_.read_ddr(d.ddr_addr, d.size_bytes))
+                      for d in driver.layer_tensors(res.binary)}
+            sim = {"cycles": run_.cycles, "retire": run_.retire, "counters": dict(run_.counters),
+                   "outputs": run_.outputs, "layers": layers, "wall_s": time.perf_counter() - t}
+            cache.save("simpy", simpy_key, sim)
+        else:
+            v.notes.append(f"SimPy result resumed from {out / 'stages' / 'simpy.pkl'} (same binary, "
+                           "input and model source; --fresh recomputes)")
+        v.times_s["simpy"] = sim["wall_s"]
+        v.cycles_simpy = sim["cycles"]
+        v.simpy_cycles_per_s = sim["cycles"] / max(v.times_s["simpy"], 1e-9)
+        v.counters = dict(sim["counters"])
+
+        # every layer output the binary keeps in DDR, golden vs SimPy
+        for lname_, s in sim["layers"].items():
+            g = gold.get(qg.resolve(lname_)) if hasattr(qg, "resolve") else gold.get(lname_)
+            if g is None:
+                continue
+            v.layers_compared += 1
+            n = count_mismatch(g, s)
+            if n:
+                v.layer_mismatches[lname_] = n
+
+        rtl_res = None
+        if rtl:
+            from cocotb_tests.harness import run_rtl
+            prog.update(task, description="RTL build + run (Verilator, cocotb)", total=None, completed=0)
+            rtl_res = cache.load("rtl", rtl_key)
+            if rtl_res is None:
+                rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, {in_name: x_dev}, out / "rtl",
+                                  waves=waves)
+                if rtl_res.ok:
+                    cache.save("rtl", rtl_key, rtl_res)
+            else:
+                v.notes.append(f"RTL result resumed from {out / 'stages' / 'rtl.pkl'} (same binary, "
+                               "input and RTL source; --fresh recomputes)")
+            v.times_s["rtl_build"] = rtl_res.build_s
+            v.times_s["rtl_run"] = rtl_res.run_s
+            v.cycles_rtl = rtl_res.cycles
+            v.rtl_cycles_per_s = rtl_res.cycles / max(rtl_res.run_s, 1e-9)
+            v.first_retire_diff = first_retire_difference(sim["retire"], rtl_res.retire)
+            for k, val in sim["counters"].items():
+                if rtl_res.counters.get(k) != val:
+                    v.counter_diffs[k] = {"simpy": val, "rtl": rtl_res.counters.get(k)}
+        else:
+            v.rtl_skipped = "--no-rtl"
+
+    for desc in res.binary.outputs:
+        g = gold[qg.resolve(desc.name)] if hasattr(qg, "resolve") else gold[desc.name]
+        s = sim["outputs"][desc.name]
+        m = {"elements": int(g.size), "golden_vs_simpy": count_mismatch(g, s)}
+        if rtl_res is not None:
+            m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
+        v.mismatches[desc.name] = m
+        save_npy_atomic(out / f"out_{desc.name}_simpy.npy", s)
+
+    # accuracy on the logits (dequantized device output vs FP32)
+    d0 = res.binary.outputs[0]
+    logits_q = (sim["outputs"][d0.name].astype(np.float32) - d0.zero_point) * d0.scale
+    v.accuracy = _accuracy(logits_q, logits_f)
+    if qg.host_ops:
+        v.notes.append("host ops after the device: " + ", ".join(h["op"] for h in qg.host_ops)
+                       + " (no exponent unit on the chip); accuracy compares logits")
+
+    # utilisation and roofline
+    meta = res.binary.meta
+    v.macs = int(sum(L.get("macs", 0) for L in meta.get("layers", [])))
+    if v.cycles_simpy:
+        v.utilisation = v.macs / (v.cycles_simpy * cfg.pes)
+        c = v.counters
+        ddr_bytes = c.get("ddr_read_bytes", 0) + c.get("ddr_write_bytes", 0) + c.get("fetch_bytes", 0)
+        core_per_ddr = cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+        bw_bytes_per_core_cycle = cfg.ddr_beat_bytes * core_per_ddr
+        compute = v.macs / cfg.pes
+        memory = ddr_bytes / bw_bytes_per_core_cycle
+        v.roofline_cycles = max(compute, memory)
+        v.roofline_bound = "compute" if compute >= memory else "memory"
+        v.traffic = {"ddr_read": c.get("ddr_read_bytes", 0), "ddr_write": c.get("ddr_write_bytes", 0),
+                     "fetch": c.get("fetch_bytes", 0),
+                     "compulsory_read": int(meta["stats"]["compulsory_load_bytes"]),
+                     "compulsory_write": int(meta["stats"]["compulsory_store_bytes"])}
+    v.write(out / "verdict.json")
+    return v
+
+
+@user_errors("cosim")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="resnet50", help="resnet50, resnet50-modern, or a path to an .onnx file")
+    ap.add_argument("--hw", default="seed", help="hardware config name or YAML path (default: the seed chip)")
+    ap.add_argument("--out", type=Path, default=None, help="run folder (default runs/<model>-<hw>)")
+    ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator RTL")
+    ap.add_argument("--calib", type=int, default=4, help="calibration images")
+    ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
+    ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="recompute every stage (default: resume the SimPy/RTL results an earlier run "
+                         "in --out finished for the same binary, input and source)")
+    a = ap.parse_args(argv)
+    if not 1 <= a.calib <= 25:
+        raise TpuError(f"--calib must be between 1 and 25 calibration images, got {a.calib}")
+    if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
+        raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
+    out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
+    try:
+        v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
+                resume=not a.fresh)
+    except TpuError as e:
+        print(f"cosim: error: {e}", file=sys.stderr)
+        return 2
+    render(v)
+    print(f"verdict written to {out / 'verdict.json'}")
+    return 0 if v.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
