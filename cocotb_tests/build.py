@@ -36,6 +36,7 @@ from pathlib import Path
 from tpusim.arch.config import HwConfig, load_config
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.svgen import cfg_pkg_text, write_cfg_pkg
+from cocotb_tests.bugs import check_bugs, define_flags, folder_suffix
 
 REPO = Path(__file__).resolve().parent.parent
 TB_DIR = Path(__file__).resolve().parent / "tb"
@@ -167,7 +168,6 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
     if isinstance(cfg, str):
         cfg = load_config(cfg)
     waves = _waves_mode(waves)
-    from cocotb_tests.bugs import check_bugs, define_flags, folder_suffix
     bugs = check_bugs(bugs)
     bug_flags = define_flags(bugs)
     sources = rtl_sources(src_dir)

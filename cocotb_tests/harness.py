@@ -49,6 +49,11 @@ from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import ENGINE_NAMES
 from tpusim.arch.perf import COUNTERS
 from tpusim.arch.timebase import Timebase
+from cocotb_tests.build import TOPLEVEL, build, verilator_env
+from cocotb_tests.rtl_dump import check_dump_scopes
+from cocotb_tests.rtl_dump import dump_request
+from tpusim.arch.config import ClockConfig
+from tpusim.arch.fileio import write_text_atomic
 
 RESULT_JSON = "rtl_result.json"
 TRACE_FILE = "retire.trace"
@@ -69,7 +74,6 @@ def config_from_json(path: str | Path) -> HwConfig:
     p = Path(path)
     if p.suffix != ".json":
         return load_config(path)
-    from tpusim.arch.config import ClockConfig
     d = json.loads(p.read_text())
     for k in ("clk_core", "clk_ddr", "clk_dma"):
         d[k] = ClockConfig(**d[k])
@@ -219,19 +223,16 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     simulator dies without writing a result; a device error or a watchdog timeout is reported
     in ``RtlResult.status`` / ``message``.
     """
-    from cocotb_tests.build import TOPLEVEL, build, verilator_env
 
     cfg = load_config(cfg) if isinstance(cfg, str) else cfg
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from cocotb_tests.rtl_dump import dump_request
     dump = dump_request(out, waves, dump_scopes, dump_window_ps)
     for stale in [out / RESULT_JSON, out / TRACE_FILE, *dump.stale]:
         stale.unlink(missing_ok=True)
     info = build(cfg, waves=dump.build_waves, internal_clocks=internal_clocks,  # None -> $WAVES
                  bugs=bugs)
     if dump_scopes and not dump.full:
-        from cocotb_tests.rtl_dump import check_dump_scopes
         check_dump_scopes(info.build_dir, dump_scopes)     # WaveError: a scope matching nothing
     in_paths = {}
     (out / "inputs").mkdir(exist_ok=True)
@@ -279,7 +280,6 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
         raise SimulationError(f"RTL simulation wrote no {RESULT_JSON} (exit {code}); log {out / 'sim.log'}:\n{tail}")
     raw = json.loads(rj.read_text())
     raw["bugs"] = list(info.bugs)
-    from tpusim.arch.fileio import write_text_atomic
     write_text_atomic(rj, json.dumps(raw, indent=1))
     outputs = {}
     for name in raw.get("outputs", []):

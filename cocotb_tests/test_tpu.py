@@ -37,6 +37,7 @@ from tpusim.arch.binary import TpuBinary
 from tpusim.arch.isa import ERROR_NAMES
 from tpusim.arch.binary import input_blobs
 from tpusim.arch.timebase import Timebase
+from cocotb_tests.rtl_dump import start_scoped_dump, stop_scoped_dump
 
 
 def _split(value: int, n: int, bits: int) -> list[int]:
@@ -118,7 +119,6 @@ async def run_tpubin(dut):
     quiet = int(env.get("TPU_QUIET_CYCLES", DEFAULT_QUIET_CYCLES))
     res: dict = {"status": "crash", "message": "the test stopped before the end", "config": cfg.name,
                  "t0_ps": T0, "outputs": []}
-    from cocotb_tests.rtl_dump import start_scoped_dump, stop_scoped_dump
     dumper = start_scoped_dump(dut, T0)   # cocotb_tests/rtl_dump.py: only with $TPU_DUMP_VCD
     try:
         await _run(dut, env, out, cfg, tb, T0, max_cycles, quiet, res)

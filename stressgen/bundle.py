@@ -26,6 +26,11 @@ import tempfile
 from pathlib import Path
 
 from tpusim.arch.fileio import write_text_atomic
+from stressgen.spec import replay_command
+from stressgen.gen import generate
+from stressgen.minimize import MinimizeError, minimize
+from stressgen.runner import run_one
+from tpusim.arch.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 _VCDS = {"model_vcd": "model.vcd", "rtl_vcd": "rtl.vcd", "merged_vcd": "merged.vcd"}
@@ -98,7 +103,6 @@ def write_bundle(spec, campaign_id: str, prog, outcome, run_dir: Path, phase=lam
                  minimize: bool | None = None) -> Path:
     """Write the bundle of a failing program from its run folder (then removed); minimise it
     first when ``spec.minimize`` (and the failure is a check failure, not a tool error)."""
-    from stressgen.campaign import replay_command
     final = bundle_dir(spec, campaign_id, prog.seed)
     tmp = _tmp_for(final)
     try:
@@ -124,9 +128,6 @@ def write_bundle(spec, campaign_id: str, prog, outcome, run_dir: Path, phase=lam
 
 def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
     """Minimise ``prog`` keeping ``outcome.signature``; write min/ (see the module docstring)."""
-    from stressgen.minimize import MinimizeError, minimize
-    from stressgen.runner import run_one
-    from tpusim.arch.config import load_config
     cfg = load_config(spec.hw)
     dst.mkdir(parents=True, exist_ok=True)
     count = {"n": 0}
@@ -180,8 +181,6 @@ def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str
     invalid = None
     try:
         try:
-            from stressgen.gen import generate
-            from tpusim.arch.config import load_config
             cfg = load_config(spec.hw)
             prog = generate(seed, cfg, invalid_rate=spec.invalid_rate)
             invalid = prog.invalid
@@ -189,7 +188,6 @@ def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str
             prog.to_binary(cfg).write(tmp / "program.tpubin")
         except Exception as e:
             text += f"\n(program not regenerated: {type(e).__name__}: {e})"
-        from stressgen.campaign import replay_command
         write_text_atomic(tmp / "seed.txt", _seed_text(spec, campaign_id, seed, invalid))
         _write_script(tmp / "replay.sh", replay_script(replay_command(spec, seed)))
         write_text_atomic(tmp / "divergence.txt", f"{reason}\n{text}\n")

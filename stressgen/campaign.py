@@ -34,69 +34,15 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
-from stressgen.db import Campaign, ProgramRow, ResultsDb
+from stressgen.db import ProgramRow, ResultsDb
+from stressgen.spec import (DEFAULT_INVALID_RATE, DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S,  # noqa: F401
+                            MAX_COUNT, MAX_SEED, CampaignError, RunSpec, derive_seed, replay_command)
 from stressgen.writefail import is_write_failure, write_failure
-from tpusim.arch.errors import TpuError
+from stressgen import bundle as bundle_mod
+from stressgen.runner import prebuild
+from stressgen.runner import run_spec_program
+from tpusim.arch.config import load_config
 
-DEFAULT_TIMEOUT_S = 300.0
-DEFAULT_MINIMIZE_BUDGET_S = 300.0
-#: --invalid-rate of `stressgen run` and `replay` (the same, so a seed replays with the defaults).
-DEFAULT_INVALID_RATE = 0.05
-#: Largest --count of one campaign (program indices are generated lazily, so memory does not grow
-#: with it; the cap keeps the progress bar and the database's indices sane).
-MAX_COUNT = 10**9
-#: Seeds (root and program) are 63-bit: 0 <= seed < MAX_SEED (SQLite INTEGER).
-MAX_SEED = 2**63
-
-
-class CampaignError(TpuError):
-    """A campaign parameter out of range (the message names the value)."""
-
-
-def derive_seed(root_seed: int, index: int) -> int:
-    """Seed of program ``index`` of the campaign with root seed ``root_seed`` (63-bit int)."""
-    d = hashlib.sha256(f"tpusim-stress:{int(root_seed)}:{int(index)}".encode("ascii")).digest()
-    return int.from_bytes(d[:8], "little") >> 1
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything a worker needs (picklable). Paths are absolute strings."""
-    hw: str
-    root_seed: int
-    rtl: bool = True
-    bug: str | None = None
-    invalid_rate: float = 0.0
-    bundle_root: str = "stress_runs/bundles"
-    work_root: str = "stress_runs/work"
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    minimize: bool = True
-    minimize_budget_s: float = DEFAULT_MINIMIZE_BUDGET_S
-    waves: bool = True
-
-    @property
-    def bugs(self) -> tuple[str, ...]:
-        return (self.bug,) if self.bug else ()
-
-    def campaign(self, cfg_digest: str) -> Campaign:
-        import json
-        return Campaign(self.root_seed, self.hw, self.bug, float(self.invalid_rate), self.rtl,
-                        json.dumps({"cfg_sha256": cfg_digest}))
-
-
-def replay_command(spec: RunSpec, seed: int) -> list[str]:
-    """The argv (after ``python -m stressgen``) that replays program ``seed`` alone."""
-    cmd = ["replay", "--seed", str(seed), "--hw", spec.hw]
-    if spec.bug:
-        cmd += ["--bug", spec.bug]
-    if spec.invalid_rate != DEFAULT_INVALID_RATE:
-        cmd += ["--invalid-rate", repr(float(spec.invalid_rate))]
-    if not spec.rtl:
-        cmd += ["--no-rtl"]
-    return cmd
-
-
-# ----------------------------------------------------------------------------- worker side
 def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=lambda p: None) -> ProgramRow:
     """Generate, run and judge program ``idx`` (seed ``seed``); bundle it if it fails.
 
@@ -104,8 +50,6 @@ def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=
     "error" with reason "exception in <step>: <type>: <message>" (bundle written if possible);
     a file that cannot be written (run folder or bundle) gives status "error", reason
     "cannot write <file>: <why>" and no bundle (stressgen.writefail; rerun on resume)."""
-    from stressgen import bundle as bundle_mod
-    from stressgen.runner import run_spec_program
     t0 = time.monotonic()
     row = ProgramRow(idx=idx, seed=seed, hw=spec.hw, bug=spec.bug, status="error")
     step = {"name": "generate"}
@@ -149,7 +93,6 @@ def _bundle(spec, campaign_id, prog, outcome, run_dir: Path, row: ProgramRow, ph
     """Bundle a failing program into ``row.bundle``. If the bundle cannot be written (disk full,
     size limit) the row becomes a write failure (rerun on resume); another exception is noted in
     the row's divergence."""
-    from stressgen import bundle as bundle_mod
     try:
         row.bundle = str(bundle_mod.write_bundle(spec, campaign_id, prog, outcome, run_dir, phase=phase))
     except Exception as e:
@@ -165,7 +108,6 @@ def _bundle(spec, campaign_id, prog, outcome, run_dir: Path, row: ProgramRow, ph
 
 
 def _crash_bundle(spec, campaign_id: str, seed: int, row: ProgramRow) -> None:
-    from stressgen import bundle as bundle_mod
     try:
         row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, row.reason, row.divergence)
     except Exception as e:  # the bundle is a convenience; the row must be recorded regardless
@@ -333,7 +275,6 @@ class Pool:
 
 
 def _lost_row(spec: RunSpec, campaign_id: str, idx: int, seed: int, lost: tuple) -> ProgramRow:
-    from stressgen import bundle as bundle_mod
     why, detail = lost
     row = ProgramRow(idx=idx, seed=seed, hw=spec.hw, bug=spec.bug, status="error", reason=why,
                      divergence=f"{why} ({detail}): the program did not finish; replay it to see "
@@ -348,8 +289,6 @@ def _lost_row(spec: RunSpec, campaign_id: str, idx: int, seed: int, lost: tuple)
 def prepare(spec: RunSpec) -> str:
     """Load the config, build the RTL (once, before the workers start: not inside any program's
     timeout), return the config's digest. TpuError for a bad --hw / --bug."""
-    from stressgen.runner import prebuild
-    from tpusim.arch.config import load_config
     cfg = load_config(spec.hw)
     if spec.rtl:
         prebuild(cfg, spec.bugs, spec.waves)

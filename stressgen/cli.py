@@ -25,6 +25,24 @@ from pathlib import Path
 
 from tpusim.arch.cliutil import EXIT_INTERRUPTED, user_errors, writable_dir
 from tpusim.arch.errors import TpuError
+from cocotb_tests.bugs import check_bugs
+from cocotb_tests.harness import run_rtl
+from cocotb_tests.rtl_dump import SCOPED_VCD
+from stressgen.campaign import DEFAULT_INVALID_RATE, DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S
+from stressgen.campaign import MAX_COUNT
+from stressgen.campaign import MAX_SEED
+from stressgen.campaign import RunSpec, prepare, run_campaign
+from stressgen.db import DbError, ResultsDb
+from stressgen.gen import generate
+from stressgen.program import StressError
+from stressgen.program import parse_asm
+from stressgen.report import render, summarize
+from stressgen.runner import prebuild
+from stressgen.runner import run_one
+from stressgen.validate import validate
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import IsaError
+from tpusim.arch.fileio import write_text_atomic
 
 PROG = "stressgen"
 DEFAULT_HOME = Path("stress_runs")
@@ -35,7 +53,6 @@ class StressCliError(TpuError):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from stressgen.campaign import DEFAULT_INVALID_RATE, DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run (or resume) a campaign")
@@ -78,19 +95,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_common(a) -> None:
-    from tpusim.arch.config import load_config
     if not 0.0 <= a.invalid_rate <= 1.0:
         raise StressCliError(f"--invalid-rate must be between 0 and 1, got {a.invalid_rate}")
     load_config(a.hw)                          # ConfigError naming the bad --hw
     if a.bug is not None:
-        from cocotb_tests.bugs import check_bugs
         check_bugs((a.bug,))                   # ConfigError naming the unknown bug
         if a.no_rtl:
             raise StressCliError(f"--bug {a.bug} injects an RTL bug: it needs the RTL (drop --no-rtl)")
 
 
 def _check_seed(seed: int) -> None:
-    from stressgen.campaign import MAX_SEED
     if seed < 0:
         raise StressCliError(f"--seed must be non-negative, got {seed}")
     if seed >= MAX_SEED:
@@ -98,7 +112,6 @@ def _check_seed(seed: int) -> None:
 
 
 def _check_run(a) -> None:
-    from stressgen.campaign import MAX_COUNT
     if a.count < 1:
         raise StressCliError(f"--count must be at least 1, got {a.count}")
     if a.count > MAX_COUNT:
@@ -126,9 +139,6 @@ def _sigterm_to_interrupt() -> None:
 
 
 def cmd_run(a) -> int:
-    from stressgen.campaign import RunSpec, prepare, run_campaign
-    from stressgen.db import ResultsDb
-    from stressgen.report import render, summarize
     _check_run(a)
     db_path = a.db.resolve()
     _sigterm_to_interrupt()
@@ -174,8 +184,6 @@ def _read_asm_text(path: Path) -> str:
 def _load_asm(path: Path, hw: str):
     """Parse a saved program; StressCliError (one line naming the file and line) if it cannot be
     read or parsed, has no instruction or no HALT."""
-    from stressgen.program import parse_asm
-    from tpusim.arch.errors import IsaError
     text = _read_asm_text(path)
     try:
         prog = parse_asm(text)
@@ -198,8 +206,6 @@ def _classify_user_program(prog, cfg, path: Path) -> None:
     (``prog.invalid`` = the StressError's kind, "user" if it has none): the assembler must refuse
     it and SimPy and the RTL must flag it alike. Prints the refusal, or a warning when a valid
     program has no output region."""
-    from stressgen.program import StressError
-    from stressgen.validate import validate
     if prog.invalid:
         return
     try:
@@ -214,8 +220,6 @@ def _classify_user_program(prog, cfg, path: Path) -> None:
 
 
 def cmd_replay(a) -> int:
-    from stressgen.runner import run_one
-    from tpusim.arch.config import load_config
     _check_common(a)
     _parse_window(a.dump_window)      # refuse a bad window before any run
     if (a.seed is None) == (a.asm is None):
@@ -226,12 +230,10 @@ def cmd_replay(a) -> int:
         _classify_user_program(prog, cfg, a.asm)
     else:
         _check_seed(a.seed)
-        from stressgen.gen import generate
         prog = generate(a.seed, cfg, invalid_rate=a.invalid_rate)
     out = _writable_dir(a.out or DEFAULT_HOME / "replay" / str(prog.seed), "--out")
     bugs = (a.bug,) if a.bug else ()
     if not a.no_rtl:
-        from stressgen.runner import prebuild
         prebuild(cfg, bugs, not a.no_waves)
     o = run_one(prog, cfg, out, rtl=not a.no_rtl, bugs=bugs, waves=not a.no_waves,
                 phase=lambda p: print(f"  {p} ...", file=sys.stderr))
@@ -242,7 +244,6 @@ def cmd_replay(a) -> int:
                                              if not o.passed else ""))
     if o.first_divergence:
         print(o.first_divergence)
-        from tpusim.arch.fileio import write_text_atomic
         write_text_atomic(out / "divergence.txt", o.first_divergence + "\n")
     if a.dump_scope or a.dump_window:
         print(_scoped_dump(a, cfg, out, bugs))
@@ -268,8 +269,6 @@ def _scoped_dump(a, cfg, out: Path, bugs) -> str:
     run ended before the window). WaveError for a scope that matches no RTL scope."""
     if a.no_rtl:
         raise StressCliError("--dump-scope / --dump-window dump the RTL: drop --no-rtl")
-    from cocotb_tests.harness import run_rtl
-    from cocotb_tests.rtl_dump import SCOPED_VCD
     window = _parse_window(a.dump_window)
     res = run_rtl(out / "program.tpubin", cfg, {}, out / "rtl_full", waves="vcd", bugs=tuple(bugs),
                   dump_scopes=a.dump_scope or None, dump_window_ps=window)
@@ -283,8 +282,6 @@ def _scoped_dump(a, cfg, out: Path, bugs) -> str:
 
 
 def cmd_report(a) -> int:
-    from stressgen.db import DbError, ResultsDb
-    from stressgen.report import render, summarize
     with ResultsDb(a.db, create=False) as db:
         sums = summarize(db, a.campaign)
     if not sums:

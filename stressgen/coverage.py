@@ -17,6 +17,10 @@ from stressgen.analysis import (dma_runs, engine_of, footprint, match_tokens, or
                                 vector_clocks)
 from stressgen.program import StressError, config
 from stressgen.tasks import PRIME_K
+from stressgen.analysis import matmul_words
+from stressgen.golden import run_golden
+from stressgen.validate import normalise
+from tpusim.arch import arith
 
 STATIC_BINS = (
     # matrix problems
@@ -64,7 +68,6 @@ def tie_mask(x, mult, shift, zp: int, lo: int) -> tuple[np.ndarray, np.ndarray]:
     """Elements of tpusim.arch.arith.requant(x, mult, shift) + zp whose rounding (SRDHM or
     RoundingDivideByPOT) hits an exact .5 and whose result is not clamped to [lo, 127].
     Returns (tie, negative) boolean arrays."""
-    from tpusim.arch import arith
     x = np.asarray(x, np.int64)
     mult = np.broadcast_to(np.asarray(mult, np.int64), x.shape)
     shift = np.broadcast_to(np.asarray(shift, np.int64), x.shape)
@@ -100,7 +103,6 @@ class _Observer:
         self.w_id = wts.tobytes()
 
     def _matmul(self, i, args):
-        from stressgen.analysis import matmul_words
         m = args["count_x"] * args["count_y"]
         key = (args["acc_addr"], m)
         g = self.groups.get(key)
@@ -283,8 +285,6 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
     """Static bins of ``prog`` (STATIC_BINS names -> hit counts; only bins hit are listed).
     Runs the golden model to observe data-dependent bins; an invalid program gets only the
     instruction-derived bins."""
-    from stressgen.golden import run_golden
-    from stressgen.validate import normalise
     cfg = cfg or config(prog.hw)
     instrs = normalise(prog.instrs)
     b: Counter = Counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from stressgen.analysis import footprint, overlaps
 from stressgen.program import instruction_from
+from tpusim.arch.isa import make
 
 
 class Emitter:
@@ -90,7 +91,6 @@ class Emitter:
 
     def finish(self) -> list:
         """The Instructions (range-checked by tpusim.arch.isa.make) followed by HALT."""
-        from tpusim.arch.isa import make
         out = [make(op, wait, sig, **args) for op, args, wait, sig, _ in self.recs]
         out.append(make("HALT"))
         return out

@@ -17,6 +17,7 @@ from stressgen.program import StressProgram
 from stressgen.tasks import (PRIME_K, add_task, fill_task, matmul_task, pick_m, pool_task,
                              qreg_alias_task)
 from stressgen.validate import validate
+from stressgen.invalid import make_invalid
 
 MAX_INSTRS = 60
 BUDGET = 54          # instruction estimate per program (NOPs and splits add a few)
@@ -105,7 +106,6 @@ def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
             task.step()
     prog = StressProgram(seed, cfg.name, ctx.em.finish(), ctx.ddr_init, ctx.outputs)
     if invalid_rate > 0 and ctx.r.random() < invalid_rate:
-        from stressgen.invalid import make_invalid
         make_invalid(prog, cfg, ctx.r)
     prog.bins = bins_of(prog, cfg)
     return prog

@@ -28,6 +28,15 @@ from pathlib import Path
 
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.errors import TpuError
+from cocotb_tests.bugs import BUGS
+from cocotb_tests.bugs import check_bugs
+from cocotb_tests.build import build
+from stressgen.gen import generate
+from stressgen.runner import ARCH_MAP, run_one
+from tpusim.arch.config import load_config
+from tpusim.arch.fileio import write_text_atomic
+from waves.diff import diff_dumps, load_map
+from waves.reader import read_dump
 
 PROG = "python -m stressgen.mutants"
 DEFAULT_OUT = Path("stress_runs/mutants")
@@ -68,8 +77,6 @@ def _below_tb(name: str) -> str:
 def first_group(model_vcd, rtl_vcd, map_path) -> list[tuple[str, str]]:
     """[(model name, RTL name)] of every mapped signal that diverges at the first divergence
     time of the two architectural dumps ([] if they agree or a dump is missing)."""
-    from waves.diff import diff_dumps, load_map
-    from waves.reader import read_dump
     if not (model_vcd and rtl_vcd and Path(model_vcd).exists() and Path(rtl_vcd).exists()):
         return []
     res = diff_dumps(read_dump(model_vcd), read_dump(rtl_vcd), load_map(map_path))
@@ -93,7 +100,6 @@ class CleanCache:
 
     def passes(self, seed: int, prog) -> bool:
         if seed not in self.passed:
-            from stressgen.runner import run_one
             o = run_one(prog, self.cfg, self.out / "clean" / str(seed), rtl=True, bugs=(), waves=self.waves)
             self.passed[seed] = o.passed
         return self.passed[seed]
@@ -102,10 +108,6 @@ class CleanCache:
 def hunt(bug: str, cfg, max_programs: int, out: Path, clean: CleanCache, waves: bool = True,
          log=print) -> Row:
     """Run seeds 0.. on the RTL with ``bug`` until a clean-compared failure; return its Row."""
-    from cocotb_tests.bugs import BUGS
-    from cocotb_tests.build import build
-    from stressgen.gen import generate
-    from stressgen.runner import ARCH_MAP, run_one
     info = build(cfg, waves="" if waves else None, bugs=(bug,))   # the arch dump needs no tracing
     skipped, secs = [], 0.0
     for n, seed in enumerate(range(max_programs), start=1):
@@ -153,8 +155,6 @@ def _parser() -> argparse.ArgumentParser:
 @user_errors(PROG)
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    from cocotb_tests.bugs import BUGS, check_bugs
-    from tpusim.arch.config import load_config
     if a.max_programs < 1:
         raise MutantsError(f"--max-programs must be >= 1, got {a.max_programs}")
     bugs = [b for b in BUGS if b in check_bugs(a.bug)] if a.bug else list(BUGS)
@@ -171,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
               f"program(s), {row.seconds:.1f} s", file=sys.stderr, flush=True)
         rows.append(row)
     print(format_table(rows))
-    from tpusim.arch.fileio import write_text_atomic
     write_text_atomic(out / "mutants.json", json.dumps([asdict(r) for r in rows], indent=1))
     missed = [r.bug for r in rows if not r.caught]
     if missed:

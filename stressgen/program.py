@@ -26,6 +26,7 @@ from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import INSTR_BYTES, Instruction, assemble, encode
+from tpusim.arch.isa import OPCODES
 
 #: DDR byte address of the code (BB-aligned for every config; data never overlaps it).
 CODE_ADDR = 0x1000
@@ -181,7 +182,6 @@ def region_bytes(prog: StressProgram, cfg, outputs: dict) -> dict[str, bytes]:
 
 def instruction_from(op: str, args: dict, wait: int = 0, signal: int = 0) -> Instruction:
     """An Instruction without range checks (for deliberately invalid programs); missing fields 0."""
-    from tpusim.arch.isa import OPCODES
     full = {f.name: int(args.get(f.name, 0)) for f in OPCODES[op].fields}
     return Instruction(op, full, wait, signal)
 

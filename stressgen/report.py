@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from stressgen.db import ResultsDb
 from stressgen.writefail import is_write_failure
+from stressgen.coverage import ALL_BINS
 
 
 @dataclass
@@ -49,7 +50,6 @@ class CampaignSummary:
 
 
 def all_bins() -> tuple[str, ...]:
-    from stressgen.coverage import ALL_BINS
     return tuple(ALL_BINS)
 
 

@@ -52,6 +52,18 @@ from stressgen.coverage import observed_bins
 from stressgen.writefail import cut_files, is_write_failure, write_failure
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.retire import first_retire_difference
+from cocotb_tests.build import build
+from cocotb_tests.harness import DEFAULT_STALL_CYCLES, run_rtl
+from cocotb_tests.rtl_dump import dump_request
+from stressgen.gen import generate
+from stressgen.golden import run_golden
+from stressgen.invalid import assembler_rejects
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import flag_of
+from tpusim.arch.fileio import write_text_atomic
+from tpusim.arch.timebase import Timebase
+from tpusim.sim import run_binary
+from waves.triage import triage
 
 REPO = Path(__file__).resolve().parent.parent
 ARCH_MAP = REPO / "waves" / "arch_map.yaml"
@@ -161,13 +173,11 @@ def compare_regions(a: dict[str, bytes], b: dict[str, bytes], label_a: str, labe
 def flag(result) -> tuple:
     """``tpusim.arch.errors.flag_of``: the comparable flag of a SimPy result / exception or an
     RtlResult: ("ok",), ("error", code, pc, cycle), ("deadlock", waiting), (status,), ..."""
-    from tpusim.arch.errors import flag_of
     return flag_of(result)
 
 
 # ------------------------------------------------------------------------------------- steps
 def _write_program(prog, cfg, out: Path):
-    from tpusim.arch.fileio import write_text_atomic
     binary = prog.to_binary(cfg)
     binary.write(out / "program.tpubin")
     write_text_atomic(out / "program.asm", prog.asm())
@@ -175,7 +185,6 @@ def _write_program(prog, cfg, out: Path):
 
 
 def _simpy(binary, cfg, out: Path, waves: bool):
-    from tpusim.sim import run_binary
     vcd = out / "model.vcd" if waves else None
     try:
         return run_binary(binary, cfg, {}, vcd=vcd, keep_ddr=True), None
@@ -186,7 +195,6 @@ def _simpy(binary, cfg, out: Path, waves: bool):
 def _rtl(cfg, out: Path, bugs, waves: bool, simpy_cycles: int | None = None):
     """Run the RTL; with the SimPy cycle count known, its watchdog stops a hang after
     2 x SimPy cycles + 10,000 (the cycle counts must match anyway) instead of 10^9."""
-    from cocotb_tests.harness import DEFAULT_STALL_CYCLES, run_rtl
     limit = 2 * simpy_cycles + 10_000 if simpy_cycles is not None else None
     return run_rtl(out / "program.tpubin", cfg, {}, out / "rtl", waves=RTL_WAVES if waves else False,
                    bugs=tuple(bugs), max_cycles=limit,
@@ -209,8 +217,6 @@ def _compare_waves(o: Outcome, cfg, model_vcd: Path, rtl_vcd: Path | None, out: 
     if rtl_vcd is None or not rtl_vcd.exists() or not model_vcd.exists():
         o.fail("waves", f"no waveform to compare (model {model_vcd.exists()}, rtl {rtl_vcd})")
         return
-    from waves.triage import triage
-    from tpusim.arch.timebase import Timebase
     tr = triage(model_vcd, rtl_vcd, ARCH_MAP, out, core_period_ps=Timebase(cfg).core.period_ps)
     o.files.update(model_vcd=str(model_vcd), rtl_vcd=str(rtl_vcd))
     if getattr(tr, "merged_vcd", None):
@@ -224,7 +230,6 @@ def _compare_waves(o: Outcome, cfg, model_vcd: Path, rtl_vcd: Path | None, out: 
 
 
 def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome, step) -> None:
-    from stressgen.golden import run_golden
     with step("assemble"):
         binary = _write_program(prog, cfg, out)
     with step("golden"):
@@ -279,7 +284,6 @@ def _note_hang(o: Outcome, res) -> None:
 
 
 def _check_invalid(prog, cfg, out: Path, rtl: bool, bugs, o: Outcome, step) -> None:
-    from stressgen.invalid import assembler_rejects
     with step("assembler"):
         rejected = assembler_rejects(prog, cfg)
     if not rejected:
@@ -350,7 +354,6 @@ def _distrust_cut_files(o: Outcome, out: Path) -> None:
 
 def _write_outcome(o: Outcome, out: Path) -> None:
     """outcome.json; a write failure makes the outcome an "error" (other OSErrors propagate)."""
-    from tpusim.arch.fileio import write_text_atomic
     try:
         write_text_atomic(out / "outcome.json", json.dumps(o.to_json(), indent=1, default=str))
     except OSError as e:
@@ -364,16 +367,12 @@ def _write_outcome(o: Outcome, out: Path) -> None:
 
 def prebuild(cfg, bugs=(), waves: bool = True) -> None:
     """Build (or reuse) the RTL simulator ``run_one`` will use, outside any program's timeout."""
-    from cocotb_tests.build import build
-    from cocotb_tests.rtl_dump import dump_request
     req = dump_request(REPO / "build", RTL_WAVES if waves else False)   # only its build flavour
     build(cfg, waves=req.build_waves, bugs=tuple(bugs))
 
 
 def run_spec_program(spec, seed: int, work_root: Path, phase=None):
     """Generate program ``seed`` as ``spec`` says and run it: (Outcome, StressProgram, run dir)."""
-    from stressgen.gen import generate
-    from tpusim.arch.config import load_config
     cfg = load_config(spec.hw)
     if phase:
         phase("generate")

@@ -17,13 +17,19 @@ import numpy as np
 
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.errors import TpuError
+from tpucompile.backend import compile_qgraph
+from tpucompile.driver import MODELS, load_model
+from tpucompile.quantize import compile_model
+from tpucompile.realdata import calibration_images
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
+from tpusim.arch.isa import decode_program
 
 
 def _calib_images(model, n: int):
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     if len(dims) == 4 and dims[1] == 3 and dims[2] >= 16 and dims[3] >= 16:
         try:
-            from tpucompile.realdata import calibration_images
             return calibration_images(min(n, 25), (dims[2], dims[3]))
         except TpuError:
             raise
@@ -47,14 +53,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         import onnx
-        from tpusim.arch.config import load_config
-        from tpusim.arch.errors import CompileError
-        from tpucompile.backend import compile_qgraph
-        from tpucompile.quantize import compile_model
         cfg = load_config(a.hw)
         if a.calib < 1:
             raise CompileError(f"--calib must be >= 1, got {a.calib}")
-        from tpucompile.driver import MODELS, load_model
         p = Path(a.model)
         if a.model in MODELS and not p.exists():
             model = load_model(a.model)
@@ -74,7 +75,6 @@ def main(argv=None) -> int:
         if a.dump_ir:
             d = Path(a.dump_ir)
             d.mkdir(parents=True, exist_ok=True)
-            from tpusim.arch.isa import decode_program
             (d / "program.s").write_text("\n".join(i.text() for i in decode_program(b.code)) + "\n")
             (d / "meta.json").write_text(json.dumps(b.meta, indent=1))
     except TpuError as e:

@@ -12,6 +12,9 @@ import onnx
 
 from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.errors import CompileError
+from tpucompile import realdata
+from tpucompile.backend.compile import compile_qgraph
+from tpucompile.quantize.quantize import compile_model
 
 #: Built-in model names for `--model`: (loader in tpucompile.realdata, description)
 MODELS = {
@@ -30,7 +33,6 @@ class CompileResult:
 
 def load_model(model: str | Path) -> onnx.ModelProto:
     """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither."""
-    from tpucompile import realdata
     if str(model) in MODELS:
         return getattr(realdata, MODELS[str(model)][0])()
     p = Path(model)
@@ -44,7 +46,6 @@ def load_model(model: str | Path) -> onnx.ModelProto:
 
 def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = None):
     """(ONNX model, test image float32 NCHW, calibration images) for a model name or path."""
-    from tpucompile import realdata
     m = load_model(model)
     dims = m.graph.input[0].type.tensor_type.shape.dim
     h = size or (dims[2].dim_value if len(dims) == 4 and dims[2].dim_value else 224)
@@ -54,8 +55,6 @@ def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = No
 def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,
                  keep_intermediates: bool = False) -> CompileResult:
     """Front end (import, passes, calibration, quantization) then back end (tiling, emission)."""
-    from tpucompile.quantize.quantize import compile_model
-    from tpucompile.backend.compile import compile_qgraph
     t0 = time.perf_counter()
     qg, _ = compile_model(model, calib_images, dump_dir=dump_ir)
     t1 = time.perf_counter()

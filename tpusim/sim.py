@@ -16,6 +16,7 @@ from tpusim.arch.errors import SimulationError
 from tpusim.models.ddr import DdrMemory
 from tpusim.models.tpu import Tpu
 from tpusim.models.trace import Trace
+from tpusim.arch.isa import encode_program
 
 
 @dataclass
@@ -89,7 +90,6 @@ def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_s
 
     ``ddr_segments``/``sram_segments``: [(byte_addr, bytes)] preloaded before the run (SRAM
     preloading is a test convenience; real programs fill the SRAM by DMA)."""
-    from tpusim.arch.isa import encode_program
     ddr = DdrMemory()
     for addr, data in ddr_segments:
         ddr.write(addr, data)

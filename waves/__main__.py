@@ -13,6 +13,8 @@ import sys
 from waves.diff import diff_dumps, load_map, report
 from waves.gtkw import GTKW_WINDOW_CYCLES
 from waves.reader import WaveError, read_dump
+from waves.gtkw import write_triage
+from waves.triage import triage
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +40,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _triage(args) -> int:
-    from waves.triage import triage
     res = triage(args.model, args.rtl, args.map, args.out, args.core_period_ps)
     print(res.report)
     print(f"wrote {res.merged_vcd}, {res.gtkw}, {res.report_path}  (gtkwave {res.gtkw})")
@@ -53,7 +54,6 @@ def _diff(args) -> int:
     res = diff_dumps(a, b, mapping)
     print(report(res, args.core_period_ps, a=a, b=b, mapping=mapping))
     if args.gtkw:
-        from waves.gtkw import write_triage
         first = res.first
         marker_ps = first.time_ps if first else (res.cut_ps or 0)
         write_triage(args.a, [d.signal_a for d in res.divergences], marker_ps, args.gtkw, dump=a,

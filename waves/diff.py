@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from waves.reader import Dump, WaveError
+from waves.inflight import in_flight
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,6 @@ def report(res: DiffResult, core_period_ps: int = 1000, limit: int = 10,
         name = first.signal_a if first.signal_a == first.signal_b else f"{first.signal_a} / {first.signal_b}"
         lines.append(f"first divergence at {fmt_time(first.time_ps, core_period_ps)}: {name}: "
                      f"{la}={fmt_value(first.value_a)} {lb}={fmt_value(first.value_b)}")
-        from waves.inflight import in_flight
         rename_b = (lambda n: mapping.get(n, n)) if mapping else (lambda n: n)
         for label, dump, rename in ((la, a, lambda n: n), (lb, b, rename_b)):
             state = in_flight(dump, first.time_ps, rename) if dump is not None else None

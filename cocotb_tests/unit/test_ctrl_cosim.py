@@ -21,6 +21,8 @@ from tpusim.arch import isa
 from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import SimulationError
+from cocotb_tests.harness import run_rtl
+from tpusim.sim import run_binary
 
 pytestmark = pytest.mark.rtl
 
@@ -38,8 +40,6 @@ def _binary(text: str, inputs=(), outputs=(), consts=()) -> TpuBinary:
 
 
 def _run_both(tmp_path, binary: TpuBinary, inputs: dict, expect_error: bool = False):
-    from cocotb_tests.harness import run_rtl
-    from tpusim.sim import run_binary
     path = tmp_path / "prog.tpubin"
     binary.write(path)
     rtl = run_rtl(path, CFG, inputs, tmp_path / "rtl", max_cycles=200_000)

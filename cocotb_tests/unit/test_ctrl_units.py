@@ -13,6 +13,7 @@ import pytest
 
 from tpusim.arch.config import load_config
 from tpusim.arch.svgen import write_cfg_pkg
+from cocotb_tests.build import verilator_env
 
 pytestmark = pytest.mark.rtl
 
@@ -23,7 +24,6 @@ SOURCES = ["tpu_gray_pkg.sv", "tpu_cdc_sync.sv", "tpu_async_queue.sv", "tpu_ddr_
 
 def _build(cfg_name: str):
     """Build (or reuse) the bench for one config; returns (runner, build dir)."""
-    from cocotb_tests.build import verilator_env
     from cocotb_tools.runner import get_runner
     runner = get_runner("verilator")
     build = REPO / "sim_build" / f"ctrl_units_{cfg_name}"
@@ -40,7 +40,6 @@ def _build(cfg_name: str):
 @pytest.mark.parametrize("case", ["cdc_sync_third_edge", "async_queue_visibility",
                                   "ddr_arbiter_round_robin"])
 def test_ctrl_unit(cfg_name, case):
-    from cocotb_tests.build import verilator_env
     runner, build = _build(cfg_name)
     if str(UNIT) not in sys.path:
         sys.path.insert(0, str(UNIT))

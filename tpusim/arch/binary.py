@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from tpusim.arch.errors import BinaryFormatError, SimulationError
+from tpusim.arch.fileio import write_bytes_atomic
 
 MAGIC = b"TPUB"
 VERSION = 1
@@ -197,7 +198,6 @@ class TpuBinary:
 
     def write(self, path: str | Path) -> None:
         """Write atomically (temporary file in the same folder, then rename)."""
-        from tpusim.arch.fileio import write_bytes_atomic
         write_bytes_atomic(path, self.to_bytes())
 
     # ---------------------------------------------------------------- reading

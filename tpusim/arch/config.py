@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from tpusim.arch.errors import ConfigError, TimebaseError
+from tpusim.arch.timebase import Timebase
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -171,7 +172,6 @@ def _validate(c: HwConfig) -> None:
          f"dma.outstanding must be 1, 2, 4 or 8 (burst buffers per channel), got {c.dma_outstanding}")
     need((9 * c.array_cols) % c.word_bytes == 0, "requant table does not fill whole words")
     # Clock checks (exact periods, no coincident edges) live in the timebase.
-    from tpusim.arch.timebase import Timebase
     try:
         Timebase(c)
     except TimebaseError as e:

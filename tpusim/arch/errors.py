@@ -3,6 +3,9 @@
 Every error a user can cause is one of these, carrying the bad value in its message; the command
 line tools print the message and exit non-zero instead of showing a traceback.
 """
+from __future__ import annotations
+
+from tpusim.arch.device_errors import DEVICE_ERRORS
 
 
 class TpuError(Exception):
@@ -51,7 +54,6 @@ class DeviceError(SimulationError):
     """
 
     def __init__(self, message: str, code: str, pc: int, cycle: int | None = None) -> None:
-        from tpusim.arch.isa import DEVICE_ERRORS
         if code not in DEVICE_ERRORS:
             raise IsaError(f"unknown device error {code!r}; known: {sorted(DEVICE_ERRORS)}")
         super().__init__(message)
@@ -65,7 +67,6 @@ class DeviceError(SimulationError):
     @property
     def code_num(self) -> int:
         """The numeric code (``error_code_o``)."""
-        from tpusim.arch.isa import DEVICE_ERRORS
         return DEVICE_ERRORS[self.code]
 
 

@@ -17,6 +17,11 @@ import time
 from pathlib import Path
 
 from tpusim.arch.config import load_config
+from cocotb_tests import build
+from cocotb_tests.harness import run_rtl
+from tpucompile import driver, golden
+from tpusim.arch.host_transforms import host_input_transform
+from tpusim.sim import run_binary
 
 BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0}
 
@@ -32,9 +37,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
     from rich.table import Table
-    from tpucompile import driver, golden
-    from tpusim.arch.host_transforms import host_input_transform
-    from tpusim.sim import run_binary
 
     cfg = load_config(a.hw)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -61,8 +63,6 @@ def main(argv: list[str] | None = None) -> int:
                "simpy_cycles_per_s": sim.cycles / t_sim, "events": sim.events}
     if a.rtl:
         import shutil
-        from cocotb_tests.harness import run_rtl
-        from cocotb_tests import build
         shutil.rmtree(build.build_dir(cfg), ignore_errors=True)
         r = run_rtl(path, cfg, {name: xd}, a.out / "rtl")
         rows.append(("RTL build (Verilator, from scratch)", r.build_s, None))

@@ -21,6 +21,8 @@ from pathlib import Path
 from tpusim.arch import isa
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import HwConfig, load_config
+from cocotb_tests.harness import run_rtl
+from tpusim.sim import run_binary
 
 CODE_ADDR = 0x100000
 DATA_ADDR = 0x400000
@@ -63,14 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     b = bench_program(cfg, a.matmuls, a.dma_trips)
     b.write(out / "bench.tpubin")
-    from tpusim.sim import run_binary
     t = time.perf_counter()
     sim = run_binary(b, cfg, {})
     sim_s = time.perf_counter() - t
     rows = {"config": cfg.name, "simpy": {"cycles": sim.cycles, "wall_s": round(sim_s, 2),
                                           "cycles_per_s": round(sim.cycles / sim_s)}}
     if not a.no_rtl:
-        from cocotb_tests.harness import run_rtl
         r = run_rtl(out / "bench.tpubin", cfg, {}, out / "rtl")
         rows["rtl"] = {"status": r.status, "cycles": r.cycles, "build_s": round(r.build_s, 1),
                        "process_s": round(r.run_s, 2), "sim_s": round(r.sim_s, 2),

@@ -20,6 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from tpusim.arch.errors import TpuError
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import CONFIG_DIR, load_config
+from tpusim.arch.host_transforms import host_input_transform
+from tpusim.sim import run_binary
 
 EXIT_ERROR = 2
 
@@ -60,7 +64,6 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
         raise TpuError(f"input {name!r}: dtype {x.dtype} is neither int8 nor float")
     tr = next((t for t in binary.meta.get("input_transforms", []) if t["name"] == name), None)
     if tr is not None and tuple(x.shape) == tuple(tr["orig_shape"]):
-        from tpusim.arch.host_transforms import host_input_transform
         x = host_input_transform(binary.meta, name, x)
     if tuple(x.shape) != tuple(desc.shape):
         want = [tuple(desc.shape)] + ([tuple(tr["orig_shape"])] if tr else [])
@@ -70,7 +73,6 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
 
 def _config_for(binary, hw: str | None):
     """The config named by --hw, or the shipped config whose hash the binary carries."""
-    from tpusim.arch.config import CONFIG_DIR, load_config
     if hw:
         return load_config(hw)
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
@@ -114,8 +116,6 @@ def _check_destinations(args) -> None:
 
 
 def cmd_run(args) -> int:
-    from tpusim.arch.binary import TpuBinary
-    from tpusim.sim import run_binary
     _check_destinations(args)
     binary = TpuBinary.read(args.binary)
     cfg = _config_for(binary, args.hw)

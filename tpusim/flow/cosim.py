@@ -24,6 +24,11 @@ from tpusim.arch.errors import TpuError
 from tpusim.flow.stagecache import StageCache, make_key, source_digest
 from tpusim.arch.retire import first_retire_difference
 from tpusim.flow.verdict import Verdict, count_mismatch, render
+from cocotb_tests.harness import run_rtl
+from tpucompile import driver
+from tpucompile import golden, fp32
+from tpusim.arch.host_transforms import host_input_transform
+from tpusim.sim import run_binary
 
 
 def _progress():
@@ -54,8 +59,7 @@ def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[st
     """Keys of the SimPy and RTL stage results: the binary, the device input and the source of
     the code that computes them (a changed model or RTL recomputes the stage)."""
     base = (binary_bytes, np.ascontiguousarray(x_dev).tobytes(), str(x_dev.shape))
-    simpy = make_key(*base, source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/arith.py",
-                                          "tpusim/arch/isa.py", "tpusim/arch/timebase.py", "tpusim/arch/config.py"))
+    simpy = make_key(*base, source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/*.py"))
     rtl = make_key(simpy, str(bool(waves)),
                    source_digest("rtl/*", "cocotb_tests/tb/*", "cocotb_tests/*.py"))
     return simpy, rtl
@@ -73,9 +77,6 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     source (out/stages/, tpusim.flow.stagecache); False recomputes everything.
     Raises TpuError subclasses for user mistakes.
     """
-    from tpucompile import driver
-    from tpucompile import golden, fp32
-    from tpusim.sim import run_binary
 
     cfg = load_config(hw)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +110,6 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
 
         n_instr = len(res.binary.code) // 32
         prog.update(task, description="SimPy model (instructions retired)", total=n_instr, completed=0)
-        from tpusim.arch.host_transforms import host_input_transform
         in_name = res.binary.inputs[0].name
         x_dev = host_input_transform(res.binary.meta, in_name, x_q)
         save_npy_atomic(out / "input_device.npy", x_dev)
@@ -145,7 +145,6 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
 
         rtl_res = None
         if rtl:
-            from cocotb_tests.harness import run_rtl
             prog.update(task, description="RTL build + run (Verilator, cocotb)", total=None, completed=0)
             rtl_res = cache.load("rtl", rtl_key)
             if rtl_res is None:

@@ -37,6 +37,17 @@ from collections import Counter
 import numpy as np
 
 from tpusim.arch.errors import TpuError
+from tpucompile.frontend.onnx_import import import_onnx
+from tpucompile.passes.pipeline import run_passes
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.config import CONFIG_DIR
+from tpusim.arch.config import config_from_dict, parse_config_text
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import BY_CODE
+from tpusim.arch.isa import HEADER_BITS
+from tpusim.arch.isa import decode, encode
+from tpusim.arch.isa import decode_program
+from tpusim.arch.isa import encode_program, make
 
 TARGETS = ("loader", "decoder", "importer", "config")
 
@@ -110,9 +121,6 @@ _VALID_BINARIES: list = []
 def valid_binaries() -> list:
     """A few valid .tpubin images (small config hash) with fills, constants, I/O and meta."""
     if not _VALID_BINARIES:
-        from tpusim.arch.binary import TensorDesc, TpuBinary
-        from tpusim.arch.config import load_config
-        from tpusim.arch.isa import encode_program, make
         h = load_config("small").hash_bytes()
         dma = dict(count1=1, count2=1)
         prog = [make("DMA_LOAD", signal=2, ddr_addr=0x10000, sram_addr=0, inner_bytes=16, **dma),
@@ -217,8 +225,6 @@ def gen_loader(r: random.Random) -> bytes:
 
 
 def run_loader(raw: bytes) -> None:
-    from tpusim.arch.binary import TpuBinary
-    from tpusim.arch.isa import decode_program
     b = TpuBinary.from_bytes(raw, where="fuzz")
     decode_program(b.code)
     for t in b.inputs + b.outputs:
@@ -230,13 +236,11 @@ def run_loader(raw: bytes) -> None:
 # ------------------------------------------------------------------------------ decoder
 
 def gen_decoder(r: random.Random) -> bytes:
-    from tpusim.arch.isa import BY_CODE
     word = r.getrandbits(256)
     k = r.randrange(4)
     if k >= 1:                                   # a valid opcode
         word = (word & ~0xFF) | r.choice(list(BY_CODE))
     if k >= 2:                                   # unused bits clear
-        from tpusim.arch.isa import HEADER_BITS
         spec = BY_CODE[word & 0xFF]
         top = HEADER_BITS + sum(f.bits for f in spec.fields)
         word &= (1 << top) - 1
@@ -244,7 +248,6 @@ def gen_decoder(r: random.Random) -> bytes:
 
 
 def run_decoder(raw: bytes) -> None:
-    from tpusim.arch.isa import decode, encode
     ins = decode(raw, 0)
     if encode(ins) != raw:
         raise PropertyFailure(f"decode/encode round trip of {raw.hex()} gives {encode(ins).hex()}")
@@ -419,8 +422,6 @@ def gen_importer(r: random.Random) -> bytes:
 def run_importer(raw: bytes) -> None:
     import onnx
     from google.protobuf.message import DecodeError
-    from tpucompile.frontend.onnx_import import import_onnx
-    from tpucompile.passes.pipeline import run_passes
     try:
         m = onnx.ModelProto.FromString(raw)
     except DecodeError:
@@ -436,7 +437,6 @@ _BASE_CONFIGS: list = []
 def base_configs() -> list:
     if not _BASE_CONFIGS:
         import yaml
-        from tpusim.arch.config import CONFIG_DIR
         _BASE_CONFIGS.extend(yaml.safe_load(p.read_text()) for p in sorted(CONFIG_DIR.glob("*.yaml")))
     return _BASE_CONFIGS
 
@@ -480,7 +480,6 @@ def gen_config(r: random.Random):
 
 
 def run_config(case) -> None:
-    from tpusim.arch.config import config_from_dict, parse_config_text
     if isinstance(case, tuple) and case and case[0] == "yaml":
         cfg = parse_config_text(case[1], "fuzz.yaml")
     else:

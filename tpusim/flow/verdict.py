@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
 import numpy as np
+from tpusim.arch.fileio import write_text_atomic
 
 
 @dataclass
@@ -64,7 +65,6 @@ class Verdict:
 
     def write(self, path: str | Path) -> None:
         """Write the verdict JSON atomically (temporary file, then rename)."""
-        from tpusim.arch.fileio import write_text_atomic
         write_text_atomic(path, json.dumps(self.to_json(), indent=2, default=_jsonable))
 
 
