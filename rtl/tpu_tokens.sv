@@ -10,9 +10,9 @@
 // Overflow (device error token_overflow, docs/architecture.md "Device errors"): the taken
 // counter crosses back into the sender's domain the same way (gray, tpu_cdc_sync; same domain:
 // the register itself), so a consumption at receiver edge s is seen by the sender at
-// cdc(s -> sender). A send at c while sent - taken_seen == 255 is not counted (the token is
+// cdc(s -> sender). A send at c while sent - taken_seen == TOKEN_MAX (255) is not counted (the token is
 // dropped) and raises ovf_o[sender] during the cycle before c; the receiver's count
-// sent_visible - taken therefore never exceeds 255 and the 8-bit counters never wrap wrongly.
+// sent_visible - taken therefore never exceeds TOKEN_MAX and the TOKEN_COUNTER_BITS-bit counters never wrap wrongly.
 
 `default_nettype none
 
@@ -32,7 +32,7 @@ module tpu_tokens
   output      logic [NUM_ENGINES-1:0]                  ovf_o
 );
 
-  localparam int unsigned TokenBits = 8;
+  localparam int unsigned TokenBits = TOKEN_COUNTER_BITS;
   typedef logic [TokenBits-1:0] cnt_t;
 
   function automatic cnt_t gray2bin(cnt_t g);
@@ -62,7 +62,7 @@ module tpu_tokens
       end
 
       // sender domain; an overflowing token is not counted
-      assign ovf_w[gs][gr] = send_i[gs][gr] && (cnt_t'(sent_q - taken_seen) == cnt_t'(8'hFF));
+      assign ovf_w[gs][gr] = send_i[gs][gr] && (cnt_t'(sent_q - taken_seen) == cnt_t'(TOKEN_MAX));
       always_ff @(posedge clk_s or negedge rst_ni) begin
         if (!rst_ni) begin
           sent_q      <= '0;

@@ -9,6 +9,8 @@ performance counters (tpusim.arch.perf.COUNTERS): those mean the event really ha
 """
 from __future__ import annotations
 
+from tpusim.arch.limits import DDR_ADDR_LIMIT
+
 from collections import Counter
 
 import numpy as np
@@ -48,7 +50,6 @@ DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
 ALL_BINS = STATIC_BINS + DYNAMIC_BINS
 LONG_CHAIN_HOPS = 6
 SHIFT_COMPILER = (-31, 30)        # tpusim.arch.arith.quantize_multiplier's shifts
-TOP = 1 << 40
 
 
 def observed_bins(counters: dict) -> dict[str, int]:
@@ -194,8 +195,8 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             for d, s, n in runs:
                 b["ddr_ge_2_36"] += d + n > 1 << 36
                 b["dma_store_ge_2_36"] += ins.op == "DMA_STORE" and d + n > 1 << 36
-                b["ddr_top_64k"] += d + n > TOP - (1 << 16)
-                b["ddr_end_2_40"] += d + n == TOP
+                b["ddr_top_64k"] += d + n > DDR_ADDR_LIMIT - (1 << 16)
+                b["ddr_end_2_40"] += d + n == DDR_ADDR_LIMIT
                 b["dma_cross_4k"] += d // 4096 != (d + n - 1) // 4096
                 b["dma_cross_4g"] += d < 1 << 32 < d + n
             b["dma_strided"] += len(runs) > 1 and a["ddr_stride1" if a["count1"] > 1 else "ddr_stride2"] > a["inner_bytes"]

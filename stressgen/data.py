@@ -12,10 +12,10 @@ import random
 import numpy as np
 
 from tpusim.arch.arith import quantize_multiplier
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES
 
-DDR_LIMIT = 1 << 40
 PLACE_WEIGHTS = (("low", 3), ("cross4g", 2), ("high", 4), ("top", 2))
 
 
@@ -35,7 +35,7 @@ class DdrSpace:
         self.used = [(CODE_ADDR, CODE_ADDR + CODE_SPAN_BYTES)]
 
     def _free(self, lo: int, hi: int) -> bool:
-        return lo >= 0 and hi <= DDR_LIMIT and all(hi <= a or lo >= b for a, b in self.used)
+        return lo >= 0 and hi <= DDR_ADDR_LIMIT and all(hi <= a or lo >= b for a, b in self.used)
 
     def place(self, size: int, kind: str | None = None) -> int:
         """Start address (aligned) of a new region of ``size`` bytes."""
@@ -47,10 +47,10 @@ class DdrSpace:
             if kind == "cross4g":
                 lo = (1 << 32) - al * r.randint(1, max(1, size // al - 1))
             elif kind == "top":
-                lo = DDR_LIMIT - size - al * r.choice([0, 0, 1, r.randint(0, 2000)])
+                lo = DDR_ADDR_LIMIT - size - al * r.choice([0, 0, 1, r.randint(0, 2000)])
             else:
                 base, span = ((1 << 20, (1 << 32) - (1 << 21)) if kind == "low"
-                              else (1 << 36, DDR_LIMIT - (1 << 36) - (1 << 21)))
+                              else (1 << 36, DDR_ADDR_LIMIT - (1 << 36) - (1 << 21)))
                 page = (base + r.randrange(span)) // 4096 * 4096
                 off = r.choice([0, 4096 - al * r.randint(1, 8), al * r.randint(0, 127)])
                 lo = page + off % 4096

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import BY_CODE, HEADER_BITS, INSTR_BYTES, check_ranges, decode
+from tpusim.arch.limits import DDR_ADDR_LIMIT, TOKEN_MAX
 
 from stressgen.analysis import NAMES, engine_of, find_race, match_tokens, max_outstanding
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, stress_error
 
-DDR_LIMIT = 1 << 40
-TOKEN_MAX = 255
 
 
 def hw_decode(raw: RawWord):
@@ -67,7 +66,7 @@ def _dma(i, ins, cfg):
                            f"with these strides reaches SRAM byte {s_end - 1:#x}, past the end of "
                            f"the {cfg.sram_size_bytes}-byte SRAM", "sram_out_of_range")
     d_end = a["ddr_addr"] + (c2 - 1) * a["ddr_stride2"] + (c1 - 1) * a["ddr_stride1"] + inner
-    if d_end > DDR_LIMIT:
+    if d_end > DDR_ADDR_LIMIT:
         raise stress_error(i, op, "ddr_addr", a["ddr_addr"],
                            f"with these strides reaches DDR byte {d_end - 1:#x} >= 2^40",
                            "ddr_out_of_range")
@@ -193,4 +192,4 @@ def validate(prog, cfg) -> None:
                            f"on {space} {unit} [{lo:#x}, {hi:#x}): no token orders them", "race")
 
 
-__all__ = ["validate", "check_instruction", "check_static", "normalise", "hw_decode", "DDR_LIMIT"]
+__all__ = ["validate", "check_instruction", "check_static", "normalise", "hw_decode"]

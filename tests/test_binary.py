@@ -7,13 +7,14 @@ import zlib
 import numpy as np
 import pytest
 
+from tpusim.arch import binary
 from tpusim.arch.binary import MAGIC, VERSION, TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import BinaryFormatError, TpuError
 from tpusim.arch.isa import decode_program, encode_program, make
 
-HDR = struct.Struct("<4sHH32sI")    # magic, version, reserved, config hash, section count
-SEC = struct.Struct("<IIQQ")        # kind, reserved, offset, size
+HDR = binary.HEADER          # magic, version, reserved, config hash, section count
+SEC = binary.SECTION_ENTRY   # kind, reserved, offset, size
 CODE, CONST, FILL, IO, META = 1, 2, 3, 4, 5
 H1 = bytes(range(32))
 H2 = bytes(range(1, 33))
@@ -515,3 +516,10 @@ def test_from_blocked_wrong_length(delta):
     n = d.size_bytes + delta
     with pytest.raises(BinaryFormatError, match=re.escape(f"tensor 'x': expected {d.size_bytes} bytes, got {n}")):
         d.from_blocked(bytes(n))
+
+
+def test_header_layout_is_the_documented_one():
+    """The module docstring's layout: magic 4 | version u16 | reserved u16 | SHA-256 32 | count u32,
+    then entries kind u32 | reserved u32 | offset u64 | size u64, all little endian."""
+    assert (HDR.format, HDR.size) == ("<4sHH32sI", 44)
+    assert (SEC.format, SEC.size) == ("<IIQQ", 24)

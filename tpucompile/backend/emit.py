@@ -25,6 +25,7 @@ import numpy as np
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES, Engine, Instruction, check_ranges
+from tpusim.arch.limits import TOKEN_MAX
 from tpucompile.backend.layout import ActLayout, align_px, ceil_div
 from tpucompile.backend.tiling import ConvTiling, EltTiling
 
@@ -154,7 +155,7 @@ class Program:
 
     def check_tokens(self) -> None:
         """Outstanding tokens per (sender, receiver) <= crossing pairs + queue depth < 256."""
-        limit = 255 - self.cfg.queue_depth - 1
+        limit = TOKEN_MAX - self.cfg.queue_depth - 1
         n = len(self.ops) + 2
         for x in range(NENG):
             for y in range(NENG):

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
 from tpucompile.qgraph import QGraph, op_inputs
 
-ADDR_LIMIT = 1 << 40
 
 
 @dataclass
@@ -94,7 +94,7 @@ def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = Fal
         else:
             b = Buffer(len(bufs), bump.take(lay.size), lay.size, key, pad_value=lay.pad_value)
             bufs.append(b)
-            if bump.top > ADDR_LIMIT:
+            if bump.top > DDR_ADDR_LIMIT:
                 raise CompileError(f"DDR footprint passes 2^40 bytes at tensor {lay.name!r} "
                                    f"({lay.size} bytes at {b.addr:#x}): the model does not fit the "
                                    f"40-bit address space")
@@ -122,7 +122,7 @@ def place_consts(plan: MemPlan, const_size: int, cfg: HwConfig) -> int:
     bump = _Bump(cfg, plan.act_end)
     plan.const_addr = round_up(bump.top, cfg.dma_burst_bytes)
     plan.const_size = const_size
-    if plan.const_addr + const_size > ADDR_LIMIT:
+    if plan.const_addr + const_size > DDR_ADDR_LIMIT:
         raise CompileError(f"DDR footprint passes 2^40 bytes: constants of {const_size} bytes at "
                            f"{plan.const_addr:#x}")
     return plan.const_addr
@@ -131,6 +131,6 @@ def place_consts(plan: MemPlan, const_size: int, cfg: HwConfig) -> int:
 def place_code(plan: MemPlan, code_size: int, cfg: HwConfig) -> int:
     plan.code_addr = round_up(plan.const_addr + plan.const_size, cfg.dma_burst_bytes)
     plan.code_size = code_size
-    if plan.footprint > ADDR_LIMIT:
+    if plan.footprint > DDR_ADDR_LIMIT:
         raise CompileError(f"DDR footprint {plan.footprint} bytes passes 2^40 (code at {plan.code_addr:#x})")
     return plan.code_addr

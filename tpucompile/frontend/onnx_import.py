@@ -21,6 +21,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from tpusim.arch.errors import CompileError
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 
 __all__ = ["SUPPORTED_OPS", "import_onnx"]
@@ -295,7 +296,6 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
         raise CompileError(f"ONNX shape/type inference failed: {first}") from None
 
 
-ADDR_LIMIT = 1 << 40
 
 
 def check_activation_footprint(graph: Graph) -> None:
@@ -306,13 +306,13 @@ def check_activation_footprint(graph: Graph) -> None:
         t = graph.tensors.get(name)
         return 0 if t is None or t.is_const else int(np.prod(t.shape, dtype=object))
     for name in graph.inputs:
-        if size(name) >= ADDR_LIMIT:
+        if size(name) >= DDR_ADDR_LIMIT:
             t = graph.tensors[name]
             raise CompileError(f"graph input {name!r} of shape {t.shape} needs {size(name)} bytes "
                                "of DDR, past the 40-bit address space (2^40 bytes)")
     for n in graph.nodes:
         total = sum(size(t) for t in dict.fromkeys(list(n.inputs) + list(n.outputs)) if t)
-        if total >= ADDR_LIMIT:
+        if total >= DDR_ADDR_LIMIT:
             shapes = ", ".join(f"{t} {graph.tensors[t].shape}" for t in dict.fromkeys(list(n.inputs) + list(n.outputs))
                                if t and size(t))
             raise CompileError(f"node {n.name!r} ({n.op}): DDR footprint of its activations "

@@ -32,14 +32,16 @@ import numpy as np
 
 from tpusim.arch.errors import BinaryFormatError, SimulationError
 from tpusim.arch.fileio import write_bytes_atomic
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 MAGIC = b"TPUB"
 VERSION = 1
 KIND_CODE, KIND_CONST, KIND_FILL, KIND_IO, KIND_META = 1, 2, 3, 4, 5
 _KINDS = {KIND_CODE: "CODE", KIND_CONST: "CONST", KIND_FILL: "FILL", KIND_IO: "IO", KIND_META: "META"}
-_HDR = struct.Struct("<4sHH32sI")
-_SEC = struct.Struct("<IIQQ")
-ADDR_LIMIT = 1 << 40
+#: header: magic, version, reserved, config SHA-256, section count (module docstring)
+HEADER = struct.Struct("<4sHH32sI")
+#: one section table entry: kind, reserved, offset from file start, size in bytes
+SECTION_ENTRY = struct.Struct("<IIQQ")
 #: Largest FILL total and largest I/O tensor the host tools materialise (bytes): a region this
 #: big is far beyond any compiled model and would exhaust the host's memory.
 HOST_BYTES_LIMIT = 1 << 32
@@ -122,7 +124,7 @@ class TensorDesc:
         if not (np.isfinite(t.scale) and t.scale > 0) or not -128 <= t.zero_point <= 127:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: scale must be positive and finite, "
                                     "zero_point in [-128, 127]")
-        if t.size_bytes > HOST_BYTES_LIMIT or not 0 <= t.ddr_addr <= ADDR_LIMIT - t.size_bytes:
+        if t.size_bytes > HOST_BYTES_LIMIT or not 0 <= t.ddr_addr <= DDR_ADDR_LIMIT - t.size_bytes:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: {t.size_bytes} bytes at DDR "
                                     f"{t.ddr_addr:#x} is outside [0, 2^40) or larger than 2^32 bytes")
         return t
@@ -141,7 +143,7 @@ def _check_fills(obj, w: str, i: int) -> list:
         if not (isinstance(f, dict) and all(_is_int(f.get(k)) for k in ("addr", "size", "value"))):
             raise BinaryFormatError(f"{w}section {i} (FILL): bad entry {f!r}, expected "
                                     "{\"addr\", \"size\", \"value\"} integers")
-        if f["addr"] < 0 or f["size"] < 0 or f["addr"] + f["size"] > ADDR_LIMIT:
+        if f["addr"] < 0 or f["size"] < 0 or f["addr"] + f["size"] > DDR_ADDR_LIMIT:
             raise BinaryFormatError(f"{w}section {i} (FILL): region at DDR {f['addr']:#x} "
                                     f"+ {f['size']} bytes is outside [0, 2^40)")
         if not -128 <= f["value"] <= 255:
@@ -187,13 +189,13 @@ class TpuBinary:
         secs.append((KIND_IO, json.dumps({"inputs": [t.to_json() for t in self.inputs],
                                           "outputs": [t.to_json() for t in self.outputs]}).encode()))
         secs.append((KIND_META, json.dumps(self.meta).encode()))
-        off = _HDR.size + _SEC.size * len(secs)
+        off = HEADER.size + SECTION_ENTRY.size * len(secs)
         table, payload = [], []
         for kind, data in secs:
-            table.append(_SEC.pack(kind, 0, off, len(data)))
+            table.append(SECTION_ENTRY.pack(kind, 0, off, len(data)))
             payload.append(data)
             off += len(data)
-        body = _HDR.pack(MAGIC, VERSION, 0, self.config_hash, len(secs)) + b"".join(table) + b"".join(payload)
+        body = HEADER.pack(MAGIC, VERSION, 0, self.config_hash, len(secs)) + b"".join(table) + b"".join(payload)
         return body + struct.pack("<I", zlib.crc32(body))
 
     def write(self, path: str | Path) -> None:
@@ -206,9 +208,9 @@ class TpuBinary:
         """Parse and check a .tpubin. BinaryFormatError names what is wrong (magic, version,
         checksum, config hash, section bounds, JSON)."""
         w = f"{where}: " if where else ""
-        if len(raw) < _HDR.size + 4:
+        if len(raw) < HEADER.size + 4:
             raise BinaryFormatError(f"{w}file of {len(raw)} bytes is too short for a .tpubin header")
-        magic, version, _, chash, nsec = _HDR.unpack_from(raw, 0)
+        magic, version, _, chash, nsec = HEADER.unpack_from(raw, 0)
         if magic != MAGIC:
             raise BinaryFormatError(f"{w}bad magic {magic!r}, expected {MAGIC!r}: not a .tpubin file")
         if version != VERSION:
@@ -221,13 +223,13 @@ class TpuBinary:
             raise BinaryFormatError(f"{w}built for hardware config {chash.hex()[:16]}…, but the selected "
                                     f"config is {expected_config_hash.hex()[:16]}…: recompile for this config")
         end = len(raw) - 4
-        if _HDR.size + nsec * _SEC.size > end:
+        if HEADER.size + nsec * SECTION_ENTRY.size > end:
             raise BinaryFormatError(f"{w}section table of {nsec} entries runs past the end of the file")
         b = cls(chash, 0, b"")
         seen_code = False
         for i in range(nsec):
-            kind, _, off, size = _SEC.unpack_from(raw, _HDR.size + i * _SEC.size)
-            if off + size > end or off < _HDR.size:
+            kind, _, off, size = SECTION_ENTRY.unpack_from(raw, HEADER.size + i * SECTION_ENTRY.size)
+            if off + size > end or off < HEADER.size:
                 raise BinaryFormatError(f"{w}section {i} ({_KINDS.get(kind, kind)}) at offset {off} "
                                         f"size {size} is outside the file ({end} bytes of payload)")
             data = raw[off:off + size]
@@ -235,7 +237,7 @@ class TpuBinary:
                 if size < 8:
                     raise BinaryFormatError(f"{w}section {i} ({_KINDS[kind]}) is truncated ({size} bytes)")
                 (addr,) = struct.unpack_from("<Q", data, 0)
-                if addr + size - 8 > ADDR_LIMIT:
+                if addr + size - 8 > DDR_ADDR_LIMIT:
                     raise BinaryFormatError(f"{w}section {i} ({_KINDS[kind]}) at DDR {addr:#x} "
                                             f"+ {size - 8} bytes passes 2^40")
                 if kind == KIND_CODE:
@@ -308,4 +310,4 @@ def input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
     return blobs
 
 
-__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION", "input_blobs"]
+__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION", "HEADER", "SECTION_ENTRY", "input_blobs"]

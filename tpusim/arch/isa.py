@@ -17,7 +17,7 @@ from enum import IntEnum
 from tpusim.arch.device_errors import (DEVICE_ERROR_TEXT, DEVICE_ERRORS, ERROR_NAMES,  # noqa: F401
                                        DeviceErrorSpec)
 from tpusim.arch.errors import IsaError
-from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_MAX  # noqa: F401 (the ISA's limits)
+from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_COUNTER_BITS, TOKEN_MAX  # noqa: F401 (the ISA's limits)
 
 INSTR_BYTES = 32
 INSTR_BITS = 256

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tpusim.arch import isa
+from tpusim.arch import isa, perf
 from tpusim.arch.config import HwConfig, load_config
 from tpusim.arch.timebase import Timebase
 
@@ -41,6 +41,23 @@ def _header_functions() -> list[str]:
         L += [f"  function automatic logic [{width}-1:0] {fn}(input logic [INSTR_BITS-1:0] w);",
               f"    return w[{lsb} +: {width}];",
               "  endfunction"]
+    return L
+
+
+def _perf_counters() -> list[str]:
+    """perf_sel_i indices of tpusim.arch.perf.COUNTERS; the per-engine counters are contiguous:
+    PERF_LOAD_<K> + PERF_PER_ENGINE * engine is counter <K> of that engine."""
+    L = ["", "  // performance counters: perf_sel_i index (tpusim.arch.perf.COUNTERS)",
+         _lp("int unsigned", "NUM_PERF_COUNTERS", len(perf.COUNTERS)),
+         _lp("int unsigned", "PERF_PER_ENGINE", len(perf.ENGINE_COUNTERS),
+             comment="engine e's counter k: PERF_LOAD_<K> + PERF_PER_ENGINE * e")]
+    first = perf.COUNTER_INDEX[f"{perf.ENGINE_KEYS[0]}_{perf.ENGINE_COUNTERS[0]}"]
+    for e, eng in enumerate(perf.ENGINE_KEYS):
+        for k, cnt in enumerate(perf.ENGINE_COUNTERS):
+            if perf.COUNTER_INDEX[f"{eng}_{cnt}"] != first + e * len(perf.ENGINE_COUNTERS) + k:
+                raise ValueError(f"perf counter {eng}_{cnt} is not at its engine-major index")
+    for name, i in perf.COUNTER_INDEX.items():
+        L.append(_lp("int unsigned", f"PERF_{name.upper()}", i))
     return L
 
 
@@ -101,6 +118,8 @@ def isa_pkg_text() -> str:
          _lp("int unsigned", "INSTR_BYTES", isa.INSTR_BYTES),
          _lp("int unsigned", "HEADER_BITS", isa.HEADER_BITS),
          _lp("int unsigned", "DDR_ADDR_BITS", isa.DDR_ADDR_BITS),
+         _lp("int unsigned", "TOKEN_COUNTER_BITS", isa.TOKEN_COUNTER_BITS),
+         _lp("int unsigned", "TOKEN_MAX", isa.TOKEN_MAX, comment="tokens a sender may have unconsumed"),
          "",
          "  // header",
          _lp("int unsigned", "OPCODE_LSB", 0),
@@ -118,6 +137,7 @@ def isa_pkg_text() -> str:
         L.append(_lp("int unsigned", f"ENG_{e.name}", int(e)))
     L.append(_lp("int unsigned", "RETIRE_HALT", len(isa.Engine),
                  comment="retire_o bit of HALT"))
+    L += _perf_counters()
     L += ["", "  // opcodes"]
     for spec in isa.OPCODES.values():
         L.append(_lp("logic [7:0]", f"OP_{spec.name}", f"8'h{spec.code:02X}", 29))

@@ -3,9 +3,9 @@ never-written bytes return 0). Used functionally; timing lives in ddr_arbiter.py
 from __future__ import annotations
 
 from tpusim.arch.errors import SimulationError
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 PAGE_BYTES = 4096
-ADDR_LIMIT = 1 << 40
 
 
 class DdrMemory:
@@ -16,9 +16,9 @@ class DdrMemory:
 
     @staticmethod
     def _check(addr: int, n: int) -> None:
-        if addr < 0 or n < 0 or addr + n > ADDR_LIMIT:
+        if addr < 0 or n < 0 or addr + n > DDR_ADDR_LIMIT:
             raise SimulationError(f"DDR access at {addr:#x} of {n} bytes is outside the 40-bit "
-                                  f"address space [0, {ADDR_LIMIT:#x})")
+                                  f"address space [0, {DDR_ADDR_LIMIT:#x})")
 
     def write(self, addr: int, data) -> None:
         """Write bytes-like ``data`` at byte address ``addr``."""
@@ -53,4 +53,4 @@ class DdrMemory:
         return bytes(out)
 
 
-__all__ = ["DdrMemory", "PAGE_BYTES", "ADDR_LIMIT"]
+__all__ = ["DdrMemory", "PAGE_BYTES"]

@@ -27,7 +27,7 @@ from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import Engine
 from tpusim.models import ddr_arbiter, sram as sram_mod
 from tpusim.models.common import QueueEntry, device_error
-from tpusim.models.ddr import ADDR_LIMIT
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.models.engine import EngineBase
 
 
@@ -57,7 +57,7 @@ def plan_bursts(entry: QueueEntry, cfg) -> list[tuple[int, int, int]]:
                            f"with these strides reaches SRAM byte {sram_end - 1:#x}, past the "
                            f"end of the {cfg.sram_size_bytes}-byte SRAM")
     ddr_end = a["ddr_addr"] + (c2 - 1) * a["ddr_stride2"] + (c1 - 1) * a["ddr_stride1"] + inner
-    if ddr_end > ADDR_LIMIT:
+    if ddr_end > DDR_ADDR_LIMIT:
         raise device_error(entry, "dma_ddr_range", "ddr_addr", a["ddr_addr"],
                            f"with these strides reaches DDR byte {ddr_end - 1:#x} >= 2^40")
     bursts = []

@@ -22,13 +22,13 @@ import simpy
 from tpusim.arch.errors import SimulationError
 from tpusim.models import ddr_arbiter
 from tpusim.models.common import Clocks, Timeline
-from tpusim.models.ddr import ADDR_LIMIT
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 
 class Fetch:
     def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, code_addr: int, ddr_arb,
                  ddr_mem) -> None:
-        if code_addr % cfg.dma_burst_bytes or not 0 <= code_addr < ADDR_LIMIT:
+        if code_addr % cfg.dma_burst_bytes or not 0 <= code_addr < DDR_ADDR_LIMIT:
             raise SimulationError(f"code_addr {code_addr:#x} is not a {cfg.dma_burst_bytes}-byte "
                                   "aligned 40-bit DDR address")
         self.env, self.clocks = env, clocks
@@ -72,7 +72,7 @@ class Fetch:
             if self.stop_ps is not None and self.stop_ps < e_ps:
                 return
             addr = self.code_addr + j * self.line_bytes
-            if addr + self.line_bytes > ADDR_LIMIT:
+            if addr + self.line_bytes > DDR_ADDR_LIMIT:
                 raise SimulationError(f"instruction fetch of line {j} at DDR {addr:#x} passes 2^40 "
                                       "(the program has no HALT)")
             g_ps, done_ps = yield self.ddr_arb.request(ddr_arbiter.FETCH, e_ps, self.dom, addr,

@@ -9,18 +9,17 @@ Tokens are fungible and visible in send order, so consumption number ``k`` of th
 needs send number ``k`` to be visible.
 Overflow (device error token_overflow, docs/architecture.md "Device errors"): the sender checks
 at ``c`` against the consumptions it can see, those at receiver edges ``s`` with
-``cdc(s -> sender) <= c`` (same domain: ``s < c``); if 255 tokens sent are not seen consumed,
+``cdc(s -> sender) <= c`` (same domain: ``s < c``); if TOKEN_MAX (255) tokens sent are not seen consumed,
 the new token is not sent and the error is reported at ``c``. So the receiver's 8-bit counter
-never holds more than 255.
+never holds more than TOKEN_MAX.
 """
 from __future__ import annotations
 
 import simpy
 
 from tpusim.arch.errors import DeviceError
+from tpusim.arch.limits import TOKEN_MAX
 from tpusim.models.common import ENGINE_NAMES, Clocks, Timeline
-
-TOKEN_MAX = 255
 
 
 class Tokens:
@@ -80,4 +79,4 @@ class Tokens:
                 self.taken_ps[x][receiver].append(s_ps)
 
 
-__all__ = ["Tokens", "TOKEN_MAX"]
+__all__ = ["Tokens"]
