@@ -13,8 +13,8 @@ ResNet-50 SimPy runs (its binaries are still compared).
 
 Prints one line per differing case and a summary; exit 0 when every case is identical, 1 when
 one differs or is missing, 2 on a usage error (unknown ref). Records are kept under ``--keep``
-(default build/replay/) as ``<ref-sha>.json`` and ``worktree.json``; a record of the same ref
-sha and options is reused.
+(default build/replay/) as ``<ref-sha>-<options>.json`` and ``worktree-<path hash>.json``; a
+record of the same ref sha and options is reused.
 """
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ def main(argv=None) -> int:
                 base = _probe(wt, base_file, a)
             finally:
                 _git("worktree", "remove", "--force", str(wt))
-    new = _probe(REPO, a.keep / "worktree.json", a)
+    import hashlib
+    mine = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+    new = _probe(REPO, a.keep / f"worktree-{mine}.json", a)
     diffs = compare(base["cases"], new["cases"])
     for line in diffs:
         print(line)
