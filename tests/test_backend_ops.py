@@ -1,6 +1,6 @@
 """Back end, op by op on the 'small' config: compile a QGraph, run it on the device model
-(tpusim.sim.run_binary, or the back end's reference executor until that exists), compare
-bit-exactly with tpucompile.golden.run_golden."""
+(tpusim.sim.run_binary) and on the ISA-level functional executor under several token-respecting
+interleavings, compare each bit-exactly with tpucompile.golden.run_golden."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,14 +12,11 @@ from tpucompile.backend import compile_qgraph
 from tpusim.arch.host_transforms import host_input_transform
 from tpucompile.backend.refexec import run_ref
 from tpucompile.golden import run_golden
+from tpusim.sim import run_binary
 from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, QTensor
 
 CFG = load_config("small")
 
-try:  # the SimPy model (written by another engineer); fall back to the reference executor
-    from tpusim.sim import run_binary as _run_binary
-except ImportError:  # pragma: no cover
-    _run_binary = None
 
 
 # ------------------------------------------------------------------ QGraph builders
@@ -100,18 +97,10 @@ def run_device(qg, x, cfg=CFG, im2col=True, interleavings=(0, 1)):
     xin = host_input_transform(b.meta, qg.inputs[0], x)
     d = b.inputs[0]
     fill = b.meta["input_pad_value"][d.name]
-    results = []
-    if _run_binary is not None:
-        results.append(_sim_outputs(b, cfg, {d.name: xin}, fill))
+    results = [dict(run_binary(b, cfg, {d.name: xin}).outputs)]        # the SimPy model
     for seed in interleavings:
         results.append(run_ref(b, cfg, {d.name: d.to_blocked(xin, fill)}, seed=seed))
     return b, results, env
-
-
-def _sim_outputs(b, cfg, inputs, fill):
-    res = _run_binary(b, cfg, inputs)
-    outs = getattr(res, "outputs", res)
-    return dict(outs)
 
 
 def check(qg, x, **kw):
