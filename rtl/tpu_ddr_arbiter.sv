@@ -23,6 +23,7 @@
 `default_nettype none
 
 module tpu_ddr_arbiter
+  import tpu_isa_pkg::*;
   import tpu_cfg_pkg::*;
 #(
   localparam int unsigned NBuf      = FETCH_LINE_BUFFERS,
@@ -36,26 +37,26 @@ module tpu_ddr_arbiter
   input  wire logic                       rst_ni,
   // requester 0: fetch (core domain)
   input  wire logic                       fetch_req_tgl_i,
-  input  wire logic [39:0]                fetch_addr_i,
+  input  wire logic [DDR_ADDR_BITS-1:0]                fetch_addr_i,
   input  wire logic [BufBits-1:0]         fetch_buf_i,
   output      logic                       fetch_done_tgl_o,
   output      logic [NBuf*LineBits-1:0]   fetch_lines_o,
   // requester 1: DMA read (DMA domain)
   input  wire logic [CntW-1:0]            rd_req_cnt_i,    // gray
-  input  wire logic [K-1:0][39:0]         rd_addr_i,       // slot j mod K
+  input  wire logic [K-1:0][DDR_ADDR_BITS-1:0]         rd_addr_i,       // slot j mod K
   input  wire logic [K-1:0][SizeBits-1:0] rd_bytes_i,
   output      logic [CntW-1:0]            rd_done_cnt_o,   // gray
   output      logic [K*LineBits-1:0]      rd_buf_o,
   // requester 2: DMA write (DMA domain; data written by the core-domain SRAM shim)
   input  wire logic [CntW-1:0]            wr_req_cnt_i,    // gray
-  input  wire logic [K-1:0][39:0]         wr_addr_i,
+  input  wire logic [K-1:0][DDR_ADDR_BITS-1:0]         wr_addr_i,
   input  wire logic [K-1:0][SizeBits-1:0] wr_bytes_i,
   output      logic [CntW-1:0]            wr_done_cnt_o,   // gray
   input  wire logic [K*LineBits-1:0]      wr_buf_i,
   // DDR memory port
   output      logic                       ddr_cmd_valid_o,
   output      logic                       ddr_cmd_we_o,
-  output      logic [39:0]                ddr_cmd_addr_o,
+  output      logic [DDR_ADDR_BITS-1:0]                ddr_cmd_addr_o,
   output      logic [BEAT_BYTES*8-1:0]    ddr_cmd_wdata_o,
   output      logic [BEAT_BYTES-1:0]      ddr_cmd_wstrb_o,
   input  wire logic                       ddr_rvalid_i,
@@ -129,7 +130,7 @@ module tpu_ddr_arbiter
 
   // values of the request being granted (the oldest entry of the selected requester)
   logic [SlotBits-1:0]  rd_slot, wr_slot;
-  logic [39:0]          g_addr;
+  logic [DDR_ADDR_BITS-1:0]          g_addr;
   logic [SizeBits-1:0]  g_n;
   logic                 g_we;
   logic [DstBits-1:0]   g_dst;
@@ -168,7 +169,7 @@ module tpu_ddr_arbiter
   logic [BurstLog:0]     lo_q, hi_q;
   pos_t                  cmd_pos_q;
   logic                  cmd_valid_q, cmd_we_q;
-  logic [39:0]           cmd_addr_q;
+  logic [DDR_ADDR_BITS-1:0]           cmd_addr_q;
   logic [BeatBits-1:0]   cmd_wdata_q;
   logic [BEAT_BYTES-1:0] cmd_wstrb_q;
   logic                  cmd_next;
@@ -301,14 +302,14 @@ module tpu_ddr_arbiter
         cmd_left_q    <= g_beats - 1'b1;
         cmd_valid_q   <= 1'b1;
         cmd_we_q      <= g_we;
-        cmd_addr_q    <= {g_addr[39:BeatLog], BeatLog'(0)};
+        cmd_addr_q    <= {g_addr[DDR_ADDR_BITS-1:BeatLog], BeatLog'(0)};
         cmd_wdata_q   <= g_we ? wbeat(wr_buf_i, SlotBits'(g_dst), g_first) : '0;
         cmd_wstrb_q   <= g_we ? strobe(g_first, g_lo, g_hi) : '0;
         busy_cycles_q <= busy_cycles_q + 64'(g_beats);
         tf_wr_q       <= tf_wr_q + 1'b1;
         if (!g_we) rf_wr_q <= rf_wr_q + 1'b1;
       end else if (cmd_next) begin
-        cmd_addr_q  <= cmd_addr_q + 40'(BEAT_BYTES);
+        cmd_addr_q  <= cmd_addr_q + DDR_ADDR_BITS'(BEAT_BYTES);
         cmd_wdata_q <= we_q ? wbeat(wr_buf_i, wslot_q, cmd_pos_q) : '0;
         cmd_wstrb_q <= we_q ? strobe(cmd_pos_q, lo_q, hi_q) : '0;
         cmd_pos_q   <= cmd_pos_q + 1'b1;

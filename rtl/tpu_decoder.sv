@@ -27,7 +27,7 @@ module tpu_decoder
 #(
   localparam int unsigned NBuf      = FETCH_LINE_BUFFERS,
   localparam int unsigned LineBits  = BURST_BYTES * 8,
-  localparam int unsigned EntryBits = INSTR_BITS + 40
+  localparam int unsigned EntryBits = INSTR_BITS + DDR_ADDR_BITS
 ) (
   input  wire logic                                  clk_i,
   input  wire logic                                  rst_ni,
@@ -36,7 +36,7 @@ module tpu_decoder
   input  wire logic [NBuf*LineBits-1:0]              line_data_i,
   output      logic [NBuf-1:0]                       free_o,
   output      logic                                  stop_o,
-  // engine queues: entry = {pc[39:0], instr[255:0]}
+  // engine queues: entry = {pc[DDR_ADDR_BITS-1:0], instr[255:0]}
   output      logic [NUM_ENGINES-1:0]                push_o,
   output      logic [EntryBits-1:0]                  push_entry_o,
   input  wire logic [NUM_ENGINES-1:0]                q_full_i,
@@ -44,22 +44,22 @@ module tpu_decoder
   // engines' first device errors, core-domain view (sticky; code and pc stable while high)
   input  wire logic [NUM_ENGINES-1:0]                eng_err_i,
   input  wire logic [NUM_ENGINES-1:0][7:0]           eng_err_code_i,
-  input  wire logic [NUM_ENGINES-1:0][39:0]          eng_err_pc_i,
+  input  wire logic [NUM_ENGINES-1:0][DDR_ADDR_BITS-1:0]          eng_err_pc_i,
   // status
   output      logic                                  halt_now_o,   // halts at the coming edge
   output      logic                                  halted_o,
   output      logic                                  error_o,
   output      logic [7:0]                            error_code_o,
-  output      logic [39:0]                           error_pc_o,
+  output      logic [DDR_ADDR_BITS-1:0]                           error_pc_o,
   output      logic                                  halt_retire_o,
-  output      logic [39:0]                           halt_pc_o
+  output      logic [DDR_ADDR_BITS-1:0]                           halt_pc_o
 );
 
   localparam int unsigned LineInstrs = BURST_BYTES / INSTR_BYTES;
   localparam int unsigned NumInstrs  = NBuf * LineInstrs;
   localparam int unsigned BufBits    = (NBuf > 1) ? $clog2(NBuf) : 1;
 
-  logic [39:0]                    pc_q, halt_pc_q, error_pc_q;
+  logic [DDR_ADDR_BITS-1:0]                    pc_q, halt_pc_q, error_pc_q;
   logic                           stopped_q, halted_q, error_q, halt_retire_q;
   logic [7:0]                     error_code_q;
   logic [NUM_ENGINES-1:0][7:0]    dispatched_q;
@@ -71,8 +71,8 @@ module tpu_decoder
   nop_t                   nop;
   logic                   line_ok;
 
-  assign buf_idx   = 32'((pc_q / 40'(BURST_BYTES)) % 40'(NBuf));
-  assign slot      = 32'((pc_q % 40'(BURST_BYTES)) / 40'(INSTR_BYTES));
+  assign buf_idx   = 32'((pc_q / DDR_ADDR_BITS'(BURST_BYTES)) % DDR_ADDR_BITS'(NBuf));
+  assign slot      = 32'((pc_q % DDR_ADDR_BITS'(BURST_BYTES)) / DDR_ADDR_BITS'(INSTR_BYTES));
   assign instr_idx = buf_idx * LineInstrs + slot;
   assign line_ok   = line_valid_i[buf_idx[BufBits-1:0]];
 
@@ -112,7 +112,7 @@ module tpu_decoder
   // ---- engine errors: the one with the lowest pc --------------------------------------------
   logic        ext_err;
   logic [7:0]  ext_code;
-  logic [39:0] ext_pc;
+  logic [DDR_ADDR_BITS-1:0] ext_pc;
   always_comb begin
     ext_err  = 1'b0;
     ext_code = '0;
@@ -166,7 +166,7 @@ module tpu_decoder
       halt_retire_q <= halt_now_o;   // also for a reserved-opcode halt (pc = error pc)
       if (halt_now_o) halted_q <= 1'b1;
       if (dispatch) begin
-        pc_q <= pc_q + 40'(INSTR_BYTES);
+        pc_q <= pc_q + DDR_ADDR_BITS'(INSTR_BYTES);
         if (is_engine) dispatched_q[engine] <= dispatched_q[engine] + 8'd1;
         if (is_halt || is_reserved) begin
           stopped_q <= 1'b1;

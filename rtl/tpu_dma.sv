@@ -30,12 +30,12 @@ module tpu_dma
   output      logic                             st_done_o,
   // DDR arbiter: requester 1 (read), 2 (write)
   output      logic [CntW-1:0]                  rd_req_cnt_o,    // gray
-  output      logic [K-1:0][39:0]               rd_addr_o,
+  output      logic [K-1:0][DDR_ADDR_BITS-1:0]               rd_addr_o,
   output      logic [K-1:0][SizeBits-1:0]       rd_bytes_o,
   input  wire logic [CntW-1:0]                  rd_done_cnt_i,   // gray, DDR domain
   input  wire logic [K*LineBits-1:0]            rd_buf_i,
   output      logic [CntW-1:0]                  wr_req_cnt_o,    // gray
-  output      logic [K-1:0][39:0]               wr_addr_o,
+  output      logic [K-1:0][DDR_ADDR_BITS-1:0]               wr_addr_o,
   output      logic [K-1:0][SizeBits-1:0]       wr_bytes_o,
   input  wire logic [CntW-1:0]                  wr_done_cnt_i,   // gray, DDR domain
   output      logic [K*LineBits-1:0]            wr_buf_o,

@@ -39,7 +39,7 @@ module tpu_dma_channel
   output      logic                      done_o,          // completes at the coming edge
   // DDR arbiter (request queue: slot j mod K, gray request counter; gray completion counter)
   output      logic [CntW-1:0]           ddr_req_cnt_o,   // gray
-  output      logic [K-1:0][39:0]        ddr_addr_o,
+  output      logic [K-1:0][DDR_ADDR_BITS-1:0]        ddr_addr_o,
   output      logic [K-1:0][SizeBits-1:0] ddr_bytes_o,
   input  wire logic [CntW-1:0]           ddr_done_cnt_i,  // gray, DDR domain
   // SRAM shim (core domain)
@@ -80,11 +80,11 @@ module tpu_dma_channel
   logic [15:0] count1_q, count2_q, o1_q, o2_q;
   logic [31:0] dstride1_q, dstride2_q;
   logic [19:0] off_q, run_sram_q, row_sram_q;
-  logic [39:0] run_ddr_q, row_ddr_q;
+  logic [DDR_ADDR_BITS-1:0] run_ddr_q, row_ddr_q;
   logic [SizeBits-1:0] n_q;
 
   // ---- burst slots and crossing counters --------------------------------------------------
-  logic [K-1:0][39:0]           slot_ddr_q;
+  logic [K-1:0][DDR_ADDR_BITS-1:0]           slot_ddr_q;
   logic [K-1:0][SizeBits-1:0]   slot_bytes_q;
   logic [K-1:0][15:0]           slot_word_q;
   logic [K-1:0][16:0]           slot_len_q;
@@ -125,7 +125,7 @@ module tpu_dma_channel
   assign is_last = run_end && last_o1 && last_o2;
 
   logic [19:0] nx_off, nx_run_sram, nx_row_sram, nx_inner;
-  logic [39:0] nx_run_ddr, nx_row_ddr;
+  logic [DDR_ADDR_BITS-1:0] nx_run_ddr, nx_row_ddr;
   logic [15:0] nx_o1, nx_o2;
   always_comb begin
     nx_inner    = inner_q;
@@ -149,12 +149,12 @@ module tpu_dma_channel
       nx_off = '0;
       if (!last_o1) begin
         nx_o1       = o1_q + 16'd1;
-        nx_run_ddr  = run_ddr_q + 40'(dstride1_q);
+        nx_run_ddr  = run_ddr_q + DDR_ADDR_BITS'(dstride1_q);
         nx_run_sram = run_sram_q + sstride1_q;
       end else begin
         nx_o1       = '0;
         nx_o2       = o2_q + 16'd1;
-        nx_row_ddr  = row_ddr_q + 40'(dstride2_q);
+        nx_row_ddr  = row_ddr_q + DDR_ADDR_BITS'(dstride2_q);
         nx_row_sram = row_sram_q + sstride2_q;
         nx_run_ddr  = nx_row_ddr;
         nx_run_sram = nx_row_sram;
@@ -163,7 +163,7 @@ module tpu_dma_channel
   end
 
   // burst at (nx_run + nx_off)
-  logic [39:0]         b_ddr;
+  logic [DDR_ADDR_BITS-1:0]         b_ddr;
   logic [19:0]         b_sram, b_rem;
   logic [BurstLog:0]   b_space;
   logic [SizeBits-1:0] b_n;
@@ -172,9 +172,9 @@ module tpu_dma_channel
   logic [WIdxBits-1:0] b_bufw;
   always_comb begin
 `ifdef TPU_BUG_ADDR36
-    b_ddr   = 40'(nx_run_ddr[35:0] + 36'(nx_off));  // injected bug addr36: bits 39:36 dropped
+    b_ddr   = DDR_ADDR_BITS'(nx_run_ddr[35:0] + 36'(nx_off));  // injected bug addr36: bits 39:36 dropped
 `else
-    b_ddr   = nx_run_ddr + 40'(nx_off);
+    b_ddr   = nx_run_ddr + DDR_ADDR_BITS'(nx_off);
 `endif
     b_sram  = nx_run_sram + nx_off;
     b_rem   = nx_inner - nx_off;

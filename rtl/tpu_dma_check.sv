@@ -28,7 +28,7 @@ module tpu_dma_check
   assign opcode = opcode_of(instr_i);
   assign desc   = dma_load_fields(instr_i);
 
-  function automatic logic misaligned(input logic [39:0] v, input int unsigned align);
+  function automatic logic misaligned(input logic [DDR_ADDR_BITS-1:0] v, input int unsigned align);
     return (64'(v) % 64'(align)) != 64'd0;
   endfunction
 
@@ -36,12 +36,12 @@ module tpu_dma_check
   logic [63:0] n1, n2, sram_end, ddr_end;
   assign is_dma = (opcode == OP_DMA_LOAD) || (opcode == OP_DMA_STORE);
   assign zero   = (desc.inner_bytes == '0) || (desc.count1 == '0) || (desc.count2 == '0);
-  assign mis    = misaligned(40'(desc.sram_addr), WORD_BYTES)
-               || misaligned(40'(desc.inner_bytes), WORD_BYTES)
-               || misaligned(40'(desc.sram_stride1), WORD_BYTES)
-               || misaligned(40'(desc.sram_stride2), WORD_BYTES)
-               || misaligned(desc.ddr_addr, DdrAlign) || misaligned(40'(desc.ddr_stride1), DdrAlign)
-               || misaligned(40'(desc.ddr_stride2), DdrAlign);
+  assign mis    = misaligned(DDR_ADDR_BITS'(desc.sram_addr), WORD_BYTES)
+               || misaligned(DDR_ADDR_BITS'(desc.inner_bytes), WORD_BYTES)
+               || misaligned(DDR_ADDR_BITS'(desc.sram_stride1), WORD_BYTES)
+               || misaligned(DDR_ADDR_BITS'(desc.sram_stride2), WORD_BYTES)
+               || misaligned(desc.ddr_addr, DdrAlign) || misaligned(DDR_ADDR_BITS'(desc.ddr_stride1), DdrAlign)
+               || misaligned(DDR_ADDR_BITS'(desc.ddr_stride2), DdrAlign);
   // (count - 1) is only used when no count is zero
   assign n1       = 64'(desc.count1) - 64'd1;
   assign n2       = 64'(desc.count2) - 64'd1;

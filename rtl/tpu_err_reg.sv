@@ -13,7 +13,7 @@
 module tpu_err_reg
   import tpu_isa_pkg::*;
 #(
-  parameter int unsigned PcBits = 40
+  parameter int unsigned PcBits = DDR_ADDR_BITS
 ) (
   input  wire logic              clk_i,
   input  wire logic              rst_ni,

@@ -16,6 +16,7 @@
 `default_nettype none
 
 module tpu_fetch
+  import tpu_isa_pkg::*;
   import tpu_cfg_pkg::*;
 #(
   localparam int unsigned NBuf    = FETCH_LINE_BUFFERS,
@@ -23,20 +24,20 @@ module tpu_fetch
 ) (
   input  wire logic               clk_i,
   input  wire logic               rst_ni,
-  input  wire logic [39:0]        code_addr_i,
+  input  wire logic [DDR_ADDR_BITS-1:0]        code_addr_i,
   // decoder
   input  wire logic               stop_i,
   input  wire logic [NBuf-1:0]    free_i,
   output      logic [NBuf-1:0]    line_valid_o,
   // DDR arbiter, requester 0
   output      logic               req_tgl_o,
-  output      logic [39:0]        req_addr_o,
+  output      logic [DDR_ADDR_BITS-1:0]        req_addr_o,
   output      logic [BufBits-1:0] req_buf_o,
   input  wire logic               done_tgl_i    // DDR domain
 );
 
   logic               req_tgl_q, ack_q, outstanding_q, stopped_q;
-  logic [39:0]        req_addr_q, next_off_q;
+  logic [DDR_ADDR_BITS-1:0]        req_addr_q, next_off_q;
   logic [BufBits-1:0] req_buf_q, next_buf_q;
   logic [NBuf-1:0]    valid_q, arrive;
   logic               done_tgl_s, arriving, launch, next_free;
@@ -79,7 +80,7 @@ module tpu_fetch
         req_tgl_q     <= !req_tgl_q;
         outstanding_q <= 1'b1;
         req_addr_q    <= code_addr_i + next_off_q;   // code_addr_i is static while running
-        next_off_q    <= next_off_q + 40'(BURST_BYTES);
+        next_off_q    <= next_off_q + DDR_ADDR_BITS'(BURST_BYTES);
         req_buf_q     <= next_buf_q;
         next_buf_q    <= (32'(next_buf_q) == NBuf - 1) ? '0 : next_buf_q + 1'b1;
       end

@@ -14,22 +14,22 @@ module tpu_top
   input  wire logic                    clk_ddr_i,
   input  wire logic                    clk_dma_i,
   input  wire logic                    rst_ni,
-  input  wire logic [39:0]             code_addr_i,     // BURST_BYTES aligned, static
+  input  wire logic [DDR_ADDR_BITS-1:0]             code_addr_i,     // BURST_BYTES aligned, static
   // status (core domain)
   output      logic                    halted_o,
   output      logic                    error_o,
   output      logic [7:0]              error_code_o,    // tpu_isa_pkg::ERR_* (0: none)
-  output      logic [39:0]             error_pc_o,
+  output      logic [DDR_ADDR_BITS-1:0]             error_pc_o,
   // performance counters (combinational, read after halt)
   input  wire logic [7:0]              perf_sel_i,
   output      logic [63:0]             perf_val_o,
   // retire trace: bit ENG_* (own domain) and RETIRE_HALT (core), high one cycle after retire
   output      logic [4:0]              retire_o,
-  output      logic [4:0][39:0]        retire_pc_o,
+  output      logic [4:0][DDR_ADDR_BITS-1:0]        retire_pc_o,
   // DDR memory port (DDR domain)
   output      logic                    ddr_cmd_valid_o,
   output      logic                    ddr_cmd_we_o,
-  output      logic [39:0]             ddr_cmd_addr_o,
+  output      logic [DDR_ADDR_BITS-1:0]             ddr_cmd_addr_o,
   output      logic [BEAT_BYTES*8-1:0] ddr_cmd_wdata_o,
   output      logic [BEAT_BYTES-1:0]   ddr_cmd_wstrb_o,
   input  wire logic                    ddr_rvalid_i,
@@ -42,7 +42,7 @@ module tpu_top
   localparam int unsigned LineBits  = BURST_BYTES * 8;
   localparam int unsigned SizeBits  = $clog2(BURST_BYTES) + 1;
   localparam int unsigned WordBits  = WORD_BYTES * 8;
-  localparam int unsigned EntryBits = INSTR_BITS + 40;
+  localparam int unsigned EntryBits = INSTR_BITS + DDR_ADDR_BITS;
 
   // ---- elaboration checks ---------------------------------------------------------------
   if (BURST_BYTES % WORD_BYTES != 0) begin : g_err_burst
@@ -55,7 +55,7 @@ module tpu_top
 
   // ---- fetch and DDR arbiter -------------------------------------------------------------
   logic                     fetch_req_tgl, fetch_done_tgl;
-  logic [39:0]              fetch_addr;
+  logic [DDR_ADDR_BITS-1:0]              fetch_addr;
   logic [BufBits-1:0]       fetch_buf;
   logic [NBuf-1:0]          line_valid, line_free;
   logic [NBuf*LineBits-1:0] fetch_lines;
@@ -77,7 +77,7 @@ module tpu_top
   localparam int unsigned K    = DMA_OUTSTANDING;
   localparam int unsigned CntW = 8;     // DMA <-> DDR request / completion counters (gray)
   logic [CntW-1:0]             rd_req_cnt, rd_done_cnt, wr_req_cnt, wr_done_cnt;
-  logic [K-1:0][39:0]          rd_addr, wr_addr;
+  logic [K-1:0][DDR_ADDR_BITS-1:0]          rd_addr, wr_addr;
   logic [K-1:0][SizeBits-1:0]  rd_bytes, wr_bytes;
   logic [K*LineBits-1:0]       rd_buf, wr_buf;
   logic [63:0]         ddr_read_bytes, ddr_write_bytes, fetch_bytes, ddr_busy_cycles,
@@ -120,10 +120,10 @@ module tpu_top
   logic [EntryBits-1:0]  push_entry;
   logic [NE-1:0][7:0]    retired_core;     // retire counts as visible in the core domain
   logic                  halt_now, halt_retire;
-  logic [39:0]           halt_pc;
+  logic [DDR_ADDR_BITS-1:0]           halt_pc;
   logic [NE-1:0]         eng_err;          // engines' first device errors, core-domain view
   logic [NE-1:0][7:0]    eng_err_code;
-  logic [NE-1:0][39:0]   eng_err_pc;
+  logic [NE-1:0][DDR_ADDR_BITS-1:0]   eng_err_pc;
 
   tpu_decoder u_decoder (
     .clk_i         (clk_core_i),
@@ -156,7 +156,7 @@ module tpu_top
   logic [NE-1:0][7:0]            head_code;
   logic [NE-1:0]                 launch, start, done, retire;
   logic [NE-1:0][INSTR_BITS-1:0] launch_instr, instr;
-  logic [NE-1:0][39:0]           cur_pc, retire_pc;
+  logic [NE-1:0][DDR_ADDR_BITS-1:0]           cur_pc, retire_pc;
   logic [NE-1:0][63:0]           busy_cycles, token_wait_cycles, retired;
   logic [NE-1:0][7:0]            retired_gray;
 

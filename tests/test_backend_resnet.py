@@ -1,8 +1,7 @@
 """ResNet-50 (tpucompile.realdata) through the back end for 'seed': compile time and sanity of the
-plan; with TPUSIM_SLOW=1 also the full SimPy run, bit-exact against the golden model (~80 s)."""
+plan; with ``pytest --slow`` also the full SimPy run, bit-exact against the golden model (~80 s)."""
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -38,7 +37,7 @@ def test_resnet50_compiles_within_budget(r50):
     assert s["ddr_store_bytes"] == s["compulsory_store_bytes"]
 
 
-@pytest.mark.skipif(os.environ.get("TPUSIM_SLOW") != "1", reason="set TPUSIM_SLOW=1 (about 80 s)")
+@pytest.mark.slow
 def test_resnet50_bit_exact_on_sim(r50):
     from tpusim.sim import run_binary
     from tpucompile.backend import compile_qgraph

@@ -3,12 +3,11 @@ passes on the clean RTL (outputs, cycles, retire trace and counters equal to the
 and fails on the RTL built with that bug, in the way the bug predicts.
 
 The clean-RTL runs share the default build. Each bug needs its own Verilator build (~1-2 min,
-cached), so only ``addr36`` runs by default; the others are marked ``slow`` and need
-``TPUSIM_SLOW=1`` (the repository's convention, see tests/test_backend_resnet.py).
+cached), so only ``addr36`` runs by default; the others are marked ``slow`` (``pytest --slow``,
+``make test-slow``: the repository's one switch, conftest.py).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,10 +24,8 @@ rtl = pytest.mark.rtl
 
 
 def slow_bug(test):
-    """A test that needs its own bug build: marked rtl and slow, run only with TPUSIM_SLOW=1."""
-    skip = pytest.mark.skipif(os.environ.get("TPUSIM_SLOW") != "1",
-                              reason="set TPUSIM_SLOW=1 (one Verilator build of ~1-2 min per bug)")
-    return pytest.mark.rtl(pytest.mark.slow(skip(test)))
+    """A test that needs its own bug build (~1-2 min): marked rtl and slow (pytest --slow)."""
+    return pytest.mark.rtl(pytest.mark.slow(test))
 
 
 REPO = Path(__file__).resolve().parent.parent

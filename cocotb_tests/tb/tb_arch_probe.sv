@@ -24,6 +24,7 @@
 `default_nettype none
 
 module tb_arch_probe
+  import tpu_isa_pkg::*;
   import tpu_cfg_pkg::*;
 (
   input wire logic clk_core_i,
@@ -122,7 +123,7 @@ module tb_arch_probe
 
   // ------------------------------------------------------------------------------ probe regs
   logic [1:0]            ddr_grant_q;
-  logic [39:0]           ddr_grant_addr_q;
+  logic [DDR_ADDR_BITS-1:0]           ddr_grant_addr_q;
   logic [15:0]           ddr_grant_bytes_q;
   logic [3:0][SRAM_BANKS-1:0] sram_hold_q;
   logic [5:0]            qreg_wr_idx_q;

@@ -12,21 +12,22 @@
 `default_nettype none
 
 module tb_top
+  import tpu_isa_pkg::*;
   import tpu_cfg_pkg::*;
 (
   input  wire logic                 clk_core_i,
   input  wire logic                 clk_ddr_i,
   input  wire logic                 clk_dma_i,
   input  wire logic                 rst_ni,
-  input  wire logic [39:0]          code_addr_i,
+  input  wire logic [DDR_ADDR_BITS-1:0]          code_addr_i,
   input  wire logic [7:0]           perf_sel_i,
   output      logic                 halted_o,
   output      logic                 error_o,
   output      logic [7:0]           error_code_o,
-  output      logic [39:0]          error_pc_o,
+  output      logic [DDR_ADDR_BITS-1:0]          error_pc_o,
   output      logic [63:0]          perf_val_o,
   // testbench bookkeeping, read by Python only on timeout / at the end
-  output      logic [4:0][39:0]     tb_last_pc_o,       // last retired PC per retire_o bit
+  output      logic [4:0][DDR_ADDR_BITS-1:0]     tb_last_pc_o,       // last retired PC per retire_o bit
   output      logic [4:0][31:0]     tb_retired_o,       // retires per retire_o bit
   output      logic [31:0]          tb_ddr_errors_o,    // DDR protocol violations seen
   // device errors and deadlock (docs/architecture.md, "Device errors"): the core edge at which
@@ -36,11 +37,11 @@ module tb_top
   output      logic [31:0]          tb_err_cycle_o,
   output      logic                 tb_stuck_o,
   output      logic [3:0]           tb_head_valid_o,
-  output      logic [3:0][39:0]     tb_head_pc_o,
+  output      logic [3:0][DDR_ADDR_BITS-1:0]     tb_head_pc_o,
   output      logic [3:0][3:0]      tb_head_wait_o,
   output      logic [3:0][3:0]      tb_tok_avail_o,
   output      logic [3:0]           tb_busy_o,
-  output      logic [39:0]          tb_dec_pc_o
+  output      logic [DDR_ADDR_BITS-1:0]          tb_dec_pc_o
 );
 
   localparam int unsigned L = DDR_LATENCY_CYCLES;
@@ -82,13 +83,13 @@ module tb_top
 
   // ------------------------------------------------------------------------------ DUT
   logic                    ddr_cmd_valid, ddr_cmd_we;
-  logic [39:0]             ddr_cmd_addr;
+  logic [DDR_ADDR_BITS-1:0]             ddr_cmd_addr;
   logic [BEAT_BYTES*8-1:0] ddr_cmd_wdata;
   logic [BEAT_BYTES-1:0]   ddr_cmd_wstrb;
   logic                    ddr_rvalid;
   logic [BEAT_BYTES*8-1:0] ddr_rdata;
   logic [4:0]              retire;
-  logic [4:0][39:0]        retire_pc;
+  logic [4:0][DDR_ADDR_BITS-1:0]        retire_pc;
 
   tpu_top u_tpu (
     .clk_core_i      (clk_core),
@@ -125,7 +126,7 @@ module tb_top
 
   localparam int unsigned PIPE = L - 1;  // stages: sampled at k (stage 0) .. k+L-2 (stage L-2)
   logic [PIPE-1:0]        rd_v_q;
-  logic [PIPE-1:0][39:0]  rd_a_q;
+  logic [PIPE-1:0][DDR_ADDR_BITS-1:0]  rd_a_q;
   logic [BEAT_BYTES*8-1:0] rdata_q;
   logic [31:0]            ddr_err_q;
 
@@ -155,7 +156,7 @@ module tb_top
 
   // The memory read happens in the register that drives the data (stage L-2).
   logic rd_now;
-  logic [39:0] rd_now_a;
+  logic [DDR_ADDR_BITS-1:0] rd_now_a;
   if (PIPE == 1) begin : g_lat2
     assign rd_now   = ddr_cmd_valid && !ddr_cmd_we && rst_ni;
     assign rd_now_a = ddr_cmd_addr;
@@ -196,9 +197,9 @@ module tb_top
   end
   final if (trace_fd != 0) $fclose(trace_fd);
 
-  logic [1:0][39:0] dma_last_pc_q;   // LOAD, STORE
+  logic [1:0][DDR_ADDR_BITS-1:0] dma_last_pc_q;   // LOAD, STORE
   logic [1:0][31:0] dma_retired_q;
-  logic [2:0][39:0] core_last_pc_q;  // MXU, VPU, HALT
+  logic [2:0][DDR_ADDR_BITS-1:0] core_last_pc_q;  // MXU, VPU, HALT
   logic [2:0][31:0] core_retired_q;
   assign tb_last_pc_o = {core_last_pc_q, dma_last_pc_q};
   assign tb_retired_o = {core_retired_q, dma_retired_q};
@@ -249,7 +250,7 @@ module tb_top
                       u_tpu.g_eng[1].u_ctrl.busy_q, u_tpu.g_eng[0].u_ctrl.busy_q};
   for (genvar e = 0; e < 4; e++) begin : g_head
     assign tb_head_valid_o[e] = u_tpu.q_valid[e];
-    assign tb_head_pc_o[e]    = u_tpu.q_entry[e][InstrBits +: 40];
+    assign tb_head_pc_o[e]    = u_tpu.q_entry[e][InstrBits +: DDR_ADDR_BITS];
     assign tb_head_wait_o[e]  = u_tpu.q_entry[e][WaitLsb +: 4];
     assign tb_tok_avail_o[e]  = u_tpu.tok_avail[e];
   end

@@ -36,7 +36,7 @@ def _build(cfg_name: str):
     return runner, build
 
 
-@pytest.mark.parametrize("cfg_name", ["small", "seed"])
+@pytest.mark.parametrize("cfg_name", ["small", pytest.param("seed", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", ["cdc_sync_third_edge", "async_queue_visibility",
                                   "ddr_arbiter_round_robin"])
 def test_ctrl_unit(cfg_name, case):

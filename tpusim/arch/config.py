@@ -133,6 +133,15 @@ def _pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
 
+def require_square_array(c: HwConfig) -> None:
+    """The one place that requires ``array.rows == array.cols`` (ConfigError otherwise). How a
+    non-square array maps onto SRAM words, weight tiles and the VPU's lanes, and which code
+    relies on the square shape today: docs/architecture.md, "Non-square arrays"."""
+    if c.array_rows != c.array_cols:
+        raise ConfigError(f"config '{c.name}': array must be square for now "
+                          f"(rows {c.array_rows} != cols {c.array_cols})")
+
+
 def _validate(c: HwConfig) -> None:
     def need(cond: bool, msg: str) -> None:
         if not cond:
@@ -142,8 +151,7 @@ def _validate(c: HwConfig) -> None:
                 "ddr_beat_bytes", "ddr_latency_cycles", "dma_burst_bytes", "qreg_banks",
                 "qreg_entries", "queue_depth", "fetch_line_buffers"):
         need(getattr(c, key) > 0, f"{key} must be positive, got {getattr(c, key)}")
-    need(c.array_rows == c.array_cols,
-         f"array must be square for now (rows {c.array_rows} != cols {c.array_cols})")
+    require_square_array(c)
     need(_pow2(c.array_rows) and c.array_rows >= 4, f"array.rows must be a power of two >= 4, got {c.array_rows}")
     need(c.sram_size_bytes % c.sram_banks == 0,
          f"sram.size_bytes {c.sram_size_bytes} is not divisible into {c.sram_banks} banks")

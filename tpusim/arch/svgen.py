@@ -183,7 +183,6 @@ def cfg_pkg_text(cfg: HwConfig) -> str:
         ("BURST_BYTES", cfg.dma_burst_bytes, "DMA burst = fetch line"),
         ("DMA_OUTSTANDING", cfg.dma_outstanding, "K: bursts in flight (burst buffers) per DMA channel"),
         ("DDR_LATENCY_CYCLES", cfg.ddr_latency_cycles, "L"),
-        ("DDR_ADDR_BITS", cfg.ddr_address_bits, ""),
         ("QUEUE_DEPTH", cfg.queue_depth, "per-engine instruction queue"),
         ("FETCH_LINE_BUFFERS", cfg.fetch_line_buffers, ""),
         ("PARAM_WORDS", cfg.param_words, "words of one requant table (9*COLS/WORD_BYTES)"),
