@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
 from tpusim.arch.errors import TpuError
+from stressgen.coverage import bins_of
+from stressgen.validate import validate as default_validate
 from tpusim.arch.isa import Engine, Instruction
 
 #: size fields the second pass shrinks, per opcode
@@ -274,13 +276,13 @@ def minimize(prog, cfg, predicate: Callable[[object], Hashable | None],
              max_tests: int | None = None, rounds: int = 4) -> MinResult:
     """Minimise ``prog`` (a StressProgram) keeping ``predicate``'s signature.
 
-    ``validate(prog, cfg)`` (default ``stressgen.gen.validate``) rejects ill-formed candidates
+    ``validate(prog, cfg)`` (default ``stressgen.validate.validate``) rejects ill-formed candidates
     by raising a TpuError. ``budget_s`` / ``max_tests`` bound the search (wall seconds,
     predicate runs); the best reproducer found so far is returned when they run out.
     Raises MinimizeError if ``prog`` itself is invalid or does not fail.
     """
     if validate is None:
-        from stressgen.gen import validate
+        validate = default_validate
     t0 = time.monotonic()
     s = _Search(prog, cfg, predicate, validate, budget_s, max_tests)
     try:
@@ -301,7 +303,6 @@ def minimize(prog, cfg, predicate: Callable[[object], Hashable | None],
         if not (a or b) or s.out_of_budget():
             break
     if s.best is not prog:                      # the reproducer's own coverage, not the original's
-        from stressgen.coverage import bins_of
         s.best = dataclasses.replace(s.best, bins=bins_of(s.best, cfg))
     return MinResult(s.best, s.target, program_size(prog.instrs), program_size(s.best.instrs),
                      s.tests, time.monotonic() - t0, s.out_of_budget(), log)

@@ -119,6 +119,27 @@ def test_no_module_imports_upward_or_sideways():
     assert not bad, "layer rule broken (tests/test_layers.py docstring):\n" + "\n".join(bad)
 
 
+def function_level_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import of a project module inside a function body."""
+    out = []
+    for f in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(f):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                    if node.level or (mod and mod.split(".")[0] in PACKAGES):
+                        out.append((node.lineno, mod or "."))
+    return out
+
+
+def test_no_project_import_inside_a_function():
+    """Dependencies are visible at the top of each module (the layer rule then holds for them
+    at import time, and an import cycle shows as one)."""
+    bad = [f"{p.relative_to(REPO)}:{line}: {mod}" for p in product_modules()
+           for line, mod in function_level_imports(p)]
+    assert not bad, "imports inside functions:\n" + "\n".join(bad)
+
+
 def test_every_product_module_has_a_layer():
     assert all(component(module_name(p)) is not None for p in product_modules())
 
