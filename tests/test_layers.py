@@ -127,7 +127,7 @@ def function_level_imports(path: Path) -> list[tuple[int, str]]:
             for node in ast.walk(f):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-                    if node.level or (mod and mod.split(".")[0] in PACKAGES):
+                    if getattr(node, "level", 0) or (mod and mod.split(".")[0] in PACKAGES):
                         out.append((node.lineno, mod or "."))
     return out
 
