@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tpusim.arch.generated import check_or_write, is_current
 from tpusim.arch import isa
 from tpusim.arch.errors import IsaError
 
@@ -292,23 +293,14 @@ def isa_doc_text() -> str:
 
 
 def doc_is_current(path: Path | None = None) -> bool:
-    path = Path(path or DOC_PATH)
-    return path.exists() and path.read_text() == isa_doc_text()
+    return is_current(Path(path or DOC_PATH), isa_doc_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tpusim.arch.isa_doc", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/isa.md is stale")
     a = ap.parse_args(argv)
-    if a.check:
-        if not doc_is_current():
-            print(f"{DOC_PATH} is stale or missing: run `python -m tpusim.arch.isa_doc`", file=sys.stderr)
-            return 1
-        print(f"{DOC_PATH} is current")
-        return 0
-    DOC_PATH.write_text(isa_doc_text())
-    print(f"wrote {DOC_PATH}")
-    return 0
+    return check_or_write(DOC_PATH, isa_doc_text(), "python -m tpusim.arch.isa_doc", a.check)
 
 
 if __name__ == "__main__":

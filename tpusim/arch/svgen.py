@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tpusim.arch.generated import check_or_write, is_current
 from tpusim.arch import isa, perf
 from tpusim.arch.config import HwConfig, load_config
 from tpusim.arch.timebase import Timebase
@@ -230,8 +231,7 @@ def write_isa_pkg(path: Path | None = None) -> Path:
 
 
 def isa_pkg_is_current(path: Path | None = None) -> bool:
-    path = Path(path or ISA_PKG_PATH)
-    return path.exists() and path.read_text() == isa_pkg_text()
+    return is_current(Path(path or ISA_PKG_PATH), isa_pkg_text())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,13 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cfg", help="also write tpu_cfg_pkg.sv for this config (name or YAML path)")
     ap.add_argument("--out", help="folder for tpu_cfg_pkg.sv (default build/pkg/<config name>)")
     a = ap.parse_args(argv)
+    rc = check_or_write(ISA_PKG_PATH, isa_pkg_text(), "python -m tpusim.arch.svgen", a.check)
     if a.check:
-        if not isa_pkg_is_current():
-            print(f"{ISA_PKG_PATH} is stale or missing: run `python -m tpusim.arch.svgen`", file=sys.stderr)
-            return 1
-        print(f"{ISA_PKG_PATH} is current")
-        return 0
-    print(f"wrote {write_isa_pkg()}")
+        return rc
     if a.cfg:
         cfg = load_config(a.cfg)
         out = Path(a.out) if a.out else REPO / "build" / "pkg" / cfg.name
