@@ -1,5 +1,7 @@
-"""Sparse DDR memory: 40-bit byte addresses, 4 KiB pages allocated on first write (reads of
-never-written bytes return 0). Used functionally; timing lives in ddr_arbiter.py."""
+"""Sparse DDR memory: 40-bit byte addresses (``DDR_ADDR_LIMIT`` = 2^40 bytes), 4 KiB pages
+allocated on first write (reads of never-written bytes return 0). The DDR contents of the SimPy
+model (its timing lives in tpusim/models/ddr_arbiter.py) and of the ISA executor
+(``tpusim.arch.executor``)."""
 from __future__ import annotations
 
 from tpusim.arch.errors import SimulationError
