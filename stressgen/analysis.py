@@ -1,6 +1,6 @@
 """Static analysis of stress programs: per-instruction memory footprints, token matching, the
-happens-before relation and races. Shared by the generator (stressgen.emit), ``validate``,
-the golden model and coverage.
+happens-before relation and races. Shared by the generator (stressgen.emit), ``validate`` and
+coverage. Operand addresses (DMA runs, MATMUL words, POOL taps) are tpusim.arch.operands'.
 
 Footprint: a list of ``(space, lo, hi, write)`` with ``hi`` exclusive; spaces ``"sram"`` and
 ``"ddr"`` in bytes, ``"acc"`` in accumulator rows. Weights (MXU) and quant registers (VPU) are

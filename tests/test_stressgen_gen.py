@@ -8,7 +8,7 @@ from stressgen.coverage import DYNAMIC_BINS, STATIC_BINS, observed_bins, tie_mas
 from stressgen.invalid import CLASS_KINDS, INVALID_CLASSES, assembler_rejects, make_invalid
 from stressgen.program import CODE_ADDR, RawWord, StressError, StressProgram, config
 from tpusim.arch.errors import IsaError, SimulationError
-from tpusim.arch.isa import make
+from tpusim.arch.isa import DEVICE_ERRORS, make
 from tpusim.sim import run_binary
 
 SMALL = config("small")
@@ -125,6 +125,11 @@ def test_invalid_classes_rejected_and_flagged_by_simpy(cls):
         assert getattr(ei.value, "kind", "reserved_opcode") in CLASS_KINDS[cls]
         with pytest.raises(SimulationError):
             run_binary(p.to_binary(SMALL), SMALL, {})
+
+
+def test_invalid_classes_map_to_device_error_names():
+    assert tuple(CLASS_KINDS) == INVALID_CLASSES
+    assert {k for kinds in CLASS_KINDS.values() for k in kinds} - {"deadlock"} <= set(DEVICE_ERRORS)
 
 
 def test_invalid_rate():

@@ -5,6 +5,11 @@ waveform tools all agree on, and nothing else.
   config       hardware config (YAML -> frozen HwConfig), the one place shapes are checked
   timebase     clock domains in integer ps (the one conversion into SimPy time)
   arith        integer arithmetic of the chip (requantize, rounding, saturation)
+  operands     where each instruction's operands lie (DMA runs, MATMUL vectors, POOL taps, the
+               REQUANT table layout)
+  device_checks  the device-error conditions of an instruction on a config, by DEVICE_ERRORS name
+  executor     the ISA-level functional executor (state, opcode semantics, token scheduler)
+  ddr_memory   the sparse 2^40-byte DDR (SimPy model and executor)
   binary       the .tpubin container (header, sections, tensor descriptors, input blobs)
   errors       exception classes and the comparable run flag
   svgen / isa_doc   generators of rtl/tpu_isa_pkg.sv, the config package and docs/isa.md
