@@ -1,6 +1,6 @@
 """Static analysis of stress programs: per-instruction memory footprints, token matching, the
-happens-before relation and races. Shared by the generator (stressgen.emit), ``validate``,
-the golden model and coverage.
+happens-before relation and races. Shared by the generator (stressgen.emit), ``validate`` and
+coverage. Operand addresses (DMA runs, MATMUL words, POOL taps) are tpusim.arch.operands'.
 
 Footprint: a list of ``(space, lo, hi, write)`` with ``hi`` exclusive; spaces ``"sram"`` and
 ``"ddr"`` in bytes, ``"acc"`` in accumulator rows. Weights (MXU) and quant registers (VPU) are
@@ -15,36 +15,12 @@ start), and ``happens_before`` is independent of timing.
 from __future__ import annotations
 
 from tpusim.arch.isa import Engine
+from tpusim.arch.operands import (dma_ddr_end, dma_runs, dma_sram_end, matmul_last_word, matmul_words,
+                                  pool_last_tap, pool_taps)
 
 ENGINES = tuple(Engine)
 NAMES = tuple(e.name for e in Engine)
 RUN_LIMIT = 4096   # above this many runs/words a footprint is summarised by its covering range
-
-
-def dma_runs(a: dict) -> list[tuple[int, int, int]]:
-    """(ddr_byte, sram_byte, bytes) of each run of a DMA instruction, o2 outer, o1 inner."""
-    return [(a["ddr_addr"] + o2 * a["ddr_stride2"] + o1 * a["ddr_stride1"],
-             a["sram_addr"] + o2 * a["sram_stride2"] + o1 * a["sram_stride1"], a["inner_bytes"])
-            for o2 in range(a["count2"]) for o1 in range(a["count1"])]
-
-
-def _dma_extent(a: dict, base: str, s1: str, s2: str) -> tuple[int, int]:
-    lo = a[base]
-    hi = a[base] + (a["count2"] - 1) * a[s2] + (a["count1"] - 1) * a[s1] + a["inner_bytes"]
-    return lo, hi
-
-
-def matmul_words(a: dict) -> list[int]:
-    return [a["act_addr"] + x * a["stride_x"] + y * a["stride_y"]
-            for y in range(a["count_y"]) for x in range(a["count_x"])]
-
-
-def pool_taps(a: dict) -> list[int]:
-    """Source word of every tap of every output, output-major (y, x, ty, tx)."""
-    return [a["src_addr"] + y * a["out_stride_y"] + x * a["out_stride_x"]
-            + ty * a["win_stride_y"] + tx * a["win_stride_x"]
-            for y in range(a["out_h"]) for x in range(a["out_w"])
-            for ty in range(a["win_h"]) for tx in range(a["win_w"])]
 
 
 def _word_ranges(words: list[int], w: int) -> list[tuple[int, int]]:
@@ -70,9 +46,8 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         if a["inner_bytes"] == 0 or a["count1"] == 0 or a["count2"] == 0:
             return []
         if a["count1"] * a["count2"] > RUN_LIMIT:
-            d = _dma_extent(a, "ddr_addr", "ddr_stride1", "ddr_stride2")
-            s = _dma_extent(a, "sram_addr", "sram_stride1", "sram_stride2")
-            return [("ddr", *d, not load), ("sram", *s, load)]
+            return [("ddr", a["ddr_addr"], dma_ddr_end(a), not load),
+                    ("sram", a["sram_addr"], dma_sram_end(a), load)]
         for d, s, n in dma_runs(a):
             acc.append(("ddr", d, d + n, not load))
             acc.append(("sram", s, s + n, load))
@@ -83,8 +58,7 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         if m == 0:
             return []
         if m > RUN_LIMIT:
-            last = a["act_addr"] + (a["count_x"] - 1) * a["stride_x"] + (a["count_y"] - 1) * a["stride_y"]
-            acc.append(("sram", a["act_addr"] * w, (last + 1) * w, False))
+            acc.append(("sram", a["act_addr"] * w, (matmul_last_word(a) + 1) * w, False))
         else:
             acc += [("sram", lo, hi, False) for lo, hi in _word_ranges(matmul_words(a), w)]
         acc.append(("acc", a["acc_addr"], a["acc_addr"] + m, True))
@@ -100,9 +74,7 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
             return []
         taps = outs * a["win_w"] * a["win_h"]
         if taps > RUN_LIMIT:
-            last = (a["src_addr"] + (a["out_h"] - 1) * a["out_stride_y"] + (a["out_w"] - 1) * a["out_stride_x"]
-                    + (a["win_h"] - 1) * a["win_stride_y"] + (a["win_w"] - 1) * a["win_stride_x"])
-            acc.append(("sram", a["src_addr"] * w, (last + 1) * w, False))
+            acc.append(("sram", a["src_addr"] * w, (pool_last_tap(a) + 1) * w, False))
         elif taps:
             acc += [("sram", lo, hi, False) for lo, hi in _word_ranges(pool_taps(a), w)]
         acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + outs) * w, True))

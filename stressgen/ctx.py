@@ -6,7 +6,9 @@ import random
 
 import numpy as np
 
-from stressgen.data import EXTREME_QREG_P, DdrSpace, Ring, ddr_align, extreme_shift, rand_i8
+from tpusim.arch.device_checks import ddr_align_bytes
+
+from stressgen.data import EXTREME_QREG_P, DdrSpace, Ring, extreme_shift, rand_i8
 from stressgen.emit import Emitter
 from stressgen.program import OutputRegion
 
@@ -65,7 +67,7 @@ class Ctx:
     def _layout(self, nbytes: int, allow_split: bool = True, min_inner: int = 0) -> list[dict]:
         """One or two DMA descriptors (relative: ddr offsets from 0, sram offsets from 0) that
         move ``nbytes`` (a multiple of W) densely in SRAM, in 1-D or strided 2-D runs in DDR."""
-        r, W, al = self.r, self.W, ddr_align(self.cfg)
+        r, W, al = self.r, self.W, ddr_align_bytes(self.cfg)
         words = nbytes // W
         if allow_split and words >= 2 and r.random() < 0.15:
             k = r.randint(1, words - 1)
@@ -128,7 +130,7 @@ class Ctx:
         offs, total = [], 0
         for d in lay:
             offs.append(total)
-            total += -(-self._extent(d) // ddr_align(self.cfg)) * ddr_align(self.cfg)
+            total += -(-self._extent(d) // ddr_align_bytes(self.cfg)) * ddr_align_bytes(self.cfg)
         size = -(-total // self.cfg.array_rows) * self.cfg.array_rows
         base = self.ddr.place(size, kind)
         if self.r.random() < 0.5:

@@ -12,15 +12,12 @@ import random
 import numpy as np
 
 from tpusim.arch.arith import quantize_multiplier
+from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES
 
 PLACE_WEIGHTS = (("low", 3), ("cross4g", 2), ("high", 4), ("top", 2))
-
-
-def ddr_align(cfg) -> int:
-    return cfg.word_bytes if cfg.word_bytes >= 32 else 32
 
 
 def round_up(n: int, a: int) -> int:
@@ -39,7 +36,7 @@ class DdrSpace:
 
     def place(self, size: int, kind: str | None = None) -> int:
         """Start address (aligned) of a new region of ``size`` bytes."""
-        r, al = self.rng, ddr_align(self.cfg)
+        r, al = self.rng, ddr_align_bytes(self.cfg)
         size = round_up(size, al)
         if kind is None:
             kind = r.choices([k for k, _ in PLACE_WEIGHTS], [w for _, w in PLACE_WEIGHTS])[0]
@@ -167,4 +164,4 @@ def rand_qreg(r, pow2_n: int | None = None) -> tuple[int, int, int]:
 
 __all__ = ["DdrSpace", "Ring", "rand_i8", "rand_bias", "requant_table", "rand_qreg", "scale_to_qm",
            "extreme_shift", "EXTREME_SHIFTS", "EXTREME_TABLE_P", "EXTREME_QREG_P",
-           "ddr_align", "round_up", "SCALES"]
+           "round_up", "SCALES"]

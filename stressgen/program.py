@@ -24,6 +24,7 @@ import numpy as np
 
 from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
+from tpusim.arch.device_checks import where
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import INSTR_BYTES, Instruction, assemble, encode
 from tpusim.arch.isa import OPCODES
@@ -42,10 +43,6 @@ class StressError(IsaError):
     def __init__(self, msg: str, *, index=None, pc=None, field=None, value=None, kind="range"):
         super().__init__(msg)
         self.index, self.pc, self.field, self.value, self.kind = index, pc, field, value, kind
-
-
-def where(index: int, op: str) -> str:
-    return f"instruction #{index} at pc {index * INSTR_BYTES:#x} ({op})"
 
 
 def stress_error(index: int, op: str, field: str, value, why: str, kind: str = "range") -> StressError:

@@ -2,21 +2,25 @@
 tpusim.arch.errors.IsaError) naming the instruction index, PC, field and value.
 
 Checked, in program order (the first fault is reported): raw words with a reserved opcode; field
-ranges (tpusim.arch.isa.check_ranges); DMA zero length / misalignment / SRAM range past the end / DDR
-range past 2^40 / a store into the code; MXU and VPU SRAM words and accumulator rows past the end;
-quant register index (every int8 LOAD_QREG shift is defined, tpusim.arch.arith); reading a quant
-register no earlier LOAD_QREG wrote; HALT last. Then the tokens: a wait whose token no earlier
-instruction sends (deadlock, see stressgen.analysis), more than 255 possibly unconsumed tokens on
-one counter; and finally races (two engines touching the same bytes or accumulator rows, one
-writing, with no token path between them). The same checks are the model's device errors
-(docs/architecture.md, clarification 8) plus the stress-program rules (race freedom,
-program-ordered tokens).
+ranges (tpusim.arch.isa.check_ranges); the device errors of each instruction
+(tpusim.arch.device_checks: DMA zero length / misalignment / SRAM range / DDR range past 2^40,
+MXU and VPU SRAM words and accumulator rows past the end, a quant register no earlier LOAD_QREG
+wrote; every int8 LOAD_QREG shift is defined, tpusim.arch.arith) and a DMA_STORE into the code;
+HALT last. Then the tokens: a wait whose token no earlier instruction sends (deadlock, see
+stressgen.analysis), more than TOKEN_MAX possibly unconsumed tokens on one counter; and finally
+races (two engines touching the same bytes or accumulator rows, one writing, with no token path
+between them). ``StressError.kind`` is the ``DEVICE_ERRORS`` name of a device error
+("reserved_opcode", "dma_sram_range", "qreg_unloaded", "token_overflow", ...), else "deadlock",
+"race" or "range": the model's device errors (docs/architecture.md, clarification 8) plus the
+stress-program rules (race freedom, program-ordered tokens).
 """
 from __future__ import annotations
 
+from tpusim.arch.device_checks import reserved_opcode_fault, start_fault
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import BY_CODE, HEADER_BITS, INSTR_BYTES, check_ranges, decode
-from tpusim.arch.limits import DDR_ADDR_LIMIT, TOKEN_MAX
+from tpusim.arch.isa import INSTR_BYTES, check_ranges, decode_as_hardware
+from tpusim.arch.limits import TOKEN_MAX
+from tpusim.arch.operands import dma_ddr_end
 
 from stressgen.analysis import NAMES, engine_of, find_race, match_tokens, max_outstanding
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, stress_error
@@ -25,13 +29,8 @@ from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, 
 
 def hw_decode(raw: RawWord):
     """A raw word as the hardware decodes it: the Instruction (bits above the opcode's last
-    field ignored), or None for a reserved opcode."""
-    spec = BY_CODE.get(raw.word[0])
-    if spec is None:
-        return None
-    top = HEADER_BITS + sum(f.bits for f in spec.fields)
-    word = int.from_bytes(raw.word, "little") & ((1 << top) - 1)
-    return decode(word.to_bytes(INSTR_BYTES, "little"))
+    field ignored), or None for a reserved opcode (tpusim.arch.isa.decode_as_hardware)."""
+    return decode_as_hardware(raw.word)
 
 
 def normalise(instrs) -> list:
@@ -46,107 +45,39 @@ def normalise(instrs) -> list:
     return out
 
 
-def _dma(i, ins, cfg):
-    a, op, w = ins.args, ins.op, cfg.word_bytes
-    align = w if w >= 32 else 32
-    for f in ("inner_bytes", "count1", "count2"):
-        if a[f] == 0:
-            raise stress_error(i, op, f, 0, "is zero: zero-length DMA", "dma_zero_length")
-    for f in ("sram_addr", "inner_bytes", "sram_stride1", "sram_stride2"):
-        if a[f] % w:
-            raise stress_error(i, op, f, a[f], f"is not a multiple of the {w}-byte SRAM word",
-                               "dma_misaligned")
-    for f in ("ddr_addr", "ddr_stride1", "ddr_stride2"):
-        if a[f] % align:
-            raise stress_error(i, op, f, a[f], f"is not a multiple of {align} bytes", "dma_misaligned")
-    c1, c2, inner = a["count1"], a["count2"], a["inner_bytes"]
-    s_end = a["sram_addr"] + (c2 - 1) * a["sram_stride2"] + (c1 - 1) * a["sram_stride1"] + inner
-    if s_end > cfg.sram_size_bytes:
-        raise stress_error(i, op, "sram_addr", a["sram_addr"],
-                           f"with these strides reaches SRAM byte {s_end - 1:#x}, past the end of "
-                           f"the {cfg.sram_size_bytes}-byte SRAM", "sram_out_of_range")
-    d_end = a["ddr_addr"] + (c2 - 1) * a["ddr_stride2"] + (c1 - 1) * a["ddr_stride1"] + inner
-    if d_end > DDR_ADDR_LIMIT:
-        raise stress_error(i, op, "ddr_addr", a["ddr_addr"],
-                           f"with these strides reaches DDR byte {d_end - 1:#x} >= 2^40",
-                           "ddr_out_of_range")
-    if op == "DMA_STORE" and a["ddr_addr"] < CODE_ADDR + CODE_SPAN_BYTES and d_end > CODE_ADDR:
-        raise stress_error(i, op, "ddr_addr", a["ddr_addr"],
-                           f"writes DDR up to {d_end - 1:#x}, over the code at {CODE_ADDR:#x} "
+def _fault(i: int, op: str, fault) -> StressError:
+    """The StressError of a device check's fault (kind = its DEVICE_ERRORS name)."""
+    return stress_error(i, op, fault.field, fault.value, fault.why, fault.code)
+
+
+def _store_over_code(i: int, ins) -> None:
+    a = ins.args
+    end = dma_ddr_end(a)
+    if a["ddr_addr"] < CODE_ADDR + CODE_SPAN_BYTES and end > CODE_ADDR:
+        raise stress_error(i, ins.op, "ddr_addr", a["ddr_addr"],
+                           f"writes DDR up to {end - 1:#x}, over the code at {CODE_ADDR:#x} "
                            "(races with instruction fetch)", "race")
-
-
-def _words(i, op, field, value, last, cfg):
-    if last >= cfg.sram_words:
-        raise stress_error(i, op, field, value, f"reaches SRAM word {last:#x}, past the last word "
-                           f"{cfg.sram_words - 1:#x}", "sram_out_of_range")
-
-
-def _acc(i, op, a, n, cfg):
-    if a["acc_addr"] + n > cfg.acc_depth_rows:
-        raise stress_error(i, op, "acc_addr", a["acc_addr"], f"+ {n} rows runs past the end of the "
-                           f"{cfg.acc_depth_rows}-row accumulator", "sram_out_of_range")
-
-
-def _qreg(i, op, field, idx, loaded, cfg):
-    if idx >= cfg.qreg_count:
-        raise stress_error(i, op, field, idx, f"is outside the {cfg.qreg_count} quant registers")
-    if idx not in loaded:
-        raise stress_error(i, op, field, idx, f"(bank {idx // 16}, entry {idx % 16}) reads a quant "
-                           "register that no earlier LOAD_QREG wrote", "qreg_unloaded")
 
 
 def check_instruction(i: int, ins, cfg, loaded: set) -> None:
     """Static checks of instruction ``i``; ``loaded`` = quant registers written before it
-    (updated for LOAD_QREG). StressError on the first fault."""
+    (updated for LOAD_QREG). StressError on the first fault: a reserved opcode, a field out of
+    range, the device error of ``tpusim.arch.device_checks.start_fault`` (kind = its name), a
+    DMA_STORE over the code (kind "race")."""
     if isinstance(ins, RawWord):
-        raise stress_error(i, "RAW", "opcode", ins.opcode, "is a reserved opcode", "reserved_opcode")
+        raise _fault(i, ins.op, reserved_opcode_fault(ins.opcode))
     try:
         check_ranges(ins)
     except IsaError as e:
         raise StressError(f"instruction #{i} at pc {i * INSTR_BYTES:#x}: {e}", index=i,
                           pc=i * INSTR_BYTES, field=None, value=None) from None
-    op, a = ins.op, ins.args
-    if op in ("DMA_LOAD", "DMA_STORE"):
-        _dma(i, ins, cfg)
-    elif op == "LOAD_WEIGHTS":
-        _words(i, op, "sram_addr", a["sram_addr"], a["sram_addr"] + cfg.array_cols - 1, cfg)
-    elif op == "MATMUL":
-        m = a["count_x"] * a["count_y"]
-        if m:
-            last = a["act_addr"] + (a["count_x"] - 1) * a["stride_x"] + (a["count_y"] - 1) * a["stride_y"]
-            _words(i, op, "act_addr", a["act_addr"], last, cfg)
-            _acc(i, op, a, m, cfg)
-    elif op == "LOAD_QREG":
-        if a["qreg"] >= cfg.qreg_count:
-            raise stress_error(i, op, "qreg", a["qreg"], f"is outside the {cfg.qreg_count} quant registers")
-        loaded.add(a["qreg"])
-    elif op == "REQUANT":
-        n = a["count"]
-        _acc(i, op, a, n, cfg)
-        _words(i, op, "param_addr", a["param_addr"], a["param_addr"] + cfg.param_words - 1, cfg)
-        if n:
-            _words(i, op, "dst_addr", a["dst_addr"], a["dst_addr"] + n - 1, cfg)
-        _qreg(i, op, "qreg", a["qreg"], loaded, cfg)
-    elif op == "POOL":
-        outs = a["out_w"] * a["out_h"]
-        if outs:
-            if a["win_w"] * a["win_h"]:
-                last = (a["src_addr"] + (a["out_h"] - 1) * a["out_stride_y"]
-                        + (a["out_w"] - 1) * a["out_stride_x"] + (a["win_h"] - 1) * a["win_stride_y"]
-                        + (a["win_w"] - 1) * a["win_stride_x"])
-                _words(i, op, "src_addr", a["src_addr"], last, cfg)
-            _words(i, op, "dst_addr", a["dst_addr"], a["dst_addr"] + outs - 1, cfg)
-            if a["mode"]:
-                _qreg(i, op, "qreg_in", a["qreg_in"], loaded, cfg)
-                _qreg(i, op, "qreg_out", a["qreg_out"], loaded, cfg)
-    elif op == "ADD":
-        n = a["count"]
-        if n:
-            for f in ("src_a", "src_b", "dst_addr"):
-                _words(i, op, f, a[f], a[f] + n - 1, cfg)
-            for f in ("qreg_a", "qreg_b", "qreg_out"):
-                _qreg(i, op, f, a[f], loaded, cfg)
+    fault = start_fault(ins, cfg, loaded)
+    if fault is not None:
+        raise _fault(i, ins.op, fault)
+    if ins.op == "DMA_STORE":
+        _store_over_code(i, ins)
+    elif ins.op == "LOAD_QREG":
+        loaded.add(ins.args["qreg"])
 
 
 def check_static(instrs, cfg) -> None:

@@ -100,15 +100,15 @@ CASES: dict[str, Case] = {
         [Q0, make("ADD", src_a=0, src_b=8, dst_addr=16, count=1, qreg_a=0, qreg_b=0,
                   qreg_out=17)],
         "qreg_unloaded", 0x20, 23,
-        f"{_W} (ADD): qreg_out=17 (bank 1, entry 1) reads a quant register that was never "
+        f"{_W} (ADD): qreg_out=0x11 (17) (bank 1, entry 1) reads a quant register that was never "
         "loaded"),
     # 256 VPU NOPs signal the MXU, which never takes a token: the 256th overflows at its
     # completion edge c = 2563 (registered at c + 1)
     "token_overflow": Case(
         [make("NOP", engine=3, signal=MXU)] * 256,
         "token_overflow", 0x1fe0, 2564,
-        "instruction #255 at pc 0x1fe0 (NOP): token counter VPU->MXU overflows (255 tokens not "
-        "yet consumed)"),
+        "instruction #255 at pc 0x1fe0 (NOP): signal=0x4 (4) overflows token counter VPU->MXU "
+        "(255 tokens not yet consumed)"),
 }
 
 #: the tie rule: two erroneous instructions (pc 0x0 and 0x20) wait for the token of a LOAD NOP

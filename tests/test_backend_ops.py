@@ -10,7 +10,7 @@ from tpusim.arch import arith
 from tpusim.arch.config import load_config
 from tpucompile.backend import compile_qgraph
 from tpusim.arch.host_transforms import host_input_transform
-from tpucompile.backend.refexec import run_ref
+from tpucompile.selfcheck import run_on_executor
 from tpucompile.golden import run_golden
 from tpusim.sim import run_binary
 from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, QTensor
@@ -99,7 +99,7 @@ def run_device(qg, x, cfg=CFG, im2col=True, interleavings=(0, 1)):
     fill = b.meta["input_pad_value"][d.name]
     results = [dict(run_binary(b, cfg, {d.name: xin}).outputs)]        # the SimPy model
     for seed in interleavings:
-        results.append(run_ref(b, cfg, {d.name: d.to_blocked(xin, fill)}, seed=seed))
+        results.append(run_on_executor(b, cfg, {d.name: d.to_blocked(xin, fill)}, sched_seeds=(seed,)))
     return b, results, env
 
 

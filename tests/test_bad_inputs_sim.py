@@ -100,7 +100,8 @@ def test_reserved_opcode(tmp_path, capsys):
                       "0x4007, past the end of the 16384-byte SRAM"),
     ("mxu_past_end", "MATMUL): act_addr=0x7f8 (2040) reaches SRAM word 0x807, past the last word 0x7ff"),
     ("acc_past_end", "MATMUL): acc_addr=0x1fe (510) + 4 rows runs past the end of the 512-row accumulator"),
-    ("qreg_unloaded", "REQUANT): qreg=5 (bank 0, entry 5) reads a quant register that was never loaded"),
+    ("qreg_unloaded", "REQUANT): qreg=0x5 (5) (bank 0, entry 5) reads a quant register that was never "
+                      "loaded"),
 ])
 def test_device_error_names_instruction_field_and_value(tmp_path, capsys, kind, msg):
     _, err = run_cli(tmp_path, capsys, B.binary_for(B.bad_program(kind), H).to_bytes())

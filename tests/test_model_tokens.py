@@ -55,5 +55,5 @@ def test_token_deadlock_names_engines_and_pcs():
 
 def test_token_counter_overflow_is_an_error():
     prog = assemble("NOP engine=3 signal=MXU\n" * 256 + "HALT")
-    with pytest.raises(SimulationError, match=r"pc 0x1fe0 \(NOP\): token counter VPU->MXU overflows"):
+    with pytest.raises(SimulationError, match=r"pc 0x1fe0 \(NOP\): signal=0x4 \(4\) overflows token counter VPU->MXU \(255 tokens"):
         run_program(prog, CFG)

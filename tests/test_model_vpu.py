@@ -94,7 +94,7 @@ def test_unloaded_quant_register_is_an_error():
     with pytest.raises(SimulationError) as ei:
         run_program(prog, CFG)
     msg = str(ei.value)
-    assert "instruction #1 at pc 0x20 (ADD): qreg_b=33 (bank 2, entry 1)" in msg
+    assert "instruction #1 at pc 0x20 (ADD): qreg_b=0x21 (33) (bank 2, entry 1)" in msg
     assert "never loaded" in msg
 
 

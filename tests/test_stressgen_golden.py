@@ -1,11 +1,12 @@
-"""stressgen.golden: agreement with the SimPy model, independence from the schedule, errors, and
-the power of the generated programs against injected faults (36-bit DDR address path, quant
-register index aliasing, a flipped rounding mode)."""
+"""stressgen.golden (the ISA executor behind stressgen's programs): agreement with the SimPy
+model, independence from the schedule, errors, and the power of the generated programs against
+faults injected into the executor (36-bit DDR address path, quant register index aliasing, a
+flipped rounding mode)."""
 import numpy as np
 import pytest
 
 from stressgen import generate, run_golden
-from stressgen import golden as golden_mod
+from tpusim.arch.executor import machine as machine_mod
 from stressgen.program import OutputRegion, StressError, StressProgram, config, region_bytes
 from tpusim.arch import arith
 from tpusim.arch.isa import make
@@ -90,18 +91,18 @@ def _detections(n_progs, monkeypatch_fn, monkeypatch):
 
 
 def test_programs_catch_36bit_ddr_addresses(monkeypatch):
-    runs = golden_mod.dma_runs
-    hit = _detections(50, lambda m: m.setattr(golden_mod, "dma_runs", lambda a: [
+    runs = machine_mod.dma_runs
+    hit = _detections(50, lambda m: m.setattr(machine_mod, "dma_runs", lambda a: [
         (d & ((1 << 36) - 1), s, n) for d, s, n in runs(a)]), monkeypatch)
     assert hit >= 25, hit
 
 
 def test_programs_catch_qreg_index_aliasing(monkeypatch):
     def patch(m):
-        load, get = golden_mod.Machine._load_qreg, golden_mod.Machine._q
-        m.setattr(golden_mod.Machine, "_load_qreg",
+        load, get = machine_mod.Machine._load_qreg, machine_mod.Machine._qreg
+        m.setattr(machine_mod.Machine, "_load_qreg",
                   lambda self, i, a: load(self, i, {**a, "qreg": a["qreg"] % 32}))
-        m.setattr(golden_mod.Machine, "_q", lambda self, i, f, idx: get(self, i, f, idx % 32))
+        m.setattr(machine_mod.Machine, "_qreg", lambda self, i, f, idx: get(self, i, f, idx % 32))
     assert _detections(50, patch, monkeypatch) >= 3
 
 

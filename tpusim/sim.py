@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tpusim.arch.binary import TpuBinary, input_blobs
 from tpusim.arch.errors import SimulationError
-from tpusim.models.ddr import DdrMemory
+from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.models.tpu import Tpu
 from tpusim.models.trace import Trace
 from tpusim.arch.isa import encode_program

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from tpusim.arch.errors import ConfigError, TimebaseError
+from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL
 from tpusim.arch.timebase import Timebase
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
@@ -78,7 +79,7 @@ class HwConfig:
     @property
     def param_words(self) -> int:
         """SRAM words of one per-channel requant table: bias int32[cols], mult int32[cols], shift int8[cols]."""
-        return (9 * self.array_cols) // self.word_bytes
+        return (REQUANT_TABLE_BYTES_PER_CHANNEL * self.array_cols) // self.word_bytes
 
     @property
     def pes(self) -> int:
@@ -178,7 +179,8 @@ def _validate(c: HwConfig) -> None:
     need(c.fetch_line_buffers in (1, 2), f"fetch.line_buffers must be 1 or 2, got {c.fetch_line_buffers}")
     need(c.dma_outstanding in (1, 2, 4, 8),
          f"dma.outstanding must be 1, 2, 4 or 8 (burst buffers per channel), got {c.dma_outstanding}")
-    need((9 * c.array_cols) % c.word_bytes == 0, "requant table does not fill whole words")
+    need((REQUANT_TABLE_BYTES_PER_CHANNEL * c.array_cols) % c.word_bytes == 0,
+         "requant table does not fill whole words")
     # Clock checks (exact periods, no coincident edges) live in the timebase.
     try:
         Timebase(c)

@@ -50,16 +50,21 @@ class DeviceError(SimulationError):
     (``error_o`` rises in the RTL); ``detect_ps``: the detecting edge (ps, model time) in the
     detecting engine's domain. ``run``: the ``TpuRun`` if the device halted after the error
     (cycles, retire trace, counters), else None; ``waiting``: the blocked engines, as in
-    ``DeadlockError``, if it did not halt. Raises IsaError for an unknown ``code``.
+    ``DeadlockError``, if it did not halt. ``field``/``value``: the instruction field at fault
+    and its value (``tpusim.arch.device_checks``), None when no one field is. Raises IsaError
+    for an unknown ``code``.
     """
 
-    def __init__(self, message: str, code: str, pc: int, cycle: int | None = None) -> None:
+    def __init__(self, message: str, code: str, pc: int, cycle: int | None = None, *,
+                 field: str | None = None, value: int | None = None) -> None:
         if code not in DEVICE_ERRORS:
             raise IsaError(f"unknown device error {code!r}; known: {sorted(DEVICE_ERRORS)}")
         super().__init__(message)
         self.code = code
         self.pc = pc
         self.cycle = cycle
+        self.field = field
+        self.value = value
         self.detect_ps: int | None = None
         self.run = None
         self.waiting: list | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import lru_cache
 
 from tpusim.arch.device_errors import (DEVICE_ERROR_TEXT, DEVICE_ERRORS, ERROR_NAMES,  # noqa: F401
                                        DeviceErrorSpec)
@@ -232,6 +233,19 @@ def decode(raw: bytes, pc: int | None = None) -> Instruction:
     return Instruction(spec.name, args, (word >> 8) & 0xF, (word >> 12) & 0xF)
 
 
+@lru_cache(maxsize=65536)
+def decode_as_hardware(raw: bytes) -> Instruction | None:
+    """Decode 32 bytes as the hardware decoder does (docs/architecture.md, clarification 5):
+    None for a reserved opcode; bits above the opcode's last field are ignored. The result is
+    cached and shared: do not modify its ``args``."""
+    spec = BY_CODE.get(raw[0])
+    if spec is None:
+        return None
+    top = HEADER_BITS + sum(f.bits for f in spec.fields)
+    word = int.from_bytes(raw, "little") & ((1 << top) - 1)
+    return decode(word.to_bytes(INSTR_BYTES, "little"))
+
+
 def encode_program(prog: list[Instruction]) -> bytes:
     return b"".join(encode(i) for i in prog)
 
@@ -285,5 +299,5 @@ def assemble(text: str) -> list[Instruction]:
 
 
 __all__ = ["INSTR_BYTES", "Engine", "OPCODES", "BY_CODE", "Instruction", "make", "encode",
-           "decode", "encode_program", "decode_program", "assemble", "check_ranges",
+           "decode", "decode_as_hardware", "encode_program", "decode_program", "assemble", "check_ranges",
            "DEVICE_ERRORS", "DEVICE_ERROR_TEXT", "ERROR_NAMES", "error_name"]

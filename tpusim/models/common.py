@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from tpusim.arch.errors import DeviceError
+from tpusim.arch.device_checks import DeviceFault, where
 from tpusim.arch.isa import ENGINE_NAMES, Engine, Instruction
 from tpusim.arch.timebase import CDC_EDGES, ClockDomain, Timebase
 
@@ -86,13 +86,15 @@ class QueueEntry:
     visible_ps: int
 
     def where(self) -> str:
-        return f"instruction #{self.index} at pc {self.pc:#x} ({self.instr.op})"
+        return where(self.index, self.instr.op, self.pc)
 
 
-def device_error(entry: QueueEntry, code: str, field: str, value: int, why: str) -> DeviceError:
-    """A DeviceError ``code`` (tpusim.arch.isa.DEVICE_ERRORS) naming the instruction, the offending
-    field and its value; its cycle is set when the engine reports it (models/error_unit.py)."""
-    return DeviceError(f"{entry.where()}: {field}={value:#x} ({value}) {why}", code, entry.pc)
+def raise_fault(entry: QueueEntry, fault: DeviceFault | None) -> None:
+    """Raise the DeviceError of a failed device check (tpusim.arch.device_checks) for ``entry``,
+    naming the instruction, the offending field and its value; nothing if ``fault`` is None. Its
+    cycle is set when the engine reports it (models/error_unit.py)."""
+    if fault is not None:
+        raise fault.error(entry.where(), entry.pc)
 
 
 def ranges_to_banks(ranges, bank_words: int) -> tuple[int, ...]:
@@ -107,7 +109,7 @@ def ranges_to_banks(ranges, bank_words: int) -> tuple[int, ...]:
     return tuple(sorted(banks))
 
 
-__all__ = ["ENGINE_NAMES", "Clocks", "Timeline", "QueueEntry", "device_error", "ranges_to_banks"]
+__all__ = ["ENGINE_NAMES", "Clocks", "Timeline", "QueueEntry", "raise_fault", "ranges_to_banks"]
 
 
 class EdgeScheduler:

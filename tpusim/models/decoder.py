@@ -17,26 +17,12 @@ Unused instruction bits are ignored (the RTL decodes only the opcode's fields).
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import simpy
 
 from tpusim.arch.errors import DeviceError
-from tpusim.arch.isa import BY_CODE, DEVICE_ERRORS, HEADER_BITS, INSTR_BYTES, Instruction, decode
+from tpusim.arch.isa import DEVICE_ERRORS, INSTR_BYTES, decode_as_hardware
 
 ERROR_RESERVED_OPCODE = DEVICE_ERRORS["reserved_opcode"]
-
-
-@lru_cache(maxsize=65536)
-def decode_word(raw: bytes) -> Instruction | None:
-    """Decode 32 bytes as the hardware does: None for a reserved opcode; bits above the opcode's
-    last field are ignored."""
-    spec = BY_CODE.get(raw[0])
-    if spec is None:
-        return None
-    top = HEADER_BITS + sum(f.bits for f in spec.fields)
-    word = int.from_bytes(raw, "little") & ((1 << top) - 1)
-    return decode(word.to_bytes(INSTR_BYTES, "little"))
 
 
 class Decoder:
@@ -86,7 +72,7 @@ class Decoder:
                 valid_ps, raw = rec
             word = raw[slot * INSTR_BYTES:(slot + 1) * INSTR_BYTES]
             e_ps = valid_ps if last_ps is None else max(valid_ps, last_ps + period)
-            ins = decode_word(word)
+            ins = decode_as_hardware(word)
             q = None if ins is None or ins.op == "HALT" else self.queues[ins.engine]
             k = None if q is None else q.slot_pop_index()
             if k is not None:
@@ -184,4 +170,4 @@ class Decoder:
         self.retire_log.append((h_ps, 4, self.pc))
 
 
-__all__ = ["Decoder", "decode_word", "ERROR_RESERVED_OPCODE"]
+__all__ = ["Decoder", "ERROR_RESERVED_OPCODE"]

@@ -26,50 +26,25 @@ from __future__ import annotations
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import Engine
 from tpusim.models import ddr_arbiter, sram as sram_mod
-from tpusim.models.common import QueueEntry, device_error
-from tpusim.arch.limits import DDR_ADDR_LIMIT
+from tpusim.arch.device_checks import dma_fault
+from tpusim.arch.operands import dma_runs
+from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
 
 
 def plan_bursts(entry: QueueEntry, cfg) -> list[tuple[int, int, int]]:
-    """Validate a DMA instruction and list its bursts as (ddr_byte_addr, sram_byte_addr, bytes),
-    in issue order. Raises DeviceError (dma_zero_length, dma_misaligned, dma_sram_range,
-    dma_ddr_range, checked in that order) naming the field and its value."""
-    a = entry.instr.args
-    w = cfg.word_bytes
+    """Check a DMA instruction (tpusim.arch.device_checks.dma_fault) and list its bursts as
+    (ddr_byte_addr, sram_byte_addr, bytes), in issue order. Raises DeviceError (dma_zero_length,
+    dma_misaligned, dma_sram_range, dma_ddr_range, checked in that order) naming the field and
+    its value."""
+    raise_fault(entry, dma_fault(entry.instr.args, cfg))
     bb = cfg.dma_burst_bytes
-    ddr_align = w if w >= 32 else 32
-    for f in ("inner_bytes", "count1", "count2"):
-        if a[f] == 0:
-            raise device_error(entry, "dma_zero_length", f, 0, "is zero: zero-length DMA")
-    for f in ("sram_addr", "inner_bytes", "sram_stride1", "sram_stride2"):
-        if a[f] % w:
-            raise device_error(entry, "dma_misaligned", f, a[f],
-                               f"is not a multiple of the {w}-byte SRAM word")
-    for f in ("ddr_addr", "ddr_stride1", "ddr_stride2"):
-        if a[f] % ddr_align:
-            raise device_error(entry, "dma_misaligned", f, a[f],
-                               f"is not a multiple of {ddr_align} bytes")
-    c1, c2, inner = a["count1"], a["count2"], a["inner_bytes"]
-    sram_end = a["sram_addr"] + (c2 - 1) * a["sram_stride2"] + (c1 - 1) * a["sram_stride1"] + inner
-    if sram_end > cfg.sram_size_bytes:
-        raise device_error(entry, "dma_sram_range", "sram_addr", a["sram_addr"],
-                           f"with these strides reaches SRAM byte {sram_end - 1:#x}, past the "
-                           f"end of the {cfg.sram_size_bytes}-byte SRAM")
-    ddr_end = a["ddr_addr"] + (c2 - 1) * a["ddr_stride2"] + (c1 - 1) * a["ddr_stride1"] + inner
-    if ddr_end > DDR_ADDR_LIMIT:
-        raise device_error(entry, "dma_ddr_range", "ddr_addr", a["ddr_addr"],
-                           f"with these strides reaches DDR byte {ddr_end - 1:#x} >= 2^40")
     bursts = []
-    for o2 in range(c2):
-        for o1 in range(c1):
-            d = a["ddr_addr"] + o2 * a["ddr_stride2"] + o1 * a["ddr_stride1"]
-            s = a["sram_addr"] + o2 * a["sram_stride2"] + o1 * a["sram_stride1"]
-            left = inner
-            while left:
-                n = min(left, bb - d % bb)
-                bursts.append((d, s, n))
-                d, s, left = d + n, s + n, left - n
+    for d, s, left in dma_runs(entry.instr.args):
+        while left:
+            n = min(left, bb - d % bb)
+            bursts.append((d, s, n))
+            d, s, left = d + n, s + n, left - n
     return bursts
 
 

@@ -9,6 +9,8 @@ Function: word n of a weight tile holds column n (W[0..R-1][n]), so ``weights`` 
 int8 [R, C]. MATMUL vector i = y*count_x + x is word act_addr + x*stride_x + y*stride_y (int8[R]);
 accumulator row acc_addr + i = (accumulate ? row : 0) + x_i @ weights, int32 with wrap-around.
 ``acc`` is int32 [acc_depth_rows, C]. Effects are applied at the grant edge (inside [s, c]).
+Device errors (mxu_sram_range, mxu_acc_range: tpusim.arch.device_checks) are raised at ``s``,
+before the SRAM request.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import numpy as np
 from tpusim.arch.arith import matmul_acc
 from tpusim.arch.errors import SimulationError
 from tpusim.models import sram as sram_mod
-from tpusim.models.common import QueueEntry, device_error
+from tpusim.arch.device_checks import load_weights_fault, matmul_fault
+from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
 
 
@@ -54,12 +57,6 @@ class Mxu(EngineBase):
         yield self.env.timeout(c_ps - self.env.now)
         return c_ps
 
-    def _check_words(self, entry: QueueEntry, field: str, first: int, last: int) -> None:
-        if last >= self.sram.n_words:
-            raise device_error(entry, "mxu_sram_range", field, entry.instr[field],
-                               f"reaches SRAM word {last:#x}, past the last word "
-                               f"{self.sram.n_words - 1:#x}")
-
     def _matmul_int32(self, x: np.ndarray) -> np.ndarray:
         """int8 [M, R] @ weights int8 [R, C] -> int32 [M, C], exact. float32 BLAS when every
         partial sum is an integer of magnitude <= R * 2**14 <= 2**24 (exact in float32 in any
@@ -69,9 +66,9 @@ class Mxu(EngineBase):
         return matmul_acc(x, self.weights)
 
     def _load_weights(self, entry: QueueEntry, s_ps: int):
+        raise_fault(entry, load_weights_fault(entry.instr.args, self.cfg))
         cols = self.cfg.array_cols
         a = entry.instr["sram_addr"]
-        self._check_words(entry, "sram_addr", a, a + cols - 1)
         g_ps = yield self.sram.request(sram_mod.MXU, s_ps, self.dom, [(a, a + cols - 1)], cols)
         self.weights = self.sram.words[a:a + cols].T.copy()
         return g_ps + cols * self.period
@@ -83,14 +80,11 @@ class Mxu(EngineBase):
         cfg = self.cfg
         if m == 0:      # docs/rtl_interfaces.md: no SRAM request, as if granted at s + 1
             return s_ps + (1 + cfg.array_rows + cfg.array_cols) * self.period
+        raise_fault(entry, matmul_fault(ins.args, cfg))
         idx = (ins["act_addr"] + np.arange(cy)[:, None] * ins["stride_y"]
                + np.arange(cx)[None, :] * ins["stride_x"]).ravel()
         last = int(idx.max())
-        self._check_words(entry, "act_addr", ins["act_addr"], last)
         acc_addr = ins["acc_addr"]
-        if acc_addr + m > self.acc.depth:
-            raise device_error(entry, "mxu_acc_range", "acc_addr", acc_addr,
-                               f"+ {m} rows runs past the end of the {self.acc.depth}-row accumulator")
         g_ps = yield self.sram.request(sram_mod.MXU, s_ps, self.dom, [(ins["act_addr"], last)], m)
         y = self._matmul_int32(self.sram.words[idx])
         rows = self.acc.rows

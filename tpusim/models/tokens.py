@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import simpy
 
-from tpusim.arch.errors import DeviceError
+from tpusim.arch.device_checks import token_overflow_fault
 from tpusim.arch.limits import TOKEN_MAX
 from tpusim.models.common import ENGINE_NAMES, Clocks, Timeline
 
@@ -46,9 +46,7 @@ class Tokens:
             if mask >> y & 1:
                 tl = self.sent[sender][y]
                 if len(tl) - self._seen_consumed(sender, y, c_ps) >= TOKEN_MAX:
-                    err = DeviceError(
-                        f"{where}: token counter {ENGINE_NAMES[sender]}->{ENGINE_NAMES[y]} "
-                        f"overflows ({TOKEN_MAX} tokens not yet consumed)", "token_overflow", pc)
+                    err = token_overflow_fault(sender, y, mask).error(where, pc)
                     if errors is None:
                         raise err
                     errors.report(err, c_ps, self.doms[sender])

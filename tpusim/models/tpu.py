@@ -22,7 +22,7 @@ import simpy
 from tpusim.arch.errors import DeadlockError, SimulationError
 from tpusim.arch.isa import Engine
 from tpusim.models.common import Clocks
-from tpusim.models.ddr import DdrMemory
+from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.models.ddr_arbiter import DdrArbiter
 from tpusim.models.decoder import Decoder
 from tpusim.models.dma import DmaChannel

@@ -13,7 +13,9 @@ Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. T
 at word ``param_addr`` is bias int32[C], multiplier int32[C], shift int8[C], little endian.
 Every int8 shift (table or LOAD_QREG) is defined: tpusim.arch.arith.requant (left shift > 31
 saturates, right shift > 31 gives 0), as the RTL.
-Effects are applied at the grant edge (inside [s, c]).
+Effects are applied at the grant edge (inside [s, c]). Device errors (vpu_acc_range,
+vpu_sram_range, qreg_unloaded: tpusim.arch.device_checks) are raised at ``s``, before the SRAM
+request.
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ import numpy as np
 from tpusim.arch.arith import add_int8, pool_avg, requant_conv
 from tpusim.arch.errors import SimulationError
 from tpusim.models import sram as sram_mod
-from tpusim.models.common import QueueEntry, device_error
+from tpusim.arch.device_checks import add_fault, pool_fault, requant_fault
+from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, requant_table
+from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
 
 
@@ -41,7 +45,7 @@ class Vpu(EngineBase):
         op = entry.instr.op
         if op == "LOAD_QREG":
             a = entry.instr.args
-            self.qregs.load(a["qreg"], a["multiplier"], a["shift"], a["zero_point"], entry.where())
+            self.qregs.load(a["qreg"], a["multiplier"], a["shift"], a["zero_point"])
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
@@ -66,36 +70,29 @@ class Vpu(EngineBase):
         return c_ps
 
     # ------------------------------------------------------------------ checks
-    def _words(self, entry: QueueEntry, field: str, first: int, n: int) -> tuple[int, int]:
-        """(first, last) word range of ``n`` words, checked against the SRAM size; None if n == 0."""
-        if n == 0:
-            return None
-        last = first + n - 1
-        if last >= self.sram.n_words:
-            raise device_error(entry, "vpu_sram_range", field, entry.instr[field],
-                               f"+ {n} words reaches SRAM word {last:#x}, past the last word "
-                               f"{self.sram.n_words - 1:#x}")
-        return first, last
+    def _check(self, entry: QueueEntry, fault_of) -> None:
+        """Raise the DeviceError of ``fault_of(args, cfg, loaded quant registers)``
+        (tpusim.arch.device_checks), at the start edge."""
+        raise_fault(entry, fault_of(entry.instr.args, self.cfg, self.qregs))
 
-    def _qreg(self, entry: QueueEntry, field: str):
-        return self.qregs.get(entry.instr[field], entry.where(), field, entry.pc)
+    @staticmethod
+    def _span(first: int, n: int) -> tuple[int, int] | None:
+        """(first, last) word range of ``n`` words; None if n == 0 (not in the bank mask)."""
+        return (first, first + n - 1) if n else None
 
     # ------------------------------------------------------------------ REQUANT
     def _plan_requant(self, entry: QueueEntry):
         a = entry.instr.args
         n, cols, pw = a["count"], self.cfg.array_cols, self.cfg.param_words
-        if a["acc_addr"] + n > self.acc.depth:
-            raise device_error(entry, "vpu_acc_range", "acc_addr", a["acc_addr"],
-                               f"+ {n} rows runs past the end of the {self.acc.depth}-row accumulator")
-        table = self._words(entry, "param_addr", a["param_addr"], pw)
-        dst = self._words(entry, "dst_addr", a["dst_addr"], n)
-        zp = self._qreg(entry, "qreg").zero_point
+        self._check(entry, requant_fault)
+        table = self._span(a["param_addr"], pw)
+        dst = self._span(a["dst_addr"], n)
+        zp = self.qregs.get(a["qreg"]).zero_point
 
         def effect():
-            raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes, 9 * cols)
-            bias = np.frombuffer(raw, "<i4", cols, 0)
-            mult = np.frombuffer(raw, "<i4", cols, 4 * cols)
-            shift = np.frombuffer(raw, np.int8, cols, 8 * cols)
+            raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes,
+                                       REQUANT_TABLE_BYTES_PER_CHANNEL * cols)
+            bias, mult, shift = requant_table(raw, cols)
             acc = self.acc.rows[a["acc_addr"]:a["acc_addr"] + n]
             out = requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
             self.sram.words[a["dst_addr"]:a["dst_addr"] + n] = out
@@ -108,17 +105,17 @@ class Vpu(EngineBase):
         taps, outs = ww * wh, ow * oh
         if outs == 0:
             return [], 0, None
+        self._check(entry, pool_fault)
         idx = (a["src_addr"]
                + np.arange(oh)[:, None, None, None] * a["out_stride_y"]
                + np.arange(ow)[None, :, None, None] * a["out_stride_x"]
                + np.arange(wh)[None, None, :, None] * a["win_stride_y"]
                + np.arange(ww)[None, None, None, :] * a["win_stride_x"])
-        src = self._words(entry, "src_addr", a["src_addr"], int(idx.max()) - a["src_addr"] + 1
-                          if taps else 0)
-        dst = self._words(entry, "dst_addr", a["dst_addr"], outs)
+        src = self._span(a["src_addr"], int(idx.max()) - a["src_addr"] + 1 if taps else 0)
+        dst = self._span(a["dst_addr"], outs)
         if a["mode"]:
-            zp_in = self._qreg(entry, "qreg_in").zero_point
-            q_out = self._qreg(entry, "qreg_out")
+            zp_in = self.qregs.get(a["qreg_in"]).zero_point
+            q_out = self.qregs.get(a["qreg_out"])
 
         def effect():
             vals = self.sram.words[idx.reshape(outs, taps)]             # [outputs, taps, W]
@@ -136,8 +133,9 @@ class Vpu(EngineBase):
         n = a["count"]
         if n == 0:
             return [], 0, None
-        ranges = [self._words(entry, f, a[f], n) for f in ("src_a", "src_b", "dst_addr")]
-        qa, qb, qo = (self._qreg(entry, f) for f in ("qreg_a", "qreg_b", "qreg_out"))
+        self._check(entry, add_fault)
+        ranges = [self._span(a[f], n) for f in ("src_a", "src_b", "dst_addr")]
+        qa, qb, qo = (self.qregs.get(a[f]) for f in ("qreg_a", "qreg_b", "qreg_out"))
 
         def effect():
             w = self.sram.words

@@ -1,5 +1,7 @@
-"""Sparse DDR memory: 40-bit byte addresses, 4 KiB pages allocated on first write (reads of
-never-written bytes return 0). Used functionally; timing lives in ddr_arbiter.py."""
+"""Sparse DDR memory: 40-bit byte addresses (``DDR_ADDR_LIMIT`` = 2^40 bytes), 4 KiB pages
+allocated on first write (reads of never-written bytes return 0). The DDR contents of the SimPy
+model (its timing lives in tpusim/models/ddr_arbiter.py) and of the ISA executor
+(``tpusim.arch.executor``)."""
 from __future__ import annotations
 
 from tpusim.arch.errors import SimulationError
@@ -21,7 +23,8 @@ class DdrMemory:
                                   f"address space [0, {DDR_ADDR_LIMIT:#x})")
 
     def write(self, addr: int, data) -> None:
-        """Write bytes-like ``data`` at byte address ``addr``."""
+        """Write bytes-like ``data`` at byte address ``addr``; SimulationError if any byte lies
+        outside [0, 2^40)."""
         data = memoryview(bytes(data)) if not isinstance(data, (bytes, bytearray)) else memoryview(data)
         n = len(data)
         self._check(addr, n)
@@ -36,7 +39,8 @@ class DdrMemory:
             pos += take
 
     def read(self, addr: int, n: int) -> bytes:
-        """``n`` bytes from byte address ``addr`` (zeros where never written)."""
+        """``n`` bytes from byte address ``addr`` (zeros where never written); SimulationError if
+        any byte lies outside [0, 2^40)."""
         self._check(addr, n)
         page, off = divmod(addr, PAGE_BYTES)
         if off + n <= PAGE_BYTES:            # fast path: one page (every DMA burst)

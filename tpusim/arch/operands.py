@@ -1,0 +1,78 @@
+"""Where each instruction's operands lie: the address generation of docs/isa.md, and the layout
+of the REQUANT per-channel table.
+
+Every function takes an instruction's ``args`` (field name -> int, ``Instruction.args``) and only
+computes addresses; nothing is range-checked here (``tpusim.arch.device_checks`` does that with
+the extents below). Units are in the names: ``_byte`` DDR/SRAM byte addresses, ``_word`` SRAM
+word addresses (one word = ``cfg.word_bytes`` bytes), ``_end`` an exclusive bound.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Bytes per channel of the REQUANT table: bias int32, multiplier int32, shift int8.
+REQUANT_TABLE_BYTES_PER_CHANNEL = 9
+
+
+def dma_runs(a: dict) -> list[tuple[int, int, int]]:
+    """DMA_LOAD / DMA_STORE: (ddr_byte, sram_byte, bytes) of each run, run ``(o2, o1)`` in
+    issue order (o2 outer, o1 inner): DDR ``ddr_addr + o2*ddr_stride2 + o1*ddr_stride1``, SRAM
+    ``sram_addr + o2*sram_stride2 + o1*sram_stride1``, ``inner_bytes`` each."""
+    return [(a["ddr_addr"] + o2 * a["ddr_stride2"] + o1 * a["ddr_stride1"],
+             a["sram_addr"] + o2 * a["sram_stride2"] + o1 * a["sram_stride1"], a["inner_bytes"])
+            for o2 in range(a["count2"]) for o1 in range(a["count1"])]
+
+
+def dma_ddr_end(a: dict) -> int:
+    """One past the last DDR byte of a DMA's last run (counts >= 1; strides are unsigned)."""
+    return a["ddr_addr"] + (a["count2"] - 1) * a["ddr_stride2"] + (a["count1"] - 1) * a["ddr_stride1"] \
+        + a["inner_bytes"]
+
+
+def dma_sram_end(a: dict) -> int:
+    """One past the last SRAM byte of a DMA's last run (counts >= 1; strides are unsigned)."""
+    return a["sram_addr"] + (a["count2"] - 1) * a["sram_stride2"] + (a["count1"] - 1) * a["sram_stride1"] \
+        + a["inner_bytes"]
+
+
+def matmul_words(a: dict) -> list[int]:
+    """MATMUL: SRAM word of vector ``i = y*count_x + x``: ``act_addr + x*stride_x + y*stride_y``,
+    in ``i`` order (``count_x * count_y`` words; vector i goes to accumulator row acc_addr + i)."""
+    return [a["act_addr"] + x * a["stride_x"] + y * a["stride_y"]
+            for y in range(a["count_y"]) for x in range(a["count_x"])]
+
+
+def matmul_last_word(a: dict) -> int:
+    """The largest SRAM word a MATMUL reads (``count_x``, ``count_y`` >= 1)."""
+    return a["act_addr"] + (a["count_x"] - 1) * a["stride_x"] + (a["count_y"] - 1) * a["stride_y"]
+
+
+def pool_taps(a: dict) -> list[int]:
+    """POOL: source word of every tap of every output, output-major ``(y, x, ty, tx)``:
+    ``src_addr + y*out_stride_y + x*out_stride_x + ty*win_stride_y + tx*win_stride_x``
+    (``out_h * out_w * win_h * win_w`` words)."""
+    return [a["src_addr"] + y * a["out_stride_y"] + x * a["out_stride_x"]
+            + ty * a["win_stride_y"] + tx * a["win_stride_x"]
+            for y in range(a["out_h"]) for x in range(a["out_w"])
+            for ty in range(a["win_h"]) for tx in range(a["win_w"])]
+
+
+def pool_last_tap(a: dict) -> int:
+    """The largest source word a POOL reads (every count >= 1)."""
+    return (a["src_addr"] + (a["out_h"] - 1) * a["out_stride_y"] + (a["out_w"] - 1) * a["out_stride_x"]
+            + (a["win_h"] - 1) * a["win_stride_y"] + (a["win_w"] - 1) * a["win_stride_x"])
+
+
+def requant_table(raw: bytes, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parse REQUANT's per-channel table (``REQUANT_TABLE_BYTES_PER_CHANNEL * cols`` bytes at
+    word ``param_addr``): (bias int32[cols], multiplier int32[cols], shift int8[cols]), little
+    endian, in that order. ValueError if ``raw`` is shorter."""
+    need = REQUANT_TABLE_BYTES_PER_CHANNEL * cols
+    if len(raw) < need:
+        raise ValueError(f"requant table of {len(raw)} bytes, need {need} for {cols} channels")
+    return (np.frombuffer(raw, "<i4", cols, 0), np.frombuffer(raw, "<i4", cols, 4 * cols),
+            np.frombuffer(raw, np.int8, cols, 8 * cols))
+
+
+__all__ = ["REQUANT_TABLE_BYTES_PER_CHANNEL", "dma_runs", "dma_ddr_end", "dma_sram_end",
+           "matmul_words", "matmul_last_word", "pool_taps", "pool_last_tap", "requant_table"]
