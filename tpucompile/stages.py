@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+from tpusim.arch.fileio import write_text_atomic
+
 __all__ = ["Pass", "IrDumps", "run_pipeline"]
 
 
@@ -26,7 +28,8 @@ class Pass:
 
 
 class IrDumps:
-    """Numbered dumps in ``directory`` (created if missing)."""
+    """Numbered dumps in ``directory`` (created if missing). OSError naming the file if one
+    cannot be written."""
 
     def __init__(self, directory: Union[str, Path]):
         self.dir = Path(directory)
@@ -35,7 +38,7 @@ class IrDumps:
 
     def write(self, name: str, text: str, ext: str = "txt") -> Path:
         path = self.dir / f"{self.count:02d}_{name}.{ext}"
-        path.write_text(text)
+        write_text_atomic(path, text)
         self.count += 1
         return path
 

@@ -60,15 +60,26 @@ def tiled_program(tp) -> str:
 
 
 def emitted_program(em) -> str:
-    """The program, a header per layer, one instruction per line (index, assembly text)."""
-    ins = em.program.instructions()
-    lines = []
+    """Per layer: its instruction range, the instructions by opcode, the tokens its instructions
+    wait on (sender->receiver) and its DDR traffic. The listing itself is ``program.s``
+    (``tpucompile --dump-ir``) or ``decode_program(binary.code)``: for a real model it is
+    megabytes, larger than the binary."""
+    P = em.program
+    lines = [f"// {len(P)} instructions ({len(P) - 1} + HALT); per layer: [first, end) by opcode, token waits"]
     for L in em.layers:
-        lines.append(f"// layer {L['name']} ({L['op']}) -> %{L['out']}: instructions "
-                     f"[{L['instr_begin']}, {L['instr_end']}), DDR in {L['ddr_bytes_in']} / out "
+        i0, i1 = L["instr_begin"], L["instr_end"]
+        ops: dict = {}
+        waits: dict = {}
+        for i in range(i0, i1):
+            ops[P.ops[i][0]] = ops.get(P.ops[i][0], 0) + 1
+            for x in Engine:
+                if P.wait[i] >> x & 1:
+                    edge = f"{x.name}->{Engine(P.eng[i]).name}"
+                    waits[edge] = waits.get(edge, 0) + 1
+        lines.append(f"{L['name']} ({L['op']}) -> %{L['out']}: [{i0}, {i1}), DDR in {L['ddr_bytes_in']} / out "
                      f"{L['ddr_bytes_out']} bytes, {L['macs']} MACs")
-        lines += [f"{i:7d}  {ins[i].text()}" for i in range(L["instr_begin"], L["instr_end"])]
-    lines.append(f"{len(ins) - 1:7d}  {ins[-1].text()}")
+        lines.append("    " + ", ".join(f"{op} {n}" for op, n in ops.items()))
+        lines.append("    waits: " + (", ".join(f"{e} {n}" for e, n in waits.items()) or "none"))
     return "\n".join(lines) + "\n"
 
 

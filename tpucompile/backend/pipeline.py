@@ -77,10 +77,6 @@ class MemPlan:
     blob: bytes
     consts: list
 
-    @property
-    def lays(self) -> dict:
-        return self.layout.tensors
-
 
 @dataclass
 class TiledProgram:

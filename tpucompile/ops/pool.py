@@ -36,15 +36,19 @@ MAXPOOL_PAD = -128
 
 
 @dataclass(frozen=True)
-class QMaxPool(QOp):
-    """Max pooling; kernel (kh, kw), strides (sh, sw), pads (top, left, bottom, right) padded
-    with -128. Input and output share scale and zero point."""
+class QPool(QOp):
+    """A pooling window: kernel (kh, kw), strides (sh, sw), pads (top, left, bottom, right)."""
     name: str
     inp: str
     out: str
     kernel: tuple
     strides: tuple
     pads: tuple
+
+
+@dataclass(frozen=True)
+class QMaxPool(QPool):
+    """Max pooling, the input padded with -128. Input and output share scale and zero point."""
 
     def verify(self, qg) -> None:
         ti, to = qg.tensors[self.inp], qg.tensors[self.out]
@@ -53,17 +57,11 @@ class QMaxPool(QOp):
 
 
 @dataclass(frozen=True)
-class QAvgPool(QOp):
+class QAvgPool(QPool):
     """Average pooling over n = kh*kw taps (no padding): pool_avg(sum, n, x_zp, mult, shift, y_zp).
 
     mult (int, Q31) / shift (int) = quantize_multiplier(s_x / (n * s_y)).
     """
-    name: str
-    inp: str
-    out: str
-    kernel: tuple
-    strides: tuple
-    pads: tuple
     mult: int
     shift: int
     x_zp: int
