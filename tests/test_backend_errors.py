@@ -12,7 +12,8 @@ from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 from tpucompile.backend import compile_qgraph
-from tpucompile.qgraph import QGraph, QMaxPool, QTensor
+from tpucompile.ops import QMaxPool
+from tpucompile.qgraph import QGraph, QTensor
 
 from test_backend_ops import B, CFG, check
 

@@ -13,7 +13,8 @@ from tpusim.arch.host_transforms import host_input_transform
 from tpucompile.selfcheck import run_on_executor
 from tpucompile.golden import run_golden
 from tpusim.sim import run_binary
-from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, QTensor
+from tpucompile.ops import QAdd, QAvgPool, QConv, QMaxPool
+from tpucompile.qgraph import QGraph, QTensor
 
 CFG = load_config("small")
 

@@ -9,7 +9,7 @@ from tpusim.arch import arith
 from tpucompile import realdata
 from tpucompile.fp32 import compare, run_fp32
 from tpucompile.golden import conv_int8, dequantize, quantize_input, run_golden, run_host_ops
-from tpucompile.qgraph import QConv
+from tpucompile.ops import QConv
 from tpucompile.quantize import compile_model
 
 SMALL = {

@@ -8,7 +8,8 @@ from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.passes.pipeline import run_passes
-from tpucompile.qgraph import QAdd, QConv, QGraph, QMaxPool, QTensor
+from tpucompile.ops import QAdd, QConv, QMaxPool
+from tpucompile.qgraph import QGraph, QTensor
 from tpucompile.quantize import activation_params, calibrate, compile_model, quantize_graph
 from tpucompile.quantize.quantize import calibration_names, weight_params
 

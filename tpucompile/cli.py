@@ -21,6 +21,7 @@ from tpucompile.backend import compile_qgraph
 from tpucompile.driver import MODELS, load_model
 from tpucompile.quantize import compile_model
 from tpucompile.realdata import calibration_images
+from tpucompile.stages import IrDumps
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import decode_program
@@ -46,7 +47,8 @@ def main(argv=None) -> int:
                                   "resnet50-reduced (the onnx wheel's graphs with seeded synthetic weights)")
     ap.add_argument("--hw", default="seed", help="hardware config name or YAML path (default seed)")
     ap.add_argument("-o", "--output", required=True, help="output .tpubin")
-    ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after each pass and the QGraph/program text")
+    ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after every front-end and back-end "
+                                                     "pass (NN_<pass>.mlir/.txt), the program and meta")
     ap.add_argument("--calib", type=int, default=4, metavar="N", help="calibration images (default 4)")
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     a = ap.parse_args(argv)
@@ -67,9 +69,10 @@ def main(argv=None) -> int:
             except Exception as e:
                 raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
         t1 = time.perf_counter()
-        qg, _ = compile_model(model, lambda: _calib_images(model, a.calib), a.dump_ir)
+        dumps = IrDumps.open(a.dump_ir)
+        qg, _ = compile_model(model, lambda: _calib_images(model, a.calib), dumps)
         t2 = time.perf_counter()
-        b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem)
+        b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)
         t3 = time.perf_counter()
         b.write(a.output)
         if a.dump_ir:

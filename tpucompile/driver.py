@@ -15,6 +15,7 @@ from tpusim.arch.errors import CompileError
 from tpucompile import realdata
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.quantize.quantize import compile_model
+from tpucompile.stages import IrDumps
 
 #: Built-in model names for `--model`: (loader in tpucompile.realdata, description)
 MODELS = {
@@ -54,11 +55,13 @@ def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = No
 
 def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,
                  keep_intermediates: bool = False) -> CompileResult:
-    """Front end (import, passes, calibration, quantization) then back end (tiling, emission)."""
+    """Front end (import, passes, calibration, quantization) then back end (layout, memory plan,
+    tiling, emission, token check); with ``dump_ir`` the IR after every stage of both."""
     t0 = time.perf_counter()
-    qg, _ = compile_model(model, calib_images, dump_dir=dump_ir)
+    dumps = IrDumps.open(dump_ir)
+    qg, _ = compile_model(model, calib_images, dump_dir=dumps)
     t1 = time.perf_counter()
-    binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates)
+    binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates, dump_ir=dumps)
     t2 = time.perf_counter()
     return CompileResult(binary, qg, {"frontend": t1 - t0, "backend": t2 - t1, "total": t2 - t0})
 

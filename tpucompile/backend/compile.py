@@ -1,95 +1,50 @@
-"""compile_qgraph: QGraph + HwConfig -> TpuBinary (layout, memory plan, tiling, emission)."""
+"""compile_qgraph: QGraph + HwConfig -> TpuBinary: the pass pipeline (backend/pipeline.py), then
+assembly (encoding, code placement, IO descriptors, meta)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Optional, Union
 
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import HwConfig
-from tpusim.arch.errors import CompileError
-from tpusim.arch.isa import encode_program, INSTR_BYTES
-from tpucompile.backend.emit import Program, emit_add, emit_conv, emit_pool
-from tpucompile.backend.layout import (im2col_rewrite, param_tables, plan_layouts, round_up,
-                                       weight_tiles)
-from tpucompile.backend.memplan import place_code, place_consts, plan_activations
-from tpucompile.backend.tiling import tile_conv, tile_elementwise
-from tpucompile.qgraph import QAdd, QAvgPool, QConv, QGraph, QMaxPool, op_inputs
+from tpusim.arch.isa import INSTR_BYTES, encode_program
+from tpucompile.backend.memplan import place_code
+from tpucompile.backend.pipeline import PASSES, BackendOptions, CheckedProgram, DeviceGraph
+from tpucompile.qgraph import QGraph
+from tpucompile.stages import IrDumps, run_pipeline
 
-__all__ = ["compile_qgraph"]
-
-
-def _macs(op, qg: QGraph) -> int:
-    if isinstance(op, QConv):
-        y = qg.tensors[op.out]
-        return int(y.shape[2] * y.shape[3] * op.weight.size)
-    return 0
+__all__ = ["compile_qgraph", "assemble"]
 
 
 def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name: str = "",
-                  keep_intermediates: bool = False) -> TpuBinary:
+                   keep_intermediates: bool = False,
+                   dump_ir: Optional[Union[str, Path, IrDumps]] = None) -> TpuBinary:
     """Compile a validated QGraph for ``cfg``. CompileError (naming the node) if it cannot.
 
     im2col: let the host im2col the image of a first conv with few input channels (see
-    backend/layout.py); the binary's meta["input_transforms"] then says so.
+    ops/conv.py); the binary's meta["input_transforms"] then says so.
     keep_intermediates: give every layer output its own DDR buffer (no reuse) and describe each
     one in meta["tensors"] (TensorDesc JSON), so a run can be compared layer by layer.
+    dump_ir: a directory (or the IrDumps of the whole compile) for ``NN_<stage>.txt`` after
+    every back-end pass.
     """
     t0 = time.perf_counter()
     qg.validate()
-    transforms = []
-    if im2col:
-        qg, transforms = im2col_rewrite(qg, cfg)
-    lays = plan_layouts(qg, cfg)
-    plan = plan_activations(qg, lays, cfg, keep_all=keep_intermediates)
+    start = DeviceGraph(qg, cfg, BackendOptions(im2col=im2col, keep_intermediates=keep_intermediates))
+    return assemble(run_pipeline(PASSES, start, IrDumps.open(dump_ir)), model_name, t0)
 
-    # constants: per conv, weight tiles then requant tables (burst aligned)
-    blob = bytearray()
-    cinfo = {}
-    for op in qg.ops:
-        if isinstance(op, QConv):
-            blob += bytes(round_up(len(blob), cfg.dma_burst_bytes) - len(blob))
-            woff = len(blob)
-            blob += weight_tiles(op, cfg)
-            blob += bytes(round_up(len(blob), cfg.dma_burst_bytes) - len(blob))
-            poff = len(blob)
-            tabs, pstride = param_tables(op, cfg)
-            blob += tabs
-            cinfo[op.name] = (woff, poff, pstride)
-    caddr = place_consts(plan, len(blob), cfg)
 
-    P = Program(cfg)
-    layers = []
-    for op in qg.ops:
-        i0 = len(P)
-        Y = lays[op.out]
-        info = {"name": op.name, "op": type(op).__name__, "out": op.out, "out_shape": list(Y.shape)}
-        if isinstance(op, QConv):
-            X = lays[op.inp]
-            cout, cin = op.weight.shape[:2]
-            tl = tile_conv(op.name, op.kernel, op.strides, cin, cout, Y.H, Y.W, cfg)
-            woff, poff, pstride = cinfo[op.name]
-            emit_conv(P, op, X, Y, tl, caddr + woff, caddr + poff, pstride)
-            info.update(kernel=list(op.kernel), strides=list(op.strides), cin=int(cin), cout=int(cout),
-                        relu=bool(op.relu),
-                        tiling={"th": tl.th, "tw": tl.tw, "nbg": tl.nbg, "kbg": tl.kbg, "ni": tl.ni,
-                                "nw": tl.nw, "acc_halves": tl.acc_halves, "bank_aligned": tl.aligned, "est_cycles": int(tl.est_cycles)})
-        elif isinstance(op, (QMaxPool, QAvgPool)):
-            X = lays[op.inp]
-            tl = tile_elementwise(op.name, "pool", X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg)
-            emit_pool(P, op, X, Y, tl, isinstance(op, QAvgPool))
-            info.update(kernel=list(op.kernel), strides=list(op.strides),
-                        tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
-        elif isinstance(op, QAdd):
-            tl = tile_elementwise(op.name, "add", Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg)
-            emit_add(P, op, lays[op.a], lays[op.b], Y, tl)
-            info.update(relu=bool(op.relu), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
-        else:
-            raise CompileError(f"op {getattr(op, 'name', op)!r}: unsupported type {type(op).__name__}")
-        i1 = len(P)
-        info.update(macs=_macs(op, qg), ddr_bytes_in=int(sum(P.nbytes_in[i0:i1])),
-                    ddr_bytes_out=int(sum(P.nbytes_out[i0:i1])), instr_begin=i0, instr_end=i1)
-        layers.append(info)
-    P.halt()
-    P.check_tokens()
+def assemble(cp: CheckedProgram, model_name: str, t0: float) -> TpuBinary:
+    """The binary of a checked program: code encoded and placed after the constants, IO
+    descriptors of the graph inputs and outputs, meta (layers, host ops, transforms, stats;
+    compile_seconds counted from ``t0``, a time.perf_counter())."""
+    em = cp.emitted
+    mp = em.tiled.mem
+    lp = mp.layout
+    dg, qg, cfg, lays, plan, P = lp.graph, lp.qg, lp.cfg, lp.tensors, mp.ddr, em.program
+    layers, blob, transforms = em.layers, mp.blob, dg.transforms
+    keep_intermediates = dg.options.keep_intermediates
     code = encode_program(P.instructions())
     code_addr = place_code(plan, len(code), cfg)
     for L in layers:
@@ -106,7 +61,7 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
     def interior(name):
         L = lays[name]
         return L.nblocks * L.blk * L.H * L.W
-    comp_load = len(blob) + sum(interior(t) for op in qg.ops for t in op_inputs(op))
+    comp_load = len(blob) + sum(interior(t) for op in qg.ops for t in op.inputs)
     comp_store = sum(interior(op.out) for op in qg.ops)
     meta = {
         "model": model_name,
@@ -130,5 +85,5 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
             "compile_seconds": round(time.perf_counter() - t0, 3),
         },
     }
-    return TpuBinary(cfg.hash_bytes(), code_addr, code, [(caddr, bytes(blob))] if blob else [],
+    return TpuBinary(cfg.hash_bytes(), code_addr, code, [(plan.const_addr, bytes(blob))] if blob else [],
                      plan.fills, inputs, outputs, meta)

@@ -9,12 +9,14 @@ order, one instruction at a time). Per (producer engine X, consumer engine Y) th
 created in program order with strictly increasing producers, so the k-th wait of Y on X is
 matched by the k-th signal of X to Y; a consumer whose producer is already covered by an earlier
 wait of the same engine gets no token. Every dependency points backwards in program order, so no
-token wait can deadlock with the in-order dispatcher. ``check_tokens`` bounds the tokens that
-can be outstanding per pair (crossing pairs + queue depth) below the 8-bit counter.
+token wait can deadlock with the in-order dispatcher. ``max_outstanding`` gives the tokens that
+can be outstanding per pair, which the token check bounds by ``token_limit`` (below the 8-bit
+counter, less the queue depth).
 
-Layer emitters (conv, pool, add) follow the tiling of tiling.py: LOAD (inputs, weights, tables)
--> MXU (LOAD_WEIGHTS, MATMUL accumulating over taps and cin blocks) -> VPU (REQUANT with relu,
-POOL, ADD, LOAD_QREG) -> STORE, with buffer-free tokens flowing back through the same tracking.
+The layer emitters are the ``emit`` hooks of the op modules (``tpucompile.ops``): they follow
+their tiling: LOAD (inputs, weights, tables) -> MXU (LOAD_WEIGHTS, MATMUL accumulating over taps
+and cin blocks) -> VPU (REQUANT with relu, POOL, ADD, LOAD_QREG) -> STORE, with buffer-free tokens
+flowing back through the same tracking.
 """
 from __future__ import annotations
 
@@ -24,10 +26,8 @@ import numpy as np
 
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
-from tpusim.arch.isa import OPCODES, Engine, Instruction, check_ranges
+from tpusim.arch.isa import OPCODES, Instruction, check_ranges
 from tpusim.arch.limits import TOKEN_MAX
-from tpucompile.backend.layout import ActLayout, align_px, ceil_div
-from tpucompile.backend.tiling import ConvTiling, EltTiling
 
 NENG = 4
 
@@ -153,10 +153,17 @@ class Program:
     def instructions(self) -> list:
         return [Instruction(op, args, w, s) for (op, args), w, s in zip(self.ops, self.wait, self.signal)]
 
-    def check_tokens(self) -> None:
-        """Outstanding tokens per (sender, receiver) <= crossing pairs + queue depth < 256."""
-        limit = TOKEN_MAX - self.cfg.queue_depth - 1
+    def token_limit(self) -> int:
+        """Most tokens that may be outstanding per (sender, receiver): the counter's maximum
+        minus what the receiver's queue can hold (its waits may be issued before the producer
+        runs)."""
+        return TOKEN_MAX - self.cfg.queue_depth - 1
+
+    def max_outstanding(self) -> dict:
+        """(sender engine, receiver engine) -> most tokens that can be outstanding at once: a
+        token is outstanding from its producer's signal to its consumer's wait, in program order."""
         n = len(self.ops) + 2
+        out = {}
         for x in range(NENG):
             for y in range(NENG):
                 ps = [(a, b) for (xx, yy, a, b) in self.pairs if xx == x and yy == y]
@@ -166,10 +173,8 @@ class Program:
                 for a, b in ps:
                     d[a + 1] += 1
                     d[b + 1] -= 1
-                m = int(np.cumsum(d).max())
-                if m > limit:
-                    raise CompileError(f"internal: {m} tokens {Engine(x).name}->{Engine(y).name} could be "
-                                       f"outstanding (limit {limit})")
+                out[(x, y)] = int(np.cumsum(d).max())
+        return out
 
     # ------------------------------------------------------------------ DMA helpers
     def dma(self, op, ddr_addr, sram_word, inner_bytes, count1=1, ddr_stride1=0, sram_stride1=0,
@@ -215,159 +220,3 @@ class QregAlloc:
         self.by_key[key] = e
         self.lru[e] = key
         return e
-
-
-# ====================================================================== layer emitters
-def emit_conv(P: Program, op, X: ActLayout, Y: ActLayout, tl: ConvTiling, wt_addr: int,
-              par_addr: int, par_stride: int) -> None:
-    cfg = P.cfg
-    R, C, W = cfg.array_rows, cfg.array_cols, cfg.word_bytes
-    ap = align_px(cfg)
-    kh, kw = op.kernel
-    sh, sw = op.strides
-    cout, cin = op.weight.shape[:2]
-    KB, NB = ceil_div(cin, R), ceil_div(cout, C)
-    _, _, Ho, Wo = Y.shape
-    off_t, off_l = X.pads[0] - op.pads[0], X.pads[1] - op.pads[1]
-    tile_bytes = C * W
-    pw = cfg.param_words
-    reg = tl.regions
-    nkg = ceil_div(KB, tl.kbg)
-    qreg = P.qregs.get(0, 0, op.y_zp)
-    wslot = islot = pslot = oslot = half = 0
-    mstride = tl.th * tl.tw
-    for oy0 in range(0, Ho, tl.th):
-        th = min(tl.th, Ho - oy0)
-        for ox0 in range(0, Wo, tl.tw):
-            tw = min(tl.tw, Wo - ox0)
-            M = th * tw
-            r0 = off_t + oy0 * sh
-            nrows = (th - 1) * sh + kh
-            c0 = off_l + ox0 * sw
-            c0a = c0 - c0 % ap
-            ncols = c0 + (tw - 1) * sw + kw - c0a
-            acc0 = half * (cfg.acc_depth_rows // 2) if tl.acc_halves else 0
-            if tl.acc_halves:
-                half ^= 1
-            resident = None
-            for g0 in range(0, NB, tl.nbg):
-                gnb = range(g0, min(NB, g0 + tl.nbg))
-                started = set()
-                for k0 in range(0, KB, tl.kbg):
-                    kbs = range(k0, min(KB, k0 + tl.kbg))
-                    if nkg == 1 and resident is not None:
-                        base = resident
-                    else:
-                        base = reg["i"][islot]
-                        islot = (islot + 1) % tl.ni
-                        P.dma("DMA_LOAD", X.addr(k0, r0, c0a), base, ncols * W, nrows, X.row_bytes,
-                              ncols * W, len(kbs), X.block_bytes, nrows * ncols * W, buf=X.buf_id)
-                        resident = base
-                    for kb in kbs:
-                        for nb in gnb:
-                            acc = acc0 + (nb - g0) * mstride
-                            for ky in range(kh):
-                                for kx in range(kw):
-                                    ws = reg["w"][wslot]
-                                    wslot = (wslot + 1) % tl.nw
-                                    t = ((nb * KB + kb) * kh + ky) * kw + kx
-                                    P.dma("DMA_LOAD", wt_addr + t * tile_bytes, ws, tile_bytes)
-                                    P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
-                                    act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + (c0 - c0a)
-                                    last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
-                                    P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
-                                          count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
-                                          acc_addr=acc, accumulate=1 if nb in started else 0)
-                                    started.add(nb)
-                # requantize and store this group
-                if tw <= tl.s_out:
-                    k = max(1, tl.s_out // tw)
-                    chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
-                else:
-                    seg = max(ap, tl.s_out - tl.s_out % ap)
-                    chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
-                for nb in gnb:
-                    ps = reg["p"][pslot]
-                    pslot ^= 1
-                    P.dma("DMA_LOAD", par_addr + nb * par_stride, ps, pw * W)
-                    accb = acc0 + (nb - g0) * mstride
-                    for (y, x, k, n) in chunks:
-                        os_ = reg["o"][oslot]
-                        oslot ^= 1
-                        a = accb + y * tw + x
-                        P.add("REQUANT", rs=[(ps, ps + pw)], ra=[(a, a + k * n)], ws=[(os_, os_ + k * n)],
-                              acc_addr=a, count=k * n, param_addr=ps, dst_addr=os_, qreg=qreg,
-                              relu=int(op.relu))
-                        P.dma("DMA_STORE", Y.iaddr(nb, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
-                              n * W, buf=Y.buf_id)
-
-
-def emit_pool(P: Program, op, X: ActLayout, Y: ActLayout, tl: EltTiling, avg: bool) -> None:
-    cfg = P.cfg
-    W = cfg.word_bytes
-    ap = align_px(cfg)
-    kh, kw = op.kernel
-    sh, sw = op.strides
-    pads = op.pads
-    _, _, Ho, Wo = Y.shape
-    off_t, off_l = X.pads[0] - pads[0], X.pads[1] - pads[1]
-    if avg:
-        qin = P.qregs.get(0, 0, op.x_zp)
-        qout = P.qregs.get(op.mult, op.shift, op.y_zp, pinned=(qin,))
-    else:
-        qin = qout = 0
-    reg = tl.regions
-    islot = oslot = 0
-    for k0 in range(0, X.nblocks, tl.kbg):
-        kbs = range(k0, min(X.nblocks, k0 + tl.kbg))
-        for oy0 in range(0, Ho, tl.th):
-            th = min(tl.th, Ho - oy0)
-            for ox0 in range(0, Wo, tl.tw):
-                tw = min(tl.tw, Wo - ox0)
-                r0 = off_t + oy0 * sh
-                nrows = (th - 1) * sh + kh
-                c0 = off_l + ox0 * sw
-                c0a = c0 - c0 % ap
-                ncols = c0 + (tw - 1) * sw + kw - c0a
-                base = reg["i"][islot]
-                islot ^= 1
-                P.dma("DMA_LOAD", X.addr(k0, r0, c0a), base, ncols * W, nrows, X.row_bytes, ncols * W,
-                      len(kbs), X.block_bytes, nrows * ncols * W, buf=X.buf_id)
-                ob = reg["o"][oslot]
-                oslot ^= 1
-                for j, kb in enumerate(kbs):
-                    src = base + j * nrows * ncols + (c0 - c0a)
-                    last = src + (th - 1) * sh * ncols + (tw - 1) * sw + (kh - 1) * ncols + kw
-                    dst = ob + j * th * tw
-                    P.add("POOL", rs=[(src, last)], ws=[(dst, dst + th * tw)], mode=int(avg), src_addr=src,
-                          win_w=kw, win_h=kh, win_stride_x=1, win_stride_y=ncols, out_w=tw, out_stride_x=sw,
-                          out_h=th, out_stride_y=sh * ncols, dst_addr=dst, qreg_in=qin, qreg_out=qout)
-                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), ob, tw * W, th, Y.row_bytes, tw * W,
-                      len(kbs), Y.block_bytes, th * tw * W, buf=Y.buf_id)
-
-
-def emit_add(P: Program, op, A: ActLayout, B: ActLayout, Y: ActLayout, tl: EltTiling) -> None:
-    cfg = P.cfg
-    W = cfg.word_bytes
-    _, _, Ho, Wo = Y.shape
-    qa = P.qregs.get(op.mult_a, op.shift_a, op.zp_a)
-    qb = P.qregs.get(op.mult_b, op.shift_b, op.zp_b, pinned=(qa,))
-    qo = P.qregs.get(op.mult_out, op.shift_out, op.zp_out, pinned=(qa, qb))
-    reg = tl.regions
-    slot = 0
-    for k0 in range(0, Y.nblocks, tl.kbg):
-        nk = min(Y.nblocks, k0 + tl.kbg) - k0
-        for oy0 in range(0, Ho, tl.th):
-            th = min(tl.th, Ho - oy0)
-            for ox0 in range(0, Wo, tl.tw):
-                tw = min(tl.tw, Wo - ox0)
-                n = nk * th * tw
-                sa, sb, so = reg["a"][slot], reg["b"][slot], reg["o"][slot]
-                slot ^= 1
-                for T, s in ((A, sa), (B, sb)):
-                    P.dma("DMA_LOAD", T.iaddr(k0, oy0, ox0), s, tw * W, th, T.row_bytes, tw * W,
-                          nk, T.block_bytes, th * tw * W, buf=T.buf_id)
-                P.add("ADD", rs=[(sa, sa + n), (sb, sb + n)], ws=[(so, so + n)], src_a=sa, src_b=sb,
-                      dst_addr=so, count=n, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.relu))
-                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), so, tw * W, th, Y.row_bytes, tw * W,
-                      nk, Y.block_bytes, th * tw * W, buf=Y.buf_id)

@@ -21,9 +21,7 @@ from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
-from tpucompile.qgraph import QGraph, op_inputs
-
-
+from tpucompile.qgraph import QGraph
 
 @dataclass
 class Buffer:
@@ -36,7 +34,8 @@ class Buffer:
 
 
 @dataclass
-class MemPlan:
+class DdrMap:
+    """The DDR address map: activation buffers from 0 to ``act_end``, the constants, the code."""
     buffers: list
     act_end: int
     const_addr: int = 0
@@ -62,22 +61,29 @@ class _Bump:
         return a
 
 
-def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = False) -> MemPlan:
-    """Assign ddr_addr/buf_id to every ActLayout (in place). Returns the plan (code not placed).
+def last_uses(qg: QGraph, names, keep_all: bool = False) -> dict:
+    """tensor name -> index of the last op reading it; len(ops) + 1 for graph inputs and outputs
+    (and every tensor with keep_all), -2 for a tensor nothing reads."""
+    n = len(qg.ops)
+    last = {name: -2 for name in names}
+    for i, op in enumerate(qg.ops):
+        for t in op.inputs:
+            last[t] = max(last[t], i)
+    pinned = set(qg.inputs) | {qg.resolve(o) for o in qg.outputs}
+    if keep_all:
+        pinned |= set(names)
+    for t in pinned:
+        last[t] = n + 1
+    return last
+
+
+def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = False) -> DdrMap:
+    """Assign ddr_addr/buf_id to every ActLayout (in place). Returns the map (code not placed).
 
     keep_all: no reuse; every tensor keeps its own buffer, so every layer output can be read back
     after the run (for layer-by-layer comparison with the golden model).
     """
-    n = len(qg.ops)
-    last = {name: -2 for name in lays}
-    for i, op in enumerate(qg.ops):
-        for t in op_inputs(op):
-            last[t] = max(last[t], i)
-    pinned = set(qg.inputs) | {qg.resolve(o) for o in qg.outputs}
-    if keep_all:
-        pinned |= set(lays)
-    for t in pinned:
-        last[t] = n + 1
+    last = last_uses(qg, lays, keep_all)
     bump = _Bump(cfg)
     bufs: list[Buffer] = []
     free: list[Buffer] = []
@@ -105,20 +111,20 @@ def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = Fal
         alloc(lays[t])
     for i, op in enumerate(qg.ops):
         alloc(lays[op.out])
-        for t in set(op_inputs(op)):
+        for t in set(op.inputs):
             if last[t] == i:
                 b = bufs[lays[t].buf_id]
                 free.append(b)
         if last.get(op.out) == -2:      # never read and not an output: free at once
             free.append(bufs[lays[op.out].buf_id])
-    plan = MemPlan(bufs, bump.top)
+    plan = DdrMap(bufs, bump.top)
     for b in bufs:
         if b.pad_value is not None:
             plan.fills.append({"addr": b.addr, "size": b.size, "value": int(b.pad_value)})
     return plan
 
 
-def place_consts(plan: MemPlan, const_size: int, cfg: HwConfig) -> int:
+def place_consts(plan: DdrMap, const_size: int, cfg: HwConfig) -> int:
     bump = _Bump(cfg, plan.act_end)
     plan.const_addr = round_up(bump.top, cfg.dma_burst_bytes)
     plan.const_size = const_size
@@ -128,7 +134,7 @@ def place_consts(plan: MemPlan, const_size: int, cfg: HwConfig) -> int:
     return plan.const_addr
 
 
-def place_code(plan: MemPlan, code_size: int, cfg: HwConfig) -> int:
+def place_code(plan: DdrMap, code_size: int, cfg: HwConfig) -> int:
     plan.code_addr = round_up(plan.const_addr + plan.const_size, cfg.dma_burst_bytes)
     plan.code_size = code_size
     if plan.footprint > DDR_ADDR_LIMIT:

@@ -6,13 +6,15 @@ SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per laye
          MXU reading the other use different banks), 2 requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE), ``ni`` input slots of ``kbg`` cin blocks of an
          (ih x iw) input window.
-  pool:  2 input slots, 2 output slots (kbg channel blocks each).
-  add:   2 slots for each operand, 2 output slots.
+  vector-unit ops (pool, add): two slot groups (double buffering) of the regions the op
+         names (``tile_vector`` searches the tile, the op module gives the cost and the sizes).
 The accumulator holds ``nbg`` cout blocks of one M = th*tw output tile (M*nbg <= depth); if two
 such groups fit, MATMULs alternate between the two halves so REQUANT overlaps the next tile.
 
-The tiler enumerates candidates and keeps the one with the smallest estimated time (DMA bytes
+The tilers enumerate candidates and keep the one with the smallest estimated time (DMA bytes
 over the LOAD channel's bandwidth vs. MXU cycles). CompileError naming the node if none fits.
+Every tiling record has ``regions`` (name -> slot base words), ``slot_words`` (name -> words of
+one slot) and ``acc_rows`` (accumulator rows per half), which the tiling verifier checks.
 """
 from __future__ import annotations
 
@@ -20,11 +22,15 @@ from dataclasses import dataclass, field
 
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
+from tpusim.arch.isa import OPCODES
 from tpucompile.backend.layout import align_px, ceil_div, round_up
 
 
 @dataclass
 class ConvTiling:
+    """Tiling of a conv on the array (module docstring): th x tw output pixels per tile, nbg cout
+    blocks and kbg cin blocks per group, ni input slots of an ih x iw window, nw weight slots;
+    regions: name -> slot base word addresses ("w", "p", "o", "i")."""
     th: int
     tw: int
     nbg: int
@@ -39,10 +45,18 @@ class ConvTiling:
     est_cycles: float = 0.0
     load_bytes: int = 0
     aligned: bool = False
+    slot_words: dict = field(default_factory=dict)   # name -> words of each slot of that region
+
+    @property
+    def acc_rows(self) -> int:
+        """Accumulator rows of one output tile (nbg cout blocks of M = th*tw rows)."""
+        return self.nbg * self.th * self.tw
 
 
 @dataclass
 class EltTiling:
+    """Tiling of a vector-unit op: th x tw output pixels x kbg channel blocks per tile, reading
+    an ih x iw input window; regions/slot_words as in ConvTiling (two slots each)."""
     th: int
     tw: int
     kbg: int
@@ -50,6 +64,8 @@ class EltTiling:
     iw: int = 0
     regions: dict = field(default_factory=dict)
     est_cycles: float = 0.0
+    slot_words: dict = field(default_factory=dict)
+    acc_rows = 0
 
 
 def _cands(n: int, step: int = 1) -> list:
@@ -208,56 +224,58 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     if not best.regions:
         raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
     best.acc_halves = 2 * best.nbg * best.th * best.tw <= cfg.acc_depth_rows
+    best.slot_words = {"w": C, "p": pw, "o": best.s_out, "i": slot}
     return best
 
 
-def tile_elementwise(node: str, kind: str, nblocks: int, kernel, strides, oh: int, ow: int,
-                     cfg: HwConfig) -> EltTiling:
-    """Pools (kind 'pool') and adds (kind 'add'): rows x cols tiles of kbg channel blocks."""
+def field_max(opcode: str, field: str) -> int:
+    """Largest value of an unsigned instruction field (tpusim.arch.isa.OPCODES)."""
+    spec = next(f for f in OPCODES[opcode].fields if f.name == field)
+    return (1 << spec.bits) - 1
+
+
+def tile_vector(nblocks: int, kernel, strides, oh: int, ow: int, cfg: HwConfig, cost) -> EltTiling | None:
+    """The cheapest tile of a vector-unit op (pool, add): th output rows x tw columns (tw a multiple
+    of ``align_px`` unless it is the whole row) x kbg channel blocks, reading an ih x iw input
+    window (iw with ``align_px - 1`` columns of slack for the aligned DMA).
+
+    cost(th, tw, ih, iw, kbg, ntiles) -> estimated cycles of the op with that tile, or None if
+    it does not fit. Returns None if no tile fits."""
     ap = align_px(cfg)
     kh, kw = kernel
     sh, sw = strides
-    W = cfg.word_bytes
-    bw = load_bw(cfg)
     best = None
     for tw in _cands(ow, ap):
         for th in _cands(oh):
             ih = (th - 1) * sh + kh
             iw = (tw - 1) * sw + kw + (ap - 1)
-            if kh > 255 or kw > 255:
-                continue
             for kbg in _pow_cands(nblocks):
-                if kind == "add":
-                    words = 2 * kbg * th * tw * 3
-                    if kbg * th * tw > 65535:
-                        continue
-                else:
-                    words = 2 * kbg * ih * iw + 2 * kbg * th * tw
-                if words > cfg.sram_words:
-                    continue
                 nt = ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(nblocks, kbg)
-                inb = nt * kbg * ih * iw * W * (2 if kind == "add" else 1)
-                est = inb / bw + 60 * nt * (3 if kind == "add" else 2 + kbg)
-                if best is None or est < best.est_cycles:
+                est = cost(th, tw, ih, iw, kbg, nt)
+                if est is not None and (best is None or est < best.est_cycles):
                     best = EltTiling(th, tw, kbg, ih, iw, est_cycles=est)
-    if best is None:
-        raise CompileError(f"{'QAdd' if kind == 'add' else 'pool'} {node!r} (window {kh}x{kw}, output "
-                           f"{oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of config "
-                           f"'{cfg.name}'")
-    n_o = best.kbg * best.th * best.tw
-    n_i = best.kbg * best.ih * best.iw
-    names = ("a", "b", "o") if kind == "add" else ("i", "o")
-    sizes = (n_o, n_o, n_o) if kind == "add" else (n_i, n_o)
+    return best
+
+
+def place_slot_groups(tl: EltTiling, sizes: dict, cfg: HwConfig) -> None:
+    """Two slot groups (double buffering) of the regions ``sizes`` (name -> words), each group on
+    its own banks when that fits, else packed; sets ``tl.regions`` and ``tl.slot_words``."""
     for aligned in (True, False):
         a = _Alloc(cfg)
-        regs = {k: [] for k in names}
+        regs = {k: [] for k in sizes}
         for j in range(2):      # slot group j: everything one tile touches, on its own banks
             if aligned:
                 a.top = round_up(a.top, cfg.bank_words)
-            for k, n in zip(names, sizes):
+            for k, n in sizes.items():
                 regs[k].append(a.top)
                 a.top += n
         if a.top <= cfg.sram_words:
             break
-    best.regions = regs
-    return best
+    tl.regions, tl.slot_words = regs, dict(sizes)
+
+
+def untileable(what: str, kernel, oh: int, ow: int, cfg: HwConfig) -> CompileError:
+    """The refusal of a vector-unit op no tile of which fits the SRAM."""
+    kh, kw = kernel
+    return CompileError(f"{what} (window {kh}x{kw}, output {oh}x{ow}) cannot be tiled into the "
+                        f"{cfg.sram_words}-word SRAM of config '{cfg.name}'")

@@ -1,13 +1,9 @@
 """ONNX -> tpucompile float IR.
 
 Loads the model, runs ``onnx.shape_inference``, checks every op and attribute against what the
-accelerator flow supports, and normalises attributes:
-
-* Conv: kernel_shape, strides (sh, sw), pads (top, left, bottom, right) [ONNX order is
-  (top, left, bottom, right) for 2-D], relu=False.
-* MaxPool / AveragePool: kernel_shape, strides, pads likewise.
-* Gemm: transB (0/1); BatchNormalization: epsilon; Softmax: axis; Flatten: axis;
-  ConstantOfShape: value (np.ndarray).
+accelerator flow supports, and normalises attributes with each op's import handler from the op
+table (``tpucompile.ops``), e.g. Conv: kernel_shape, strides (sh, sw), pads (top, left, bottom,
+right), relu=False; Softmax: axis (with the opset's default).
 
 Anything unsupported raises CompileError naming the node, op and attribute/value.
 """
@@ -23,124 +19,17 @@ from onnx import helper, numpy_helper, shape_inference
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
+from tpucompile.ops import OP_TABLE
+from tpucompile.ops.common import one_line
 
 __all__ = ["SUPPORTED_OPS", "import_onnx"]
 
-SUPPORTED_OPS = ("Conv", "BatchNormalization", "Relu", "Sum", "Add", "MaxPool", "AveragePool",
-                 "GlobalAveragePool", "Reshape", "Flatten", "Gemm", "Softmax", "ConstantOfShape")
-
-
-def _bad(node, attr, value, why="unsupported"):
-    return CompileError(f"node {node.name!r} ({node.op_type}): attribute {attr}={value!r} {why}")
+#: ONNX op types the importer accepts (the op table's, in its order)
+SUPPORTED_OPS = OP_TABLE.onnx_types
 
 
 def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def _spatial(node, a: dict, allowed: set) -> dict:
-    """Common Conv/pool attribute checks; returns kernel_shape, strides, pads."""
-    for k, v in a.items():
-        if k not in allowed:
-            raise _bad(node, k, v, "is not supported")
-    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise _bad(node, "auto_pad", a["auto_pad"], "unsupported (only NOTSET)")
-    if any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise _bad(node, "dilations", list(a["dilations"]), "unsupported (only 1)")
-    if a.get("ceil_mode", 0) != 0:
-        raise _bad(node, "ceil_mode", a["ceil_mode"], "unsupported (only 0)")
-    if a.get("storage_order", 0) != 0:
-        raise _bad(node, "storage_order", a["storage_order"], "unsupported (only 0)")
-    ks = a.get("kernel_shape")
-    if ks is not None and len(ks) != 2:
-        raise _bad(node, "kernel_shape", list(ks), "unsupported (only 2-D)")
-    strides = tuple(a.get("strides", [1, 1]))
-    pads = a.get("pads", [0, 0, 0, 0])
-    if len(pads) != 4 or len(strides) != 2 or min(pads) < 0 or min(strides) < 1:
-        raise _bad(node, "pads/strides", (list(pads), list(strides)), "invalid")
-    # ONNX pads are [x1_begin, x2_begin, x1_end, x2_end] = (top, left, bottom, right)
-    return {"kernel_shape": tuple(ks) if ks is not None else None, "strides": strides,
-            "pads": tuple(int(p) for p in pads)}
-
-
-def _conv(node, a):
-    if a.get("group", 1) != 1:
-        raise _bad(node, "group", a["group"], "unsupported (only 1)")
-    out = _spatial(node, {k: v for k, v in a.items() if k != "group"},
-                   {"kernel_shape", "strides", "pads", "dilations", "auto_pad"})
-    out["relu"] = False
-    return out
-
-
-def _maxpool(node, a):
-    if len([o for o in node.output if o]) != 1:
-        raise _bad(node, "outputs", list(node.output), "unsupported (Indices output)")
-    return _spatial(node, a, {"kernel_shape", "strides", "pads", "dilations", "auto_pad",
-                              "ceil_mode", "storage_order"})
-
-
-def _avgpool(node, a):
-    out = _spatial(node, {k: v for k, v in a.items() if k != "count_include_pad"},
-                   {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"})
-    if any(out["pads"]):
-        raise _bad(node, "pads", list(out["pads"]),
-                   f"unsupported with count_include_pad={a.get('count_include_pad', 0)} "
-                   "(average pooling supports no padding)")
-    return out
-
-
-def _bn(node, a):
-    if a.get("spatial", 1) != 1:
-        raise _bad(node, "spatial", a["spatial"], "unsupported (only 1)")
-    if a.get("training_mode", 0) != 0:
-        raise _bad(node, "training_mode", a["training_mode"], "unsupported (inference only)")
-    if len([o for o in node.output if o]) != 1:
-        raise _bad(node, "outputs", list(node.output), "unsupported (training outputs)")
-    return {"epsilon": float(a.get("epsilon", 1e-5))}
-
-
-def _gemm(node, a):
-    if a.get("transA", 0) != 0:
-        raise _bad(node, "transA", a["transA"], "unsupported (only 0)")
-    for k in ("alpha", "beta"):
-        if float(a.get(k, 1.0)) != 1.0:
-            raise _bad(node, k, a[k], "unsupported (only 1.0)")
-    if a.get("transB", 0) not in (0, 1):
-        raise _bad(node, "transB", a["transB"], "invalid")
-    return {"transB": int(a.get("transB", 0))}
-
-
-def _softmax(node, a):
-    return {"axis": int(a["axis"])} if "axis" in a else {}   # default depends on opset
-
-
-def _flatten(node, a):
-    if a.get("axis", 1) != 1:
-        raise _bad(node, "axis", a["axis"], "unsupported (only 1)")
-    return {"axis": 1}
-
-
-def _cos(node, a):
-    v = a.get("value")
-    try:
-        arr = numpy_helper.to_array(v) if v is not None else np.zeros(1, np.float32)
-    except Exception as e:
-        raise _bad(node, "value", f"<tensor dims {list(v.dims)}>", f"is malformed: {_one_line(e)}") from None
-    if arr.size != 1:
-        raise _bad(node, "value", arr.tolist(), "must hold exactly one element")
-    return {"value": arr}
-
-
-def _none(node, a):
-    for k, v in a.items():
-        raise _bad(node, k, v, "is not supported")
-    return {}
-
-
-_HANDLERS = {"Conv": _conv, "BatchNormalization": _bn, "Relu": _none, "Sum": _none, "Add": _none,
-             "MaxPool": _maxpool, "AveragePool": _avgpool, "GlobalAveragePool": _none,
-             "Reshape": lambda n, a: {}, "Flatten": _flatten, "Gemm": _gemm,
-             "Softmax": _softmax, "ConstantOfShape": _cos}
 
 
 def _shape_of(vi, name: str) -> tuple:
@@ -186,7 +75,7 @@ def _import(model: onnx.ModelProto) -> Graph:
             arr = numpy_helper.to_array(init)
         except Exception as e:  # data size vs dims, unknown data_type, ...
             raise CompileError(f"initializer {init.name!r} (dims {list(init.dims)}) is malformed: "
-                               f"{_one_line(e)}") from None
+                               f"{one_line(e)}") from None
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), str(arr.dtype), arr)
     infos = {v.name: v for v in list(g.input) + list(g.value_info) + list(g.output)}
     inputs = [i.name for i in g.input if i.name not in tensors]
@@ -194,9 +83,7 @@ def _import(model: onnx.ModelProto) -> Graph:
     for idx, n in enumerate(g.node):
         name = _check_node(idx, n, opset)
         n.name = name
-        attrs = _HANDLERS[n.op_type](n, _attrs(n))
-        if n.op_type == "Softmax" and "axis" not in attrs:
-            attrs["axis"] = 1 if opset < 13 else -1
+        attrs = OP_TABLE.importer(n.op_type, name)(n, _attrs(n), opset)
         nodes.append(Node(n.op_type, name, list(n.input), [o for o in n.output if o], attrs))
     for name in inputs + [o for nd in nodes for o in nd.outputs]:
         if name not in infos:
@@ -220,14 +107,12 @@ def _check_node(idx: int, n, opset: int) -> str:
     if n.domain not in ("", "ai.onnx"):
         raise CompileError(f"node {name!r}: op {n.domain}::{n.op_type} unsupported; supported "
                            f"ops: {', '.join(SUPPORTED_OPS)}")
-    if n.op_type not in _HANDLERS:
-        raise CompileError(f"node {name!r}: op {n.op_type} unsupported; supported ops: "
-                           f"{', '.join(SUPPORTED_OPS)}")
+    import_node = OP_TABLE.importer(n.op_type, name)
     _check_attr_types(name, n, opset)
     c = onnx.NodeProto()
     c.CopyFrom(n)
     c.name = name
-    _HANDLERS[n.op_type](c, _attrs(c))
+    import_node(c, _attrs(c), opset)
     return name
 
 
@@ -248,10 +133,6 @@ def _check_attr_types(name: str, n, opset: int) -> None:
                 if a.type in onnx.AttributeProto.AttributeType.values() else str(a.type)
             raise CompileError(f"node {name!r} ({n.op_type}): attribute {a.name} has type {got}, "
                                f"expected {spec.type.name}")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
 
 
 def _check_input_dtypes(model: onnx.ModelProto) -> None:
@@ -286,12 +167,12 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(c)
     except Exception as e:  # onnx.checker.ValidationError (and a few C++ exceptions)
-        raise CompileError(f"model fails onnx.checker: {_one_line(e)}") from None
+        raise CompileError(f"model fails onnx.checker: {one_line(e)}") from None
     try:
         shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         return shape_inference.infer_shapes(model)
     except Exception as e:  # onnx.shape_inference.InferenceError
-        first = _one_line(e).replace("[ShapeInferenceError] Inference error(s): ", "")
+        first = one_line(e).replace("[ShapeInferenceError] Inference error(s): ", "")
         first = "(op_type:" + first.split("(op_type:")[1].strip() if "(op_type:" in first else first
         raise CompileError(f"ONNX shape/type inference failed: {first}") from None
 

@@ -4,9 +4,11 @@ Relu(Alias(Conv)) (an FC layer followed by Relu): the Alias then writes the Relu
 from __future__ import annotations
 
 from tpucompile.ir import Graph, consumers, producers, prune
+from tpucompile.ops import OP_TABLE
 
 NAME = "fuse_relu"
-FUSABLE = ("Conv", "Add", "Sum")
+#: ops that clamp their own output (op table: ``fuses_relu``): Conv, Add, Sum
+FUSABLE = tuple(d.op_type for d in OP_TABLE if d.fuses_relu)
 
 
 def _single(graph, cons, name) -> bool:

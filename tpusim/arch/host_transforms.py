@@ -1,7 +1,7 @@
 """Host-side input transforms that a binary declares in ``meta["input_transforms"]``.
 
 A compiled binary may ask the host to reshape an input before it is written to DDR (the
-compiler decides, ``tpucompile/backend/layout.py``; the SimPy runner, the RTL testbench and
+compiler decides, ``tpucompile/ops/conv.py``; the SimPy runner, the RTL testbench and
 ``tpusim run`` apply it). One kind exists:
 
 ``im2col``: {"name", "kind": "im2col", "orig_shape": (1, C, H, W), "kernel": (kh, kw),

@@ -1,0 +1,208 @@
+"""The back end as a pass pipeline over explicit IR stages (``tpucompile.stages`` runs it).
+
+  pass              -> stage           verified after it (backend/verify.py)
+  host_transforms   DeviceGraph       the QGraph is valid; each input transform matches its tensor
+  layout            LayoutPlan        every tensor laid out, borders cover what readers need, aligned
+  memplan           MemPlan           buffers aligned and disjoint, tensors sharing one never live
+                                      at once, bordered buffers filled, constants placed, < 2^40
+  tiling            TiledProgram      every layer's SRAM slots inside the SRAM and disjoint, its
+                                      accumulator rows inside the accumulator
+  emission          EmittedProgram    every DMA inside one DDR buffer or the constants, layers cover
+                                      the program, HALT last
+  token_check       CheckedProgram    per engine pair the outstanding tokens fit the counter, and
+                                      every wait has an earlier matching signal
+
+Each pass dispatches per op through the op table (``tpucompile.ops``: ``DeviceOp`` hooks); each
+stage has a readable dump (backend/dumps.py) written as ``NN_<pass>.txt`` with ``--dump-ir``.
+``compile.py`` then assembles the binary (encoding, code placement, IO descriptors, meta).
+Per-op lists of a stage (``consts``, ``tilings``) are in ``qg.ops`` order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
+from tpusim.arch.isa import Engine
+from tpucompile.backend import dumps, verify
+from tpucompile.backend.emit import Program
+from tpucompile.backend.layout import ActLayout, check_input_borders, round_up
+from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
+from tpucompile.ops import OP_TABLE
+from tpucompile.qgraph import QGraph
+from tpucompile.stages import Pass
+
+__all__ = ["BackendOptions", "DeviceGraph", "LayoutPlan", "MemPlan", "TiledProgram", "EmittedProgram",
+           "CheckedProgram", "PASSES"]
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """im2col: let the host im2col a first conv's image (ops/conv.py). keep_intermediates: every
+    layer output keeps its own DDR buffer and is described in meta["tensors"]."""
+    im2col: bool = True
+    keep_intermediates: bool = False
+
+
+@dataclass
+class DeviceGraph:
+    """The QGraph the device runs, after the host's input transforms (meta["input_transforms"])."""
+    qg: QGraph
+    cfg: HwConfig
+    options: BackendOptions = BackendOptions()
+    transforms: list = field(default_factory=list)
+
+
+@dataclass
+class LayoutPlan:
+    """tensors: device tensor name -> ActLayout (blocked DDR layout, border, no address yet)."""
+    graph: DeviceGraph
+    tensors: dict
+
+    @property
+    def qg(self) -> QGraph:
+        return self.graph.qg
+
+    @property
+    def cfg(self) -> HwConfig:
+        return self.graph.cfg
+
+
+@dataclass
+class MemPlan:
+    """The DDR map (ActLayouts now have ddr_addr and buf_id), the constant blob at
+    ``ddr.const_addr``, and per op {constant segment: DDR byte address}."""
+    layout: LayoutPlan
+    ddr: DdrMap
+    blob: bytes
+    consts: list
+
+
+@dataclass
+class TiledProgram:
+    """Per op its tiling record (SRAM regions, slot sizes, accumulator rows, loop bounds)."""
+    mem: MemPlan
+    tilings: list
+
+
+@dataclass
+class EmittedProgram:
+    """The instructions with their tokens (``program``), and meta["layers"] (instruction ranges)."""
+    tiled: TiledProgram
+    program: Program
+    layers: list
+
+
+@dataclass
+class CheckedProgram:
+    """outstanding: (sender, receiver engine) -> most tokens outstanding at once (<= limit)."""
+    emitted: EmittedProgram
+    outstanding: dict
+    limit: int
+
+
+# ---------------------------------------------------------------- passes
+def host_transforms(dg: DeviceGraph) -> DeviceGraph:
+    """Offer every graph input read by exactly one op (and not a graph output) to that op's
+    ``input_transform`` hook; apply the rewrites it returns."""
+    qg, cfg = dg.qg, dg.cfg
+    if not dg.options.im2col:
+        return dg
+    users: dict = {}
+    for op in qg.ops:
+        for t in op.inputs:
+            users.setdefault(t, []).append(op)
+    outputs = [qg.resolve(o) for o in qg.outputs]
+    tensors, ops, transforms = dict(qg.tensors), list(qg.ops), []
+    for name in qg.inputs:
+        us = users.get(name, [])
+        if len(us) != 1 or name in outputs:
+            continue
+        rewrite = OP_TABLE.device(us[0]).input_transform(us[0], qg, cfg)
+        if rewrite is not None:
+            tensors[name], ops[ops.index(us[0])], meta = rewrite
+            transforms.append(meta)
+    if transforms:
+        qg = QGraph(tensors, ops, list(qg.inputs), list(qg.outputs), list(qg.host_ops),
+                    list(qg.fp32_outputs), dict(qg.aliases))
+    return DeviceGraph(qg, cfg, dg.options, transforms)
+
+
+def layout(dg: DeviceGraph) -> LayoutPlan:
+    """An ActLayout per device tensor; each op's ``plan_layout`` records the borders it reads;
+    then the graph inputs' border values are checked and every row aligned."""
+    qg, cfg = dg.qg, dg.cfg
+    lays = {name: ActLayout.for_tensor(t, cfg) for name, t in qg.tensors.items()}
+    for op in qg.ops:
+        OP_TABLE.device(op).plan_layout(op, qg, lays)
+    check_input_borders(qg, lays)
+    for lay in lays.values():
+        lay.align(cfg)
+    return LayoutPlan(dg, lays)
+
+
+def memplan(lp: LayoutPlan) -> MemPlan:
+    """Activation buffers (backend/memplan.py), then every op's constant segments, each on a
+    burst boundary, in op order, placed after the activations."""
+    qg, cfg = lp.qg, lp.cfg
+    ddr = plan_activations(qg, lp.tensors, cfg, keep_all=lp.graph.options.keep_intermediates)
+    blob = bytearray()
+    offsets = []
+    for op in qg.ops:
+        offs = {}
+        for seg, data in OP_TABLE.device(op).constants(op, cfg).items():
+            blob += bytes(round_up(len(blob), cfg.dma_burst_bytes) - len(blob))
+            offs[seg] = len(blob)
+            blob += data
+        offsets.append(offs)
+    caddr = place_consts(ddr, len(blob), cfg)
+    consts = [{seg: caddr + off for seg, off in offs.items()} for offs in offsets]
+    return MemPlan(lp, ddr, bytes(blob), consts)
+
+
+def tiling(mp: MemPlan) -> TiledProgram:
+    """Every op's ``tile`` hook (CompileError naming the op if nothing fits the SRAM)."""
+    lp = mp.layout
+    return TiledProgram(mp, [OP_TABLE.device(op).tile(op, lp.tensors, lp.cfg) for op in lp.qg.ops])
+
+
+def emission(tp: TiledProgram) -> EmittedProgram:
+    """Every op's ``emit`` hook in graph order, then HALT; meta["layers"] per op."""
+    lp = tp.mem.layout
+    qg, lays = lp.qg, lp.tensors
+    P = Program(lp.cfg)
+    layers = []
+    for op, tl, consts in zip(qg.ops, tp.tilings, tp.mem.consts):
+        dev = OP_TABLE.device(op)
+        i0 = len(P)
+        info = {"name": op.name, "op": type(op).__name__, "out": op.out, "out_shape": list(lays[op.out].shape)}
+        dev.emit(P, op, lays, tl, consts)
+        info.update(dev.describe(op, tl))
+        i1 = len(P)
+        info.update(macs=dev.macs(op, qg), ddr_bytes_in=int(sum(P.nbytes_in[i0:i1])),
+                    ddr_bytes_out=int(sum(P.nbytes_out[i0:i1])), instr_begin=i0, instr_end=i1)
+        layers.append(info)
+    P.halt()
+    return EmittedProgram(tp, P, layers)
+
+
+def token_check(em: EmittedProgram) -> CheckedProgram:
+    """The tokens outstanding per (sender, receiver) must stay within ``Program.token_limit``."""
+    P = em.program
+    limit = P.token_limit()
+    outstanding = P.max_outstanding()
+    for (x, y), m in outstanding.items():
+        if m > limit:
+            raise CompileError(f"internal: {m} tokens {Engine(x).name}->{Engine(y).name} could be "
+                               f"outstanding (limit {limit})")
+    return CheckedProgram(em, outstanding, limit)
+
+
+PASSES = (
+    Pass("host_transforms", host_transforms, verify.device_graph, dumps.device_graph),
+    Pass("layout", layout, verify.layout_plan, dumps.layout_plan),
+    Pass("memplan", memplan, verify.mem_plan, dumps.mem_plan),
+    Pass("tiling", tiling, verify.tiled_program, dumps.tiled_program),
+    Pass("emission", emission, verify.emitted_program, dumps.emitted_program),
+    Pass("token_check", token_check, verify.checked_program, dumps.checked_program),
+)

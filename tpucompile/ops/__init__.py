@@ -1,0 +1,31 @@
+"""The compiler's op table: one module per op family, each holding everything its ops need.
+
+  module        ONNX ops                                  QGraph op     runs on
+  conv          Conv                                      QConv         systolic array
+  batchnorm     BatchNormalization (folded into Conv)     -             -
+  relu          Relu (fused into Conv / Add)              -             -
+  add           Sum (of two), Add                         QAdd          vector unit
+  pool          MaxPool, AveragePool, GlobalAveragePool   QMaxPool,     vector unit
+                                                          QAvgPool
+  reshape       Reshape, Flatten (FC views -> Alias)      (alias)       -
+  gemm          Gemm (-> 1x1 Conv)                        QConv         systolic array
+  softmax       Softmax                                   (host op)     host, float32
+  constant      ConstantOfShape (folded)                  -             -
+
+A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
+quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
+(golden int8 function, layout, constants, tiling, emission); see ``registry.py`` for every hook.
+The importer, the passes, the quantizer, the golden model and the back end all dispatch through
+``OP_TABLE``. Adding an op = adding one module (and its tests) and one name to ``FAMILIES``.
+The order of ``FAMILIES`` is the order of the supported-op lists in error messages.
+"""
+from tpucompile.ops import add, batchnorm, constant, conv, gemm, pool, relu, reshape, softmax
+from tpucompile.ops.add import QAdd
+from tpucompile.ops.conv import QConv
+from tpucompile.ops.pool import QAvgPool, QMaxPool
+from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
+
+FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant)
+OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
+
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd"]

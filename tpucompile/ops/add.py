@@ -1,0 +1,166 @@
+"""Add: element-wise residual add of two int8 tensors on the vector unit (ADD); Sum of two inputs
+becomes an Add.
+
+Integer semantics (``QAdd``, TFLite style): ``arith.add_int8(a, b, zp_a, mult_a, shift_a, zp_b,
+mult_b, shift_b, zp_out, mult_out, shift_out, relu)``: ``a2 = (a - zp_a) << 20``, likewise b;
+``s = sat32(requant(a2, mult_a, shift_a) + requant(b2, mult_b, shift_b))``;
+``y = requant(s, mult_out, shift_out) + zp_out`` clamped to [zp_out if relu else -128, 127].
+Quantization (``arith.add_multipliers``): mult_a/shift_a = quantize_multiplier(s_a / (2 max(s_a,
+s_b))), likewise b; mult_out/shift_out = quantize_multiplier(2 max(s_a, s_b) / (2**20 s_out)).
+Broadcasting is refused (shapes must match).
+
+Device: per tile of th x tw pixels x kbg channel blocks, LOAD both operands, one ADD over all of
+them, STORE; two slot groups of (a, b, out) (``backend.tiling.tile_vector``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
+from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
+from tpucompile.ir import Node
+from tpucompile.ops.common import no_attrs, no_constants, no_input_transform, no_macs
+from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.qgraph import QOp
+
+__all__ = ["QAdd", "OPS"]
+
+
+@dataclass(frozen=True)
+class QAdd(QOp):
+    """Element-wise residual add of two int8 tensors of the same shape (TFLite arithmetic).
+
+    mult_a/shift_a = quantize_multiplier(s_a / (2 max(s_a, s_b))), likewise b;
+    mult_out/shift_out = quantize_multiplier(2 max(s_a, s_b) / (2**20 s_out)).
+    """
+    name: str
+    a: str
+    b: str
+    out: str
+    zp_a: int
+    mult_a: int
+    shift_a: int
+    zp_b: int
+    mult_b: int
+    shift_b: int
+    zp_out: int
+    mult_out: int
+    shift_out: int
+    relu: bool
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.a, self.b)
+
+
+# ---------------------------------------------------------------- passes, quantization
+def _fold_add(node, a, b):
+    return (a + b).astype(a.dtype)
+
+
+def _fold_sum(node, *xs):
+    return np.sum(np.stack(xs), axis=0).astype(xs[0].dtype)
+
+
+def _canonicalize_add(graph, node, producers) -> list:
+    node.attrs.setdefault("relu", False)
+    return [node]
+
+
+def _canonicalize_sum(graph, node, producers) -> list:
+    """Sum of two inputs -> Add (of other counts: left, and refused by the quantizer)."""
+    if len(node.inputs) != 2:
+        return [node]
+    return _canonicalize_add(graph, Node("Add", node.name, node.inputs, node.outputs, dict(node.attrs)), producers)
+
+
+def _quantize(q, node) -> None:
+    a, b = q.input(node, 0), q.input(node, 1)
+    if a.shape != b.shape:
+        raise CompileError(f"node {node.name!r} (Add): broadcasting {a.shape} + {b.shape} "
+                           "unsupported (shapes must match)")
+    sy, zy = q.out_params(node)
+    try:
+        (ma, sa), (mb, sb), (mo, so) = arith.add_multipliers(a.scale, b.scale, sy)
+    except ValueError as e:
+        raise CompileError(f"node {node.name!r} (Add): {e}") from e
+    out = q.add_tensor(node.outputs[0], sy, zy, shape=a.shape)
+    q.add_op(QAdd(node.name, a.name, b.name, out.name, a.zero_point, ma, sa, b.zero_point, mb, sb,
+                  zy, mo, so, bool(node.attrs.get("relu"))))
+
+
+# ---------------------------------------------------------------- golden
+def _golden(op: QAdd, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return arith.add_int8(a, b, op.zp_a, op.mult_a, op.shift_a, op.zp_b, op.mult_b, op.shift_b,
+                          op.zp_out, op.mult_out, op.shift_out, op.relu)
+
+
+# ---------------------------------------------------------------- device lowering
+def _layout(op: QAdd, qg, lays) -> None:
+    y = qg.tensors[op.out]
+    if qg.tensors[op.a].shape != y.shape or qg.tensors[op.b].shape != y.shape:
+        raise CompileError(f"QAdd {op.name!r}: operand shapes {qg.tensors[op.a].shape}, "
+                           f"{qg.tensors[op.b].shape} differ from output {y.shape}")
+
+
+def _tile(op: QAdd, lays: dict, cfg) -> EltTiling:
+    """Two slot groups of (a, b, out), each kbg blocks of th x tw pixels; one ADD per tile."""
+    Y = lays[op.out]
+    W, bw = cfg.word_bytes, load_bw(cfg)
+
+    def cost(th, tw, ih, iw, kbg, nt):
+        if kbg * th * tw > field_max("ADD", "count") or 2 * kbg * th * tw * 3 > cfg.sram_words:
+            return None
+        return nt * kbg * ih * iw * W * 2 / bw + 60 * nt * 3
+
+    tl = tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
+    if tl is None:
+        raise untileable(f"QAdd {op.name!r}", (1, 1), Y.H, Y.W, cfg)
+    n = tl.kbg * tl.th * tl.tw
+    place_slot_groups(tl, {"a": n, "b": n, "o": n}, cfg)
+    return tl
+
+
+def _describe(op: QAdd, tl: EltTiling) -> dict:
+    return dict(relu=bool(op.relu), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
+
+
+def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
+    """Per tile: LOAD both operands, ADD, STORE."""
+    cfg = P.cfg
+    A, B, Y = lays[op.a], lays[op.b], lays[op.out]
+    W = cfg.word_bytes
+    _, _, Ho, Wo = Y.shape
+    qa = P.qregs.get(op.mult_a, op.shift_a, op.zp_a)
+    qb = P.qregs.get(op.mult_b, op.shift_b, op.zp_b, pinned=(qa,))
+    qo = P.qregs.get(op.mult_out, op.shift_out, op.zp_out, pinned=(qa, qb))
+    reg = tl.regions
+    slot = 0
+    for k0 in range(0, Y.nblocks, tl.kbg):
+        nk = min(Y.nblocks, k0 + tl.kbg) - k0
+        for oy0 in range(0, Ho, tl.th):
+            th = min(tl.th, Ho - oy0)
+            for ox0 in range(0, Wo, tl.tw):
+                tw = min(tl.tw, Wo - ox0)
+                n = nk * th * tw
+                sa, sb, so = reg["a"][slot], reg["b"][slot], reg["o"][slot]
+                slot ^= 1
+                for T, s in ((A, sa), (B, sb)):
+                    P.dma("DMA_LOAD", T.iaddr(k0, oy0, ox0), s, tw * W, th, T.row_bytes, tw * W,
+                          nk, T.block_bytes, th * tw * W, buf=T.buf_id)
+                P.add("ADD", rs=[(sa, sa + n), (sb, sb + n)], ws=[(so, so + n)], src_a=sa, src_b=sb,
+                      dst_addr=so, count=n, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.relu))
+                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), so, tw * W, th, Y.row_bytes, tw * W,
+                      nk, Y.block_bytes, th * tw * W, buf=Y.buf_id)
+
+
+DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform, plan_layout=_layout,
+                  constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
+OPS = (
+    OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),
+    OpDef("Add", import_node=no_attrs, fold=_fold_add, canonicalize=_canonicalize_add, fuses_relu=True,
+          quantize=_quantize, device=DEVICE),
+)

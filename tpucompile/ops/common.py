@@ -1,0 +1,164 @@
+"""Helpers shared by the op modules: ONNX attribute checks, window geometry, quantization
+parameters, the golden model's windows and the border an op reads.
+
+Window arithmetic (ONNX Conv/MaxPool/AveragePool, dilation 1, ceil_mode 0): with pads
+(top, left, bottom, right), ``OH = (H + top + bottom - kh) // sh + 1`` and likewise OW.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
+
+__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
+           "windows", "activation_params", "weight_params", "requant_multiplier", "window_layout",
+           "no_input_transform", "no_constants", "no_macs"]
+
+
+# ---------------------------------------------------------------- ONNX attributes (import hooks)
+def bad_attr(node, attr, value, why="unsupported") -> CompileError:
+    """The importer's refusal of one attribute value, naming node and op."""
+    return CompileError(f"node {node.name!r} ({node.op_type}): attribute {attr}={value!r} {why}")
+
+
+def one_line(text) -> str:
+    """An ONNX/protobuf message on one line."""
+    return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+def no_attrs(node, a: dict, opset: int) -> dict:
+    """Import hook of an op that takes no attributes: refuses any."""
+    for k, v in a.items():
+        raise bad_attr(node, k, v, "is not supported")
+    return {}
+
+
+def spatial_attrs(node, a: dict, allowed: set) -> dict:
+    """Common Conv/pool attribute checks; returns kernel_shape, strides (sh, sw) and pads
+    (top, left, bottom, right) (ONNX 2-D pads are [x1_begin, x2_begin, x1_end, x2_end])."""
+    for k, v in a.items():
+        if k not in allowed:
+            raise bad_attr(node, k, v, "is not supported")
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise bad_attr(node, "auto_pad", a["auto_pad"], "unsupported (only NOTSET)")
+    if any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise bad_attr(node, "dilations", list(a["dilations"]), "unsupported (only 1)")
+    if a.get("ceil_mode", 0) != 0:
+        raise bad_attr(node, "ceil_mode", a["ceil_mode"], "unsupported (only 0)")
+    if a.get("storage_order", 0) != 0:
+        raise bad_attr(node, "storage_order", a["storage_order"], "unsupported (only 0)")
+    ks = a.get("kernel_shape")
+    if ks is not None and len(ks) != 2:
+        raise bad_attr(node, "kernel_shape", list(ks), "unsupported (only 2-D)")
+    strides = tuple(a.get("strides", [1, 1]))
+    pads = a.get("pads", [0, 0, 0, 0])
+    if len(pads) != 4 or len(strides) != 2 or min(pads) < 0 or min(strides) < 1:
+        raise bad_attr(node, "pads/strides", (list(pads), list(strides)), "invalid")
+    return {"kernel_shape": tuple(ks) if ks is not None else None, "strides": strides,
+            "pads": tuple(int(p) for p in pads)}
+
+
+# ---------------------------------------------------------------- shapes and window geometry
+def is_fc_view(a: tuple, b: tuple) -> bool:
+    """``a`` is (1, C, 1, 1) and ``b`` is (1, C): the same bytes (a fully-connected activation)."""
+    return len(a) == 4 and len(b) == 2 and a[0] == b[0] == 1 and a[2] == a[3] == 1 and a[1] == b[1]
+
+
+def conv_out_hw(h: int, w: int, kernel, strides, pads) -> tuple:
+    """Output (OH, OW) of a window op on an (h, w) input (module docstring)."""
+    kh, kw = kernel
+    sh, sw = strides
+    t, l, b, r = pads
+    return (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
+
+
+def border_reach(op, x_shape: tuple, y_shape: tuple) -> tuple:
+    """Border (top, left, bottom, right) of the input a window op reads: top/left as padded,
+    bottom/right only as far as its last window reaches (which can be less than the pads)."""
+    kh, kw = op.kernel
+    sh, sw = op.strides
+    t, l, _, _ = op.pads
+    _, _, h, w = x_shape
+    _, _, oh, ow = y_shape
+    b = max(0, (oh - 1) * sh + kh - t - h)
+    r = max(0, (ow - 1) * sw + kw - l - w)
+    return (t, l, b, r)
+
+
+def windows(x: np.ndarray, kernel, strides, pads, pad_value: int) -> np.ndarray:
+    """int8 [C, H, W] -> view [C, OH, OW, kh, kw] of the input padded with ``pad_value``."""
+    t, l, b, r = pads
+    xp = np.pad(x, ((0, 0), (t, b), (l, r)), constant_values=pad_value)
+    kh, kw = kernel
+    sh, sw = strides
+    oh, ow = conv_out_hw(x.shape[1], x.shape[2], kernel, strides, pads)
+    return sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::sh, ::sw][:, :oh, :ow]
+
+
+def window_layout(op, qg, lays, pad_value: int) -> None:
+    """plan_layout of a window op (conv, max pool): its output shape must follow the window
+    arithmetic, and its input's buffer gets the border it reads, filled with ``pad_value``."""
+    x, y = qg.tensors[op.inp], qg.tensors[op.out]
+    oh, ow = conv_out_hw(x.shape[2], x.shape[3], op.kernel, op.strides, op.pads)
+    if (oh, ow) != tuple(y.shape[2:]):
+        raise CompileError(f"{type(op).__name__} {op.name!r}: output {y.shape[2:]} does not match "
+                           f"the window arithmetic {(oh, ow)}")
+    need = border_reach(op, x.shape, y.shape)
+    if any(need):
+        lays[op.inp].require_border(pad_value, need, op.name)
+
+
+# ---------------------------------------------------------------- quantization parameters
+_TINY = float(np.finfo(np.float32).tiny)
+
+
+def activation_params(lo: float, hi: float) -> tuple:
+    """Float range -> (scale: float, zero_point: int) of a per-tensor asymmetric int8 activation.
+
+    Range [min(lo, 0), max(hi, 0)] (always contains 0), scale = (hi - lo) / 255,
+    zp = round_half_even(-128 - lo / scale) clipped to [-128, 127], so real 0 is exactly
+    representable. A degenerate range (scale 0, non-finite, or below float32's smallest normal)
+    gets scale 1.0, zp 0 (as onnxruntime's quantize_static does)."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    scale = (hi - lo) / 255.0
+    if not np.isfinite(scale) or scale < _TINY:
+        return 1.0, 0
+    zp = int(np.clip(np.round(-128.0 - lo / scale), -128, 127))
+    return float(scale), zp
+
+
+def weight_params(w: np.ndarray) -> tuple:
+    """float weight [Cout, ...] -> (q int8 [Cout, ...], scale float64 [Cout]): per output channel
+    symmetric, zp 0, scale = max|w[n]| / 127, q = clip(round_half_even(w / scale), -127, 127);
+    an all-zero channel gets scale 1.0."""
+    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1).astype(np.float64)
+    scale = np.where(amax / 127.0 >= _TINY, amax / 127.0, 1.0)
+    q = np.clip(np.round(w / scale.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def requant_multiplier(node: str, real: float) -> tuple:
+    """(Q31 multiplier, shift) = ``arith.quantize_multiplier(real)``; CompileError naming the node
+    if the real multiplier is unsupported."""
+    try:
+        return arith.quantize_multiplier(real)
+    except ValueError as e:
+        raise CompileError(f"node {node!r}: requantization multiplier {real!r} unsupported: {e}") from e
+
+
+# ---------------------------------------------------------------- DeviceOp hooks that do nothing
+def no_input_transform(op, qg, cfg):
+    """input_transform of an op the host never rewrites."""
+    return None
+
+
+def no_constants(op, cfg) -> dict:
+    """constants of an op without DDR constants."""
+    return {}
+
+
+def no_macs(op, qg) -> int:
+    """macs of a vector-unit op."""
+    return 0

@@ -1,0 +1,283 @@
+"""Conv: 2-D convolution on the systolic array (a Gemm becomes one too, see gemm.py).
+
+Integer semantics (``QConv``): ``acc[n, oy, ox] = sum over (ci, ky, kx) of w[n, ci, ky, kx] *
+xp[ci, oy*sh+ky, ox*sw+kx]`` in int32, where ``xp`` is the input padded with ``x_zp`` (so padded
+taps cancel against the bias correction exactly like real inputs); then
+``y = arith.requant_conv(acc, bias, mult, shift, y_zp, relu)`` (gemmlowp rounding).
+``bias`` already holds the zero-point correction ``bias = round(b / (s_x * s_w[n])) - x_zp * sum(w[n])``.
+
+Quantization: weights per output channel symmetric (``common.weight_params``), bias int32
+``round_half_even(b / (s_x * s_w[n]))`` then the zero-point correction (CompileError naming the
+node if it leaves int32), requant multipliers ``quantize_multiplier(s_x * s_w[n] / s_y)`` (Q31,
+rounded half away from zero; < 2**-32 flushes to 0).
+
+Device: the input buffer's border holds ``x_zp``; weight tiles and requant tables are DDR
+constants (``backend.layout.weight_tiles`` / ``param_tables``); ``backend.tiling.tile_conv``
+picks the tiling; the loop nest (docs/backend.md)::
+
+    for each output tile (th rows x tw cols, M = th*tw):            # acc rows: nbg*M <= depth
+      for each group of nbg cout blocks:
+        for each group of kbg cin blocks:   LOAD input window (skipped if all KB already resident)
+          for kb, nb, (ky, kx):  LOAD weight tile -> LOAD_WEIGHTS -> MATMUL (accumulate)
+        for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE
+
+Host im2col of the first conv: a graph input with Cin < R/2 read only by one conv with a kernel
+larger than 1x1 becomes ``(1, Cin*kh*kw, OH, OW)`` with channel ``k = (c*kh + ky)*kw + kx`` =
+``xpad[c, oy*sh+ky, ox*sw+kx]`` (``xpad`` padded with the input zero point), and the conv a 1x1
+conv over K channels; ``meta["input_transforms"]`` records it and
+``tpusim.arch.host_transforms.host_input_transform`` applies it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
+from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
+from tpucompile.backend.tiling import tile_conv
+from tpucompile.ops.common import bad_attr, requant_multiplier, spatial_attrs, weight_params, window_layout, windows
+from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.qgraph import QOp, QTensor, check_array
+
+__all__ = ["QConv", "conv_int8", "OPS"]
+
+
+@dataclass(frozen=True)
+class QConv(QOp):
+    """Convolution / fully-connected layer (int8 x int8 -> int32 -> int8).
+
+    weight: int8 [Cout, Cin, kh, kw] (per-output-channel symmetric, zero point 0).
+    bias:   int32 [Cout], zero-point corrected (see module docstring).
+    mult:   int32 [Cout] Q31 multipliers in [2**30, 2**31-1] or 0.  shift: int32 [Cout] in [-31, 30]
+            (positive = left shift).  strides: (sh, sw).  pads: (top, left, bottom, right), in
+            elements, padding value x_zp.  relu: clamp low end at y_zp.  x_zp, y_zp: zero points
+            of inp and out.
+    """
+    name: str
+    inp: str
+    out: str
+    weight: np.ndarray
+    bias: np.ndarray
+    mult: np.ndarray
+    shift: np.ndarray
+    strides: tuple
+    pads: tuple
+    relu: bool
+    x_zp: int
+    y_zp: int
+
+    def __post_init__(self):
+        if not isinstance(self.weight, np.ndarray) or self.weight.dtype != np.int8 or self.weight.ndim != 4:
+            raise CompileError(f"QConv {self.name!r}: weight must be int8 4-D, got "
+                               f"{getattr(self.weight, 'dtype', None)} {getattr(self.weight, 'shape', None)}")
+        cout = self.weight.shape[0]
+        for nm, dt in (("bias", np.int32), ("mult", np.int32), ("shift", np.int32)):
+            check_array(f"QConv {self.name!r}", nm, getattr(self, nm), dt, (cout,))
+        if len(self.strides) != 2 or min(self.strides) < 1:
+            raise CompileError(f"QConv {self.name!r}: bad strides {self.strides}")
+        if len(self.pads) != 4 or min(self.pads) < 0:
+            raise CompileError(f"QConv {self.name!r}: bad pads {self.pads}")
+
+    @property
+    def kernel(self) -> tuple:
+        return tuple(self.weight.shape[2:])
+
+    def verify(self, qg) -> None:
+        if self.x_zp != qg.tensors[self.inp].zero_point or self.y_zp != qg.tensors[self.out].zero_point:
+            raise CompileError(f"QConv {self.name!r}: zero points disagree with its tensors")
+        cin = qg.tensors[self.inp].shape[1]
+        if self.weight.shape[1] != cin:
+            raise CompileError(f"QConv {self.name!r}: weight Cin {self.weight.shape[1]} != input C {cin}")
+
+
+# ---------------------------------------------------------------- import, quantization
+def _import(node, a: dict, opset: int) -> dict:
+    if a.get("group", 1) != 1:
+        raise bad_attr(node, "group", a["group"], "unsupported (only 1)")
+    out = spatial_attrs(node, {k: v for k, v in a.items() if k != "group"},
+                        {"kernel_shape", "strides", "pads", "dilations", "auto_pad"})
+    out["relu"] = False
+    return out
+
+
+def _quantize(q, node) -> None:
+    qt = q.input(node)
+    w = q.const(node.inputs[1])
+    if w is None:
+        raise CompileError(f"node {node.name!r} (Conv): weight {node.inputs[1]!r} is not a constant")
+    b = q.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(w.shape[0])
+    if b is None:
+        raise CompileError(f"node {node.name!r} (Conv): bias {node.inputs[2]!r} is not a constant")
+    if w.ndim != 4 or b.shape != (w.shape[0],):
+        raise CompileError(f"node {node.name!r} (Conv): weight of shape {w.shape} and bias of shape "
+                           f"{b.shape} do not describe a 2-D convolution with {w.shape[0]} outputs")
+    sy, zy = q.out_params(node)
+    qw, sw = weight_params(w.astype(np.float64))
+    bq = np.round(b.astype(np.float64) / (qt.scale * sw))
+    beff = bq - qt.zero_point * qw.reshape(qw.shape[0], -1).astype(np.int64).sum(axis=1)
+    if np.abs(beff).max(initial=0) > arith.INT32_MAX:
+        raise CompileError(f"node {node.name!r} (Conv): bias {beff[np.argmax(np.abs(beff))]:.0f} "
+                           "does not fit int32")
+    ms = [requant_multiplier(node.name, qt.scale * s / sy) for s in sw]
+    out = q.add_tensor(node.outputs[0], sy, zy)
+    q.add_op(QConv(node.name, qt.name, out.name, qw, beff.astype(np.int32),
+                   np.array([m for m, _ in ms], np.int32), np.array([s for _, s in ms], np.int32),
+                   tuple(node.attrs["strides"]), tuple(node.attrs["pads"]), bool(node.attrs["relu"]),
+                   qt.zero_point, zy))
+
+
+# ---------------------------------------------------------------- golden
+def conv_int8(op: QConv, x: np.ndarray) -> np.ndarray:
+    """QConv on int8 [N, Cin, H, W] -> int8 [N, Cout, OH, OW]: im2col of the input padded with
+    x_zp, ``arith.matmul_acc`` (int32), ``arith.requant_conv``."""
+    cout = op.weight.shape[0]
+    wmat = op.weight.reshape(cout, -1).T                    # [Cin*kh*kw, Cout]
+    outs = []
+    for xn in x:
+        win = windows(xn, op.kernel, op.strides, op.pads, op.x_zp)
+        c, oh, ow, kh, kw = win.shape
+        cols = win.transpose(1, 2, 0, 3, 4).reshape(oh * ow, c * kh * kw)
+        acc = arith.matmul_acc(cols, wmat)                   # int32 [OH*OW, Cout]
+        y = arith.requant_conv(acc, op.bias, op.mult, op.shift, op.y_zp, op.relu)
+        outs.append(y.T.reshape(cout, oh, ow))
+    return np.stack(outs)
+
+
+# ---------------------------------------------------------------- device lowering
+def _input_transform(op: QConv, qg, cfg):
+    """Host im2col of the graph input ``op.inp`` (module docstring) when Cin < R/2 and the kernel
+    is larger than 1x1."""
+    cout, cin, kh, kw = op.weight.shape
+    if op.kernel == (1, 1) or 2 * cin >= cfg.array_rows:
+        return None
+    x = qg.tensors[op.inp]
+    _, _, oh, ow = qg.tensors[op.out].shape
+    k = cin * kh * kw
+    dev = QTensor(x.name, (1, k, oh, ow), x.scale, x.zero_point)
+    new = QConv(op.name, op.inp, op.out, np.ascontiguousarray(op.weight.reshape(cout, k, 1, 1)),
+                op.bias, op.mult, op.shift, (1, 1), (0, 0, 0, 0), op.relu, op.x_zp, op.y_zp)
+    meta = {"name": x.name, "kind": "im2col", "orig_shape": list(x.shape), "kernel": [kh, kw],
+            "strides": list(op.strides), "pads": list(op.pads), "pad_value": int(op.x_zp),
+            "device_shape": [1, k, int(oh), int(ow)]}
+    return dev, new, meta
+
+
+def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
+    """The loop nest of the module docstring; tokens come from the declared accesses."""
+    cfg = P.cfg
+    X, Y = lays[op.inp], lays[op.out]
+    wt_addr, par_addr, par_stride = consts["weights"], consts["requant"], requant_table_stride(cfg)
+    R, C, W = cfg.array_rows, cfg.array_cols, cfg.word_bytes
+    ap = align_px(cfg)
+    kh, kw = op.kernel
+    sh, sw = op.strides
+    cout, cin = op.weight.shape[:2]
+    KB, NB = ceil_div(cin, R), ceil_div(cout, C)
+    _, _, Ho, Wo = Y.shape
+    off_t, off_l = X.pads[0] - op.pads[0], X.pads[1] - op.pads[1]
+    tile_bytes = C * W
+    pw = cfg.param_words
+    reg = tl.regions
+    nkg = ceil_div(KB, tl.kbg)
+    qreg = P.qregs.get(0, 0, op.y_zp)
+    wslot = islot = pslot = oslot = half = 0
+    mstride = tl.th * tl.tw
+    for oy0 in range(0, Ho, tl.th):
+        th = min(tl.th, Ho - oy0)
+        for ox0 in range(0, Wo, tl.tw):
+            tw = min(tl.tw, Wo - ox0)
+            M = th * tw
+            r0 = off_t + oy0 * sh
+            nrows = (th - 1) * sh + kh
+            c0 = off_l + ox0 * sw
+            c0a = c0 - c0 % ap
+            ncols = c0 + (tw - 1) * sw + kw - c0a
+            acc0 = half * (cfg.acc_depth_rows // 2) if tl.acc_halves else 0
+            if tl.acc_halves:
+                half ^= 1
+            resident = None
+            for g0 in range(0, NB, tl.nbg):
+                gnb = range(g0, min(NB, g0 + tl.nbg))
+                started = set()
+                for k0 in range(0, KB, tl.kbg):
+                    kbs = range(k0, min(KB, k0 + tl.kbg))
+                    if nkg == 1 and resident is not None:
+                        base = resident
+                    else:
+                        base = reg["i"][islot]
+                        islot = (islot + 1) % tl.ni
+                        P.dma("DMA_LOAD", X.addr(k0, r0, c0a), base, ncols * W, nrows, X.row_bytes,
+                              ncols * W, len(kbs), X.block_bytes, nrows * ncols * W, buf=X.buf_id)
+                        resident = base
+                    for kb in kbs:
+                        for nb in gnb:
+                            acc = acc0 + (nb - g0) * mstride
+                            for ky in range(kh):
+                                for kx in range(kw):
+                                    ws = reg["w"][wslot]
+                                    wslot = (wslot + 1) % tl.nw
+                                    t = ((nb * KB + kb) * kh + ky) * kw + kx
+                                    P.dma("DMA_LOAD", wt_addr + t * tile_bytes, ws, tile_bytes)
+                                    P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
+                                    act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + (c0 - c0a)
+                                    last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
+                                    P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
+                                          count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
+                                          acc_addr=acc, accumulate=1 if nb in started else 0)
+                                    started.add(nb)
+                # requantize and store this group
+                if tw <= tl.s_out:
+                    k = max(1, tl.s_out // tw)
+                    chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
+                else:
+                    seg = max(ap, tl.s_out - tl.s_out % ap)
+                    chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
+                for nb in gnb:
+                    ps = reg["p"][pslot]
+                    pslot ^= 1
+                    P.dma("DMA_LOAD", par_addr + nb * par_stride, ps, pw * W)
+                    accb = acc0 + (nb - g0) * mstride
+                    for (y, x, k, n) in chunks:
+                        os_ = reg["o"][oslot]
+                        oslot ^= 1
+                        a = accb + y * tw + x
+                        P.add("REQUANT", rs=[(ps, ps + pw)], ra=[(a, a + k * n)], ws=[(os_, os_ + k * n)],
+                              acc_addr=a, count=k * n, param_addr=ps, dst_addr=os_, qreg=qreg,
+                              relu=int(op.relu))
+                        P.dma("DMA_STORE", Y.iaddr(nb, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
+                              n * W, buf=Y.buf_id)
+
+
+def _layout(op: QConv, qg, lays) -> None:
+    window_layout(op, qg, lays, op.x_zp)
+
+
+def _constants(op: QConv, cfg) -> dict:
+    return {"weights": weight_tiles(op.weight, cfg), "requant": param_tables(op.bias, op.mult, op.shift, cfg)}
+
+
+def _tile(op: QConv, lays: dict, cfg):
+    cout, cin = op.weight.shape[:2]
+    Y = lays[op.out]
+    return tile_conv(op.name, op.kernel, op.strides, cin, cout, Y.H, Y.W, cfg)
+
+
+def _describe(op: QConv, tl) -> dict:
+    cout, cin = op.weight.shape[:2]
+    return dict(kernel=list(op.kernel), strides=list(op.strides), cin=int(cin), cout=int(cout),
+                relu=bool(op.relu),
+                tiling={"th": tl.th, "tw": tl.tw, "nbg": tl.nbg, "kbg": tl.kbg, "ni": tl.ni, "nw": tl.nw,
+                        "acc_halves": tl.acc_halves, "bank_aligned": tl.aligned,
+                        "est_cycles": int(tl.est_cycles)})
+
+
+def _macs(op: QConv, qg) -> int:
+    y = qg.tensors[op.out]
+    return int(y.shape[2] * y.shape[3] * op.weight.size)
+
+
+DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform, plan_layout=_layout,
+                  constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs)
+OPS = (OpDef("Conv", import_node=_import, fuses_relu=True, quantize=_quantize, device=DEVICE),)

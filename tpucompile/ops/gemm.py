@@ -1,0 +1,60 @@
+"""Gemm (M = 1, alpha = beta = 1, transA = 0): becomes a 1x1 Conv (conv.py) on the (1, K, 1, 1)
+view of its input, followed by an Alias back to the Gemm's (1, N) output name (canonicalize).
+W' = W (transB=1) or W.T (transB=0), shaped [N, K, 1, 1]; the bias C (size N or 1) broadcast."""
+from __future__ import annotations
+
+import numpy as np
+
+from tpusim.arch.errors import CompileError
+from tpucompile.ir import Node, Tensor
+from tpucompile.ops.common import bad_attr, is_fc_view
+from tpucompile.ops.registry import OpDef
+
+__all__ = ["OPS"]
+
+
+def _import(node, a: dict, opset: int) -> dict:
+    if a.get("transA", 0) != 0:
+        raise bad_attr(node, "transA", a["transA"], "unsupported (only 0)")
+    for k in ("alpha", "beta"):
+        if float(a.get(k, 1.0)) != 1.0:
+            raise bad_attr(node, k, a[k], "unsupported (only 1.0)")
+    if a.get("transB", 0) not in (0, 1):
+        raise bad_attr(node, "transB", a["transB"], "invalid")
+    return {"transB": int(a.get("transB", 0))}
+
+
+def _canonicalize(graph, node, producers) -> list:
+    x, wn = node.inputs[0], node.inputs[1]
+    xs = graph.tensors[x].shape
+    if len(xs) != 2 or xs[0] != 1:
+        raise CompileError(f"node {node.name!r} (Gemm): input {x!r} shape {xs} unsupported (only 1xK)")
+    w = graph.const(wn)
+    if w is None:
+        raise CompileError(f"node {node.name!r} (Gemm): weight {wn!r} is not a constant")
+    w = w if node.attrs.get("transB", 0) else w.T
+    n, k = w.shape
+    c = graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(n, np.float32)
+    if c is None or c.size not in (1, n):
+        raise CompileError(f"node {node.name!r} (Gemm): bias {node.inputs[2]!r} must be a constant of "
+                           f"size {n}, got {None if c is None else c.shape}")
+    out = []
+    src = producers.get(x)
+    if src is not None and src.op == "Alias" and is_fc_view(graph.tensors[src.inputs[0]].shape, xs):
+        x4 = src.inputs[0]
+    else:
+        x4 = f"{x}__nchw"
+        graph.tensors[x4] = Tensor(x4, (1, k, 1, 1), onnx_name=graph.tensors[x].onnx_name or x)
+        out.append(Node("Alias", f"{node.name}__in", [x], [x4]))
+    y = node.outputs[0]
+    y4 = f"{y}__nchw"
+    graph.tensors[y4] = Tensor(y4, (1, n, 1, 1), onnx_name=graph.tensors[y].onnx_name or y)
+    wname = graph.add_const(f"{node.name}__w", np.ascontiguousarray(w.reshape(n, k, 1, 1)).astype(np.float32))
+    bname = graph.add_const(f"{node.name}__b", np.broadcast_to(c.reshape(-1), (n,)).astype(np.float32))
+    out.append(Node("Conv", node.name, [x4, wname, bname], [y4],
+                    {"kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "relu": False}))
+    out.append(Node("Alias", f"{node.name}__out", [y4], [y]))
+    return out
+
+
+OPS = (OpDef("Gemm", import_node=_import, canonicalize=_canonicalize),)

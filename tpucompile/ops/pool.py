@@ -1,0 +1,234 @@
+"""Pooling: MaxPool, AveragePool and GlobalAveragePool on the vector unit (POOL).
+
+Integer semantics:
+
+* ``QMaxPool``: max over the window of the input padded with -128; the output shares the
+  input's scale and zero point (so it needs no calibrated range).
+* ``QAvgPool``: sum over the window (n = kh*kw taps, no padding), then
+  ``arith.pool_avg(sum, n, x_zp, mult, shift, y_zp)`` with mult/shift =
+  ``quantize_multiplier(s_x / (n * s_y))``. GlobalAveragePool is a QAvgPool whose kernel equals
+  the input (H, W); an AveragePool whose kernel equals its input becomes one (canonicalize).
+
+Device: per tile of th x tw outputs x kbg channel blocks, LOAD the input window, one POOL per
+channel block, STORE; two slot groups of an input window and an output tile
+(``backend.tiling.tile_vector``). The max pool's input buffer has a -128 border.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
+from tpucompile.backend.layout import align_px
+from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
+from tpucompile.ir import Node
+from tpucompile.ops.common import (bad_attr, conv_out_hw, no_attrs, no_constants, no_input_transform, no_macs,
+                                   requant_multiplier, spatial_attrs, window_layout, windows)
+from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.qgraph import QOp
+
+__all__ = ["QMaxPool", "QAvgPool", "OPS"]
+
+#: value of the max pool's padded border (int8 minimum: never the maximum of a window)
+MAXPOOL_PAD = -128
+
+
+@dataclass(frozen=True)
+class QPool(QOp):
+    """A pooling window: kernel (kh, kw), strides (sh, sw), pads (top, left, bottom, right)."""
+    name: str
+    inp: str
+    out: str
+    kernel: tuple
+    strides: tuple
+    pads: tuple
+
+
+@dataclass(frozen=True)
+class QMaxPool(QPool):
+    """Max pooling, the input padded with -128. Input and output share scale and zero point."""
+
+    def verify(self, qg) -> None:
+        ti, to = qg.tensors[self.inp], qg.tensors[self.out]
+        if (ti.scale, ti.zero_point) != (to.scale, to.zero_point):
+            raise CompileError(f"QMaxPool {self.name!r}: output params differ from input's")
+
+
+@dataclass(frozen=True)
+class QAvgPool(QPool):
+    """Average pooling over n = kh*kw taps (no padding): pool_avg(sum, n, x_zp, mult, shift, y_zp).
+
+    mult (int, Q31) / shift (int) = quantize_multiplier(s_x / (n * s_y)).
+    """
+    mult: int
+    shift: int
+    x_zp: int
+    y_zp: int
+
+    @property
+    def n(self) -> int:
+        return int(self.kernel[0] * self.kernel[1])
+
+
+# ---------------------------------------------------------------- import, passes, quantization
+def _import_max(node, a: dict, opset: int) -> dict:
+    if len([o for o in node.output if o]) != 1:
+        raise bad_attr(node, "outputs", list(node.output), "unsupported (Indices output)")
+    return spatial_attrs(node, a, {"kernel_shape", "strides", "pads", "dilations", "auto_pad",
+                                   "ceil_mode", "storage_order"})
+
+
+def _import_avg(node, a: dict, opset: int) -> dict:
+    out = spatial_attrs(node, {k: v for k, v in a.items() if k != "count_include_pad"},
+                        {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"})
+    if any(out["pads"]):
+        raise bad_attr(node, "pads", list(out["pads"]),
+                       f"unsupported with count_include_pad={a.get('count_include_pad', 0)} "
+                       "(average pooling supports no padding)")
+    return out
+
+
+def _canonicalize_avg(graph, node, producers) -> list:
+    """An AveragePool whose kernel covers the whole input, without padding, is a GlobalAveragePool."""
+    shp = graph.tensors[node.inputs[0]].shape
+    if tuple(node.attrs["kernel_shape"]) == tuple(shp[2:]) and not any(node.attrs["pads"]):
+        return [Node("GlobalAveragePool", node.name, node.inputs, node.outputs)]
+    return [node]
+
+
+def _quantize_max(q, node) -> None:
+    qt = q.input(node)
+    out = q.add_tensor(node.outputs[0], qt.scale, qt.zero_point)
+    q.add_op(QMaxPool(node.name, qt.name, out.name, tuple(node.attrs["kernel_shape"]),
+                      tuple(node.attrs["strides"]), tuple(node.attrs["pads"])))
+
+
+def _quantize_avg(q, node) -> None:
+    qt = q.input(node)
+    if node.op == "GlobalAveragePool":
+        k, st = tuple(qt.shape[2:]), (1, 1)
+    else:
+        k, st = tuple(node.attrs["kernel_shape"]), tuple(node.attrs["strides"])
+    sy, zy = q.out_params(node)
+    m, s = requant_multiplier(node.name, qt.scale / (k[0] * k[1] * sy))
+    out = q.add_tensor(node.outputs[0], sy, zy)
+    q.add_op(QAvgPool(node.name, qt.name, out.name, k, st, (0, 0, 0, 0), m, s, qt.zero_point, zy))
+
+
+# ---------------------------------------------------------------- golden
+def _golden_max(op: QMaxPool, x: np.ndarray) -> np.ndarray:
+    return np.stack([windows(xn, op.kernel, op.strides, op.pads, MAXPOOL_PAD).max(axis=(3, 4)) for xn in x])
+
+
+def _golden_avg(op: QAvgPool, x: np.ndarray) -> np.ndarray:
+    sums = np.stack([windows(xn, op.kernel, op.strides, op.pads, 0).astype(np.int64).sum(axis=(3, 4))
+                     for xn in x])
+    return arith.pool_avg(sums, op.n, op.x_zp, op.mult, op.shift, op.y_zp)
+
+
+# ---------------------------------------------------------------- device lowering
+def _layout_max(op: QMaxPool, qg, lays) -> None:
+    window_layout(op, qg, lays, MAXPOOL_PAD)
+
+
+def _layout_avg(op: QAvgPool, qg, lays) -> None:
+    if any(op.pads):
+        raise CompileError(f"QAvgPool {op.name!r}: padding {op.pads} unsupported")
+    x, y = qg.tensors[op.inp], qg.tensors[op.out]
+    oh, ow = conv_out_hw(x.shape[2], x.shape[3], op.kernel, op.strides, (0, 0, 0, 0))
+    if (oh, ow) != tuple(y.shape[2:]):
+        raise CompileError(f"QAvgPool {op.name!r}: output {y.shape[2:]} does not match {(oh, ow)}")
+
+
+def _tile(op, lays: dict, cfg) -> EltTiling:
+    """Two slot groups of (kbg blocks of an ih x iw window, kbg blocks of th x tw outputs)."""
+    X, Y = lays[op.inp], lays[op.out]
+    kh, kw = op.kernel
+    W, bw = cfg.word_bytes, load_bw(cfg)
+
+    def cost(th, tw, ih, iw, kbg, nt):
+        if kh > field_max("POOL", "win_h") or kw > field_max("POOL", "win_w"):
+            return None
+        if 2 * kbg * ih * iw + 2 * kbg * th * tw > cfg.sram_words:
+            return None
+        return nt * kbg * ih * iw * W / bw + 60 * nt * (2 + kbg)
+
+    tl = tile_vector(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost)
+    if tl is None:
+        raise untileable(f"pool {op.name!r}", op.kernel, Y.H, Y.W, cfg)
+    place_slot_groups(tl, {"i": tl.kbg * tl.ih * tl.iw, "o": tl.kbg * tl.th * tl.tw}, cfg)
+    return tl
+
+
+def _describe(op, tl: EltTiling) -> dict:
+    return dict(kernel=list(op.kernel), strides=list(op.strides), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
+
+
+def _emit_max(P, op: QMaxPool, lays: dict, tl: EltTiling, consts: dict) -> None:
+    _emit(P, op, lays, tl, avg=False)
+
+
+def _emit_avg(P, op: QAvgPool, lays: dict, tl: EltTiling, consts: dict) -> None:
+    _emit(P, op, lays, tl, avg=True)
+
+
+def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
+    """Per tile: LOAD the input window, one POOL per channel block, STORE."""
+    cfg = P.cfg
+    X, Y = lays[op.inp], lays[op.out]
+    W = cfg.word_bytes
+    ap = align_px(cfg)
+    kh, kw = op.kernel
+    sh, sw = op.strides
+    pads = op.pads
+    _, _, Ho, Wo = Y.shape
+    off_t, off_l = X.pads[0] - pads[0], X.pads[1] - pads[1]
+    if avg:
+        qin = P.qregs.get(0, 0, op.x_zp)
+        qout = P.qregs.get(op.mult, op.shift, op.y_zp, pinned=(qin,))
+    else:
+        qin = qout = 0
+    reg = tl.regions
+    islot = oslot = 0
+    for k0 in range(0, X.nblocks, tl.kbg):
+        kbs = range(k0, min(X.nblocks, k0 + tl.kbg))
+        for oy0 in range(0, Ho, tl.th):
+            th = min(tl.th, Ho - oy0)
+            for ox0 in range(0, Wo, tl.tw):
+                tw = min(tl.tw, Wo - ox0)
+                r0 = off_t + oy0 * sh
+                nrows = (th - 1) * sh + kh
+                c0 = off_l + ox0 * sw
+                c0a = c0 - c0 % ap
+                ncols = c0 + (tw - 1) * sw + kw - c0a
+                base = reg["i"][islot]
+                islot ^= 1
+                P.dma("DMA_LOAD", X.addr(k0, r0, c0a), base, ncols * W, nrows, X.row_bytes, ncols * W,
+                      len(kbs), X.block_bytes, nrows * ncols * W, buf=X.buf_id)
+                ob = reg["o"][oslot]
+                oslot ^= 1
+                for j, kb in enumerate(kbs):
+                    src = base + j * nrows * ncols + (c0 - c0a)
+                    last = src + (th - 1) * sh * ncols + (tw - 1) * sw + (kh - 1) * ncols + kw
+                    dst = ob + j * th * tw
+                    P.add("POOL", rs=[(src, last)], ws=[(dst, dst + th * tw)], mode=int(avg), src_addr=src,
+                          win_w=kw, win_h=kh, win_stride_x=1, win_stride_y=ncols, out_w=tw, out_stride_x=sw,
+                          out_h=th, out_stride_y=sh * ncols, dst_addr=dst, qreg_in=qin, qreg_out=qout)
+                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), ob, tw * W, th, Y.row_bytes, tw * W,
+                      len(kbs), Y.block_bytes, th * tw * W, buf=Y.buf_id)
+
+
+MAXPOOL = DeviceOp(QMaxPool, golden=_golden_max, input_transform=no_input_transform,
+                   plan_layout=_layout_max, constants=no_constants, tile=_tile, emit=_emit_max,
+                   describe=_describe, macs=no_macs)
+AVGPOOL = DeviceOp(QAvgPool, golden=_golden_avg, input_transform=no_input_transform,
+                   plan_layout=_layout_avg, constants=no_constants, tile=_tile, emit=_emit_avg,
+                   describe=_describe, macs=no_macs)
+OPS = (
+    OpDef("MaxPool", import_node=_import_max, quantize=_quantize_max, calibrated=False, device=MAXPOOL),
+    OpDef("AveragePool", import_node=_import_avg, canonicalize=_canonicalize_avg, quantize=_quantize_avg,
+          device=AVGPOOL),
+    OpDef("GlobalAveragePool", import_node=no_attrs, quantize=_quantize_avg, device=AVGPOOL),
+)

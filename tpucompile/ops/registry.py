@@ -1,0 +1,131 @@
+"""The op table's record types: one ``OpDef`` per op type, one ``DeviceOp`` per QGraph op class.
+
+Every driver of the compiler asks the table instead of knowing op kinds itself:
+
+  driver                           reads
+  frontend/onnx_import             OpDef.import_node (and the table's list of supported ONNX types)
+  passes/constant_fold             OpDef.fold
+  passes/canonicalize              OpDef.canonicalize
+  passes/fuse_relu                 OpDef.fuses_relu
+  quantize/quantize                OpDef.quantize, OpDef.calibrated
+  qgraph.QGraph.validate           QOp.inputs, QOp.verify (methods of the op class itself)
+  golden                           DeviceOp.golden, OpDef.host (host ops)
+  backend/pipeline                 DeviceOp.input_transform, plan_layout, constants, tile, emit,
+                                   describe, macs
+
+A hook that does not apply to an op is ``None`` in an ``OpDef`` (e.g. ``fold`` of Conv, whose
+inputs are never all constant); a ``DeviceOp`` has every hook (no-op ones are explicit).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from tpusim.arch.errors import CompileError
+
+__all__ = ["OpDef", "DeviceOp", "OpTable"]
+
+
+@dataclass(frozen=True)
+class DeviceOp:
+    """How one QGraph op class (``qop``, a ``tpucompile.qgraph.QOp`` subclass) runs on the chip.
+
+    golden(op, *inputs) -> int8 NCHW output; ``inputs`` are the int8 NCHW arrays of ``op.inputs``,
+        computed with ``tpusim.arch.arith`` only (independent of tiling and of the binary).
+    input_transform(op, qg, cfg) -> (device QTensor, new op, meta dict) or None: a host-side
+        rewrite of the graph input ``op.inp``, which this op alone reads (the first conv's im2col).
+    plan_layout(op, qg, lays) -> None: check the op's shapes against its window arithmetic and
+        record on ``lays[input]`` (``backend.layout.ActLayout``) the border and pad value it reads.
+    constants(op, cfg) -> {segment name: bytes}: the op's DDR constants, in DDR order (each segment
+        starts on a burst boundary).
+    tile(op, lays, cfg) -> tiling record (``regions``: name -> slot base words, ``slot_words``: name
+        -> words per slot, ``acc_rows``: accumulator rows per half), or CompileError naming the op.
+    emit(P, op, lays, tiling, consts) -> None: append the op's instructions to ``P``
+        (``backend.emit.Program``); ``consts`` maps segment name -> DDR byte address.
+    describe(op, tiling) -> dict: the op's own keys of ``meta["layers"][i]``.
+    macs(op, qg) -> int: multiply-accumulates of the op (0 for vector-unit ops).
+    """
+    qop: type
+    golden: Callable
+    input_transform: Callable
+    plan_layout: Callable
+    constants: Callable
+    tile: Callable
+    emit: Callable
+    describe: Callable
+    macs: Callable
+
+    HOOKS = ("golden", "input_transform", "plan_layout", "constants", "tile", "emit", "describe", "macs")
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything the compiler knows about one op type of the float IR (``tpucompile.ir``).
+
+    op_type: the ONNX op type (``Conv``) or an op only the passes create (``Alias``).
+    import_node(node, attrs, opset) -> normalised attrs for ``ir.Node.attrs``; CompileError naming
+        the node, attribute and value if unsupported. None: not an ONNX op, never imported.
+    fold(node, *constant inputs) -> ndarray: constant folding (numpy). None: never folded.
+    canonicalize(graph, node, producers) -> [Node, ...]: the nodes replacing ``node`` (e.g. Gemm ->
+        Conv on a (1, K, 1, 1) view). None: kept as it is.
+    fuses_relu: a following Relu is folded into this op (``attrs["relu"]``).
+    quantize(q, node) -> None: add the op's QTensors and QOp (or alias, or host op) through ``q``
+        (``quantize.quantize.Quantizer``). None: no int8 mapping (refused by name).
+    calibrated: the op's outputs need a calibrated float range (False when they reuse the input's
+        scale and zero point, or are host floats).
+    device: the DeviceOp of the QGraph op it quantizes to, if any.
+    host(h, x) -> float32 output: a host op (dict ``h`` of ``QGraph.host_ops``) on dequantized ``x``.
+    """
+    op_type: str
+    import_node: Optional[Callable] = None
+    fold: Optional[Callable] = None
+    canonicalize: Optional[Callable] = None
+    fuses_relu: bool = False
+    quantize: Optional[Callable] = None
+    calibrated: bool = True
+    device: Optional[DeviceOp] = None
+    host: Optional[Callable] = None
+
+    HOOKS = ("import_node", "fold", "canonicalize", "quantize", "host")
+
+
+class OpTable:
+    """The op table: OpDefs in a fixed order (the order of the supported-op lists in messages),
+    looked up by op type, and DeviceOps looked up by QGraph op class."""
+
+    def __init__(self, ops):
+        self.ops = tuple(ops)
+        self._by_type = {}
+        for d in self.ops:
+            if d.op_type in self._by_type:
+                raise ValueError(f"op table: {d.op_type} defined twice")
+            self._by_type[d.op_type] = d
+        self.device_ops = tuple(dict.fromkeys(d.device for d in self.ops if d.device is not None))
+        self._by_qop = {dev.qop: dev for dev in self.device_ops}
+
+    def __iter__(self):
+        return iter(self.ops)
+
+    def get(self, op_type: str) -> Optional[OpDef]:
+        """The OpDef of an IR op type, None if the table has none."""
+        return self._by_type.get(op_type)
+
+    @property
+    def onnx_types(self) -> tuple:
+        """ONNX op types the importer accepts, in table order."""
+        return tuple(d.op_type for d in self.ops if d.import_node is not None)
+
+    def importer(self, op_type: str, node_name: str) -> Callable:
+        """The import hook of an ONNX op type; CompileError naming the node if unsupported."""
+        d = self._by_type.get(op_type)
+        if d is None or d.import_node is None:
+            raise CompileError(f"node {node_name!r}: op {op_type} unsupported; supported ops: "
+                               f"{', '.join(self.onnx_types)}")
+        return d.import_node
+
+    def device(self, op) -> DeviceOp:
+        """The DeviceOp of a QGraph op; CompileError naming the op if its class has none."""
+        dev = self._by_qop.get(type(op))
+        if dev is None:
+            raise CompileError(f"op {getattr(op, 'name', op)!r}: unsupported type {type(op).__name__}")
+        return dev

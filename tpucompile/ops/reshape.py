@@ -1,0 +1,51 @@
+"""Reshape and Flatten: only as no-op views between (1, C, 1, 1) and (1, C) (a fully-connected
+head), which become ``Alias`` nodes (canonicalize) and then QGraph aliases: the ONNX name maps to
+the device tensor holding the same bytes. Any other Reshape or Flatten of an activation has no
+int8 mapping and is refused by name; on constants they are folded."""
+from __future__ import annotations
+
+from tpucompile.ir import Node
+from tpucompile.ops.common import bad_attr, is_fc_view
+from tpucompile.ops.registry import OpDef
+
+__all__ = ["OPS"]
+
+
+def _import_reshape(node, a: dict, opset: int) -> dict:
+    return {}
+
+
+def _import_flatten(node, a: dict, opset: int) -> dict:
+    if a.get("axis", 1) != 1:
+        raise bad_attr(node, "axis", a["axis"], "unsupported (only 1)")
+    return {"axis": 1}
+
+
+def _fold_reshape(node, x, shape):
+    """ONNX Reshape: a 0 copies the input's dimension."""
+    shape = [int(s) for s in shape]
+    shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return x.reshape(shape)
+
+
+def _fold_flatten(node, x):
+    return x.reshape(x.shape[0], -1)
+
+
+def _canonicalize(graph, node, producers) -> list:
+    a, b = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+    if is_fc_view(a, b) or is_fc_view(b, a):
+        return [Node("Alias", node.name, [node.inputs[0]], node.outputs)]
+    return [node]
+
+
+def _quantize_alias(q, node) -> None:
+    q.input(node)
+    q.add_alias(node.outputs[0], node.inputs[0])
+
+
+OPS = (
+    OpDef("Reshape", import_node=_import_reshape, fold=_fold_reshape, canonicalize=_canonicalize),
+    OpDef("Flatten", import_node=_import_flatten, fold=_fold_flatten, canonicalize=_canonicalize),
+    OpDef("Alias", quantize=_quantize_alias, calibrated=False),   # created by canonicalize only
+)
