@@ -11,7 +11,7 @@ import pytest
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
-from tpucompile.backend import compile_qgraph
+from tpucompile.backend.compile import compile_qgraph
 from tpucompile.ops import QMaxPool
 from tpucompile.qgraph import QGraph, QTensor
 

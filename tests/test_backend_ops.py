@@ -8,7 +8,7 @@ import pytest
 
 from tpusim.arch import arith
 from tpusim.arch.config import load_config
-from tpucompile.backend import compile_qgraph
+from tpucompile.backend.compile import compile_qgraph
 from tpusim.arch.host_transforms import host_input_transform
 from tpucompile.selfcheck import run_on_executor
 from tpucompile.golden import run_golden

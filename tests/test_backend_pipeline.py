@@ -9,7 +9,7 @@ import pytest
 import qnets
 from tpusim.arch.errors import CompileError
 from tpucompile import driver
-from tpucompile.backend import compile_qgraph
+from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.layout import align_px
 from tpucompile.backend.compile import assemble
 from tpucompile.backend.pipeline import PASSES, BackendOptions, DeviceGraph

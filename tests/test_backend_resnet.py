@@ -21,7 +21,7 @@ def r50():
 
 
 def test_resnet50_compiles_within_budget(r50):
-    from tpucompile.backend import compile_qgraph
+    from tpucompile.backend.compile import compile_qgraph
     cfg = load_config("seed")
     t = time.perf_counter()
     b = compile_qgraph(r50, cfg, model_name="resnet50")
@@ -40,7 +40,7 @@ def test_resnet50_compiles_within_budget(r50):
 @pytest.mark.slow
 def test_resnet50_bit_exact_on_sim(r50):
     from tpusim.sim import run_binary
-    from tpucompile.backend import compile_qgraph
+    from tpucompile.backend.compile import compile_qgraph
     from tpusim.arch.host_transforms import host_input_transform
     from tpucompile.golden import quantize_input, run_golden
     from tpucompile.realdata import test_image

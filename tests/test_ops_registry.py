@@ -13,7 +13,7 @@ from onnx import helper
 import qnets
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
-from tpucompile.backend import compile_qgraph
+from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.onnx_import import SUPPORTED_OPS, import_onnx
 from tpucompile.golden import quantize_input, run_golden
 from tpucompile.ir import Node

@@ -1,7 +1,7 @@
 """tpucompile MODEL.onnx --hw CONFIG -o OUT.tpubin [--dump-ir DIR] [--calib N]
 
 Front end (import -> passes -> calibrate/quantize, tpucompile.quantize.compile_model) and back end
-(tpucompile.backend.compile_qgraph). Calibration images: the real photographs of
+(tpucompile.backend.compile.compile_qgraph). Calibration images: the real photographs of
 tpucompile.realdata at the model's input size (``--calib N`` of them, default 4); for a model
 whose input is not 3-channel, seeded normal noise. Every TpuError -> one line on stderr, exit 2.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.errors import TpuError
-from tpucompile.backend import compile_qgraph
+from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model
 from tpucompile.quantize import compile_model
 from tpucompile.realdata import calibration_images
