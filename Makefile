@@ -72,6 +72,7 @@ rtl: $(VENV_STAMP)
 	$(PY) -m cocotb_tests.build $(HW)
 
 lint: $(VENV_STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m tpusim.arch.svgen --check
 	$(PY) -m tpusim.arch.svgen --cfg $(LINT_HW) >/dev/null
 	$(VERILATOR) --lint-only -Wall --timescale 1ps/1ps --top-module tpu_top \

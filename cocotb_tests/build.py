@@ -19,8 +19,6 @@ against a stand-in ``tpu_top`` that lives outside the repository).
 """
 from __future__ import annotations
 
-from tpusim.arch.cliutil import user_errors
-
 import argparse
 import contextlib
 import fcntl
@@ -33,10 +31,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cocotb_tests.bugs import check_bugs, define_flags, folder_suffix
+from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import HwConfig, load_config
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.svgen import cfg_pkg_text, write_cfg_pkg
-from cocotb_tests.bugs import check_bugs, define_flags, folder_suffix
 
 REPO = Path(__file__).resolve().parent.parent
 TB_DIR = Path(__file__).resolve().parent / "tb"

@@ -44,16 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.arch.config import HwConfig, load_config
+from cocotb_tests.build import TOPLEVEL, build, verilator_env
+from cocotb_tests.rtl_dump import check_dump_scopes, dump_request
+from tpusim.arch.config import ClockConfig, HwConfig, load_config
 from tpusim.arch.errors import SimulationError
+from tpusim.arch.fileio import write_text_atomic
 from tpusim.arch.isa import ENGINE_NAMES
 from tpusim.arch.perf import COUNTERS
 from tpusim.arch.timebase import Timebase
-from cocotb_tests.build import TOPLEVEL, build, verilator_env
-from cocotb_tests.rtl_dump import check_dump_scopes
-from cocotb_tests.rtl_dump import dump_request
-from tpusim.arch.config import ClockConfig
-from tpusim.arch.fileio import write_text_atomic
 
 RESULT_JSON = "rtl_result.json"
 TRACE_FILE = "retire.trace"

@@ -23,21 +23,27 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
 import cocotb
+import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import First, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-from cocotb_tests.harness import (DEFAULT_MAX_CYCLES, DEFAULT_QUIET_CYCLES, DEFAULT_STALL_CYCLES, RESULT_JSON,
-                                  RETIRE_NAMES, DdrMem, config_from_json, counter_names, t0_ps)
-from tpusim.arch.isa import ENGINE_NAMES
-from tpusim.arch.binary import TpuBinary
-from tpusim.arch.isa import ERROR_NAMES
-from tpusim.arch.binary import input_blobs
-from tpusim.arch.timebase import Timebase
+from cocotb_tests.harness import (
+    DEFAULT_MAX_CYCLES,
+    DEFAULT_QUIET_CYCLES,
+    DEFAULT_STALL_CYCLES,
+    RESULT_JSON,
+    RETIRE_NAMES,
+    DdrMem,
+    config_from_json,
+    counter_names,
+    t0_ps,
+)
 from cocotb_tests.rtl_dump import start_scoped_dump, stop_scoped_dump
+from tpusim.arch.binary import TpuBinary, input_blobs
+from tpusim.arch.isa import ENGINE_NAMES, ERROR_NAMES
+from tpusim.arch.timebase import Timebase
 
 
 def _split(value: int, n: int, bits: int) -> list[int]:

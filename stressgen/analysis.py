@@ -15,8 +15,15 @@ start), and ``happens_before`` is independent of timing.
 from __future__ import annotations
 
 from tpusim.arch.isa import Engine
-from tpusim.arch.operands import (dma_ddr_end, dma_runs, dma_sram_end, matmul_last_word, matmul_words,
-                                  pool_last_tap, pool_taps)
+from tpusim.arch.operands import (
+    dma_ddr_end,
+    dma_runs,
+    dma_sram_end,
+    matmul_last_word,
+    matmul_words,
+    pool_last_tap,
+    pool_taps,
+)
 
 ENGINES = tuple(Engine)
 NAMES = tuple(e.name for e in Engine)

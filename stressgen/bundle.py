@@ -25,12 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tpusim.arch.fileio import write_text_atomic
-from stressgen.spec import replay_command
 from stressgen.gen import generate
 from stressgen.minimize import MinimizeError, minimize
 from stressgen.runner import run_one
+from stressgen.spec import replay_command
 from tpusim.arch.config import load_config
+from tpusim.arch.fileio import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 _VCDS = {"model_vcd": "model.vcd", "rtl_vcd": "rtl.vcd", "merged_vcd": "merged.vcd"}

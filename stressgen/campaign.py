@@ -34,14 +34,23 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
-from stressgen.db import ProgramRow, ResultsDb
-from stressgen.spec import (DEFAULT_INVALID_RATE, DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S,  # noqa: F401
-                            MAX_COUNT, MAX_SEED, CampaignError, RunSpec, derive_seed, replay_command)
-from stressgen.writefail import is_write_failure, write_failure
 from stressgen import bundle as bundle_mod
-from stressgen.runner import prebuild
-from stressgen.runner import run_spec_program
+from stressgen.db import ProgramRow, ResultsDb
+from stressgen.runner import prebuild, run_spec_program
+from stressgen.spec import (  # noqa: F401
+    DEFAULT_INVALID_RATE,
+    DEFAULT_MINIMIZE_BUDGET_S,
+    DEFAULT_TIMEOUT_S,
+    MAX_COUNT,
+    MAX_SEED,
+    CampaignError,
+    RunSpec,
+    derive_seed,
+    replay_command,
+)
+from stressgen.writefail import is_write_failure, write_failure
 from tpusim.arch.config import load_config
+
 
 def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=lambda p: None) -> ProgramRow:
     """Generate, run and judge program ``idx`` (seed ``seed``); bundle it if it fails.
@@ -377,8 +386,14 @@ class _Progress:
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
         self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("[green]{task.fields[passes]} pass[/green] "
                                      "[red]{task.fields[fails]} fail[/red]"),

@@ -23,25 +23,28 @@ import signal
 import sys
 from pathlib import Path
 
-from tpusim.arch.cliutil import EXIT_INTERRUPTED, user_errors, writable_dir
-from tpusim.arch.errors import TpuError
 from cocotb_tests.bugs import check_bugs
 from cocotb_tests.harness import run_rtl
 from cocotb_tests.rtl_dump import SCOPED_VCD
-from stressgen.campaign import DEFAULT_INVALID_RATE, DEFAULT_MINIMIZE_BUDGET_S, DEFAULT_TIMEOUT_S
-from stressgen.campaign import MAX_COUNT
-from stressgen.campaign import MAX_SEED
-from stressgen.campaign import RunSpec, prepare, run_campaign
+from stressgen.campaign import (
+    DEFAULT_INVALID_RATE,
+    DEFAULT_MINIMIZE_BUDGET_S,
+    DEFAULT_TIMEOUT_S,
+    MAX_COUNT,
+    MAX_SEED,
+    RunSpec,
+    prepare,
+    run_campaign,
+)
 from stressgen.db import DbError, ResultsDb
 from stressgen.gen import generate
-from stressgen.program import StressError
-from stressgen.program import parse_asm
+from stressgen.program import StressError, parse_asm
 from stressgen.report import render, summarize
-from stressgen.runner import prebuild
-from stressgen.runner import run_one
+from stressgen.runner import prebuild, run_one
 from stressgen.validate import validate
+from tpusim.arch.cliutil import EXIT_INTERRUPTED, user_errors, writable_dir
 from tpusim.arch.config import load_config
-from tpusim.arch.errors import IsaError
+from tpusim.arch.errors import IsaError, TpuError
 from tpusim.arch.fileio import write_text_atomic
 
 PROG = "stressgen"

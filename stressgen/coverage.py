@@ -9,20 +9,17 @@ performance counters (tpusim.arch.perf.COUNTERS): those mean the event really ha
 """
 from __future__ import annotations
 
-from tpusim.arch.limits import DDR_ADDR_LIMIT
-
 from collections import Counter
 
 import numpy as np
 
-from stressgen.analysis import (dma_runs, engine_of, footprint, match_tokens, ordered,
-                                vector_clocks)
+from stressgen.analysis import dma_runs, engine_of, footprint, match_tokens, matmul_words, ordered, vector_clocks
+from stressgen.golden import run_golden
 from stressgen.program import StressError, config
 from stressgen.tasks import PRIME_K
-from stressgen.analysis import matmul_words
-from stressgen.golden import run_golden
 from stressgen.validate import normalise
 from tpusim.arch import arith
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 STATIC_BINS = (
     # matrix problems

@@ -6,11 +6,10 @@ import random
 
 import numpy as np
 
-from tpusim.arch.device_checks import ddr_align_bytes
-
 from stressgen.data import EXTREME_QREG_P, DdrSpace, Ring, extreme_shift, rand_i8
 from stressgen.emit import Emitter
 from stressgen.program import OutputRegion
+from tpusim.arch.device_checks import ddr_align_bytes
 
 LOAD, STORE, MXU, VPU = 0, 1, 2, 3
 

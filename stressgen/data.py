@@ -11,11 +11,10 @@ import random
 
 import numpy as np
 
+from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES
 from tpusim.arch.arith import quantize_multiplier
 from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.limits import DDR_ADDR_LIMIT
-
-from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES
 
 PLACE_WEIGHTS = (("low", 3), ("cross4g", 2), ("high", 4), ("top", 2))
 

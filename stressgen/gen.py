@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from stressgen.coverage import ALL_BINS, bins_of
 from stressgen.ctx import Ctx
-from stressgen.program import StressProgram
-from stressgen.tasks import (PRIME_K, add_task, fill_task, matmul_task, pick_m, pool_task,
-                             qreg_alias_task)
-from stressgen.validate import validate
 from stressgen.invalid import make_invalid
+from stressgen.program import StressProgram
+from stressgen.tasks import PRIME_K, add_task, fill_task, matmul_task, pick_m, pool_task, qreg_alias_task
+from stressgen.validate import validate
 
 MAX_INSTRS = 60
 BUDGET = 54          # instruction estimate per program (NOPs and splits add a few)

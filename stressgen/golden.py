@@ -18,13 +18,12 @@ the events are the executor's (``tpusim.arch.executor.machine``).
 """
 from __future__ import annotations
 
+from stressgen.program import StressError, stress_error
+from stressgen.validate import check_instruction, normalise
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.errors import DeadlockError, DeviceError
 from tpusim.arch.executor import run_program
 from tpusim.arch.isa import INSTR_BYTES
-
-from stressgen.program import StressError, stress_error
-from stressgen.validate import check_instruction, normalise
 
 
 def run_golden(prog, cfg, sched_seed: int | None = None, observe=None) -> dict[str, bytes]:

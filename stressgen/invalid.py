@@ -12,14 +12,13 @@ run on them and must both flag the fault.
 """
 from __future__ import annotations
 
+from stressgen.analysis import engine_of
+from stressgen.program import RawWord, StressProgram, instruction_from
+from stressgen.validate import validate
 from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import BY_CODE, INSTR_BYTES, decode, encode
 from tpusim.arch.limits import DDR_ADDR_LIMIT
-
-from stressgen.analysis import engine_of
-from stressgen.program import RawWord, StressProgram, instruction_from
-from stressgen.validate import validate
 
 INVALID_CLASSES = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
                    "qreg_unloaded", "sram_out_of_range", "deadlock")

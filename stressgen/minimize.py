@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
-from tpusim.arch.errors import TpuError
 from stressgen.coverage import bins_of
 from stressgen.validate import validate as default_validate
+from tpusim.arch.errors import TpuError
 from tpusim.arch.isa import Engine, Instruction
 
 #: size fields the second pass shrinks, per opcode

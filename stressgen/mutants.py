@@ -26,14 +26,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tpusim.arch.cliutil import user_errors
-from tpusim.arch.errors import TpuError
-from cocotb_tests.bugs import BUGS
-from cocotb_tests.bugs import check_bugs
+from cocotb_tests.bugs import BUGS, check_bugs
 from cocotb_tests.build import build
 from stressgen.gen import generate
 from stressgen.runner import ARCH_MAP, run_one
+from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
+from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import write_text_atomic
 from waves.diff import diff_dumps, load_map
 from waves.reader import read_dump

@@ -26,8 +26,7 @@ from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.device_checks import where
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import INSTR_BYTES, Instruction, assemble, encode
-from tpusim.arch.isa import OPCODES
+from tpusim.arch.isa import INSTR_BYTES, OPCODES, Instruction, assemble, encode
 
 #: DDR byte address of the code (BB-aligned for every config; data never overlaps it).
 CODE_ADDR = 0x1000

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from stressgen.coverage import ALL_BINS
 from stressgen.db import ResultsDb
 from stressgen.writefail import is_write_failure
-from stressgen.coverage import ALL_BINS
 
 
 @dataclass

@@ -48,19 +48,18 @@ from pathlib import Path
 
 import numpy as np
 
-from stressgen.coverage import observed_bins
-from stressgen.writefail import cut_files, is_write_failure, write_failure
-from tpusim.arch.errors import SimulationError
-from tpusim.arch.retire import first_retire_difference
 from cocotb_tests.build import build
 from cocotb_tests.harness import DEFAULT_STALL_CYCLES, run_rtl
 from cocotb_tests.rtl_dump import dump_request
+from stressgen.coverage import observed_bins
 from stressgen.gen import generate
 from stressgen.golden import run_golden
 from stressgen.invalid import assembler_rejects
+from stressgen.writefail import cut_files, is_write_failure, write_failure
 from tpusim.arch.config import load_config
-from tpusim.arch.errors import flag_of
+from tpusim.arch.errors import SimulationError, flag_of
 from tpusim.arch.fileio import write_text_atomic
+from tpusim.arch.retire import first_retire_difference
 from tpusim.arch.timebase import Timebase
 from tpusim.sim import run_binary
 from waves.triage import triage

@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 
-from tpusim.arch.arith import add_multipliers
-
 from stressgen.ctx import Task
 from stressgen.data import rand_i8, rand_qreg, requant_table
+from tpusim.arch.arith import add_multipliers
 
 PRIME_K = (101, 103, 107, 127, 131)
 

@@ -16,15 +16,13 @@ stress-program rules (race freedom, program-ordered tokens).
 """
 from __future__ import annotations
 
+from stressgen.analysis import NAMES, engine_of, find_race, match_tokens, max_outstanding
+from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, stress_error
 from tpusim.arch.device_checks import reserved_opcode_fault, start_fault
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import INSTR_BYTES, check_ranges, decode_as_hardware
 from tpusim.arch.limits import TOKEN_MAX
 from tpusim.arch.operands import dma_ddr_end
-
-from stressgen.analysis import NAMES, engine_of, find_race, match_tokens, max_outstanding
-from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, stress_error
-
 
 
 def hw_decode(raw: RawWord):

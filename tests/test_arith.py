@@ -6,8 +6,19 @@ import numpy as np
 import pytest
 
 from tpusim.arch import arith
-from tpusim.arch.arith import (INT32_MAX, INT32_MIN, add_int8, matmul_acc, pool_avg, quantize_multiplier,
-                          rdbpot, requant, requant_conv, sat32, srdhm)
+from tpusim.arch.arith import (
+    INT32_MAX,
+    INT32_MIN,
+    add_int8,
+    matmul_acc,
+    pool_avg,
+    quantize_multiplier,
+    rdbpot,
+    requant,
+    requant_conv,
+    sat32,
+    srdhm,
+)
 
 
 # ---- quantize_multiplier -------------------------------------------------------------------

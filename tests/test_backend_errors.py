@@ -7,15 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_backend_ops import CFG, B, check
 
-from tpusim.arch.binary import TpuBinary
-from tpusim.arch.config import load_config
-from tpusim.arch.errors import CompileError
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.ops import QMaxPool
 from tpucompile.qgraph import QGraph, QTensor
-
-from test_backend_ops import B, CFG, check
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
 
 ROOT = Path(__file__).resolve().parents[1]
 

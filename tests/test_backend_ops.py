@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpusim.arch import arith
-from tpusim.arch.config import load_config
 from tpucompile.backend.compile import compile_qgraph
-from tpusim.arch.host_transforms import host_input_transform
-from tpucompile.selfcheck import run_on_executor
 from tpucompile.golden import run_golden
-from tpusim.sim import run_binary
 from tpucompile.ops import QAdd, QAvgPool, QConv, QMaxPool
 from tpucompile.qgraph import QGraph, QTensor
+from tpucompile.selfcheck import run_on_executor
+from tpusim.arch import arith
+from tpusim.arch.config import load_config
+from tpusim.arch.host_transforms import host_input_transform
+from tpusim.sim import run_binary
 
 CFG = load_config("small")
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 import qnets
-from tpusim.arch.errors import CompileError
-from tpucompile import driver
-from tpucompile.backend.compile import compile_qgraph
-from tpucompile.backend.layout import align_px
-from tpucompile.backend.compile import assemble
-from tpucompile.backend.pipeline import PASSES, BackendOptions, DeviceGraph
+from test_backend_ops import CFG, B
 
-from test_backend_ops import B, CFG
+from tpucompile import driver
+from tpucompile.backend.compile import assemble, compile_qgraph
+from tpucompile.backend.layout import align_px
+from tpucompile.backend.pipeline import PASSES, BackendOptions, DeviceGraph
+from tpusim.arch.errors import CompileError
 
 STAGES = [p.name for p in PASSES]
 

@@ -39,11 +39,11 @@ def test_resnet50_compiles_within_budget(r50):
 
 @pytest.mark.slow
 def test_resnet50_bit_exact_on_sim(r50):
-    from tpusim.sim import run_binary
     from tpucompile.backend.compile import compile_qgraph
-    from tpusim.arch.host_transforms import host_input_transform
     from tpucompile.golden import quantize_input, run_golden
     from tpucompile.realdata import test_image
+    from tpusim.arch.host_transforms import host_input_transform
+    from tpusim.sim import run_binary
     cfg = load_config("seed")
     b = compile_qgraph(r50, cfg)
     x = quantize_input(r50, test_image())

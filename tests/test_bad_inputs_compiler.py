@@ -5,16 +5,16 @@ calibration cases go through ``tpucompile.driver`` (the API tpusim.flow.cosim us
 """
 from __future__ import annotations
 
+import badinputs as B
 import numpy as np
 import onnx
 import pytest
 import yaml
 
-import badinputs as B
-from tpusim.arch.config import load_config
-from tpusim.arch.errors import CompileError
 from tpucompile import driver
 from tpucompile.cli import main
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
 
 SUPPORTED = ("Conv, BatchNormalization, Relu, Sum, Add, MaxPool, AveragePool, GlobalAveragePool, "
              "Reshape, Flatten, Gemm, Softmax, ConstantOfShape")

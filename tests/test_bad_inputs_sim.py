@@ -4,12 +4,12 @@ traceback. Corpus: tests/badinputs.py (a small valid program for the ``small`` c
 one way at a time)."""
 from __future__ import annotations
 
+import badinputs as B
 import numpy as np
 import pytest
 
-import badinputs as B
-from tpusim.flow.cli import main
 from tpusim.arch.config import load_config
+from tpusim.flow.cli import main
 
 H = load_config("small").hash_bytes()
 

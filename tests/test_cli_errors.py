@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpusim.flow import cosim, bench
-from tpusim.arch.cliutil import user_errors
 from cocotb_tests import build
+from tpusim.arch.cliutil import user_errors
+from tpusim.flow import bench, cosim
 
 
 def test_cosim_argument_ranges(capsys):
@@ -39,8 +39,8 @@ def test_interrupt_is_one_line(capsys):
 
 
 def test_tpusim_run_unknown_input_name(tmp_path, capsys):
-    from tpusim.flow.cli import main
     from tests.test_model_cli import _write
+    from tpusim.flow.cli import main
     path, _, _ = _write(tmp_path)
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 4, 4), np.int8))
     assert main(["run", str(path), "--input", f"foo={tmp_path / 'x.npy'}"]) == 2

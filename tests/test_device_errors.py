@@ -4,9 +4,9 @@ completes as a NOP and the device halts; the tie rule; deadlock and error-then-s
 ``flag_of``; DEVICE_ERRORS generated into the SV package and the ISA doc."""
 from __future__ import annotations
 
+import deverr_programs as P
 import pytest
 
-import deverr_programs as P
 from tpusim.arch import isa, isa_doc, svgen
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import DeadlockError, DeviceError, IsaError, flag_of

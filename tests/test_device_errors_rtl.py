@@ -4,9 +4,9 @@ both sides, and where the device halts after the error the same cycle count, ret
 performance counters; a deadlock names the same waiting engines, PCs and missing senders."""
 from __future__ import annotations
 
+import deverr_programs as P
 import pytest
 
-import deverr_programs as P
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import SimulationError, flag_of

@@ -2,13 +2,13 @@
 import numpy as np
 import onnx
 import pytest
+import qnets
 from onnx import TensorProto, helper
 
-import qnets
-from tpusim.arch.errors import CompileError
 from tpucompile import realdata
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.ir import Graph, Node, Tensor, dump, verify
+from tpusim.arch.errors import CompileError
 
 
 def _conv_model(**attrs):

@@ -2,8 +2,8 @@
 import collections
 
 import numpy as np
-
 import qnets
+
 from tpucompile import realdata
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.passes import canonicalize, constant_fold, fold_batchnorm, fuse_relu

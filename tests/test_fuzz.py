@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpusim.flow import fuzz
 from tpucompile.frontend.onnx_import import SUPPORTED_OPS, import_onnx
 from tpucompile.ir import verify
 from tpucompile.ops import OP_TABLE
@@ -20,6 +19,7 @@ from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import config_from_dict, parse_config_text
 from tpusim.arch.errors import BinaryFormatError, CompileError, ConfigError, IsaError, TpuError
 from tpusim.arch.isa import BY_CODE, decode, encode
+from tpusim.flow import fuzz
 
 FAST = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

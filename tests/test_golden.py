@@ -3,14 +3,14 @@ import time
 
 import numpy as np
 import pytest
-
 import qnets
-from tpusim.arch import arith
+
 from tpucompile import realdata
 from tpucompile.fp32 import compare, run_fp32
 from tpucompile.golden import conv_int8, dequantize, quantize_input, run_golden, run_host_ops
 from tpucompile.ops import QConv
 from tpucompile.quantize import compile_model
+from tpusim.arch import arith
 
 SMALL = {
     "conv_bn_relu": qnets.conv_bn_relu,

@@ -6,8 +6,23 @@ import pytest
 
 from tpusim.arch import isa
 from tpusim.arch.errors import IsaError, TpuError
-from tpusim.arch.isa import (BY_CODE, HEADER_BITS, INSTR_BITS, INSTR_BYTES, OPCODES, Engine, Instruction, assemble,
-                        check_ranges, decode, decode_program, encode, encode_program, make, parse_mask)
+from tpusim.arch.isa import (
+    BY_CODE,
+    HEADER_BITS,
+    INSTR_BITS,
+    INSTR_BYTES,
+    OPCODES,
+    Engine,
+    Instruction,
+    assemble,
+    check_ranges,
+    decode,
+    decode_program,
+    encode,
+    encode_program,
+    make,
+    parse_mask,
+)
 
 OPS = sorted(OPCODES)
 

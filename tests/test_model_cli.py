@@ -5,10 +5,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from test_model_sim import build_conv_binary
-from tpusim.flow.cli import main
+
 from tpusim.arch.config import load_config
+from tpusim.flow.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

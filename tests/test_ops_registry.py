@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import qnets
 from onnx import helper
 
-import qnets
-from tpusim.arch.config import load_config
-from tpusim.arch.errors import CompileError
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.onnx_import import SUPPORTED_OPS, import_onnx
 from tpucompile.golden import quantize_input, run_golden
@@ -21,6 +19,8 @@ from tpucompile.ops import FAMILIES, OP_TABLE, DeviceOp, OpDef, OpTable, QConv
 from tpucompile.ops.common import no_attrs
 from tpucompile.qgraph import QOp
 from tpucompile.quantize import compile_model
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
 
 ROOT = Path(__file__).resolve().parents[1] / "tpucompile"
 

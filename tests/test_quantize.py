@@ -1,17 +1,17 @@
 """Quantizer: parameter choices, the QGraph contract, and refusals by message."""
 import numpy as np
 import pytest
+import qnets
 from onnx import helper
 
-import qnets
-from tpusim.arch import arith
-from tpusim.arch.errors import CompileError
 from tpucompile.frontend.onnx_import import import_onnx
-from tpucompile.passes.pipeline import run_passes
 from tpucompile.ops import QAdd, QConv, QMaxPool
+from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor
 from tpucompile.quantize import activation_params, calibrate, compile_model, quantize_graph
 from tpucompile.quantize.quantize import calibration_names, weight_params
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
 
 
 @pytest.mark.parametrize("lo, hi, expect", [

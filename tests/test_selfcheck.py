@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tpucompile.selfcheck import run_on_executor
 from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError, DeadlockError
 from tpusim.arch.isa import encode_program, make
-from tpucompile.selfcheck import run_on_executor
 
 CFG = load_config("small")
 LOAD, STORE = 1, 2

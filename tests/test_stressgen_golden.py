@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from stressgen import generate, run_golden
-from tpusim.arch.executor import machine as machine_mod
 from stressgen.program import OutputRegion, StressError, StressProgram, config, region_bytes
 from tpusim.arch import arith
+from tpusim.arch.executor import machine as machine_mod
 from tpusim.arch.isa import make
 from tpusim.sim import run_binary
 

@@ -2,11 +2,9 @@
 programs with a pure-Python failure predicate, and on the RTL with an injected bug."""
 from __future__ import annotations
 
-
 import pytest
 
-from stressgen.minimize import (MinimizeError, ddmin, drop_instructions, minimize, program_size,
-                                token_pairs)
+from stressgen.minimize import MinimizeError, ddmin, drop_instructions, minimize, program_size, token_pairs
 from tpusim.arch.config import load_config
 from tpusim.arch.isa import Engine, make
 

@@ -286,6 +286,7 @@ def test_scoped_dump_refuses_unknown_scope_and_late_window(tmp_path, capsys):
     """A scope matching no RTL scope is refused before the run, naming it and listing the
     scopes under tb_top.u_tpu; a window after the end of the run says there is no dump."""
     import json
+
     from cocotb_tests.harness import run_rtl
     from stressgen.cli import main as stress_main
     with pytest.raises(WaveError) as exc:           # checked on the build, before any run

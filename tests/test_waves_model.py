@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from vcd import VCDWriter
 
+from cocotb_tests.rtl_dump import dump_request
 from tpusim.arch.config import load_config
 from tpusim.arch.isa import assemble
 from tpusim.models.trace import Trace, digest_bytes, fold32, signal_table
@@ -15,7 +16,6 @@ from tpusim.sim import run_program
 from waves.archmap import MAP_PATH, arch_map, map_text
 from waves.diff import diff_dumps, load_map
 from waves.reader import WaveError, read_dump
-from cocotb_tests.rtl_dump import dump_request
 from waves.triage import triage
 
 REPO = Path(__file__).resolve().parents[1]

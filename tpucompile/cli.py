@@ -15,15 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.arch.cliutil import user_errors
-from tpusim.arch.errors import TpuError
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model
 from tpucompile.quantize import compile_model
 from tpucompile.realdata import calibration_images
 from tpucompile.stages import IrDumps
+from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
-from tpusim.arch.errors import CompileError
+from tpusim.arch.errors import CompileError, TpuError
 from tpusim.arch.isa import decode_program
 
 

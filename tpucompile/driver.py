@@ -10,12 +10,12 @@ from pathlib import Path
 
 import onnx
 
-from tpusim.arch.binary import TensorDesc, TpuBinary
-from tpusim.arch.errors import CompileError
 from tpucompile import realdata
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
+from tpusim.arch.binary import TensorDesc, TpuBinary
+from tpusim.arch.errors import CompileError
 
 #: Built-in model names for `--model`: (loader in tpucompile.realdata, description)
 MODELS = {

@@ -10,13 +10,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from tpusim.arch.binary import TpuBinary, input_blobs
-from tpusim.arch.errors import SimulationError
 from tpusim.arch.ddr_memory import DdrMemory
+from tpusim.arch.errors import SimulationError
+from tpusim.arch.isa import encode_program
 from tpusim.models.tpu import Tpu
 from tpusim.models.trace import Trace
-from tpusim.arch.isa import encode_program
 
 
 @dataclass

@@ -11,9 +11,8 @@ import argparse
 import sys
 
 from waves.diff import diff_dumps, load_map, report
-from waves.gtkw import GTKW_WINDOW_CYCLES
+from waves.gtkw import GTKW_WINDOW_CYCLES, write_triage
 from waves.reader import WaveError, read_dump
-from waves.gtkw import write_triage
 from waves.triage import triage
 
 

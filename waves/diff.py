@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from waves.reader import Dump, WaveError
 from waves.inflight import in_flight
+from waves.reader import Dump, WaveError
 
 
 @dataclass(frozen=True)

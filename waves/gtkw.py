@@ -22,9 +22,7 @@ from typing import Iterable
 from vcd.gtkw import GTKWSave
 
 from tpusim.arch.fileio import write_text_atomic
-
 from waves.reader import Dump, read_dump
-
 
 GTKW_WINDOW_CYCLES = 40       # core cycles shown around the marker
 WAVE_PANE_PX = 1000           # assumed width of GTKWave's wave pane, pixels

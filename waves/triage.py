@@ -15,7 +15,6 @@ CLI: ``python -m waves triage MODEL.vcd RTL.vcd --map waves/arch_map.yaml --out 
 from __future__ import annotations
 
 import io
-
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from tpusim.arch.config import HwConfig, load_config
 from tpusim.arch import svgen
+from tpusim.arch.config import HwConfig, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 RTL = REPO / "rtl"

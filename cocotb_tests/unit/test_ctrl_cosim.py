@@ -17,11 +17,11 @@ import random
 import numpy as np
 import pytest
 
+from cocotb_tests.harness import run_rtl
 from tpusim.arch import isa
 from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import SimulationError
-from cocotb_tests.harness import run_rtl
 from tpusim.sim import run_binary
 
 pytestmark = pytest.mark.rtl

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from cocotb_tests.build import verilator_env
 from tpusim.arch.config import load_config
 from tpusim.arch.svgen import write_cfg_pkg
-from cocotb_tests.build import verilator_env
 
 pytestmark = pytest.mark.rtl
 

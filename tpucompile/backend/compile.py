@@ -6,13 +6,13 @@ import time
 from pathlib import Path
 from typing import Optional, Union
 
-from tpusim.arch.binary import TpuBinary
-from tpusim.arch.config import HwConfig
-from tpusim.arch.isa import INSTR_BYTES, encode_program
 from tpucompile.backend.memplan import place_code
 from tpucompile.backend.pipeline import PASSES, BackendOptions, CheckedProgram, DeviceGraph
 from tpucompile.qgraph import QGraph
 from tpucompile.stages import IrDumps, run_pipeline
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import HwConfig
+from tpusim.arch.isa import INSTR_BYTES, encode_program
 
 __all__ = ["compile_qgraph", "assemble"]
 

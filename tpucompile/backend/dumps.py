@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tpusim.arch.isa import Engine
 from tpucompile.qgraph import dump_qgraph
+from tpusim.arch.isa import Engine
 
 __all__ = ["device_graph", "layout_plan", "mem_plan", "tiled_program", "emitted_program",
            "checked_program"]

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpucompile.qgraph import QGraph, QTensor
 from tpusim.arch.binary import TensorDesc
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
-from tpucompile.qgraph import QGraph, QTensor
 
 
 def ceil_div(a: int, b: int) -> int:

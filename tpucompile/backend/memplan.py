@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
+from tpucompile.qgraph import QGraph
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
-from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
-from tpucompile.qgraph import QGraph
+
 
 @dataclass
 class Buffer:

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpusim.arch.config import HwConfig
-from tpusim.arch.errors import CompileError
-from tpusim.arch.isa import Engine
 from tpucompile.backend import dumps, verify
 from tpucompile.backend.emit import Program
 from tpucompile.backend.layout import ActLayout, check_input_borders, round_up
@@ -31,6 +28,9 @@ from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
 from tpucompile.stages import Pass
+from tpusim.arch.config import HwConfig
+from tpusim.arch.errors import CompileError
+from tpusim.arch.isa import Engine
 
 __all__ = ["BackendOptions", "DeviceGraph", "LayoutPlan", "MemPlan", "TiledProgram", "EmittedProgram",
            "CheckedProgram", "PASSES"]

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tpucompile.backend.layout import align_px, ceil_div, round_up
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES
-from tpucompile.backend.layout import align_px, ceil_div, round_up
 
 
 @dataclass

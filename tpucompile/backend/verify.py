@@ -10,11 +10,11 @@ import bisect
 
 import numpy as np
 
+from tpucompile.backend.layout import align_px, ddr_granule
+from tpucompile.backend.memplan import last_uses
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import Engine
 from tpusim.arch.limits import DDR_ADDR_LIMIT
-from tpucompile.backend.layout import align_px, ddr_granule
-from tpucompile.backend.memplan import last_uses
 
 __all__ = ["device_graph", "layout_plan", "mem_plan", "tiled_program", "emitted_program",
            "checked_program"]

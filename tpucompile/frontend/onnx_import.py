@@ -16,11 +16,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from tpusim.arch.errors import CompileError
-from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import one_line
+from tpusim.arch.errors import CompileError
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 __all__ = ["SUPPORTED_OPS", "import_onnx"]
 

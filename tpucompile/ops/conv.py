@@ -33,13 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpusim.arch import arith
-from tpusim.arch.errors import CompileError
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
 from tpucompile.ops.common import bad_attr, requant_multiplier, spatial_attrs, weight_params, window_layout, windows
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp, QTensor, check_array
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
 
 __all__ = ["QConv", "conv_int8", "OPS"]
 

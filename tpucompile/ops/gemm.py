@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arch.errors import CompileError
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import bad_attr, is_fc_view
 from tpucompile.ops.registry import OpDef
+from tpusim.arch.errors import CompileError
 
 __all__ = ["OPS"]
 

@@ -19,15 +19,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpusim.arch import arith
-from tpusim.arch.errors import CompileError
 from tpucompile.backend.layout import align_px
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
 from tpucompile.ir import Node
-from tpucompile.ops.common import (bad_attr, conv_out_hw, no_attrs, no_constants, no_input_transform, no_macs,
-                                   requant_multiplier, spatial_attrs, window_layout, windows)
+from tpucompile.ops.common import (
+    bad_attr,
+    conv_out_hw,
+    no_attrs,
+    no_constants,
+    no_input_transform,
+    no_macs,
+    requant_multiplier,
+    spatial_attrs,
+    window_layout,
+    windows,
+)
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
 
 __all__ = ["QMaxPool", "QAvgPool", "OPS"]
 

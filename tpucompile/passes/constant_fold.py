@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arch.errors import CompileError
 from tpucompile.ir import Graph, prune
 from tpucompile.ops import OP_TABLE
+from tpusim.arch.errors import CompileError
 
 NAME = "constant_fold"
 #: Largest constant folding may create (elements); ResNet-50's largest weight has 2.4 M.

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arch.errors import CompileError
 from tpucompile.ir import Graph, consumers, producers, prune
+from tpusim.arch.errors import CompileError
 
 NAME = "fold_batchnorm"
 

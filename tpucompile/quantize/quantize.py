@@ -21,7 +21,6 @@ from typing import Optional, Union
 
 import onnx
 
-from tpusim.arch.errors import CompileError
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.ir import Graph
 from tpucompile.ops import OP_TABLE
@@ -30,6 +29,7 @@ from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor, dump_qgraph
 from tpucompile.quantize.calibrate import calibrate
 from tpucompile.stages import IrDumps
+from tpusim.arch.errors import CompileError
 
 __all__ = ["activation_params", "weight_params", "quantize_graph", "calibration_names", "compile_model",
            "Quantizer"]

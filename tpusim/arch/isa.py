@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
 
-from tpusim.arch.device_errors import (DEVICE_ERROR_TEXT, DEVICE_ERRORS, ERROR_NAMES,  # noqa: F401
-                                       DeviceErrorSpec)
+from tpusim.arch.device_errors import DEVICE_ERROR_TEXT, DEVICE_ERRORS, ERROR_NAMES, DeviceErrorSpec  # noqa: F401
 from tpusim.arch.errors import IsaError
 from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_COUNTER_BITS, TOKEN_MAX  # noqa: F401 (the ISA's limits)
 

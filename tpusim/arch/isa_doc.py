@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from tpusim.arch.generated import check_or_write, is_current
 from tpusim.arch import isa
 from tpusim.arch.errors import IsaError
+from tpusim.arch.generated import check_or_write, is_current
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_PATH = REPO / "docs" / "isa.md"

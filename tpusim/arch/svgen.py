@@ -16,9 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from tpusim.arch.generated import check_or_write, is_current
 from tpusim.arch import isa, perf
 from tpusim.arch.config import HwConfig, load_config
+from tpusim.arch.generated import check_or_write, is_current
 from tpusim.arch.timebase import Timebase
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,18 +8,17 @@ measured from a clean cache folder and the RTL run on the full network).
 """
 from __future__ import annotations
 
-from tpusim.arch.cliutil import user_errors
-
 import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from tpusim.arch.config import load_config
 from cocotb_tests import build
 from cocotb_tests.harness import run_rtl
 from tpucompile import driver, golden
+from tpusim.arch.cliutil import user_errors
+from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.sim import run_binary
 

@@ -9,8 +9,6 @@ simulator and whether cycles and retire traces agree.
 """
 from __future__ import annotations
 
-from tpusim.arch.cliutil import user_errors
-
 import argparse
 import json
 import sys
@@ -18,10 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from cocotb_tests.harness import run_rtl
 from tpusim.arch import isa
 from tpusim.arch.binary import TpuBinary
+from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import HwConfig, load_config
-from cocotb_tests.harness import run_rtl
 from tpusim.sim import run_binary
 
 CODE_ADDR = 0x100000

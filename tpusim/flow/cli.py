@@ -8,9 +8,6 @@ Prints the cycle count and the performance counters; with ``--out`` writes every
 """
 from __future__ import annotations
 
-from tpusim.arch.cliutil import user_errors, writable_dir
-from tpusim.arch.fileio import save_npy_atomic, write_text_atomic
-
 import argparse
 import json
 import os
@@ -19,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.arch.errors import TpuError
 from tpusim.arch.binary import TpuBinary
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import CONFIG_DIR, load_config
+from tpusim.arch.errors import TpuError
+from tpusim.arch.fileio import save_npy_atomic, write_text_atomic
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.sim import run_binary
 

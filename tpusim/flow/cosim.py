@@ -9,9 +9,6 @@ sides and the SimPy and RTL retire traces are identical; 1 on a mismatch; 2 on a
 """
 from __future__ import annotations
 
-from tpusim.arch.cliutil import user_errors
-from tpusim.arch.fileio import save_npy_atomic
-
 import argparse
 import sys
 import time
@@ -19,21 +16,21 @@ from pathlib import Path
 
 import numpy as np
 
+from cocotb_tests.harness import run_rtl
+from tpucompile import driver, fp32, golden
+from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
-from tpusim.flow.stagecache import StageCache, make_key, source_digest
-from tpusim.arch.retire import first_retire_difference
-from tpusim.flow.verdict import Verdict, count_mismatch, render
-from cocotb_tests.harness import run_rtl
-from tpucompile import driver
-from tpucompile import golden, fp32
+from tpusim.arch.fileio import save_npy_atomic
 from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.retire import first_retire_difference
+from tpusim.flow.stagecache import StageCache, make_key, source_digest
+from tpusim.flow.verdict import Verdict, count_mismatch, render
 from tpusim.sim import run_binary
 
 
 def _progress():
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn())
 

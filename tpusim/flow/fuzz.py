@@ -36,18 +36,12 @@ from collections import Counter
 
 import numpy as np
 
-from tpusim.arch.errors import TpuError
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.passes.pipeline import run_passes
 from tpusim.arch.binary import TensorDesc, TpuBinary
-from tpusim.arch.config import CONFIG_DIR
-from tpusim.arch.config import config_from_dict, parse_config_text
-from tpusim.arch.config import load_config
-from tpusim.arch.isa import BY_CODE
-from tpusim.arch.isa import HEADER_BITS
-from tpusim.arch.isa import decode, encode
-from tpusim.arch.isa import decode_program
-from tpusim.arch.isa import encode_program, make
+from tpusim.arch.config import CONFIG_DIR, config_from_dict, load_config, parse_config_text
+from tpusim.arch.errors import TpuError
+from tpusim.arch.isa import BY_CODE, HEADER_BITS, decode, decode_program, encode, encode_program, make
 
 TARGETS = ("loader", "decoder", "importer", "config")
 
@@ -451,6 +445,7 @@ def _paths(d, prefix=()):
 def gen_config(r: random.Random):
     """A dict to validate, or ("yaml", text) for the text parser."""
     import copy
+
     import yaml
     d = copy.deepcopy(r.choice(base_configs()))
     k = r.randrange(10)

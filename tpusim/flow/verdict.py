@@ -7,10 +7,11 @@ and per-instruction retire times are identical.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from tpusim.arch.fileio import write_text_atomic
 
 

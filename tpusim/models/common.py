@@ -20,7 +20,6 @@ from tpusim.arch.isa import ENGINE_NAMES, Engine, Instruction
 from tpusim.arch.timebase import CDC_EDGES, ClockDomain, Timebase
 
 
-
 class Clocks:
     """The three clock domains of a config plus the CDC rule, in ps (integers only)."""
 

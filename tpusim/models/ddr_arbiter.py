@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import simpy
 
-from tpusim.models.common import Clocks, EdgeScheduler
 from tpusim.arch.timebase import ClockDomain
+from tpusim.models.common import Clocks, EdgeScheduler
 
 FETCH, DMA_READ, DMA_WRITE = 0, 1, 2
 REQUESTER_NAMES = ("fetch", "dma_read", "dma_write")

@@ -23,11 +23,12 @@ range past the end, DDR range past 2^40; the instruction then completes at s + 1
 """
 from __future__ import annotations
 
+from tpusim.arch.device_checks import dma_fault
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import Engine
-from tpusim.models import ddr_arbiter, sram as sram_mod
-from tpusim.arch.device_checks import dma_fault
 from tpusim.arch.operands import dma_runs
+from tpusim.models import ddr_arbiter
+from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
 

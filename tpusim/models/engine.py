@@ -22,8 +22,8 @@ import abc
 import simpy
 
 from tpusim.arch.errors import DeviceError
-from tpusim.models.common import ENGINE_NAMES, Clocks, QueueEntry, Timeline
 from tpusim.arch.isa import ENGINE_KEYS
+from tpusim.models.common import ENGINE_NAMES, Clocks, QueueEntry, Timeline
 
 
 class EngineBase(abc.ABC):

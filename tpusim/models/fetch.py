@@ -20,9 +20,9 @@ from __future__ import annotations
 import simpy
 
 from tpusim.arch.errors import SimulationError
+from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.models import ddr_arbiter
 from tpusim.models.common import Clocks, Timeline
-from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 
 class Fetch:

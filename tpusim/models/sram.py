@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from tpusim.models.common import Clocks, EdgeScheduler, ranges_to_banks
 from tpusim.arch.timebase import ClockDomain
+from tpusim.models.common import Clocks, EdgeScheduler, ranges_to_banks
 
 LOAD, STORE, MXU, VPU = 0, 1, 2, 3     # requester ids = priority order (0 highest)
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.arch.arith import matmul_acc
+from tpusim.arch.device_checks import load_weights_fault, matmul_fault
 from tpusim.arch.errors import SimulationError
 from tpusim.models import sram as sram_mod
-from tpusim.arch.device_checks import load_weights_fault, matmul_fault
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
 

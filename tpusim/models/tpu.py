@@ -13,16 +13,15 @@ device halted (``.waiting`` if it did not).
 from __future__ import annotations
 
 import threading
-
 from dataclasses import dataclass, field
 from itertools import count as _count
 
 import simpy
 
+from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.errors import DeadlockError, SimulationError
 from tpusim.arch.isa import Engine
 from tpusim.models.common import Clocks
-from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.models.ddr_arbiter import DdrArbiter
 from tpusim.models.decoder import Decoder
 from tpusim.models.dma import DmaChannel

@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.arch.arith import add_int8, pool_avg, requant_conv
-from tpusim.arch.errors import SimulationError
-from tpusim.models import sram as sram_mod
 from tpusim.arch.device_checks import add_fault, pool_fault, requant_fault
+from tpusim.arch.errors import SimulationError
 from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, requant_table
+from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
 

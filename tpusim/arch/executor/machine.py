@@ -28,8 +28,7 @@ from tpusim.arch import arith
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.device_checks import start_fault, where
 from tpusim.arch.isa import INSTR_BYTES, Instruction
-from tpusim.arch.operands import (REQUANT_TABLE_BYTES_PER_CHANNEL, dma_runs, matmul_words, pool_taps,
-                                  requant_table)
+from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, dma_runs, matmul_words, pool_taps, requant_table
 
 #: The max-pool result of a window without taps (every lane).
 POOL_MAX_EMPTY = -128
