@@ -112,7 +112,7 @@ def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = Fal
         alloc(lays[t])
     for i, op in enumerate(qg.ops):
         alloc(lays[op.out])
-        for t in set(op.inputs):
+        for t in dict.fromkeys(op.inputs):        # first-use order: deterministic across processes
             if last[t] == i:
                 b = bufs[lays[t].buf_id]
                 free.append(b)
