@@ -14,11 +14,12 @@ ResNet-50 SimPy runs (its binaries are still compared).
 Prints one line per differing case and a summary; exit 0 when every case is identical, 1 when
 one differs or is missing, 2 on a usage error (unknown ref). Records are kept under ``--keep``
 (default build/replay/) as ``<ref-sha>-<options>.json`` and ``worktree-<path hash>.json``; a
-record of the same ref sha and options is reused.
+record of the same ref sha, options, probe and tests/qnets.py is reused.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -72,8 +73,18 @@ def main(argv=None) -> int:
     except subprocess.CalledProcessError:
         print(f"replay: unknown git ref {a.ref!r}", file=sys.stderr)
         return 2
+    try:
+        return _check(a, sha)
+    except subprocess.CalledProcessError as e:
+        print(f"replay: the probe failed on one tree ({e.cmd[-1] if e.cmd else e}); see its output above",
+              file=sys.stderr)
+        return 2
+
+
+def _check(a, sha: str) -> int:
     a.keep.mkdir(parents=True, exist_ok=True)
-    tag = f"{sha[:12]}-{'q' if a.quick else 'f'}{a.stress_seeds}"
+    probe_sha = hashlib.sha256(PROBE.read_bytes() + QNETS.read_bytes()).hexdigest()[:8]
+    tag = f"{sha[:12]}-{'q' if a.quick else 'f'}{a.stress_seeds}-{probe_sha}"
     base_file = a.keep / f"{tag}.json"
     if base_file.exists():
         base = json.loads(base_file.read_text())
@@ -85,15 +96,14 @@ def main(argv=None) -> int:
                 base = _probe(wt, base_file, a)
             finally:
                 _git("worktree", "remove", "--force", str(wt))
-    import hashlib
     mine = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
     new = _probe(REPO, a.keep / f"worktree-{mine}.json", a)
     diffs = compare(base["cases"], new["cases"])
     for line in diffs:
         print(line)
-    n = len(base["cases"])
-    print(f"replay against {a.ref} ({sha[:12]}): {n - len(diffs) if not diffs else n - len({d.split(':')[0] for d in diffs})}"
-          f" of {n} cases identical, {len({d.split(':')[0] for d in diffs})} differ")
+    n = len(set(base["cases"]) | set(new["cases"]))
+    differ = len({d.split(":")[0] for d in diffs})
+    print(f"replay against {a.ref} ({sha[:12]}): {n - differ} of {n} cases identical, {differ} differ")
     return 1 if diffs else 0
 
 

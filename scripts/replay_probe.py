@@ -26,6 +26,28 @@ from pathlib import Path
 
 import numpy as np
 
+PACKAGES = ("tpusim", "tpucompile", "stressgen", "waves", "cocotb_tests")
+
+
+def _only_this_tree() -> None:
+    """Drop the editable-install finders of the venv (they would serve a module that the tree
+    under test lacks from the checkout the venv was installed from): project modules then come
+    only from ``PYTHONPATH``, i.e. the tree under test."""
+    def name(f) -> str:          # finders are classes or instances
+        cls = f if isinstance(f, type) else type(f)
+        return f"{cls.__module__}.{cls.__qualname__}".lower()
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in name(f)]
+
+
+def _foreign_modules(tree: Path) -> list[str]:
+    """Project modules loaded from outside ``tree`` (must be none)."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if name.split(".")[0] in PACKAGES and f and tree not in Path(f).resolve().parents:
+            out.append(f"{name} ({f})")
+    return out
+
 
 def _imp(*names):
     """The first importable module of ``names`` (new path first, then the old one)."""
@@ -58,7 +80,7 @@ def _sim_record(res) -> dict:
 
 def compile_case(model, cfg_name: str, calib, x: np.ndarray, simulate: bool = True) -> dict:
     driver = _imp("tpucompile.driver")
-    config = _imp("tpusim.arch.config", "tpusim.arch.config")
+    config = _imp("tpusim.arch.config", "tpusim.config")
     sim = _imp("tpusim.sim")
     cfg = config.load_config(cfg_name)
     res = driver.compile_onnx(model, cfg, calib)
@@ -85,10 +107,10 @@ def _host_transform():
 
 def stress_case(seed: int, cfg_name: str, invalid_rate: float) -> dict:
     gen = _imp("stressgen.gen")
-    config = _imp("tpusim.arch.config", "tpusim.arch.config")
+    config = _imp("tpusim.arch.config", "tpusim.config")
     sim = _imp("tpusim.sim")
     golden = _imp("stressgen.golden")
-    errors = _imp("tpusim.arch.errors", "tpusim.arch.errors")
+    errors = _imp("tpusim.arch.errors", "tpusim.errors")
     cfg = config.load_config(cfg_name)
     prog = gen.generate(seed, cfg, invalid_rate=invalid_rate)
     rec = {"invalid": prog.invalid, "asm": _sha(prog.asm())}
@@ -131,8 +153,10 @@ def main(argv=None) -> int:
     ap.add_argument("--stress-seeds", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="skip the full-size ResNet-50 runs")
     a = ap.parse_args(argv)
+    _only_this_tree()
     import tpusim
-    rec = {"tree": str(Path(tpusim.__file__).resolve().parent.parent), "cases": {}}
+    tree = Path(tpusim.__file__).resolve().parent.parent
+    rec = {"tree": str(tree), "cases": {}}
     cases = rec["cases"]
     t0 = time.time()
 
@@ -157,6 +181,9 @@ def main(argv=None) -> int:
     for s in range(a.stress_seeds):
         cases[f"stress/{s}/small"] = stress_case(s, "small", 0.05)
     log(f"{a.stress_seeds} stress seeds")
+    foreign = _foreign_modules(tree)
+    if foreign:
+        raise SystemExit(f"replay probe: modules loaded from outside {tree}: {foreign}")
     Path(a.out).write_text(json.dumps(rec, indent=1, sort_keys=True))
     return 0
 

@@ -5,6 +5,9 @@ calibration cases go through ``tpucompile.driver`` (the API tpusim.flow.cosim us
 """
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import badinputs as B
 import numpy as np
 import onnx
@@ -13,11 +16,11 @@ import yaml
 
 from tpucompile import driver
 from tpucompile.cli import main
+from tpucompile.ops import OP_TABLE
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 
-SUPPORTED = ("Conv, BatchNormalization, Relu, Sum, Add, MaxPool, AveragePool, GlobalAveragePool, "
-             "Reshape, Flatten, Gemm, Softmax, ConstantOfShape")
+SUPPORTED = ", ".join(OP_TABLE.onnx_types)       # the importer's list, in op-table order
 
 
 def compile_cli(tmp_path, capsys, model, hw="small", *extra):
@@ -59,6 +62,14 @@ def test_model_failing_onnx_checker(tmp_path, capsys):
     assert err == ("tpucompile: error: model fails onnx.checker: Nodes in a graph must be "
                    "topologically sorted, however input 'ghost' of node: name: conv0 OpType: Conv "
                    "is not output of any previous nodes.")
+
+
+def test_readme_lists_every_supported_op():
+    """README's front-end paragraph names exactly the ops of the table."""
+    text = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    para = text[text.index("float32 models made of"):text.index("anything else is refused")]
+    named = set(re.findall(r"[A-Z][A-Za-z]+", para))
+    assert named == set(OP_TABLE.onnx_types), (sorted(named ^ set(OP_TABLE.onnx_types)))
 
 
 def test_unsupported_op_names_node_and_lists_ops(tmp_path, capsys):
@@ -153,3 +164,35 @@ def test_fuzz_findings_are_clean_errors(tmp_path, capsys, gen, msg):
     """Models the fuzzer found crashing the front end (ValueError, TypeError, MemoryError)."""
     _, err = compile_cli(tmp_path, capsys, gen())
     assert err.startswith(f"tpucompile: error: {msg}")
+
+
+def _two_inputs():
+    m = B.maxpool()
+    m.graph.input.append(onnx.helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, [1, 8, 8, 8]))
+    return m
+
+
+def _conv_bias(n):
+    m = B.conv()
+    m.graph.node[0].input.append("b")
+    m.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(n, np.float32), "b"))
+    return m
+
+
+def _nan_weight():
+    m = B.conv()
+    w = onnx.numpy_helper.to_array(m.graph.initializer[0]).copy()
+    w[0, 0, 0, 0] = np.nan
+    m.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w, "w"))
+    return m
+
+
+@pytest.mark.parametrize("make, msg", [
+    (_two_inputs, "the model has 2 graph inputs ['x', 'x2'] (initializers excluded); only models with "
+                  "one input are supported"),
+    (lambda: _conv_bias(5), "node 'conv0' (Conv): bias 'b' must be a constant of 8 values, got (5,)"),
+    (_nan_weight, "initializer 'w' (dims [8, 8, 3, 3]) holds 1 non-finite values (NaN or infinity)"),
+])
+def test_models_refused_before_calibration(tmp_path, capsys, make, msg):
+    _, err = compile_cli(tmp_path, capsys, make())
+    assert err == f"tpucompile: error: {msg}"

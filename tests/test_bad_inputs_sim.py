@@ -4,6 +4,8 @@ traceback. Corpus: tests/badinputs.py (a small valid program for the ``small`` c
 one way at a time)."""
 from __future__ import annotations
 
+import re
+
 import badinputs as B
 import numpy as np
 import pytest
@@ -149,3 +151,24 @@ def test_output_names_cannot_escape_out_dir(tmp_path, capsys):
     out = tmp_path / "a" / "out"
     assert main(["run", str(p), "--input", str(tmp_path / "x.npy"), "--hw", "small", "--out", str(out)]) == 0
     assert (out / ".._.._escaped.npy").exists() and not (tmp_path / "escaped.npy").exists()
+
+
+@pytest.mark.parametrize("kind, msg", [
+    ("empty", r"^tpusim: error: cannot load input 'x' from .*e\.npy: (No data left in file|EOFError)$"),
+    ("npz", r"^tpusim: error: input 'x': .*z\.npz holds several arrays \(\.npz\); give one \.npy file$"),
+    ("twice", r"^tpusim: error: input 'x' is given twice \(--input\)$"),
+])
+def test_unreadable_or_repeated_input_files(tmp_path, capsys, kind, msg):
+    p = tmp_path / "b.tpubin"
+    p.write_bytes(B.valid_binary(H))
+    (tmp_path / "e.npy").write_bytes(b"")
+    np.savez(tmp_path / "z.npz", a=np.zeros(2, np.int8))
+    np.save(tmp_path / "x.npy", np.zeros((1, 8, 1, 2), np.int8))
+    arg = {"empty": ["x=" + str(tmp_path / "e.npy")], "npz": ["x=" + str(tmp_path / "z.npz")],
+           "twice": ["x=" + str(tmp_path / "x.npy"), "x=" + str(tmp_path / "x.npy")]}[kind]
+    argv = ["run", str(p), "--hw", "small"]
+    for a in arg:
+        argv += ["--input", a]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.match(msg, err), err

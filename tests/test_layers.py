@@ -125,10 +125,11 @@ def function_level_imports(path: Path) -> list[tuple[int, str]]:
     for f in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(f):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-                    if getattr(node, "level", 0) or (mod and mod.split(".")[0] in PACKAGES):
-                        out.append((node.lineno, mod or "."))
+                if isinstance(node, ast.ImportFrom):
+                    if node.level or (node.module or "").split(".")[0] in PACKAGES:
+                        out.append((node.lineno, node.module or "."))
+                elif isinstance(node, ast.Import):
+                    out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] in PACKAGES]
     return out
 
 
@@ -138,6 +139,27 @@ def test_no_project_import_inside_a_function():
     bad = [f"{p.relative_to(REPO)}:{line}: {mod}" for p in product_modules()
            for line, mod in function_level_imports(p)]
     assert not bad, "imports inside functions:\n" + "\n".join(bad)
+
+
+def dynamic_imports(path: Path) -> list[int]:
+    """Lines that import by name at run time (``importlib.import_module``, ``__import__``,
+    ``importlib.util.spec_from_file_location``, ``sys.modules``), which the AST check cannot see."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr in ("import_module", "spec_from_file_location"):
+            out.append(node.lineno)
+        elif isinstance(node, ast.Name) and node.id == "__import__":
+            out.append(node.lineno)
+        elif (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
+              and node.value.id == "sys"):
+            out.append(node.lineno)
+    return out
+
+
+def test_no_dynamic_imports_in_product_code():
+    """Product code imports with import statements only, so the layer check sees every edge."""
+    bad = [f"{p.relative_to(REPO)}:{line}" for p in product_modules() for line in dynamic_imports(p)]
+    assert not bad, "dynamic imports:\n" + "\n".join(bad)
 
 
 def test_every_product_module_has_a_layer():
@@ -169,3 +191,13 @@ def test_imports_inside_functions_are_seen(tmp_path):
     finally:
         p.unlink()
     assert len(bad) == 1 and "imports tpusim.flow.cosim (flow, layer 4)" in bad[0]
+
+
+def test_hidden_imports_are_seen(tmp_path):
+    """The checkers catch a function-level import (also the second name of ``import a, b``) and
+    run-time imports by name."""
+    p = tmp_path / "m.py"
+    p.write_text("import importlib, sys\n\ndef f():\n    import os, tpusim.sim\n"
+                 "    importlib.import_module('tpusim.flow')\n    __import__('waves')\n    return sys.modules\n")
+    assert function_level_imports(p) == [(4, "tpusim.sim")]
+    assert sorted(dynamic_imports(p)) == [5, 6, 7]

@@ -117,7 +117,7 @@ def test_an_op_is_one_module(monkeypatch):
         return [Node("Alias", node.name, node.inputs, node.outputs)]
 
     identity = OpDef("Identity", import_node=no_attrs, fold=lambda node, x: x, canonicalize=canonicalize)
-    extended = OpTable(OP_TABLE.ops + (identity,))
+    extended = OpTable(OP_TABLE.ops + (() if OP_TABLE.get("Identity") else (identity,)))
     for k, v in vars(extended).items():
         monkeypatch.setattr(OP_TABLE, k, v)
     rng = np.random.default_rng(0)

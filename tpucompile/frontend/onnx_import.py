@@ -76,9 +76,15 @@ def _import(model: onnx.ModelProto) -> Graph:
         except Exception as e:  # data size vs dims, unknown data_type, ...
             raise CompileError(f"initializer {init.name!r} (dims {list(init.dims)}) is malformed: "
                                f"{one_line(e)}") from None
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise CompileError(f"initializer {init.name!r} (dims {list(init.dims)}) holds "
+                               f"{int((~np.isfinite(arr)).sum())} non-finite values (NaN or infinity)")
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), str(arr.dtype), arr)
     infos = {v.name: v for v in list(g.input) + list(g.value_info) + list(g.output)}
     inputs = [i.name for i in g.input if i.name not in tensors]
+    if len(inputs) != 1:
+        raise CompileError(f"the model has {len(inputs)} graph inputs {inputs} (initializers excluded); "
+                           "only models with one input are supported")
     nodes = []
     for idx, n in enumerate(g.node):
         name = _check_node(idx, n, opset)

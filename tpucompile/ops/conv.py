@@ -280,4 +280,25 @@ def _macs(op: QConv, qg) -> int:
 
 DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform, plan_layout=_layout,
                   constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs)
-OPS = (OpDef("Conv", import_node=_import, fuses_relu=True, quantize=_quantize, device=DEVICE),)
+def _canonicalize(graph, node, producers) -> list:
+    """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)
+    constant and matching the input's channels, bias B (if given) a constant of M values.
+    CompileError naming the node and the tensor otherwise (before calibration runs the model)."""
+    x, wn = node.inputs[0], node.inputs[1]
+    w = graph.const(wn)
+    if w is None:
+        raise CompileError(f"node {node.name!r} (Conv): weight {wn!r} is not a constant")
+    xs = graph.tensors[x].shape
+    if w.ndim != 4 or len(xs) != 4 or w.shape[1] != xs[1]:
+        raise CompileError(f"node {node.name!r} (Conv): weight {wn!r} of shape {tuple(w.shape)} does not "
+                           f"fit input {x!r} of shape {tuple(xs)} (expected (M, {xs[1] if len(xs) == 4 else 'C'}, kH, kW))")
+    if len(node.inputs) > 2 and node.inputs[2]:
+        b = graph.const(node.inputs[2])
+        if b is None or b.shape != (w.shape[0],):
+            raise CompileError(f"node {node.name!r} (Conv): bias {node.inputs[2]!r} must be a constant of "
+                               f"{w.shape[0]} values, got {None if b is None else tuple(b.shape)}")
+    return [node]
+
+
+OPS = (OpDef("Conv", import_node=_import, canonicalize=_canonicalize, fuses_relu=True, quantize=_quantize,
+             device=DEVICE),)

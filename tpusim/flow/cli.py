@@ -39,10 +39,15 @@ def _parse_inputs(specs: list[str], binary) -> dict:
                 raise TpuError(f"too many --input files: the binary has {len(names)} input(s) {names}")
             name, path = names[pos], spec
             pos += 1
+        if name in out:
+            raise TpuError(f"input {name!r} is given twice (--input)")
         try:
-            out[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise TpuError(f"cannot load input {name!r} from {path}: {e}") from None
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise TpuError(f"cannot load input {name!r} from {path}: {e or type(e).__name__}") from None
+        if not isinstance(arr, np.ndarray):
+            raise TpuError(f"input {name!r}: {path} holds several arrays (.npz); give one .npy file")
+        out[name] = arr
     return out
 
 
