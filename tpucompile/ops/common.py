@@ -6,6 +6,8 @@ Window arithmetic (ONNX Conv/MaxPool/AveragePool, dilation 1, ceil_mode 0): with
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -162,3 +164,34 @@ def no_constants(op, cfg) -> dict:
 def no_macs(op, qg) -> int:
     """macs of a vector-unit op."""
     return 0
+
+
+@dataclass(frozen=True)
+class InputWindow:
+    """The part of a windowed op's blocked input (``backend.layout.ActLayout``) that one output
+    tile reads: rows ``r0 .. r0 + nrows - 1`` and columns ``c0a .. c0a + ncols - 1`` of every
+    channel block, ``c0a`` being the first column ``c0`` rounded down to the DMA alignment (``skip
+    = c0 - c0a`` leading columns are loaded but not read). Units: pixels."""
+    r0: int
+    nrows: int
+    c0a: int
+    ncols: int
+    skip: int
+
+
+def input_window(op, X, oy0: int, th: int, ox0: int, tw: int, align_px: int) -> InputWindow:
+    """The input window of output rows ``oy0 .. oy0 + th - 1``, columns ``ox0 .. ox0 + tw - 1``
+    of ``op`` (kernel, strides, pads) reading layout ``X`` (whose border is ``X.pads``)."""
+    (kh, kw), (sh, sw) = op.kernel, op.strides
+    r0 = X.pads[0] - op.pads[0] + oy0 * sh
+    c0 = X.pads[1] - op.pads[1] + ox0 * sw
+    c0a = c0 - c0 % align_px
+    return InputWindow(r0, (th - 1) * sh + kh, c0a, c0 + (tw - 1) * sw + kw - c0a, c0 - c0a)
+
+
+def load_window(P, X, k0: int, nblocks: int, win: InputWindow, base: int) -> None:
+    """DMA_LOAD of ``win`` for channel blocks ``k0 .. k0 + nblocks - 1`` of ``X`` into SRAM words
+    from ``base``: block after block, each ``nrows * ncols`` words, row after row."""
+    W = P.cfg.word_bytes
+    P.dma("DMA_LOAD", X.addr(k0, win.r0, win.c0a), base, win.ncols * W, win.nrows, X.row_bytes,
+          win.ncols * W, nblocks, X.block_bytes, win.nrows * win.ncols * W, buf=X.buf_id)

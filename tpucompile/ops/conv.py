@@ -35,7 +35,16 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
-from tpucompile.ops.common import bad_attr, requant_multiplier, spatial_attrs, weight_params, window_layout, windows
+from tpucompile.ops.common import (
+    bad_attr,
+    input_window,
+    load_window,
+    requant_multiplier,
+    spatial_attrs,
+    weight_params,
+    window_layout,
+    windows,
+)
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp, QTensor, check_array
 from tpusim.arch import arith
@@ -176,7 +185,6 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
     cout, cin = op.weight.shape[:2]
     KB, NB = ceil_div(cin, R), ceil_div(cout, C)
     _, _, Ho, Wo = Y.shape
-    off_t, off_l = X.pads[0] - op.pads[0], X.pads[1] - op.pads[1]
     tile_bytes = C * W
     pw = cfg.param_words
     reg = tl.regions
@@ -189,11 +197,8 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
         for ox0 in range(0, Wo, tl.tw):
             tw = min(tl.tw, Wo - ox0)
             M = th * tw
-            r0 = off_t + oy0 * sh
-            nrows = (th - 1) * sh + kh
-            c0 = off_l + ox0 * sw
-            c0a = c0 - c0 % ap
-            ncols = c0 + (tw - 1) * sw + kw - c0a
+            win = input_window(op, X, oy0, th, ox0, tw, ap)
+            nrows, ncols = win.nrows, win.ncols
             acc0 = half * (cfg.acc_depth_rows // 2) if tl.acc_halves else 0
             if tl.acc_halves:
                 half ^= 1
@@ -208,8 +213,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                     else:
                         base = reg["i"][islot]
                         islot = (islot + 1) % tl.ni
-                        P.dma("DMA_LOAD", X.addr(k0, r0, c0a), base, ncols * W, nrows, X.row_bytes,
-                              ncols * W, len(kbs), X.block_bytes, nrows * ncols * W, buf=X.buf_id)
+                        load_window(P, X, k0, len(kbs), win, base)
                         resident = base
                     for kb in kbs:
                         for nb in gnb:
@@ -221,7 +225,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                                     t = ((nb * KB + kb) * kh + ky) * kw + kx
                                     P.dma("DMA_LOAD", wt_addr + t * tile_bytes, ws, tile_bytes)
                                     P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
-                                    act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + (c0 - c0a)
+                                    act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
                                     last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
                                     P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
                                           count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,

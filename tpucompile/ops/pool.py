@@ -25,6 +25,8 @@ from tpucompile.ir import Node
 from tpucompile.ops.common import (
     bad_attr,
     conv_out_hw,
+    input_window,
+    load_window,
     no_attrs,
     no_constants,
     no_input_transform,
@@ -192,9 +194,7 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
     ap = align_px(cfg)
     kh, kw = op.kernel
     sh, sw = op.strides
-    pads = op.pads
     _, _, Ho, Wo = Y.shape
-    off_t, off_l = X.pads[0] - pads[0], X.pads[1] - pads[1]
     if avg:
         qin = P.qregs.get(0, 0, op.x_zp)
         qout = P.qregs.get(op.mult, op.shift, op.y_zp, pinned=(qin,))
@@ -208,19 +208,15 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
             th = min(tl.th, Ho - oy0)
             for ox0 in range(0, Wo, tl.tw):
                 tw = min(tl.tw, Wo - ox0)
-                r0 = off_t + oy0 * sh
-                nrows = (th - 1) * sh + kh
-                c0 = off_l + ox0 * sw
-                c0a = c0 - c0 % ap
-                ncols = c0 + (tw - 1) * sw + kw - c0a
+                win = input_window(op, X, oy0, th, ox0, tw, ap)
+                nrows, ncols = win.nrows, win.ncols
                 base = reg["i"][islot]
                 islot ^= 1
-                P.dma("DMA_LOAD", X.addr(k0, r0, c0a), base, ncols * W, nrows, X.row_bytes, ncols * W,
-                      len(kbs), X.block_bytes, nrows * ncols * W, buf=X.buf_id)
+                load_window(P, X, k0, len(kbs), win, base)
                 ob = reg["o"][oslot]
                 oslot ^= 1
                 for j, kb in enumerate(kbs):
-                    src = base + j * nrows * ncols + (c0 - c0a)
+                    src = base + j * nrows * ncols + win.skip
                     last = src + (th - 1) * sh * ncols + (tw - 1) * sw + (kh - 1) * ncols + kw
                     dst = ob + j * th * tw
                     P.add("POOL", rs=[(src, last)], ws=[(dst, dst + th * tw)], mode=int(avg), src_addr=src,
