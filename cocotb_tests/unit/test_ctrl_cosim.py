@@ -21,6 +21,7 @@ from cocotb_tests.harness import run_rtl
 from tpusim.arch import isa
 from tpusim.arch.binary import TensorDesc, TpuBinary
 from tpusim.arch.config import load_config
+from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.errors import SimulationError
 from tpusim.sim import run_binary
 
@@ -157,7 +158,7 @@ def _rand_walk(rng: random.Random, base: int, limit: int, sram_lo: int, sram_hi:
     """A legal random DMA descriptor reading/writing DDR inside [base, base+limit) and SRAM
     inside [sram_lo, sram_hi), or None."""
     w, bb = CFG.word_bytes, CFG.dma_burst_bytes
-    al = w if w >= 32 else 32
+    al = ddr_align_bytes(CFG)
     inner = w * rng.randint(1, max(1, 3 * bb // w))
     c1, c2 = rng.randint(1, 3), rng.randint(1, 3)
     ds1 = al * rng.randint(0, (inner + bb) // al)

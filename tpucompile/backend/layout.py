@@ -31,6 +31,7 @@ import numpy as np
 from tpucompile.qgraph import QGraph, QTensor
 from tpusim.arch.binary import TensorDesc
 from tpusim.arch.config import HwConfig
+from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.errors import CompileError
 
 
@@ -44,7 +45,7 @@ def round_up(a: int, b: int) -> int:
 
 def ddr_granule(cfg: HwConfig) -> int:
     """DDR address/stride granularity of DMA descriptors in bytes."""
-    return max(cfg.word_bytes, 32)
+    return ddr_align_bytes(cfg)
 
 
 def align_px(cfg: HwConfig) -> int:
