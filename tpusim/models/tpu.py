@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import count as _count
 
 import simpy
+from threadpoolctl import threadpool_limits
 
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.errors import DeadlockError, SimulationError
@@ -99,6 +100,10 @@ class Tpu:
 
         progress: optional callable(retired_instructions, now_ps), called from a helper thread
         every ``period_s`` seconds of wall time while the run goes on (it only reads).
+
+        The MXU's BLAS runs on one thread for the run (threadpoolctl): its matrices are at most
+        array-sized, so extra threads only add synchronisation, and on a busy machine (a stress
+        campaign's other workers, a parallel RTL build) they made the run 2-3x slower.
         """
         stop = threading.Event()
         if progress is not None:
@@ -107,7 +112,8 @@ class Tpu:
                     progress(len(self.retire_log), self.env.now)
             threading.Thread(target=poll, daemon=True).start()
         try:
-            self.env.run()
+            with threadpool_limits(limits=1, user_api="blas"):
+                self.env.run()
         except SimulationError:
             if self.errors.first is not None:     # a device error came first: report that one
                 raise self.errors.first from None
