@@ -79,7 +79,7 @@ def unsupported_op():
 def bad_attribute(kind: str):
     return {"dilations": lambda: conv(dilations=[2, 2]),
             "group": lambda: conv(group=2),
-            "auto_pad": lambda: conv(auto_pad="SAME_UPPER"),
+            "auto_pad": lambda: conv(auto_pad="SAME"),
             "ceil_mode": lambda: maxpool(ceil_mode=1),
             "strides": lambda: conv(strides=[0, 1]),
             }[kind]()

@@ -100,6 +100,18 @@ def gemm_head(seed=0, trans_b=1, softmax=False):
     return make_model(nodes, inits, (1, 3, 8, 8), out, (1, 10))
 
 
+def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
+    """Conv 3x3 s2 auto_pad=conv_pad (odd total padding) + Dropout (mask output unused, opset 9)
+    + MaxPool 2x2 s1 auto_pad=pool_pad + Identity: x [1,3,9,10] -> y [1,8,5,5]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 3), "bias": rng.normal(0, 0.3, 8).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["c"], name="conv", strides=[2, 2], auto_pad=conv_pad),
+             helper.make_node("Dropout", ["c"], ["d", "mask"], name="drop", ratio=0.5),
+             helper.make_node("MaxPool", ["d"], ["p"], name="pool", kernel_shape=[2, 2], auto_pad=pool_pad),
+             helper.make_node("Identity", ["p"], ["y"], name="id")]
+    return make_model(nodes, inits, (1, 3, 9, 10), "y", None, opset=9)
+
+
 def inputs(shape, n, seed=1):
     rng = np.random.default_rng(seed)
     return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(n)]

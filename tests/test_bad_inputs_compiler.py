@@ -80,7 +80,8 @@ def test_unsupported_op_names_node_and_lists_ops(tmp_path, capsys):
 @pytest.mark.parametrize("kind,msg", [
     ("dilations", "node 'conv0' (Conv): attribute dilations=[2, 2] unsupported (only 1)"),
     ("group", "node 'conv0' (Conv): attribute group=2 unsupported (only 1)"),
-    ("auto_pad", "node 'conv0' (Conv): attribute auto_pad=b'SAME_UPPER' unsupported (only NOTSET)"),
+    ("auto_pad", "node 'conv0' (Conv): attribute auto_pad='SAME' invalid (ONNX allows NOTSET, SAME_UPPER, "
+                 "SAME_LOWER, VALID)"),
     ("ceil_mode", "node 'pool0' (MaxPool): attribute ceil_mode=1 unsupported (only 0)"),
     ("strides", "node 'conv0' (Conv): attribute pads/strides=([1, 1, 1, 1], [0, 1]) invalid"),
 ])

@@ -20,6 +20,7 @@ GRAPHS = {
     "conv_global_avgpool": lambda: qnets.conv_avgpool(global_pool=True),
     "residual_add": qnets.residual_add,
     "gemm_softmax": lambda: qnets.gemm_head(softmax=True),
+    "same_pad_dropout": qnets.same_pad_dropout,
 }
 
 

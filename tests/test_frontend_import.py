@@ -51,7 +51,8 @@ def test_unsupported_op_named():
 @pytest.mark.parametrize("attrs, match", [
     ({"dilations": [2, 2]}, r"'myconv' \(Conv\): attribute dilations=\[2, 2\]"),
     ({"group": 2}, r"'myconv' \(Conv\): attribute group=2"),
-    ({"auto_pad": "SAME_UPPER"}, r"attribute auto_pad=b'SAME_UPPER'"),
+    ({"auto_pad": "SAME"}, r"attribute auto_pad='SAME' invalid \(ONNX allows NOTSET, SAME_UPPER"),
+    ({"auto_pad": "VALID", "pads": [1, 1, 1, 1]}, r"attribute pads=\[1, 1, 1, 1\] given with auto_pad=VALID"),
 ])
 def test_bad_conv_attributes(attrs, match):
     with pytest.raises(CompileError, match=match):
@@ -96,3 +97,89 @@ def test_verify_catches_errors():
     g = Graph(t, [Node("Relu", "a", ["x"], ["y"])], ["x"], ["y"])
     with pytest.raises(CompileError, match=r"tensor 'y' has unknown or dynamic shape \(1, 0\)"):
         verify(g)
+
+
+# ---------------------------------------------------------------- issue 9: breadth of the importer
+@pytest.mark.parametrize("mode, hw, k, s, pads", [
+    ("SAME_UPPER", (9, 10), 3, 2, (1, 0, 1, 1)),    # totals: 2 rows, 1 column
+    ("SAME_UPPER", (8, 8), 3, 2, (0, 0, 1, 1)),     # total 1 per axis: the extra at the end
+    ("SAME_LOWER", (8, 8), 3, 2, (1, 1, 0, 0)),     # ... at the beginning
+    ("SAME_UPPER", (8, 8), 4, 1, (1, 1, 2, 2)),
+    ("VALID", (8, 8), 3, 2, (0, 0, 0, 0)),
+])
+def test_auto_pad_resolved_into_pads(mode, hw, k, s, pads):
+    rng = np.random.default_rng(0)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", strides=[s, s], auto_pad=mode)
+    m = qnets.make_model([node], {"w": qnets.conv_w(rng, 4, 4, k)}, (1, 4, *hw), "y", None)
+    conv = import_onnx(m).nodes[0]
+    assert conv.attrs["pads"] == pads and "auto_pad" not in conv.attrs
+
+
+def test_every_refused_node_reported_at_once_grouped_by_op():
+    nodes = [helper.make_node("Sigmoid", ["x"], ["a"], name="sig1"),
+             helper.make_node("LRN", ["a"], ["b"], name="lrn1", size=3),
+             helper.make_node("Sigmoid", ["b"], ["c"], name="sig2"),
+             helper.make_node("Conv", ["c", "w"], ["y"], name="conv1", kernel_shape=[1, 1], group=2)]
+    m = qnets.make_model(nodes, {"w": np.ones((4, 1, 1, 1), np.float32)}, (1, 2, 4, 4), "y", None)
+    with pytest.raises(CompileError) as e:
+        import_onnx(m)
+    lines = str(e.value).splitlines()
+    assert lines[0] == "4 nodes cannot be compiled (by op: Sigmoid x2, LRN x1, Conv x1):"
+    assert [ln.split("'")[1] for ln in lines[1:]] == ["sig1", "lrn1", "sig2", "conv1"]
+    assert "attribute group=2 unsupported" in lines[4]
+
+
+def _dropout_model(outputs=("d", "mask"), graph_out="y", extra_inputs=(), inits=None, opset=9):
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("Dropout", ["c", *extra_inputs], list(outputs), name="drop"),
+             helper.make_node("Relu", ["d"], ["y"], name="relu")]
+    return qnets.make_model(nodes, {"w": qnets.conv_w(rng, 4, 4, 1), **(inits or {})}, (1, 4, 4, 4),
+                            graph_out, None, opset=opset)
+
+
+def test_dropout_and_identity_become_aliases():
+    from tpucompile.quantize import compile_model
+    qg, g = compile_model(_dropout_model(), qnets.inputs((1, 4, 4, 4), 2))
+    assert [n.op for n in g.nodes] == ["Conv", "Alias"] and qg.resolve("y") == qg.resolve("c")
+
+
+def test_dropout_refusals():
+    from tpucompile.quantize import compile_model
+    with pytest.raises(CompileError, match=r"node 'drop' \(Dropout\): its mask output 'mask' is used"):
+        m = _dropout_model(opset=13)
+        m.graph.output.append(helper.make_tensor_value_info("mask", TensorProto.BOOL, None))
+        compile_model(m, qnets.inputs((1, 4, 4, 4), 1))
+    m = _dropout_model(extra_inputs=("r", "t"), inits={"r": np.array(0.5, np.float32), "t": np.array(True)},
+                       opset=13)
+    with pytest.raises(CompileError, match=r"node 'drop' \(Dropout\): training_mode 't' is true"):
+        compile_model(m, qnets.inputs((1, 4, 4, 4), 1))
+
+
+def test_average_pool_same_padding_refused():
+    ap = helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[3, 3], auto_pad="SAME_UPPER")
+    with pytest.raises(CompileError, match=r"'ap' \(AveragePool\): attribute auto_pad='SAME_UPPER' unsupported "
+                                           r"\(average pooling supports no padding\)"):
+        import_onnx(qnets.make_model([ap], {}, (1, 2, 5, 5), "y", None))
+
+
+def test_weights_listed_as_graph_inputs_calibrate_on_the_image():
+    """IR-3 style: every initializer also a graph input, and listed before the image."""
+    from tpucompile.cli import _calib_images
+    from tpucompile.fp32 import run_fp32
+    from tpucompile.quantize import compile_model
+    m = qnets.conv_stride2()
+    m.ir_version = 3
+    g = m.graph
+    image = onnx.ValueInfoProto()
+    image.CopyFrom(g.input[0])
+    del g.input[:]
+    for init in g.initializer:
+        g.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    g.input.append(image)
+    assert [c.shape for c in _calib_images(m, 2)] == [(1, 4, 15, 13)] * 2
+    x = qnets.inputs((1, 4, 15, 13), 1, seed=4)[0]
+    qg, _ = compile_model(m, [x])
+    ref, t = run_fp32(m, x)["y"], qg.tensor("y")
+    lo, hi = (np.array([-128, 127]) - t.zero_point) * t.scale
+    assert lo - t.scale <= ref.min() and ref.max() <= hi + t.scale   # calibrated on the image

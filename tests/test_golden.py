@@ -22,6 +22,8 @@ SMALL = {
     "residual_add": lambda: qnets.residual_add(relu=False),
     "gemm_transB": qnets.gemm_head,
     "gemm_noTrans": lambda: qnets.gemm_head(trans_b=0),
+    "same_upper_dropout": qnets.same_pad_dropout,
+    "same_lower_valid": lambda: qnets.same_pad_dropout(conv_pad="SAME_LOWER", pool_pad="VALID"),
 }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model
+from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize import compile_model
 from tpucompile.realdata import calibration_images
 from tpucompile.stages import IrDumps
@@ -27,7 +28,7 @@ from tpusim.arch.isa import decode_program
 
 
 def _calib_images(model, n: int):
-    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    dims = [d.dim_value for d in runtime_inputs(model)[0].type.tensor_type.shape.dim]
     if len(dims) == 4 and dims[1] == 3 and dims[2] >= 16 and dims[3] >= 16:
         try:
             return calibration_images(min(n, 25), (dims[2], dims[3]))

@@ -12,6 +12,7 @@ import onnx
 
 from tpucompile import realdata
 from tpucompile.backend.compile import compile_qgraph
+from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.binary import TensorDesc, TpuBinary
@@ -48,7 +49,7 @@ def load_model(model: str | Path) -> onnx.ModelProto:
 def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = None):
     """(ONNX model, test image float32 NCHW, calibration images) for a model name or path."""
     m = load_model(model)
-    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dims = runtime_inputs(m)[0].type.tensor_type.shape.dim
     h = size or (dims[2].dim_value if len(dims) == 4 and dims[2].dim_value else 224)
     return m, realdata.test_image(h), realdata.calibration_images(calib, h)
 
@@ -67,10 +68,11 @@ def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path 
 
 
 def logits_name(qg) -> str:
-    """The tensor compared against FP32: the input of the host Softmax, or the device output."""
+    """The ONNX tensor compared against FP32: the input of the host Softmax, or the model's output
+    (its ONNX name: the device tensor may be an internal one, e.g. a Gemm's ``<name>__nchw``)."""
     if qg.host_ops:
         return qg.host_ops[0]["inp"]
-    return qg.outputs[0]
+    return qg.fp32_outputs[0] if qg.fp32_outputs else qg.outputs[0]
 
 
 def layer_tensors(binary: TpuBinary) -> list[TensorDesc]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from tpucompile.quantize.calibrate import session_with_outputs
+from tpucompile.quantize.calibrate import session_input, session_with_outputs
 
 __all__ = ["run_fp32", "compare"]
 
@@ -14,7 +14,7 @@ def run_fp32(model: onnx.ModelProto, x: np.ndarray, names=None) -> dict:
     `names` (any intermediate ONNX tensor names; default: the model outputs)."""
     names = list(names) if names else [o.name for o in model.graph.output]
     sess = session_with_outputs(model, names)
-    vals = sess.run(names, {sess.get_inputs()[0].name: np.asarray(x, np.float32)})
+    vals = sess.run(names, {session_input(sess, model).name: np.asarray(x, np.float32)})
     return dict(zip(names, vals))
 
 

@@ -18,18 +18,43 @@ from onnx import helper, numpy_helper, shape_inference
 
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
-from tpucompile.ops.common import one_line
+from tpucompile.ops.common import one_line, resolve_auto_pad
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
-__all__ = ["SUPPORTED_OPS", "import_onnx"]
+__all__ = ["SUPPORTED_OPS", "import_onnx", "runtime_inputs", "unsupported_report"]
 
 #: ONNX op types the importer accepts (the op table's, in its order)
 SUPPORTED_OPS = OP_TABLE.onnx_types
 
 
 def _attrs(node) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    """Attribute name -> value; STRING attributes as str (ONNX stores them as bytes)."""
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return out
+
+
+def runtime_inputs(model: onnx.ModelProto) -> list:
+    """The graph inputs fed at run time (ValueInfoProto): those that are not initializers. IR-3
+    models (4 of the 9 in the onnx wheel) also list every weight among the graph inputs."""
+    inits = {i.name for i in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def unsupported_report(errors: list) -> CompileError:
+    """One CompileError for every refused node: the single message when there is one; else a
+    count by op type (in order of appearance) and each node's message on its own line."""
+    if len(errors) == 1:
+        return errors[0][1]
+    by_op: dict = {}
+    for op, _ in errors:
+        by_op[op] = by_op.get(op, 0) + 1
+    counts = ", ".join(f"{op} x{n}" for op, n in by_op.items())
+    lines = "\n".join(f"  {e}" for _, e in errors)
+    return CompileError(f"{len(errors)} nodes cannot be compiled (by op: {counts}):\n{lines}")
 
 
 def _shape_of(vi, name: str) -> tuple:
@@ -65,8 +90,14 @@ def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
 def _import(model: onnx.ModelProto) -> Graph:
     opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [1])
     _check_input_dtypes(model)
+    errors = []
     for idx, n in enumerate(model.graph.node):   # ops and attributes first: the clearest message
-        _check_node(idx, n, opset)
+        try:
+            _check_node(idx, n, opset)
+        except CompileError as e:
+            errors.append((n.op_type, e))
+    if errors:
+        raise unsupported_report(errors)
     model = _checked_and_inferred(model)
     g = model.graph
     tensors: dict = {}
@@ -86,17 +117,22 @@ def _import(model: onnx.ModelProto) -> Graph:
         raise CompileError(f"the model has {len(inputs)} graph inputs {inputs} (initializers excluded); "
                            "only models with one input are supported")
     nodes = []
+    used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
     for idx, n in enumerate(g.node):
         name = _check_node(idx, n, opset)
         n.name = name
         attrs = OP_TABLE.importer(n.op_type, name)(n, _attrs(n), opset)
-        nodes.append(Node(n.op_type, name, list(n.input), [o for o in n.output if o], attrs))
+        outs = [o for k, o in enumerate(n.output) if o and (k == 0 or o in used)]  # unused extras dropped
+        nodes.append(Node(n.op_type, name, list(n.input), outs, attrs))
     for name in inputs + [o for nd in nodes for o in nd.outputs]:
         if name not in infos:
             raise CompileError(f"tensor {name!r} has no shape after shape inference")
         elem = infos[name].type.tensor_type.elem_type
         dtype = str(helper.tensor_dtype_to_np_dtype(elem)) if elem else "float32"
         tensors[name] = Tensor(name, _shape_of(infos[name], name), dtype)
+    for nd in nodes:
+        if nd.attrs.get("auto_pad") is not None:
+            nd.attrs = resolve_auto_pad(nd, tensors)
     graph = prune(Graph(tensors, nodes, inputs, [o.name for o in g.output]))
     for name in graph.inputs:
         if graph.tensors[name].dtype != "float32":

@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
-__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
+__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "AUTO_PADS", "resolve_auto_pad", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
            "windows", "activation_params", "weight_params", "requant_multiplier", "window_layout",
            "no_input_transform", "no_constants", "no_macs"]
 
@@ -43,8 +43,12 @@ def spatial_attrs(node, a: dict, allowed: set) -> dict:
     for k, v in a.items():
         if k not in allowed:
             raise bad_attr(node, k, v, "is not supported")
-    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise bad_attr(node, "auto_pad", a["auto_pad"], "unsupported (only NOTSET)")
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad not in AUTO_PADS:
+        raise bad_attr(node, "auto_pad", auto_pad, f"invalid (ONNX allows {', '.join(AUTO_PADS)})")
+    if auto_pad != "NOTSET" and "pads" in a:
+        raise bad_attr(node, "pads", list(a["pads"]), f"given with auto_pad={auto_pad} (ONNX: pads must "
+                       "not be used with auto_pad)")
     if any(d != 1 for d in a.get("dilations", [1, 1])):
         raise bad_attr(node, "dilations", list(a["dilations"]), "unsupported (only 1)")
     if a.get("ceil_mode", 0) != 0:
@@ -58,8 +62,38 @@ def spatial_attrs(node, a: dict, allowed: set) -> dict:
     pads = a.get("pads", [0, 0, 0, 0])
     if len(pads) != 4 or len(strides) != 2 or min(pads) < 0 or min(strides) < 1:
         raise bad_attr(node, "pads/strides", (list(pads), list(strides)), "invalid")
-    return {"kernel_shape": tuple(ks) if ks is not None else None, "strides": strides,
-            "pads": tuple(int(p) for p in pads)}
+    out = {"kernel_shape": tuple(ks) if ks is not None else None, "strides": strides,
+           "pads": tuple(int(p) for p in pads)}
+    if auto_pad != "NOTSET":
+        out["auto_pad"] = auto_pad          # resolved into pads once shapes are known
+    return out
+
+
+#: values of the ONNX ``auto_pad`` attribute (Conv, MaxPool, AveragePool)
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def resolve_auto_pad(node, tensors) -> dict:
+    """``node.attrs`` with ``auto_pad`` replaced by explicit pads (top, left, bottom, right), from
+    the inferred input and output shapes (ONNX Conv/pool spec, dilation 1): VALID pads nothing;
+    SAME_* pads ``total = max(0, (O - 1) * s + k - I)`` per axis, the odd element at the end for
+    SAME_UPPER and at the beginning for SAME_LOWER. The kernel of a Conv without kernel_shape is
+    its weight's (dims 2 and 3)."""
+    a = dict(node.attrs)
+    mode = a.pop("auto_pad")
+    kernel = a["kernel_shape"] or tensors[node.inputs[1]].shape[2:]
+    (h, w), (oh, ow) = tensors[node.inputs[0]].shape[2:], tensors[node.outputs[0]].shape[2:]
+    if mode == "VALID":
+        a["pads"] = (0, 0, 0, 0)
+        return a
+    begin, end = [], []
+    for i, o, k, s in ((h, oh, kernel[0], a["strides"][0]), (w, ow, kernel[1], a["strides"][1])):
+        total = max(0, (o - 1) * s + k - i)
+        small, big = total // 2, total - total // 2
+        begin.append(small if mode == "SAME_UPPER" else big)
+        end.append(big if mode == "SAME_UPPER" else small)
+    a["pads"] = (begin[0], begin[1], end[0], end[1])
+    return a
 
 
 # ---------------------------------------------------------------- shapes and window geometry

@@ -95,6 +95,8 @@ def _import_max(node, a: dict, opset: int) -> dict:
 def _import_avg(node, a: dict, opset: int) -> dict:
     out = spatial_attrs(node, {k: v for k, v in a.items() if k != "count_include_pad"},
                         {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"})
+    if out.get("auto_pad", "VALID").startswith("SAME"):
+        raise bad_attr(node, "auto_pad", out["auto_pad"], "unsupported (average pooling supports no padding)")
     if any(out["pads"]):
         raise bad_attr(node, "pads", list(out["pads"]),
                        f"unsupported with count_include_pad={a.get('count_include_pad', 0)} "

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from tpusim.arch.errors import CompileError
 
-__all__ = ["calibrate", "session_with_outputs"]
+__all__ = ["calibrate", "session_input", "session_with_outputs"]
 
 
 def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
@@ -27,6 +27,16 @@ def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
     return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
+def session_input(sess: ort.InferenceSession, model: onnx.ModelProto):
+    """The onnxruntime input meta (name, shape) of the model's one run-time input: the first
+    graph input that is not an initializer (IR-3 models also list their weights as inputs)."""
+    inits = {i.name for i in model.graph.initializer}
+    feeds = [i for i in sess.get_inputs() if i.name not in inits]
+    if not feeds:
+        raise CompileError("the model has no graph input that is not an initializer")
+    return feeds[0]
+
+
 def calibrate(model: onnx.ModelProto, images, names) -> dict:
     """Run `model` on every image (float32 NCHW arrays) and return {name: (min, max)} (floats)
     over all images for each ONNX tensor in `names`. Raises CompileError if `images` is empty."""
@@ -34,7 +44,7 @@ def calibrate(model: onnx.ModelProto, images, names) -> dict:
     if len(images) == 0:
         raise CompileError("calibration needs at least one image, got 0")
     sess = session_with_outputs(model, names)
-    meta = sess.get_inputs()[0]
+    meta = session_input(sess, model)
     inp = meta.name
     images = [_check_image(i, x, inp, meta.shape) for i, x in enumerate(images)]
     lo = {n: np.inf for n in names}

@@ -296,13 +296,18 @@ def seed_models() -> list:
                 helper.make_node("Add", ["s", "z"], ["a"], name="add"),
                 helper.make_node("Reshape", ["a", "rs"], ["y"], name="rs")],
                {"shp": np.array([1, 8, 2, 2], np.int64), "rs": np.array([1, 32], np.int64)}, (1, 8, 2, 2), opset=9),
+            mk([helper.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[2, 2], auto_pad="SAME_UPPER"),
+                helper.make_node("Dropout", ["c"], ["d", "mask"], name="drop", ratio=0.25),
+                helper.make_node("MaxPool", ["d"], ["p"], name="mp", kernel_shape=[2, 2], auto_pad="SAME_LOWER"),
+                helper.make_node("Identity", ["p"], ["y"], name="id")],
+               {"w": w(8, 4, 3, 3)}, (1, 4, 7, 8), opset=9),
         ])
     return _SEED_MODELS
 
 
 _OPS = ["Conv", "BatchNormalization", "Relu", "Sum", "Add", "MaxPool", "AveragePool",
         "GlobalAveragePool", "Reshape", "Flatten", "Gemm", "Softmax", "ConstantOfShape", "Sigmoid",
-        "Mul", "Concat", "Identity", ""]
+        "Mul", "Concat", "Identity", "Dropout", ""]
 _ATTRS = ["kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "ceil_mode", "axis",
           "transA", "transB", "alpha", "beta", "epsilon", "count_include_pad", "storage_order",
           "spatial", "training_mode", "value", "foo"]
