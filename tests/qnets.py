@@ -100,6 +100,21 @@ def gemm_head(seed=0, trans_b=1, softmax=False):
     return make_model(nodes, inits, (1, 3, 8, 8), out, (1, 10))
 
 
+def flatten_gemm(seed=0, reshape=False):
+    """Conv + Relu + MaxPool + Flatten (or Reshape) of (1, 8, 3, 3) into (1, 72) + Gemm, the VGG /
+    AlexNet head: [1,3,7,7] -> [1,10]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 3), "fw": rng.normal(0, np.sqrt(2 / 72), (10, 72)).astype(np.float32),
+             "fb": rng.normal(0, 0.1, 10).astype(np.float32), "shape": np.array([1, -1], np.int64)}
+    flat = (helper.make_node("Reshape", ["p", "shape"], ["f"], name="flat") if reshape else
+            helper.make_node("Flatten", ["p"], ["f"], name="flat", axis=1))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2]),
+             flat, helper.make_node("Gemm", ["f", "fw", "fb"], ["logits"], name="fc", transB=1)]
+    return make_model(nodes, inits, (1, 3, 7, 7), "logits", (1, 10))
+
+
 def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
     """Conv 3x3 s2 auto_pad=conv_pad (odd total padding) + Dropout (mask output unused, opset 9)
     + MaxPool 2x2 s1 auto_pad=pool_pad + Identity: x [1,3,9,10] -> y [1,8,5,5]."""

@@ -21,6 +21,7 @@ GRAPHS = {
     "residual_add": qnets.residual_add,
     "gemm_softmax": lambda: qnets.gemm_head(softmax=True),
     "same_pad_dropout": qnets.same_pad_dropout,
+    "flatten_gemm": qnets.flatten_gemm,
 }
 
 

@@ -183,3 +183,13 @@ def test_weights_listed_as_graph_inputs_calibrate_on_the_image():
     ref, t = run_fp32(m, x)["y"], qg.tensor("y")
     lo, hi = (np.array([-128, 127]) - t.zero_point) * t.scale
     assert lo - t.scale <= ref.min() and ref.max() <= hi + t.scale   # calibrated on the image
+
+
+@pytest.mark.parametrize("reshape", [False, True])
+def test_flatten_then_gemm_is_a_conv_over_the_whole_map(reshape):
+    from tpucompile.quantize import compile_model
+    qg, g = compile_model(qnets.flatten_gemm(reshape=reshape), qnets.inputs((1, 3, 7, 7), 2))
+    fc = next(n for n in g.nodes if n.name == "fc")
+    assert fc.op == "Conv" and fc.attrs["kernel_shape"] == (3, 3) and fc.inputs[0] == "p"
+    assert "Reshape" not in {n.op for n in g.nodes} and "Flatten" not in {n.op for n in g.nodes}
+    assert g.tensors[fc.inputs[1]].shape == (10, 8, 3, 3)
