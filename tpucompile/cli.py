@@ -43,8 +43,8 @@ def _calib_images(model, n: int):
 @user_errors("tpucompile")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tpucompile", description="Compile an ONNX model to a .tpubin")
-    ap.add_argument("model", help="ONNX model file, or a built-in model: resnet50, resnet50-modern, "
-                                  "resnet50-reduced (the onnx wheel's graphs with seeded synthetic weights)")
+    ap.add_argument("model", help=f"ONNX model file, or a built-in model: {', '.join(MODELS)} (the onnx "
+                                  "wheel's graphs with seeded synthetic weights)")
     ap.add_argument("--hw", default="seed", help="hardware config name or YAML path (default seed)")
     ap.add_argument("-o", "--output", required=True, help="output .tpubin")
     ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after every front-end and back-end "

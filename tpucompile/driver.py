@@ -20,9 +20,11 @@ from tpusim.arch.errors import CompileError
 
 #: Built-in model names for `--model`: (loader in tpucompile.realdata, description)
 MODELS = {
-    "resnet50": ("resnet50_model", "ResNet-50 graph from the onnx wheel (opset 9), synthetic weights"),
-    "resnet50-modern": ("resnet50_modern", "the same network exported as opset 13 (Add, GlobalAveragePool, Flatten)"),
-    "resnet50-reduced": ("resnet50_reduced", "stem + stage 1 of ResNet-50 on a 32x32 input (fast tests)"),
+    "resnet50": (realdata.resnet50_model, "ResNet-50 graph from the onnx wheel (opset 9), synthetic weights"),
+    "resnet50-modern": (realdata.resnet50_modern, "the same network exported as opset 13 (Add, GlobalAveragePool, Flatten)"),
+    "resnet50-reduced": (realdata.resnet50_reduced, "stem + stage 1 of ResNet-50 on a 32x32 input (fast tests)"),
+    **{name: ((lambda n=name: realdata.wheel_model(n)), f"{file}.onnx from the onnx wheel, synthetic weights")
+       for name, file in realdata.WHEEL_MODELS.items()},
 }
 
 
@@ -36,7 +38,7 @@ class CompileResult:
 def load_model(model: str | Path) -> onnx.ModelProto:
     """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither."""
     if str(model) in MODELS:
-        return getattr(realdata, MODELS[str(model)][0])()
+        return MODELS[str(model)][0]()
     p = Path(model)
     if not p.exists():
         raise CompileError(f"model {str(model)!r} is neither a built-in model {sorted(MODELS)} nor an existing file")

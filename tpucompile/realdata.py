@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["LIGHT_RESNET50", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "test_image",
+__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "test_image",
            "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
@@ -36,7 +36,7 @@ TEST_PHOTO = "astronaut"
 CALIB_PHOTOS = ("chelsea", "coffee", "rocket", "china", "flower")
 
 
-def _param(rng, name: str, shape: tuple, role: str) -> np.ndarray:
+def _param(rng, name: str, shape: tuple, role: str, damp) -> np.ndarray:
     if role == "w":
         fan_in = int(np.prod(shape[1:]))
         return rng.normal(0.0, np.sqrt(2.0 / fan_in), shape)
@@ -44,12 +44,60 @@ def _param(rng, name: str, shape: tuple, role: str) -> np.ndarray:
         return rng.normal(0.0, 0.01, shape)
     if role == "gamma":
         g = rng.uniform(0.5, 1.0, shape)
-        return g * rng.uniform(0.2, 0.5, shape) if "branch2c_bn" in name else g
+        return g * rng.uniform(0.2, 0.5, shape) if damp(name) else g
     if role == "beta":
         return rng.normal(0.0, 0.05, shape)
     if role == "mean":
         return rng.normal(0.0, 0.1, shape)
     return rng.uniform(0.5, 1.5, shape)
+
+
+def _parameter_roles(g) -> dict:
+    """Parameter name -> role ("w", "b", "gamma", "beta", "mean", "var"), in graph order: Conv
+    weight (and bias), Gemm weight and bias, BatchNormalization's four inputs."""
+    roles = {}
+    for n in g.node:
+        if n.op_type == "Conv":
+            roles[n.input[1]] = "w"
+            if len(n.input) > 2 and n.input[2]:
+                roles[n.input[2]] = "b"
+        elif n.op_type == "Gemm":
+            roles[n.input[1]] = "w"
+            if len(n.input) > 2 and n.input[2]:
+                roles[n.input[2]] = "b"
+        elif n.op_type == "BatchNormalization":
+            for nm, r in zip(n.input[1:5], ("gamma", "beta", "mean", "var")):
+                roles[nm] = r
+    return roles
+
+
+def synthetic_weights(model: onnx.ModelProto, seed: int = 0, damp=lambda name: False,
+                      graph_name: str | None = None, ir_version: int = 7) -> onnx.ModelProto:
+    """``model`` with every Conv/Gemm/BatchNormalization parameter replaced by a seeded constant
+    initializer (module doc; ``numpy.random.default_rng(seed)``, parameters visited in graph order,
+    so one seed always gives one model). A parameter may be an initializer or the output of a
+    ConstantOfShape (the onnx wheel's placeholder weights); the ConstantOfShape nodes are dropped.
+    ``damp(name)``: BatchNorm gammas also multiplied by U(0.2, 0.5) (the last BN of a residual
+    branch keeps the residual stream bounded). Returns a checked model (same opset, one input:
+    the run-time input)."""
+    g = model.graph
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    cos = {n.output[0]: n for n in g.node if n.op_type == "ConstantOfShape"}
+    roles = {k: r for k, r in _parameter_roles(g).items() if k in inits or k in cos}  # others: computed
+    rng = np.random.default_rng(seed)
+    new_inits = []
+    for name, role in roles.items():
+        shape = tuple(int(d) for d in inits[cos[name].input[0]]) if name in cos else inits[name].shape
+        new_inits.append(numpy_helper.from_array(_param(rng, name, shape, role, damp).astype(np.float32), name))
+    keep = [n for n in g.node if n.op_type != "ConstantOfShape" or n.output[0] not in roles]
+    used = {i for n in keep for i in n.input}
+    extra = [i for i in g.initializer if i.name in used and i.name not in roles]
+    data = [i for i in g.input if i.name not in inits and i.name not in roles]
+    graph = helper.make_graph(keep, graph_name or f"{g.name}_synthetic", data, list(g.output), extra + new_inits)
+    out = helper.make_model(graph, opset_imports=list(model.opset_import))
+    out.ir_version = ir_version
+    onnx.checker.check_model(out)
+    return out
 
 
 def resnet50_model(seed: int = 0) -> onnx.ModelProto:
@@ -58,33 +106,25 @@ def resnet50_model(seed: int = 0) -> onnx.ModelProto:
     Input ``gpu_0/data_0`` float32 [1, 3, 224, 224]; output ``gpu_0/softmax_1`` [1, 1000];
     the pre-softmax logits are tensor ``r174``.
     """
-    m = onnx.load(str(LIGHT_RESNET50))
-    g = m.graph
-    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
-    cos = {n.output[0]: n for n in g.node if n.op_type == "ConstantOfShape"}
-    roles = {}
-    for n in g.node:
-        if n.op_type == "Conv":
-            roles[n.input[1]] = "w"
-        elif n.op_type == "Gemm":
-            roles[n.input[1]], roles[n.input[2]] = "w", "b"
-        elif n.op_type == "BatchNormalization":
-            for nm, r in zip(n.input[1:5], ("gamma", "beta", "mean", "var")):
-                roles[nm] = r
-    rng = np.random.default_rng(seed)
-    new_inits = []
-    for name, role in roles.items():
-        shape = tuple(int(d) for d in inits[cos[name].input[0]]) if name in cos else inits[name].shape
-        new_inits.append(numpy_helper.from_array(_param(rng, name, shape, role).astype(np.float32), name))
-    keep = [n for n in g.node if n.op_type != "ConstantOfShape"]
-    used = {i for n in keep for i in n.input}
-    extra = [i for i in g.initializer if i.name in used and i.name not in roles]
-    data = [i for i in g.input if i.name == "gpu_0/data_0"]
-    graph = helper.make_graph(keep, "resnet50_synthetic", data, list(g.output), extra + new_inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
-    model.ir_version = 7
-    onnx.checker.check_model(model)
-    return model
+    return synthetic_weights(onnx.load(str(LIGHT_RESNET50)), seed, damp=lambda name: "branch2c_bn" in name,
+                             graph_name="resnet50_synthetic")
+
+
+#: Built-in name -> graph file of the onnx wheel's backend test models (all opset 9, IR 3, with
+#: placeholder weights): each runs with seeded synthetic weights (:func:`wheel_model`).
+WHEEL_MODELS = {"alexnet": "light_bvlc_alexnet", "densenet121": "light_densenet121",
+                "inception_v1": "light_inception_v1", "inception_v2": "light_inception_v2",
+                "shufflenet": "light_shufflenet", "squeezenet": "light_squeezenet", "vgg19": "light_vgg19",
+                "zfnet512": "light_zfnet512"}
+
+
+def wheel_model(name: str, seed: int = 0) -> onnx.ModelProto:
+    """The onnx wheel's ``light_<name>.onnx`` graph (``WHEEL_MODELS``) with seeded synthetic
+    weights (:func:`synthetic_weights`). ValueError for an unknown name."""
+    if name not in WHEEL_MODELS:
+        raise ValueError(f"wheel_model: unknown model {name!r}; known: {', '.join(WHEEL_MODELS)}")
+    path = LIGHT_RESNET50.parent / f"{WHEEL_MODELS[name]}.onnx"
+    return synthetic_weights(onnx.load(str(path)), seed, graph_name=f"{name}_synthetic")
 
 
 def resnet50_modern(seed: int = 0) -> onnx.ModelProto:

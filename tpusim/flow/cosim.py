@@ -204,7 +204,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
 @user_errors("cosim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="resnet50", help="resnet50, resnet50-modern, or a path to an .onnx file")
+    ap.add_argument("--model", default="resnet50", help=f"a built-in model ({', '.join(driver.MODELS)}) or a "
+                                                        "path to an .onnx file")
     ap.add_argument("--hw", default="seed", help="hardware config name or YAML path (default: the seed chip)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default runs/<model>-<hw>)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator RTL")

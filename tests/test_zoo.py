@@ -1,0 +1,46 @@
+"""The onnx wheel's model graphs as built-in names with seeded synthetic weights (issue 9)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from tpucompile import driver, realdata
+from tpucompile.frontend.onnx_import import import_onnx
+from tpusim.arch.errors import CompileError
+
+
+def test_every_wheel_graph_is_a_builtin_name():
+    assert set(realdata.WHEEL_MODELS) <= set(driver.MODELS)
+    for file in realdata.WHEEL_MODELS.values():
+        assert (realdata.LIGHT_RESNET50.parent / f"{file}.onnx").exists(), file
+
+
+def test_synthetic_weights_replace_every_placeholder_and_are_seeded():
+    m = realdata.wheel_model("squeezenet")
+    assert not [n for n in m.graph.node if n.op_type == "ConstantOfShape"]
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    conv0 = next(n for n in m.graph.node if n.op_type == "Conv")
+    std = np.sqrt(2.0 / np.prod(w[conv0.input[1]].shape[1:]))
+    assert abs(w[conv0.input[1]].std() / std - 1) < 0.05          # He-normal
+    assert [i.name for i in m.graph.input] == ["data_0"]
+    again = realdata.wheel_model("squeezenet")
+    assert m.SerializeToString() == again.SerializeToString()
+    other = realdata.synthetic_weights(onnx.load(str(realdata.LIGHT_RESNET50.parent / "light_squeezenet.onnx")), seed=1)
+    assert not np.array_equal(numpy_helper.to_array(other.graph.initializer[-1]), w[other.graph.initializer[-1].name])
+
+
+@pytest.mark.slow
+def test_vgg19_imports():
+    import_onnx(driver.load_model("vgg19"))       # 143 M synthetic weights: ~10 s
+
+
+def test_a_refused_wheel_model_names_its_ops():
+    with pytest.raises(CompileError, match=r"^\d+ nodes cannot be compiled \(by op: .*LRN x2"):
+        import_onnx(driver.load_model("inception_v1"))
+
+
+def test_unknown_wheel_model():
+    with pytest.raises(ValueError, match=r"unknown model 'lenet'; known: alexnet, densenet121"):
+        realdata.wheel_model("lenet")
