@@ -115,6 +115,32 @@ def flatten_gemm(seed=0, reshape=False):
     return make_model(nodes, inits, (1, 3, 7, 7), "logits", (1, 10))
 
 
+def caffe2_bn(seed=0, opset=9):
+    """Conv + BatchNormalization + Mul(Unsqueeze(scale)) + Add(Unsqueeze(shift)) + Relu, the
+    inception_v2 / densenet121 pattern, then Sub of a scalar and Div by a per-channel (1, C, 1, 1)
+    constant: x [1,3,8,8] -> y [1,8,8,8]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 3), **bn_params(rng, 8, "bn"),
+             "sc": rng.uniform(0.5, 1.5, 8).astype(np.float32), "sh": rng.normal(0, 0.2, 8).astype(np.float32),
+             "k": np.array(0.25, np.float32), "d": rng.uniform(0.5, 2.0, (1, 8, 1, 1)).astype(np.float32)}
+    ax = {"axes": [1, 2]} if opset < 13 else {}
+    if opset >= 13:
+        inits["ax"] = np.array([1, 2], np.int64)
+    uin = (lambda n: [n, "ax"]) if opset >= 13 else (lambda n: [n])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             bn_node("c", "b", "bn", "bn"),
+             helper.make_node("Unsqueeze", uin("sc"), ["sc3"], name="usc", **ax),
+             helper.make_node("Unsqueeze", uin("sh"), ["sh3"], name="ush", **ax),
+             helper.make_node("Mul", ["b", "sc3"], ["m"], name="mul"),
+             helper.make_node("Add", ["m", "sh3"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["c2"], name="conv2", kernel_shape=[1, 1]),
+             helper.make_node("Sub", ["c2", "k"], ["s"], name="sub"),
+             helper.make_node("Div", ["s", "d"], ["y"], name="div")]
+    inits["w2"] = conv_w(rng, 8, 8, 1)
+    return make_model(nodes, inits, (1, 3, 8, 8), "y", None, opset=opset)
+
+
 def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
     """Conv 3x3 s2 auto_pad=conv_pad (odd total padding) + Dropout (mask output unused, opset 9)
     + MaxPool 2x2 s1 auto_pad=pool_pad + Identity: x [1,3,9,10] -> y [1,8,5,5]."""

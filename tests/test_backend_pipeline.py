@@ -158,7 +158,7 @@ def test_dump_ir_writes_every_stage(tmp_path):
     shape = qnets.in_shape(m)
     driver.compile_onnx(m, CFG, qnets.inputs(shape, 2, seed=1), dump_ir=tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fold_batchnorm.mlir",
+    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fold_affine.mlir",
                      "03_canonicalize.mlir", "04_fuse_relu.mlir", "05_quantize.txt",
                      "06_host_transforms.txt", "07_layout.txt", "08_memplan.txt", "09_tiling.txt",
                      "10_emission.txt", "11_token_check.txt"]

@@ -11,6 +11,7 @@ from tpusim.flow.cosim import run
     ("gemm_output", lambda: qnets.gemm_head(softmax=False)),   # the device output is 'logits__nchw'
     ("same_pad_dropout", qnets.same_pad_dropout),
     ("reshape_gemm", lambda: qnets.flatten_gemm(reshape=True)),
+    ("caffe2_bn", qnets.caffe2_bn),
 ])
 def test_cosim_without_rtl_passes(name, build, tmp_path):
     model = build()

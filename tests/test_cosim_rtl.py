@@ -22,6 +22,7 @@ GRAPHS = {
     "gemm_softmax": lambda: qnets.gemm_head(softmax=True),
     "same_pad_dropout": qnets.same_pad_dropout,
     "flatten_gemm": qnets.flatten_gemm,
+    "caffe2_bn": qnets.caffe2_bn,
 }
 
 

@@ -2,12 +2,14 @@
 import collections
 
 import numpy as np
+import pytest
 import qnets
 
 from tpucompile import realdata
 from tpucompile.frontend.onnx_import import import_onnx
-from tpucompile.passes import canonicalize, constant_fold, fold_batchnorm, fuse_relu
+from tpucompile.passes import canonicalize, constant_fold, fold_affine, fuse_relu
 from tpucompile.passes.pipeline import run_passes
+from tpusim.arch.errors import CompileError
 
 
 def test_light_resnet50_pipeline(tmp_path):
@@ -18,7 +20,7 @@ def test_light_resnet50_pipeline(tmp_path):
     assert sum(n.attrs["relu"] for n in convs) == 33          # stem + 2 per block (16 blocks)
     assert all(n.attrs["relu"] for n in g.nodes if n.op == "Add")
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fold_batchnorm.mlir",
+    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fold_affine.mlir",
                      "03_canonicalize.mlir", "04_fuse_relu.mlir"]
     assert "tpu.constantofshape" in (tmp_path / "00_import.mlir").read_text()
     assert "constantofshape" not in (tmp_path / "01_constant_fold.mlir").read_text()
@@ -34,9 +36,9 @@ def test_constant_fold_values():
     assert w.shape == (64, 3, 7, 7) and np.all(w == np.float32(0.02))
 
 
-def test_fold_batchnorm_math():
+def test_fold_affine_math():
     model = qnets.conv_bn_relu(seed=3)
-    g = fold_batchnorm.run(import_onnx(model))
+    g = fold_affine.run(import_onnx(model))
     conv = next(n for n in g.nodes if n.op == "Conv")
     assert [n.op for n in g.nodes] == ["Conv", "Relu"] and conv.outputs == ["b"]
     init = {i.name: onnx_arr(i) for i in model.graph.initializer}
@@ -75,3 +77,37 @@ def test_add_relu_fused():
     g = fuse_relu.run(import_onnx(qnets.residual_add()))
     add = next(n for n in g.nodes if n.op == "Add")
     assert add.attrs["relu"] and add.outputs == ["y"]
+
+
+def test_fold_affine_chain_into_one_conv():
+    """Conv -> BN -> Mul -> Add -> Relu and Conv -> Sub -> Div each become one Conv."""
+    model = qnets.caffe2_bn(seed=2)
+    g = run_passes(import_onnx(model))
+    assert [n.op for n in g.nodes] == ["Conv", "Conv"] and g.nodes[0].attrs["relu"]
+    init = {i.name: onnx_arr(i) for i in model.graph.initializer}
+    s_bn = init["bn_g"] / np.sqrt(init["bn_v"] + 1e-5)
+    s = s_bn * init["sc"]
+    np.testing.assert_allclose(g.const(g.nodes[0].inputs[1]), init["w"] * s[:, None, None, None], rtol=1e-6)
+    b = (init["bn_b"] - init["bn_m"] * s_bn) * init["sc"] + init["sh"]
+    np.testing.assert_allclose(g.const(g.nodes[0].inputs[2]), b, rtol=1e-5, atol=1e-6)
+    d = init["d"].reshape(-1)
+    np.testing.assert_allclose(g.const(g.nodes[1].inputs[1]), init["w2"] / d[:, None, None, None], rtol=1e-6)
+    np.testing.assert_allclose(g.const(g.nodes[1].inputs[2]), -0.25 / d, rtol=1e-6)
+
+
+@pytest.mark.parametrize("const_shape, first", [((1, 1, 1, 8), True), ((8,), True), ((8, 1, 1), False)])
+def test_mul_not_per_channel_or_of_activations_is_refused_by_name(const_shape, first):
+    from onnx import helper
+
+    from tpucompile.quantize import compile_model
+    rng = np.random.default_rng(0)
+    inits = {"w": qnets.conv_w(rng, 8, 3, 1), "c": np.full(const_shape, 0.5, np.float32)}
+    a, b = ("c2", "c") if first else ("x2", "x2")       # else: the square of an activation
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c2"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["c2"], ["x2"], name="relu"),
+             helper.make_node("Mul", [a, b], ["y"], name="scale7")]
+    if first:
+        del nodes[1]
+    m = qnets.make_model(nodes, inits, (1, 3, 8, 8), "y", None)
+    with pytest.raises(CompileError, match=r"node 'scale7' \(Mul\) has no int8 device mapping"):
+        compile_model(m, qnets.inputs((1, 3, 8, 8), 1))

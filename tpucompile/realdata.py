@@ -49,14 +49,24 @@ def _param(rng, name: str, shape: tuple, role: str, damp) -> np.ndarray:
         return rng.normal(0.0, 0.05, shape)
     if role == "mean":
         return rng.normal(0.0, 0.1, shape)
+    if role == "scale":
+        return rng.uniform(0.5, 1.0, shape)
+    if role == "shift":
+        return rng.normal(0.0, 0.05, shape)
     return rng.uniform(0.5, 1.5, shape)
 
 
 def _parameter_roles(g) -> dict:
-    """Parameter name -> role ("w", "b", "gamma", "beta", "mean", "var"), in graph order: Conv
-    weight (and bias), Gemm weight and bias, BatchNormalization's four inputs."""
+    """Parameter name -> role ("w", "b", "gamma", "beta", "mean", "var", "scale", "shift"), in graph
+    order: Conv weight (and bias), Gemm weight and bias, BatchNormalization's four inputs, and the
+    operands of Mul ("scale") and Add ("shift"), also through an Unsqueeze (Caffe2's affine after
+    BN); operands that are activations are dropped by the caller (not initializers)."""
     roles = {}
+    unsq = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Unsqueeze"}
     for n in g.node:
+        if n.op_type in ("Mul", "Add"):
+            for i in n.input:
+                roles.setdefault(unsq.get(i, i), "scale" if n.op_type == "Mul" else "shift")
         if n.op_type == "Conv":
             roles[n.input[1]] = "w"
             if len(n.input) > 2 and n.input[2]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
 from tpucompile.ir import Node
-from tpucompile.ops.common import no_attrs, no_constants, no_input_transform, no_macs
+from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
@@ -63,6 +63,11 @@ def _fold_add(node, a, b):
 
 def _fold_sum(node, *xs):
     return np.sum(np.stack(xs), axis=0).astype(xs[0].dtype)
+
+
+def _affine(graph, node, cout: int, bias):
+    """Add of a per-channel constant after a Conv: s = 1, t = c (passes/fold_affine)."""
+    return affine_of_constant(graph, node, cout, bias, lambda c, x_first: (1.0, c))
 
 
 def _canonicalize_add(graph, node, producers) -> list:
@@ -161,6 +166,6 @@ DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform, plan
                   constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
 OPS = (
     OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),
-    OpDef("Add", import_node=no_attrs, fold=_fold_add, canonicalize=_canonicalize_add, fuses_relu=True,
-          quantize=_quantize, device=DEVICE),
+    OpDef("Add", import_node=no_attrs, fold=_fold_add, canonicalize=_canonicalize_add, affine=_affine,
+          fuses_relu=True, quantize=_quantize, device=DEVICE),
 )

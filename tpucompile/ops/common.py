@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
-__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "AUTO_PADS", "resolve_auto_pad", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
+__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "per_channel", "affine_of_constant", "AUTO_PADS", "resolve_auto_pad", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
            "windows", "activation_params", "weight_params", "requant_multiplier", "window_layout",
            "no_input_transform", "no_constants", "no_macs"]
 
@@ -94,6 +94,36 @@ def resolve_auto_pad(node, tensors) -> dict:
         end.append(big if mode == "SAME_UPPER" else small)
     a["pads"] = (begin[0], begin[1], end[0], end[1])
     return a
+
+
+def per_channel(c, cout: int):
+    """A constant operand of an element-wise op on a (1, cout, H, W) tensor as float64 [cout], if
+    it is a scalar or varies along the channel axis only (numpy broadcasting: shapes (), (1,),
+    (cout, 1, 1), (1, cout, 1, 1)); None otherwise (a (cout,) vector broadcasts along W)."""
+    c = np.asarray(c, np.float64)
+    if c.size == 1:
+        return np.full(cout, float(c.reshape(-1)[0]))
+    if c.ndim not in (3, 4) or c.shape[-2:] != (1, 1) or c.shape[-3] != cout or (c.ndim == 4 and c.shape[0] != 1):
+        return None
+    return c.reshape(cout).copy()
+
+
+def affine_of_constant(graph, node, cout: int, bias, form):
+    """The ``affine`` hook of a binary element-wise op with one constant operand: ``form(c, x_first)``
+    gives (s, t) for the per-channel constant c (``per_channel``), x_first telling whether the
+    activation is the first operand; None if neither or both operands are constants or c is not
+    per channel. Folded bias b' = b * s + t."""
+    consts = [graph.const(i) for i in node.inputs]
+    if len(node.inputs) != 2 or (consts[0] is None) == (consts[1] is None):
+        return None
+    x_first = consts[0] is None
+    c = per_channel(consts[1] if x_first else consts[0], cout)
+    if c is None:
+        return None
+    s, t = form(c, x_first)
+    s = np.broadcast_to(np.asarray(s, np.float64), (cout,))
+    b = np.zeros(cout) if bias is None else bias
+    return s, b * s + t
 
 
 # ---------------------------------------------------------------- shapes and window geometry

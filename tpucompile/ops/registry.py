@@ -6,6 +6,7 @@ Every driver of the compiler asks the table instead of knowing op kinds itself:
   frontend/onnx_import             OpDef.import_node (and the table's list of supported ONNX types)
   passes/constant_fold             OpDef.fold
   passes/canonicalize              OpDef.canonicalize
+  passes/fold_affine               OpDef.affine
   passes/fuse_relu                 OpDef.fuses_relu
   quantize/quantize                OpDef.quantize, OpDef.calibrated
   qgraph.QGraph.validate           QOp.inputs, QOp.verify (methods of the op class itself)
@@ -68,6 +69,10 @@ class OpDef:
     fold(node, *constant inputs) -> ndarray: constant folding (numpy). None: never folded.
     canonicalize(graph, node, producers) -> [Node, ...]: the nodes replacing ``node`` (e.g. Gemm ->
         Conv on a (1, K, 1, 1) view). None: kept as it is.
+    affine(graph, node, cout, bias) -> (s, b') or None: the op is y = s * x + t per channel on the
+        output of a Conv with ``cout`` channels and float64 ``bias`` (None: zero); returns float64
+        [cout] arrays s and the folded bias b' (``passes/fold_affine``), None if it is not (e.g. Add
+        of two activations). None: never folded.
     fuses_relu: a following Relu is folded into this op (``attrs["relu"]``).
     quantize(q, node) -> None: add the op's QTensors and QOp (or alias, or host op) through ``q``
         (``quantize.quantize.Quantizer``). None: no int8 mapping (refused by name).
@@ -80,13 +85,14 @@ class OpDef:
     import_node: Optional[Callable] = None
     fold: Optional[Callable] = None
     canonicalize: Optional[Callable] = None
+    affine: Optional[Callable] = None
     fuses_relu: bool = False
     quantize: Optional[Callable] = None
     calibrated: bool = True
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
 
-    HOOKS = ("import_node", "fold", "canonicalize", "quantize", "host")
+    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "host")
 
 
 class OpTable:

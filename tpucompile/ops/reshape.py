@@ -1,8 +1,11 @@
 """Reshape and Flatten: only as no-op views between (1, C, 1, 1) and (1, C) (a fully-connected
 head), which become ``Alias`` nodes (canonicalize) and then QGraph aliases: the ONNX name maps to
 the device tensor holding the same bytes. Any other Reshape or Flatten of an activation has no
-int8 mapping and is refused by name; on constants they are folded."""
+int8 mapping and is refused by name; on constants they are folded, and so are Unsqueeze and
+Squeeze (axes as an attribute before opset 13, as a second input from 13)."""
 from __future__ import annotations
+
+import numpy as np
 
 from tpucompile.ir import Node
 from tpucompile.ops.common import bad_attr, is_fc_view
@@ -32,6 +35,36 @@ def _fold_flatten(node, x):
     return x.reshape(x.shape[0], -1)
 
 
+def _import_axes(node, a: dict, opset: int) -> dict:
+    for k, v in a.items():
+        if k != "axes":
+            raise bad_attr(node, k, v, "is not supported")
+    return {"axes": tuple(int(x) for x in a["axes"])} if "axes" in a else {}
+
+
+def _raw_axes(node, rest):
+    """The axes of Unsqueeze/Squeeze: the attribute (opset < 13) or the second input (13+)."""
+    if "axes" in node.attrs:
+        return node.attrs["axes"]
+    return tuple(int(x) for x in rest[0].reshape(-1)) if rest else None
+
+
+def _fold_unsqueeze(node, x, *rest):
+    axes = _raw_axes(node, rest)
+    ndim = x.ndim + len(axes)
+    return x.reshape(_unsqueezed_shape(x.shape, {a % ndim for a in axes}, ndim))
+
+
+def _unsqueezed_shape(shape, axes, ndim) -> tuple:
+    it = iter(shape)
+    return tuple(1 if i in axes else next(it) for i in range(ndim))
+
+
+def _fold_squeeze(node, x, *rest):
+    axes = _raw_axes(node, rest)
+    return np.squeeze(x) if axes is None else np.squeeze(x, axis=tuple(a % x.ndim for a in axes))
+
+
 def _canonicalize(graph, node, producers) -> list:
     a, b = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
     if is_fc_view(a, b) or is_fc_view(b, a):
@@ -47,5 +80,7 @@ def _quantize_alias(q, node) -> None:
 OPS = (
     OpDef("Reshape", import_node=_import_reshape, fold=_fold_reshape, canonicalize=_canonicalize),
     OpDef("Flatten", import_node=_import_flatten, fold=_fold_flatten, canonicalize=_canonicalize),
+    OpDef("Unsqueeze", import_node=_import_axes, fold=_fold_unsqueeze),
+    OpDef("Squeeze", import_node=_import_axes, fold=_fold_squeeze),
     OpDef("Alias", quantize=_quantize_alias, calibrated=False),   # created by canonicalize only
 )

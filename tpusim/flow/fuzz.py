@@ -301,13 +301,22 @@ def seed_models() -> list:
                 helper.make_node("MaxPool", ["d"], ["p"], name="mp", kernel_shape=[2, 2], auto_pad="SAME_LOWER"),
                 helper.make_node("Identity", ["p"], ["y"], name="id")],
                {"w": w(8, 4, 3, 3)}, (1, 4, 7, 8), opset=9),
+            mk([helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+                helper.make_node("Unsqueeze", ["sc"], ["sc3"], name="usc", axes=[1, 2]),
+                helper.make_node("Squeeze", ["sh4"], ["sh3"], name="ssh", axes=[0]),
+                helper.make_node("Mul", ["c", "sc3"], ["m"], name="mul"),
+                helper.make_node("Add", ["m", "sh3"], ["a"], name="add"),
+                helper.make_node("Sub", ["a", "k"], ["s"], name="sub"),
+                helper.make_node("Div", ["s", "k"], ["y"], name="div")],
+               {"w": w(8, 4, 1, 1), "sc": np.abs(w(8)) + 0.5, "sh4": w(1, 8, 1, 1), "k": np.array(2.0, np.float32)},
+               (1, 4, 6, 6), opset=9),
         ])
     return _SEED_MODELS
 
 
 _OPS = ["Conv", "BatchNormalization", "Relu", "Sum", "Add", "MaxPool", "AveragePool",
         "GlobalAveragePool", "Reshape", "Flatten", "Gemm", "Softmax", "ConstantOfShape", "Sigmoid",
-        "Mul", "Concat", "Identity", "Dropout", ""]
+        "Mul", "Sub", "Div", "Unsqueeze", "Squeeze", "Concat", "Identity", "Dropout", ""]
 _ATTRS = ["kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "ceil_mode", "axis",
           "transA", "transB", "alpha", "beta", "epsilon", "count_include_pad", "storage_order",
           "spatial", "training_mode", "value", "foo"]

@@ -1,0 +1,58 @@
+"""Mul, Sub and Div with a constant operand: folded into the preceding Conv as a per-channel affine
+(``passes/fold_affine.py``; the scale and shift of a Caffe2-style BatchNorm in inception_v2 and
+densenet121 are ``Mul``/``Add`` of ``Unsqueeze``d constants), or folded outright on constants.
+
+  Mul  x * c  -> s = c,  t = 0          Sub  x - c -> s = 1,  t = -c;   c - x -> s = -1, t = c
+  Div  x / c  -> s = 1/c, t = 0 (c / x is not affine: refused)
+
+The constant must be a scalar or vary along channels only (``ops.common.per_channel``). Anything
+else (element-wise Mul of two activations, one not after a Conv) has no int8 mapping yet and is
+refused by name. Opset < 7 ``broadcast``/``axis`` attributes are refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tpucompile.ops.common import affine_of_constant, no_attrs
+from tpucompile.ops.registry import OpDef
+
+__all__ = ["OPS"]
+
+
+def _binary_fold(fn):
+    def fold(node, a, b):
+        return fn(a, b).astype(np.result_type(a, b))
+    return fold
+
+
+def _fold_div(node, a, b):
+    """ONNX Div: integer division truncates toward zero."""
+    if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
+        return (np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))).astype(np.result_type(a, b))
+    return np.divide(a, b).astype(np.result_type(a, b))
+
+
+def _mul(c, x_first):
+    return c, 0.0
+
+
+def _sub(c, x_first):
+    return (1.0, -c) if x_first else (-1.0, c)
+
+
+def _div_affine(graph, node, cout: int, bias):
+    if graph.const(node.inputs[1]) is None:
+        return None                     # c / x
+    c = graph.const(node.inputs[1])
+    if np.any(np.asarray(c) == 0):
+        return None                     # left, and refused later by name
+    return affine_of_constant(graph, node, cout, bias, lambda c, x_first: (1.0 / c, 0.0))
+
+
+OPS = (
+    OpDef("Mul", import_node=no_attrs, fold=_binary_fold(np.multiply),
+          affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _mul)),
+    OpDef("Sub", import_node=no_attrs, fold=_binary_fold(np.subtract),
+          affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _sub)),
+    OpDef("Div", import_node=no_attrs, fold=_fold_div, affine=_div_affine),
+)
