@@ -18,11 +18,14 @@ test ends and the child's simulator exits.
 Protocol (file descriptors inherited from the host): ``$TPU_SERVER_JOBS_FD`` one JSON object per
 line ``{"out": folder, "env": {name: value}}``; ``$TPU_SERVER_DONE_FD`` one line per job
 ``{"exit": child exit code (negative: killed by that signal)}``. End of file on the jobs: the
-server exits. A child dies with the server (PR_SET_PDEATHSIG).
+server exits. A child dies with the server (PR_SET_PDEATHSIG). The parent's objects are frozen
+(``gc.freeze``) before each fork: the child's garbage collections at exit then skip them, so the
+child's interpreter shutdown copies few of the parent's pages (0.13 -> 0.05 s per job, small).
 """
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -79,6 +82,7 @@ async def serve_tpubins(dut):
     for line in jobs:
         job = json.loads(line)
         _flush_all()
+        gc.freeze()     # no refcount/GC writes to the parent's objects: a child's exit stays cheap
         pid = os.fork()
         if pid == 0:
             jobs.close()
