@@ -233,7 +233,7 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     env = prepare_run_dir(out, tpubin_path, cfg, inputs, dump.stale,
                           max_cycles=max_cycles, stall_cycles=stall_cycles, quiet_cycles=quiet_cycles,
                           internal_clocks=internal_clocks, deadlock_cycles=deadlock_cycles)
-    from cocotb_tools.runner import get_runner    # host only: the simulator imports this module
+    from cocotb_tools.runner import get_runner  # host only: the simulator imports this module
     t = time.monotonic()
     with verilator_env(), _not_under_pytest():
         runner = get_runner("verilator")

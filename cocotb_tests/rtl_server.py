@@ -56,7 +56,7 @@ CPUS_ENV = "TPU_SERVER_CPUS"
 def simulator_command(info, test_module: str, test_dir: Path, plusargs: list[str]) -> tuple[list, dict]:
     """(argv, environment) with which cocotb's Verilator runner would run ``test_module`` on the
     build ``info`` (the runner's own command construction, without running it)."""
-    from cocotb_tools.runner import Verilator        # host only
+    from cocotb_tools.runner import Verilator  # host only
 
     class _CommandOnly(Verilator):
         def _execute(self, cmds, cwd):               # record instead of running
