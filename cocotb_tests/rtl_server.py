@@ -120,6 +120,23 @@ class RtlServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def wait_ready(self) -> float:
+        """Wait until the simulator has started (cocotb, the model, the imports); the seconds
+        waited. SimulationError if it died."""
+        t = time.monotonic()
+        self._ask({"ping": True})
+        return time.monotonic() - t
+
+    def _ask(self, job: dict) -> dict:
+        try:
+            self._jobs.write(json.dumps(job) + "\n")
+            line = self._done.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            raise SimulationError(f"the RTL server stopped (exit {self.proc.poll()}); {self._log_tail()}")
+        return json.loads(line)
+
     def run(self, tpubin_path: str | Path, inputs: dict, out_dir: str | Path, max_cycles: int | None = None,
             stall_cycles: int = DEFAULT_STALL_CYCLES, quiet_cycles: int = DEFAULT_QUIET_CYCLES) -> RtlResult:
         """Run one program, like ``run_rtl(tpubin_path, cfg, inputs, out_dir, waves, ...)`` with
@@ -131,15 +148,9 @@ class RtlServer:
                               stall_cycles=stall_cycles, quiet_cycles=quiet_cycles,
                               deadlock_cycles=self.deadlock_cycles)
         t = time.monotonic()
-        try:
-            self._jobs.write(json.dumps({"out": str(out), "env": env}) + "\n")
-            line = self._done.readline()
-        except (BrokenPipeError, OSError):
-            line = ""
-        if not line:
-            raise SimulationError(f"the RTL server stopped (exit {self.proc.poll()}); {self._log_tail()}")
+        code = self._ask({"out": str(out), "env": env})["exit"]
         self.runs += 1
-        return read_result(out, self.info, json.loads(line)["exit"], time.monotonic() - t)
+        return read_result(out, self.info, code, time.monotonic() - t)
 
     def _log_tail(self) -> str:
         p = self.dir / SERVER_LOG

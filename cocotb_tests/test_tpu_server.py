@@ -17,7 +17,8 @@ test ends and the child's simulator exits.
 
 Protocol (file descriptors inherited from the host): ``$TPU_SERVER_JOBS_FD`` one JSON object per
 line ``{"out": folder, "env": {name: value}}``; ``$TPU_SERVER_DONE_FD`` one line per job
-``{"exit": child exit code (negative: killed by that signal)}``. End of file on the jobs: the
+``{"exit": child exit code (negative: killed by that signal)}``; a job ``{"ping": true}`` is
+answered ``{"ready": true}`` at once (the server has started). End of file on the jobs: the
 server exits. A child dies with the server (PR_SET_PDEATHSIG). The parent's objects are frozen
 (``gc.freeze``) before each fork: the child's garbage collections at exit then skip them, so the
 child's interpreter shutdown copies few of the parent's pages (0.13 -> 0.05 s per job, small).
@@ -81,6 +82,9 @@ async def serve_tpubins(dut):
     os.sched_setaffinity(0, {int(c) for c in os.environ[CPUS_ENV].split(",")})   # see rtl_server._one_cpu
     for line in jobs:
         job = json.loads(line)
+        if job.get("ping"):
+            done.write(json.dumps({"ready": True}) + "\n")
+            continue
         _flush_all()
         gc.freeze()     # no refcount/GC writes to the parent's objects: a child's exit stays cheap
         pid = os.fork()
