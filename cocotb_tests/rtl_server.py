@@ -12,7 +12,8 @@ What differs from ``run_rtl``: the dump mode (False or "arch", no window, no sco
 build), the bugs and the deadlock watch are fixed when the server starts (they are plusargs or
 build flavours); ``run`` refuses a job for another config. sim.log holds the job's part of the
 log only (the simulator's start banner is in the server's own log, ``server.log`` in its
-folder). ``shared(...)`` keeps one server per process and key, restarting a dead one.
+folder). ``shared(...)`` keeps one server per process and key (a few keys at once),
+restarting a dead one.
 
 The server is a child of the calling process (same process group: killing the group kills it);
 it exits when the job pipe closes (the caller exited or ``close()``), and a running job's process
@@ -171,20 +172,24 @@ class RtlServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-_SHARED: dict[tuple, RtlServer] = {}
+_SHARED: dict[tuple, RtlServer] = {}     # least recently used first
+#: servers ``shared`` keeps running at once (e.g. a buggy build and the clean one it is checked
+#: against, stressgen.mutants); the least recently used beyond this is stopped
+MAX_SHARED = 3
 
 
 def shared(cfg: HwConfig, bugs: tuple[str, ...] = (), waves: bool | str = False,
            deadlock_cycles: int = DEFAULT_DEADLOCK_CYCLES) -> RtlServer:
     """This process's server for (config, bugs, waves, deadlock watch), started on first use and
-    restarted if it died; servers of another config or bug set are stopped (one build at a time)."""
+    restarted if it died; at most ``MAX_SHARED`` run at once."""
     key = (cfg.name, cfg.hash_bytes(), tuple(sorted(bugs)), waves, deadlock_cycles)
-    srv = _SHARED.get(key)
-    if srv is not None and srv.alive:
-        return srv
-    for k in [k for k in _SHARED if k == key or k[:3] != key[:3]]:
-        _SHARED.pop(k).close()
-    srv = _SHARED[key] = RtlServer(cfg, bugs, waves, deadlock_cycles)
+    srv = _SHARED.pop(key, None)
+    if srv is not None and not srv.alive:
+        srv.close()
+        srv = None
+    while srv is None and len(_SHARED) >= MAX_SHARED:
+        _SHARED.pop(next(iter(_SHARED))).close()
+    _SHARED[key] = srv = srv or RtlServer(cfg, bugs, waves, deadlock_cycles)
     return srv
 
 
