@@ -3,7 +3,9 @@
 Host side (``run_rtl``): build the simulator (cached, cocotb_tests/build.py), write the inputs as
 .npy, run the cocotb test ``cocotb_tests/test_tpu.py`` through cocotb's runner with the job in
 environment variables, then read back ``rtl_result.json``, the output .npy files and the retire
-trace from the output folder.
+trace from the output folder. ``prepare_run_dir`` (files in, the test's environment) and
+``read_result`` (files out) are shared with the RTL server (cocotb_tests/rtl_server.py), which
+runs many programs from one simulator process.
 
 Simulator side (helpers used by test_tpu.py): the ctypes view of the DPI-C DDR memory
 (``DdrMem``), the testbench base time ``t0_ps`` and the performance counter names.
@@ -186,7 +188,7 @@ def read_retire_trace(path: Path) -> list[tuple[int, str, int]]:
 
 
 @contextmanager
-def _not_under_pytest():
+def not_under_pytest():
     """cocotb's runner sys.exit()s on a failing test when it sees PYTEST_CURRENT_TEST; run_rtl
     reports through RtlResult instead. WAVES is decided by the build, not by the runner."""
     saved = {k: os.environ.pop(k, None) for k in ("PYTEST_CURRENT_TEST", "WAVES")}
@@ -235,9 +237,9 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
                           internal_clocks=internal_clocks, deadlock_cycles=deadlock_cycles)
     from cocotb_tools.runner import get_runner  # host only: the simulator imports this module
     t = time.monotonic()
-    with verilator_env(), _not_under_pytest():
+    with verilator_env(), not_under_pytest():
         runner = get_runner("verilator")
-        _simulator_pythonpath()
+        simulator_pythonpath()
         try:
             runner.test(test_module="test_tpu", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
                         build_dir=info.build_dir, test_dir=out, results_xml=str(out / "results.xml"),
@@ -251,7 +253,7 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     return read_result(out, info, code, time.monotonic() - t)
 
 
-def _simulator_pythonpath() -> None:
+def simulator_pythonpath() -> None:
     """The runner passes sys.path to the simulator as PYTHONPATH: make test_tpu and the
     tpusim / cocotb_tests packages importable there."""
     for d in (str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)):
@@ -321,4 +323,5 @@ def read_result(out: Path, info, code, run_s: float) -> RtlResult:
                      waiting=[(e, pc, tuple(m)) for e, pc, m in raw.get("waiting", [])])
 
 
-__all__ = ["run_rtl", "RtlResult", "prepare_run_dir", "read_result", "sim_plusargs", "DdrMem", "t0_ps", "counter_names", "read_retire_trace"]
+__all__ = ["run_rtl", "RtlResult", "prepare_run_dir", "read_result", "sim_plusargs", "not_under_pytest",
+           "simulator_pythonpath", "DdrMem", "t0_ps", "counter_names", "read_retire_trace"]

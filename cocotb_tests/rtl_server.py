@@ -38,11 +38,11 @@ from cocotb_tests.harness import (
     DEFAULT_STALL_CYCLES,
     TRACE_FILE,
     RtlResult,
-    _not_under_pytest,
-    _simulator_pythonpath,
+    not_under_pytest,
     prepare_run_dir,
     read_result,
     sim_plusargs,
+    simulator_pythonpath,
 )
 from cocotb_tests.rtl_dump import ARCH_VCD
 from tpusim.arch.config import HwConfig, load_config
@@ -63,8 +63,8 @@ def simulator_command(info, test_module: str, test_dir: Path, plusargs: list[str
         def _execute(self, cmds, cwd):               # record instead of running
             self.cmds = cmds
 
-    with verilator_env(), _not_under_pytest():
-        _simulator_pythonpath()
+    with verilator_env(), not_under_pytest():
+        simulator_pythonpath()
         r = _CommandOnly()
         r.test(test_module=test_module, hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
                build_dir=info.build_dir, test_dir=test_dir, results_xml=str(test_dir / "results.xml"),
