@@ -2,7 +2,8 @@
 """Per-program cost of a stress campaign: where one program's time goes, and programs per hour.
 
     python scripts/bench_stress_program.py [--count 30] [--hw small] [--seed 1] [--jobs 1,2]
-                                           [--modes fresh,server] [--bug addr36] [--skip-campaign]
+                                           [--campaign-count 100] [--modes fresh,server,server-nowaves]
+                                           [--bug addr36] [--skip-campaign]
 
 Modes: ``fresh`` = one simulator process per program (``STRESS_RTL_SERVER=0``, how campaigns ran
 before the RTL server); ``server`` = the worker's RTL server (cocotb_tests/rtl_server.py, the
@@ -19,6 +20,7 @@ Part 1, ``run_one`` directly in this process on the first --count programs of ca
   comparison), outcome (outcome.json), cleanup (the campaign removes a passing run folder), db
   (one ResultsDb.record), and the sum, with programs per hour of one worker from it.
 Part 2 (unless --skip-campaign): ``python -m stressgen run --count N --jobs J --no-minimize``
+(N = --campaign-count)
 per mode and J, fresh database each: programs per hour over the session (the database's
 sessions table: first program handed out to last recorded) and the command's wall time.
 Part 3 (--bug NAME): 3 failing programs on that injected bug through the campaign's
@@ -137,7 +139,7 @@ def campaign(mode: str, jobs: int, a, work: Path) -> tuple[float, float, int]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env[RTL_SERVER_ENV] = "0" if mode == "fresh" else "1"
     db = work / f"c-{mode}-{jobs}.db"
-    cmd = [sys.executable, "-m", "stressgen", "run", "--seed", str(a.seed), "--count", str(a.count),
+    cmd = [sys.executable, "-m", "stressgen", "run", "--seed", str(a.seed), "--count", str(a.campaign_count),
            "--hw", a.hw, "--jobs", str(jobs), "--db", str(db), "--no-minimize", "--quiet"]
     if mode == "server-nowaves":
         cmd.append("--no-waves")
@@ -177,7 +179,8 @@ def bug_bundles(a, work: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--count", type=int, default=30)
+    ap.add_argument("--count", type=int, default=30, help="programs of part 1")
+    ap.add_argument("--campaign-count", type=int, default=100, help="programs of each part 2 campaign")
     ap.add_argument("--hw", default="small")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", default="1,2", help="comma-separated worker counts for part 2")
@@ -194,7 +197,7 @@ def main(argv=None) -> int:
         results = {m: direct(m, a, work) for m in modes}
         _print_direct(results, a.count)
         if not a.skip_campaign:
-            print(f"\nPart 2: python -m stressgen run --count {a.count} --hw {a.hw} --no-minimize "
+            print(f"\nPart 2: python -m stressgen run --count {a.campaign_count} --hw {a.hw} --no-minimize "
                   f"({os.cpu_count()} CPUs)")
             print(f"{'mode':<16}{'jobs':>5}{'programs/h':>14}{'wall s':>9}{'failing':>9}")
             for m in modes:
