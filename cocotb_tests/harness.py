@@ -3,7 +3,9 @@
 Host side (``run_rtl``): build the simulator (cached, cocotb_tests/build.py), write the inputs as
 .npy, run the cocotb test ``cocotb_tests/test_tpu.py`` through cocotb's runner with the job in
 environment variables, then read back ``rtl_result.json``, the output .npy files and the retire
-trace from the output folder.
+trace from the output folder. ``prepare_run_dir`` (files in, the test's environment) and
+``read_result`` (files out) are shared with the RTL server (cocotb_tests/rtl_server.py), which
+runs many programs from one simulator process.
 
 Simulator side (helpers used by test_tpu.py): the ctypes view of the DPI-C DDR memory
 (``DdrMem``), the testbench base time ``t0_ps`` and the performance counter names.
@@ -186,7 +188,7 @@ def read_retire_trace(path: Path) -> list[tuple[int, str, int]]:
 
 
 @contextmanager
-def _not_under_pytest():
+def not_under_pytest():
     """cocotb's runner sys.exit()s on a failing test when it sees PYTEST_CURRENT_TEST; run_rtl
     reports through RtlResult instead. WAVES is decided by the build, not by the runner."""
     saved = {k: os.environ.pop(k, None) for k in ("PYTEST_CURRENT_TEST", "WAVES")}
@@ -226,12 +228,53 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     dump = dump_request(out, waves, dump_scopes, dump_window_ps)
-    for stale in [out / RESULT_JSON, out / TRACE_FILE, *dump.stale]:
-        stale.unlink(missing_ok=True)
     info = build(cfg, waves=dump.build_waves, internal_clocks=internal_clocks,  # None -> $WAVES
                  bugs=bugs)
     if dump_scopes and not dump.full:
         check_dump_scopes(info.build_dir, dump_scopes)     # WaveError: a scope matching nothing
+    env = prepare_run_dir(out, tpubin_path, cfg, inputs, dump.stale,
+                          max_cycles=max_cycles, stall_cycles=stall_cycles, quiet_cycles=quiet_cycles,
+                          internal_clocks=internal_clocks, deadlock_cycles=deadlock_cycles)
+    from cocotb_tools.runner import get_runner  # host only: the simulator imports this module
+    t = time.monotonic()
+    with verilator_env(), not_under_pytest():
+        runner = get_runner("verilator")
+        simulator_pythonpath()
+        try:
+            runner.test(test_module="test_tpu", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
+                        build_dir=info.build_dir, test_dir=out, results_xml=str(out / "results.xml"),
+                        extra_env={**env, **dump.env}, waves=bool(info.waves) and dump.full,
+                        plusargs=sim_plusargs(cfg, out / TRACE_FILE, deadlock_cycles) + dump.plusargs,
+                        log_file=out / "sim.log")
+        except SystemExit as e:  # simulator exited non-zero; the result JSON says why if it got that far
+            code = e.code
+        else:
+            code = 0
+    return read_result(out, info, code, time.monotonic() - t)
+
+
+def simulator_pythonpath() -> None:
+    """The runner passes sys.path to the simulator as PYTHONPATH: make test_tpu and the
+    tpusim / cocotb_tests packages importable there."""
+    for d in (str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)):
+        if d not in sys.path:
+            sys.path.insert(0, d)
+
+
+def sim_plusargs(cfg: HwConfig, trace: Path | str, deadlock_cycles: int) -> list[str]:
+    """tb_top's plusargs: retire trace file, T0, deadlock watch (the dump adds its own)."""
+    return [f"+tpu_retire_trace={trace}", f"+tpu_t0_ps={t0_ps(cfg)}",
+            f"+tpu_deadlock_cycles={deadlock_cycles}"]
+
+
+def prepare_run_dir(out: Path, tpubin_path: str | Path, cfg: HwConfig, inputs: dict, stale=(),
+                    max_cycles: int | None = None, stall_cycles: int = DEFAULT_STALL_CYCLES,
+                    quiet_cycles: int = DEFAULT_QUIET_CYCLES, internal_clocks: bool = False,
+                    deadlock_cycles: int = DEFAULT_DEADLOCK_CYCLES) -> dict:
+    """Delete the previous run's results (and ``stale`` dumps) from ``out``, write the inputs
+    (.npy) and hw_config.json there; return the cocotb test's environment (module docstring)."""
+    for f in [out / RESULT_JSON, out / TRACE_FILE, *stale]:
+        f.unlink(missing_ok=True)
     in_paths = {}
     (out / "inputs").mkdir(exist_ok=True)
     for name, x in inputs.items():
@@ -243,35 +286,20 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
             in_paths[name] = str(p)
     cfg_ref = str(out / "hw_config.json")
     Path(cfg_ref).write_text(json.dumps(cfg.to_dict()))
-    env = {"TPU_BIN": str(Path(tpubin_path).resolve()), "TPU_CONFIG": cfg_ref,
-           "TPU_INPUTS": json.dumps(in_paths), "TPU_OUT": str(out),
-           "TPU_MAX_CYCLES": str(max_cycles or DEFAULT_MAX_CYCLES),
-           "TPU_STALL_CYCLES": str(stall_cycles),
-           "TPU_DEADLOCK_CYCLES": str(deadlock_cycles),
-           "TPU_QUIET_CYCLES": str(quiet_cycles),
-           "TPU_INTERNAL_CLOCKS": "1" if internal_clocks else "0",
-           "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
-    from cocotb_tools.runner import get_runner
-    t = time.monotonic()
-    with verilator_env(), _not_under_pytest():
-        runner = get_runner("verilator")
-        # the runner passes sys.path to the simulator as PYTHONPATH: make test_tpu and the
-        # tpusim / cocotb_tests packages importable there
-        for d in (str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)):
-            if d not in sys.path:
-                sys.path.insert(0, d)
-        try:
-            runner.test(test_module="test_tpu", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
-                        build_dir=info.build_dir, test_dir=out, results_xml=str(out / "results.xml"),
-                        extra_env={**env, **dump.env}, waves=bool(info.waves) and dump.full,
-                        plusargs=[f"+tpu_retire_trace={out / TRACE_FILE}", f"+tpu_t0_ps={t0_ps(cfg)}",
-                                  f"+tpu_deadlock_cycles={deadlock_cycles}", *dump.plusargs],
-                        log_file=out / "sim.log")
-        except SystemExit as e:  # simulator exited non-zero; the result JSON says why if it got that far
-            code = e.code
-        else:
-            code = 0
-    run_s = time.monotonic() - t
+    return {"TPU_BIN": str(Path(tpubin_path).resolve()), "TPU_CONFIG": cfg_ref,
+            "TPU_INPUTS": json.dumps(in_paths), "TPU_OUT": str(out),
+            "TPU_MAX_CYCLES": str(max_cycles or DEFAULT_MAX_CYCLES),
+            "TPU_STALL_CYCLES": str(stall_cycles),
+            "TPU_DEADLOCK_CYCLES": str(deadlock_cycles),
+            "TPU_QUIET_CYCLES": str(quiet_cycles),
+            "TPU_INTERNAL_CLOCKS": "1" if internal_clocks else "0",
+            "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
+
+
+def read_result(out: Path, info, code, run_s: float) -> RtlResult:
+    """The RtlResult of the run in ``out`` (simulator exit ``code``, ``run_s`` wall seconds) of
+    the build ``info``; records the build's bugs in rtl_result.json. SimulationError if the
+    simulator wrote no rtl_result.json (the message has the tail of sim.log)."""
     rj = out / RESULT_JSON
     if not rj.exists():
         tail = (out / "sim.log").read_text()[-3000:] if (out / "sim.log").exists() else ""
@@ -284,14 +312,16 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
         p = out / f"{name.replace('/', '_')}.npy"
         if p.exists():
             outputs[name] = np.load(p)
+    err = raw["status"] == "error"
     return RtlResult(status=raw["status"], cycles=raw.get("cycles"), counters=raw.get("counters", {}),
                      outputs=outputs, retire=read_retire_trace(out / TRACE_FILE), out_dir=out,
                      message=raw.get("message", ""), build_s=info.seconds, run_s=run_s,
                      sim_s=raw.get("sim_wall_s", 0.0), raw=raw,
-                     error_code=raw.get("error_name") if raw["status"] == "error" else None,
-                     error_pc=raw.get("error_pc") if raw["status"] == "error" else None,
-                     error_cycle=raw.get("error_cycle") if raw["status"] == "error" else None,
+                     error_code=raw.get("error_name") if err else None,
+                     error_pc=raw.get("error_pc") if err else None,
+                     error_cycle=raw.get("error_cycle") if err else None,
                      waiting=[(e, pc, tuple(m)) for e, pc, m in raw.get("waiting", [])])
 
 
-__all__ = ["run_rtl", "RtlResult", "DdrMem", "t0_ps", "counter_names", "read_retire_trace"]
+__all__ = ["run_rtl", "RtlResult", "prepare_run_dir", "read_result", "sim_plusargs", "not_under_pytest",
+           "simulator_pythonpath", "DdrMem", "t0_ps", "counter_names", "read_retire_trace"]

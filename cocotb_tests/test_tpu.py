@@ -115,6 +115,13 @@ def _retire_book(dut, res) -> tuple[list[int], list[int]]:
 
 @cocotb.test()
 async def run_tpubin(dut):
+    await run_job(dut)
+
+
+async def run_job(dut) -> None:
+    """The whole run of the job in the environment (module docstring); fails (AssertionError)
+    on a status other than ok / error / deadlock, after writing rtl_result.json. Also the body
+    of each forked run of the RTL server (cocotb_tests/test_tpu_server.py)."""
     env = os.environ
     out = Path(env["TPU_OUT"])
     out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,11 @@ Valid program (``prog.invalid is None``), in this order, every step timed:
   simpy    ``tpusim.sim.run_binary(..., vcd=model.vcd)`` (VCD only with the RTL and waves):
            outputs read from its final DDR
   rtl      ``cocotb_tests.harness.run_rtl(..., waves="arch", bugs=...)`` (``rtl=True``); its
-           watchdog stops a hang after 2 x the SimPy cycle count + 10,000 core cycles
+           watchdog stops a hang after 2 x the SimPy cycle count + 10,000 core cycles. The run
+           goes to this process's RTL server (``cocotb_tests.rtl_server.shared``: one simulator
+           process per worker that forks a fresh copy of itself per program, the same results
+           without the ~0.7 s simulator start); ``STRESS_RTL_SERVER=0`` in the environment: one
+           simulator process per program
   waves    ``waves.triage.triage(model.vcd, rtl vcd, waves/arch_map.yaml, out_dir)``
 
 and the checks, the first failing one giving ``Outcome.reason``:
@@ -31,7 +35,8 @@ performance counters (of the RTL's when SimPy stopped).
 
 ``Outcome.status``: "pass", "fail" (a check failed) or "error" (a tool raised: reason
 ``exception in <step>``). Files in ``out_dir``: program.asm, program.tpubin, model.vcd, rtl/
-(the RTL run folder, its arch VCD), the triage files, outcome.json.
+(the RTL run folder, its arch VCD), the triage files (merged.vcd, triage.gtkw,
+divergence.txt: only when a check failed), outcome.json.
 
 A file that cannot be written (disk full, file-size limit: stressgen.writefail) is status "error"
 with reason ``cannot write <file>: <why>``, also when the write failed silently (a simulator's
@@ -41,6 +46,7 @@ file at the size limit, or on a full disk, is not trusted.
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -48,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cocotb_tests import rtl_server
 from cocotb_tests.build import build
 from cocotb_tests.harness import DEFAULT_STALL_CYCLES, run_rtl
 from cocotb_tests.rtl_dump import dump_request
@@ -67,6 +74,7 @@ from waves.triage import triage
 REPO = Path(__file__).resolve().parent.parent
 ARCH_MAP = REPO / "waves" / "arch_map.yaml"
 RTL_WAVES = "arch"
+RTL_SERVER_ENV = "STRESS_RTL_SERVER"
 
 
 @dataclass
@@ -191,13 +199,23 @@ def _simpy(binary, cfg, out: Path, waves: bool):
         return None, e
 
 
+def use_rtl_server() -> bool:
+    """False when ``$STRESS_RTL_SERVER`` is "0": one simulator process per program."""
+    return os.environ.get(RTL_SERVER_ENV, "1").strip() != "0"
+
+
 def _rtl(cfg, out: Path, bugs, waves: bool, simpy_cycles: int | None = None):
-    """Run the RTL; with the SimPy cycle count known, its watchdog stops a hang after
-    2 x SimPy cycles + 10,000 (the cycle counts must match anyway) instead of 10^9."""
+    """Run the RTL (on this process's RTL server unless ``use_rtl_server()`` is False); with the
+    SimPy cycle count known, its watchdog stops a hang after 2 x SimPy cycles + 10,000 (the cycle
+    counts must match anyway) instead of 10^9."""
     limit = 2 * simpy_cycles + 10_000 if simpy_cycles is not None else None
-    return run_rtl(out / "program.tpubin", cfg, {}, out / "rtl", waves=RTL_WAVES if waves else False,
-                   bugs=tuple(bugs), max_cycles=limit,
-                   stall_cycles=min(DEFAULT_STALL_CYCLES, limit) if limit else DEFAULT_STALL_CYCLES)
+    stall = min(DEFAULT_STALL_CYCLES, limit) if limit else DEFAULT_STALL_CYCLES
+    mode = RTL_WAVES if waves else False
+    if use_rtl_server():
+        srv = rtl_server.shared(cfg, tuple(bugs), mode)
+        return srv.run(out / "program.tpubin", {}, out / "rtl", max_cycles=limit, stall_cycles=stall)
+    return run_rtl(out / "program.tpubin", cfg, {}, out / "rtl", waves=mode, bugs=tuple(bugs),
+                   max_cycles=limit, stall_cycles=stall)
 
 
 def rtl_vcd_path(res) -> Path | None:
@@ -216,7 +234,8 @@ def _compare_waves(o: Outcome, cfg, model_vcd: Path, rtl_vcd: Path | None, out: 
     if rtl_vcd is None or not rtl_vcd.exists() or not model_vcd.exists():
         o.fail("waves", f"no waveform to compare (model {model_vcd.exists()}, rtl {rtl_vcd})")
         return
-    tr = triage(model_vcd, rtl_vcd, ARCH_MAP, out, core_period_ps=Timebase(cfg).core.period_ps)
+    tr = triage(model_vcd, rtl_vcd, ARCH_MAP, out, core_period_ps=Timebase(cfg).core.period_ps,
+                write_identical=not o.passed)      # the triage files are for a failing program's bundle
     o.files.update(model_vcd=str(model_vcd), rtl_vcd=str(rtl_vcd))
     if getattr(tr, "merged_vcd", None):
         o.files["merged_vcd"] = str(tr.merged_vcd)

@@ -65,6 +65,8 @@ class Dump:
             if unit not in _UNIT_PS:
                 raise WaveError(f"{self.path}: unsupported timescale unit {unit!r}")
             self.ps_per_tick = ts.factor * _UNIT_PS[unit]
+        # whole ps per tick (the usual case): integer arithmetic, no Fraction per change
+        self._ps_int = int(self.ps_per_tick) if Fraction(self.ps_per_tick).denominator == 1 else None
         self._vars = {}
         for var in self._wave.all_vars():
             # pywellen splits Verilator's unpacked-array elements ("tb_last_pc_o[4]") into a
@@ -109,6 +111,8 @@ class Dump:
             raise WaveError(f"{self.path}: no signal {name!r}") from None
 
     def to_ps(self, ticks: int) -> int | Fraction:
+        if self._ps_int is not None:
+            return ticks * self._ps_int
         t = ticks * self.ps_per_tick
         return int(t) if t.denominator == 1 else t
 

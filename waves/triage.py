@@ -33,9 +33,9 @@ MERGED, GTKW, REPORT = "merged.vcd", "triage.gtkw", "divergence.txt"
 class TriageResult:
     identical: bool
     report: str
-    merged_vcd: Path
-    gtkw: Path
-    report_path: Path
+    merged_vcd: Path | None        # None: identical and not written (``write_identical``)
+    gtkw: Path | None
+    report_path: Path | None
     first: Divergence | None = None
     divergences: list = field(default_factory=list)
     compared: int = 0
@@ -90,16 +90,21 @@ def _context(pairs: list[tuple[str, str]], res: DiffResult) -> list[tuple[str, s
 
 
 def triage(model_vcd: str | Path, rtl_vcd: str | Path, map_path: str | Path | None,
-           out_dir: str | Path, core_period_ps: int = 1000) -> TriageResult:
+           out_dir: str | Path, core_period_ps: int = 1000, write_identical: bool = True) -> TriageResult:
     """Compare the dumps (through the map file, model name -> RTL name, if given) and write the
-    merged VCD, the GTKWave save file and the report into ``out_dir`` (created). WaveError on
-    an unreadable dump or map, or a map naming a signal a dump does not have."""
+    merged VCD, the GTKWave save file and the report into ``out_dir`` (created). With
+    ``write_identical`` False, dumps that compare identical write nothing (``merged_vcd``,
+    ``gtkw`` and ``report_path`` are None): a stress run that passed needs no triage files.
+    WaveError on an unreadable dump or map, or a map naming a signal a dump does not have."""
     if core_period_ps <= 0:
         raise WaveError(f"core_period_ps must be positive, got {core_period_ps}")
     a, b = read_dump(model_vcd), read_dump(rtl_vcd)
     mapping = load_map(map_path) if map_path else None
     res = diff_dumps(a, b, mapping)
     text = report(res, core_period_ps, a=a, b=b, mapping=mapping, labels=("model", "rtl"))
+    identical = res.identical and res.cut_ps is None   # a dump cut short is not a clean comparison
+    if identical and not write_identical:
+        return TriageResult(True, text, None, None, None, None, [], res.compared, None, res.exit_code)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if mapping is None:
@@ -120,8 +125,7 @@ def triage(model_vcd: str | Path, rtl_vcd: str | Path, map_path: str | Path | No
     write_triage(merged, diverging, marker_ps, gtkw, other_signals=context,
                  dump=read_dump(merged), window_ps=GTKW_WINDOW_CYCLES * core_period_ps)
     write_text_atomic(rpt, text + "\n")
-    # identical only if nothing was cut: a dump cut short is not a clean comparison
-    return TriageResult(res.identical and res.cut_ps is None, text, merged, gtkw, rpt, first,
+    return TriageResult(identical, text, merged, gtkw, rpt, first,
                         res.divergences, res.compared, res.cut_ps, res.exit_code)
 
 
