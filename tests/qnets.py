@@ -127,6 +127,50 @@ def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
     return make_model(nodes, inits, (1, 3, 9, 10), "y", None, opset=9)
 
 
+def fire(seed=0, e1=8, e3=8, pool=False, head=True):
+    """SqueezeNet fire module: 1x1 squeeze (4) + Relu -> 1x1 expand (e1) + Relu and 3x3 pad 1
+    expand (e3, outputs ~4x larger) + Relu -> Concat (channels) [-> MaxPool 3x3 s2] [-> 1x1 conv
+    (6)]: x [1,8,9,9] -> y (without head: the Concat or the pool is the graph output)."""
+    rng = np.random.default_rng(seed)
+    inits = {"ws": conv_w(rng, 4, 8, 1), "bs": rng.normal(0, 0.2, 4).astype(np.float32),
+             "w1": conv_w(rng, e1, 4, 1), "b1": rng.normal(0, 0.2, e1).astype(np.float32),
+             "w3": conv_w(rng, e3, 4, 3) * 4.0, "b3": rng.normal(0, 0.2, e3).astype(np.float32),
+             "wh": conv_w(rng, 6, e1 + e3, 1)}
+    nodes = [helper.make_node("Conv", ["x", "ws", "bs"], ["s"], name="squeeze", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["s"], ["sr"], name="squeeze_relu"),
+             helper.make_node("Conv", ["sr", "w1", "b1"], ["e1"], name="expand1", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["e1"], ["e1r"], name="expand1_relu"),
+             helper.make_node("Conv", ["sr", "w3", "b3"], ["e3"], name="expand3", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e3"], ["e3r"], name="expand3_relu"),
+             helper.make_node("Concat", ["e1r", "e3r"], ["cat"], name="concat", axis=1)]
+    last = "cat"
+    if pool:
+        nodes.append(helper.make_node("MaxPool", ["cat"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2]))
+        last = "p"
+    if head:
+        nodes.append(helper.make_node("Conv", [last, "wh"], ["y"], name="head", kernel_shape=[1, 1]))
+        last = "y"
+    else:
+        del inits["wh"]
+    return make_model(nodes, inits, (1, 8, 9, 9), last, None)
+
+
+def concat_mixed(seed=0):
+    """Concat of the graph input x (3 channels), a 3x3 conv of x (5) and a nested Concat of two
+    1x1 convs (8, ~6x larger, and 2), then a 3x3 pad 1 conv (6): x [1,3,6,6] -> y [1,6,6,6]."""
+    rng = np.random.default_rng(seed)
+    inits = {"wa": conv_w(rng, 5, 3, 3), "wb": conv_w(rng, 8, 3, 1) * 6.0, "wc": conv_w(rng, 2, 3, 1),
+             "wh": conv_w(rng, 6, 18, 3)}
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b", kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["x", "wc"], ["c"], name="conv_c", kernel_shape=[1, 1]),
+             helper.make_node("Concat", ["b", "c"], ["bc"], name="inner", axis=-3),
+             helper.make_node("Concat", ["x", "a", "bc"], ["cat"], name="outer", axis=1),
+             helper.make_node("Conv", ["cat", "wh"], ["y"], name="head", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    return make_model(nodes, inits, (1, 3, 6, 6), "y", None)
+
+
 def inputs(shape, n, seed=1):
     rng = np.random.default_rng(seed)
     return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(n)]

@@ -12,6 +12,7 @@
   softmax       Softmax                                   (host op)     host, float32
   constant      ConstantOfShape (folded)                  -             -
   identity      Identity, Dropout (inference; -> Alias)   (alias)       -
+  concat        Concat (channels; inputs are views)       QConcat       - (no copy)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
@@ -20,13 +21,14 @@ The importer, the passes, the quantizer, the golden model and the back end all d
 ``OP_TABLE``. Adding an op = adding one module (and its tests) and one name to ``FAMILIES``.
 The order of ``FAMILIES`` is the order of the supported-op lists in error messages.
 """
-from tpucompile.ops import add, batchnorm, constant, conv, gemm, identity, pool, relu, reshape, softmax
+from tpucompile.ops import add, batchnorm, concat, constant, conv, gemm, identity, pool, relu, reshape, softmax
 from tpucompile.ops.add import QAdd
+from tpucompile.ops.concat import QConcat
 from tpucompile.ops.conv import QConv
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 
-FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity)
+FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, concat)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat"]
