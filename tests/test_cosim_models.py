@@ -11,6 +11,8 @@ from tpusim.flow.cosim import run
     ("gemm_output", lambda: qnets.gemm_head(softmax=False)),   # the device output is 'logits__nchw'
     ("same_pad_dropout", qnets.same_pad_dropout),
     ("reshape_gemm", lambda: qnets.flatten_gemm(reshape=True)),
+    ("fire_odd_maxpool", lambda: qnets.fire(e1=5, e3=6, pool=True)),    # Concat with gap lanes
+    ("fire_concat_output", lambda: qnets.fire(e1=13, e3=6, head=False)),  # ... as the graph output
 ])
 def test_cosim_without_rtl_passes(name, build, tmp_path):
     model = build()

@@ -26,6 +26,10 @@ SMALL = {
     "flatten_gemm": qnets.flatten_gemm,
     "reshape_gemm": lambda: qnets.flatten_gemm(reshape=True),
     "same_lower_valid": lambda: qnets.same_pad_dropout(conv_pad="SAME_LOWER", pool_pad="VALID"),
+    "fire": qnets.fire,
+    "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),
+    "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),
+    "concat_input_nested": qnets.concat_mixed,
 }
 
 

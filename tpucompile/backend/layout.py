@@ -179,7 +179,10 @@ def merge_view_borders(lays: dict) -> None:
     for name, root in views:
         lay = lays[name]
         if lay.pad_value is not None:
-            lays[root].require_border(lay.pad_value, lay.need, lay.pad_by)
+            try:
+                lays[root].require_border(lay.pad_value, lay.need, lay.pad_by)
+            except CompileError as e:
+                raise CompileError(f"{e} ({lay.pad_by!r} reads {name!r}, a view in the buffer of {root!r})") from None
     for name, root in views:
         view, owner = lays[name], lays[root]
         view.need, view.pad_value, view.pad_by = owner.need, owner.pad_value, owner.pad_by

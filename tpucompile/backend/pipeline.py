@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tpucompile.backend import dumps, verify
-from tpucompile.backend.emit import Program
 from tpucompile.backend.channels import remap_graph
+from tpucompile.backend.emit import Program
 from tpucompile.backend.layout import ActLayout, check_input_borders, merge_view_borders, round_up
 from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
 from tpucompile.ops import OP_TABLE

@@ -124,8 +124,10 @@ def _quantize(q, node) -> None:
     seen = {}
     for name, x in zip(node.inputs, xs):
         if x.name in seen:
-            raise CompileError(f"node {node.name!r} (Concat): inputs {seen[x.name]!r} and {name!r} are "
-                               f"the same tensor {x.name!r}; without a copy a tensor is one part only")
+            what = (f"input {name!r} appears twice" if seen[x.name] == name else
+                    f"inputs {seen[x.name]!r} and {name!r} are the same device tensor {x.name!r}")
+            raise CompileError(f"node {node.name!r} (Concat): {what}; without a copy a tensor is one "
+                               "part only")
         seen[x.name] = name
     sy, zy = q.out_params(node)
     counts = tuple(int(x.shape[1]) for x in xs)

@@ -301,6 +301,11 @@ def seed_models() -> list:
                 helper.make_node("MaxPool", ["d"], ["p"], name="mp", kernel_shape=[2, 2], auto_pad="SAME_LOWER"),
                 helper.make_node("Identity", ["p"], ["y"], name="id")],
                {"w": w(8, 4, 3, 3)}, (1, 4, 7, 8), opset=9),
+            mk([helper.make_node("Conv", ["x", "w"], ["a"], name="c1", kernel_shape=[1, 1]),
+                helper.make_node("Conv", ["x", "w2"], ["b"], name="c3", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=1),
+                helper.make_node("MaxPool", ["c"], ["y"], name="mp", kernel_shape=[2, 2], strides=[2, 2])],
+               {"w": w(5, 4, 1, 1), "w2": w(6, 4, 3, 3)}, (1, 4, 6, 6)),
         ])
     return _SEED_MODELS
 
