@@ -171,6 +171,26 @@ def concat_mixed(seed=0):
     return make_model(nodes, inits, (1, 3, 6, 6), "y", None)
 
 
+def concat_fc(seed=0):
+    """Two conv + Relu branches (5 and 6 channels) + GlobalAveragePool + Flatten, a Concat of the (1, C)
+    vectors on axis 1, a single-input Concat (axis -1), Gemm: x [1,3,6,6] -> [1,4]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": conv_w(rng, 5, 3, 3), "w2": conv_w(rng, 6, 3, 1),
+             "fw": rng.normal(0, 0.3, (4, 11)).astype(np.float32), "fb": rng.normal(0, 0.1, 4).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"], name="r1"),
+             helper.make_node("GlobalAveragePool", ["ar"], ["ap"], name="g1"),
+             helper.make_node("Flatten", ["ap"], ["af"], name="f1"),
+             helper.make_node("Conv", ["x", "w2"], ["b"], name="c2", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["b"], ["br"], name="r2"),
+             helper.make_node("GlobalAveragePool", ["br"], ["bp"], name="g2"),
+             helper.make_node("Flatten", ["bp"], ["bf"], name="f2"),
+             helper.make_node("Concat", ["af", "bf"], ["cat"], name="cat", axis=1),
+             helper.make_node("Concat", ["cat"], ["cat1"], name="single", axis=-1),
+             helper.make_node("Gemm", ["cat1", "fw", "fb"], ["y"], name="fc", transB=1)]
+    return make_model(nodes, inits, (1, 3, 6, 6), "y", (1, 4))
+
+
 def concat_refused(kind, seed=0):
     """Concat graphs the compiler refuses by name: x [1,4,6,6] -> convs a (5 channels, 1x1), b
     (6, 3x3 pad 1), d (6, 1x1), e (5, 1x1), then per ``kind``: "axis" (Concat of b and d on H),

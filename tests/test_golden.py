@@ -30,6 +30,7 @@ SMALL = {
     "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),
     "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),
     "concat_input_nested": qnets.concat_mixed,
+    "concat_fc": qnets.concat_fc,
 }
 
 
