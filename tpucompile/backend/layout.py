@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpucompile.backend.channels import ChannelMap
 from tpucompile.qgraph import QGraph, QTensor
 from tpusim.arch.binary import TensorDesc
 from tpusim.arch.config import HwConfig
@@ -76,7 +77,7 @@ class ActLayout:
     view_of: str | None = None   # a view of blocks view_block.. of this tensor's buffer (a Concat part)
     view_block: int = 0
     view_by: str = ""            # the op that made it a view (for messages)
-    chan_map: object = None      # backend.channels.ChannelMap of a tensor with gap lanes, else None
+    chan_map: ChannelMap | None = None   # channel map of a tensor with gap lanes
 
     @property
     def C(self): return self.shape[1]

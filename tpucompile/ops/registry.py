@@ -7,10 +7,9 @@ Every driver of the compiler asks the table instead of knowing op kinds itself:
   passes/constant_fold             OpDef.fold
   passes/canonicalize              OpDef.canonicalize
   passes/fuse_relu                 OpDef.fuses_relu
-  quantize/quantize                OpDef.quantize, OpDef.calibrated
+  quantize/quantize                OpDef.quantize, OpDef.calibrated, OpDef.shared_range
   qgraph.QGraph.validate           QOp.inputs, QOp.verify (methods of the op class itself)
   golden                           DeviceOp.golden, OpDef.host (host ops)
-  quantize/quantize                OpDef.shared_range (one scale and zero point for several tensors)
   backend/pipeline                 DeviceOp.input_transform, remap_channels, plan_layout, constants,
                                    tile, emit, describe, macs
 
@@ -37,8 +36,9 @@ class DeviceOp:
         rewrite of the graph input ``op.inp``, which this op alone reads (the first conv's im2col).
     remap_channels(op, maps, blk) -> (op, output ChannelMap or None): the op on inputs laid out
         with channel maps (``maps``: device tensor -> ``backend.channels.ChannelMap``, identity
-        ones absent; ``blk`` channels per block): a channel-reducing op widens its weights to the physical channels (zero on gap
-        lanes), a lane-wise op passes its input's map on; CompileError naming the op if it cannot.
+        ones absent; ``blk`` channels per block): a channel-reducing op widens its weights to
+        the lanes (zero on gap lanes), a lane-wise op passes its input's map on; CompileError
+        naming the op if it cannot.
     plan_layout(op, qg, lays) -> None: check the op's shapes against its window arithmetic and
         record on ``lays[input]`` (``backend.layout.ActLayout``) the border and pad value it reads.
     constants(op, cfg) -> {segment name: bytes}: the op's DDR constants, in DDR order (each segment
