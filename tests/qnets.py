@@ -153,6 +153,105 @@ def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
     return make_model(nodes, inits, (1, 3, 9, 10), "y", None, opset=9)
 
 
+def fire(seed=2, e1=8, e3=8, pool=False, head=True):
+    """SqueezeNet fire module: 1x1 squeeze (4) + Relu -> 1x1 expand (e1, outputs ~3x smaller) +
+    Relu and 3x3 pad 1 expand (e3) + Relu -> Concat (channels) [-> MaxPool 3x3 s2] [-> 1x1 conv
+    (6)]: x [1,8,9,9] -> y (without head: the Concat or the pool is the graph output)."""
+    rng = np.random.default_rng(seed)
+    inits = {"ws": conv_w(rng, 4, 8, 1), "bs": rng.normal(0, 0.2, 4).astype(np.float32),
+             "w1": conv_w(rng, e1, 4, 1) * 0.3, "b1": rng.normal(0, 0.2, e1).astype(np.float32),
+             "w3": conv_w(rng, e3, 4, 3), "b3": rng.normal(0, 0.2, e3).astype(np.float32),
+             "wh": conv_w(rng, 6, e1 + e3, 1)}
+    nodes = [helper.make_node("Conv", ["x", "ws", "bs"], ["s"], name="squeeze", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["s"], ["sr"], name="squeeze_relu"),
+             helper.make_node("Conv", ["sr", "w1", "b1"], ["e1"], name="expand1", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["e1"], ["e1r"], name="expand1_relu"),
+             helper.make_node("Conv", ["sr", "w3", "b3"], ["e3"], name="expand3", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e3"], ["e3r"], name="expand3_relu"),
+             helper.make_node("Concat", ["e1r", "e3r"], ["cat"], name="concat", axis=1)]
+    last = "cat"
+    if pool:
+        nodes.append(helper.make_node("MaxPool", ["cat"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2]))
+        last = "p"
+    if head:
+        nodes.append(helper.make_node("Conv", [last, "wh"], ["y"], name="head", kernel_shape=[1, 1]))
+        last = "y"
+    else:
+        del inits["wh"]
+    return make_model(nodes, inits, (1, 8, 9, 9), last, None)
+
+
+def concat_mixed(seed=0):
+    """Concat of the graph input x (3 channels), a 3x3 conv of x (5) and a nested Concat of two
+    1x1 convs (8, ~2x larger, and 2), then a 3x3 pad 1 conv (6): x [1,3,6,6] -> y [1,6,6,6]."""
+    rng = np.random.default_rng(seed)
+    inits = {"wa": conv_w(rng, 5, 3, 3), "wb": conv_w(rng, 8, 3, 1) * 2.0, "wc": conv_w(rng, 2, 3, 1),
+             "wh": conv_w(rng, 6, 18, 3)}
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b", kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["x", "wc"], ["c"], name="conv_c", kernel_shape=[1, 1]),
+             helper.make_node("Concat", ["b", "c"], ["bc"], name="inner", axis=-3),
+             helper.make_node("Concat", ["x", "a", "bc"], ["cat"], name="outer", axis=1),
+             helper.make_node("Conv", ["cat", "wh"], ["y"], name="head", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    return make_model(nodes, inits, (1, 3, 6, 6), "y", None)
+
+
+def concat_fc(seed=0):
+    """Two conv + Relu branches (5 and 6 channels) + GlobalAveragePool + Flatten, a Concat of the (1, C)
+    vectors on axis 1, a single-input Concat (axis -1), Gemm: x [1,3,6,6] -> [1,4]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": conv_w(rng, 5, 3, 3), "w2": conv_w(rng, 6, 3, 1),
+             "fw": rng.normal(0, 0.3, (4, 11)).astype(np.float32), "fb": rng.normal(0, 0.1, 4).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"], name="r1"),
+             helper.make_node("GlobalAveragePool", ["ar"], ["ap"], name="g1"),
+             helper.make_node("Flatten", ["ap"], ["af"], name="f1"),
+             helper.make_node("Conv", ["x", "w2"], ["b"], name="c2", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["b"], ["br"], name="r2"),
+             helper.make_node("GlobalAveragePool", ["br"], ["bp"], name="g2"),
+             helper.make_node("Flatten", ["bp"], ["bf"], name="f2"),
+             helper.make_node("Concat", ["af", "bf"], ["cat"], name="cat", axis=1),
+             helper.make_node("Concat", ["cat"], ["cat1"], name="single", axis=-1),
+             helper.make_node("Gemm", ["cat1", "fw", "fb"], ["y"], name="fc", transB=1)]
+    return make_model(nodes, inits, (1, 3, 6, 6), "y", (1, 4))
+
+
+def concat_refused(kind, seed=0):
+    """Concat graphs the compiler refuses by name: x [1,4,6,6] -> convs a (5 channels, 1x1), b
+    (6, 3x3 pad 1), d (6, 1x1), e (5, 1x1), then per ``kind``: "axis" (Concat of b and d on H),
+    "twice" (Concat(b, b)), "two_concats" (a in Concat(a, b) and Concat(a, d)), "pad_values" (a
+    MaxPool pad 1 on Concat(a, b) and a 3x3 pad 1 conv on a), "add_maps" (Add of Concat(a, b)
+    and Concat(d, e): different channel maps on small)."""
+    rng = np.random.default_rng(seed)
+    inits = {f"w{n}": conv_w(rng, c, 4, k) for n, c, k in (("a", 5, 1), ("b", 6, 3), ("d", 6, 1), ("e", 5, 1))}
+    nodes = [helper.make_node("Conv", ["x", f"w{n}"], [n], name=f"conv_{n}", kernel_shape=[k, k],
+                              pads=[k // 2] * 4) for n, k in (("a", 1), ("b", 3), ("d", 1), ("e", 1))]
+
+    def cat(name, ins, out, axis=1):
+        return helper.make_node("Concat", ins, [out], name=name, axis=axis)
+
+    def conv(name, inp, out, cin, cout=4, k=1):
+        inits[f"w_{name}"] = conv_w(rng, cout, cin, k)
+        return helper.make_node("Conv", [inp, f"w_{name}"], [out], name=name, kernel_shape=[k, k], pads=[k // 2] * 4)
+    if kind == "axis":
+        nodes += [cat("cat", ["b", "d"], "y", axis=2)]
+    elif kind == "twice":
+        nodes += [cat("cat", ["b", "b"], "y")]
+    elif kind == "two_concats":
+        nodes += [cat("cat1", ["a", "b"], "c1"), cat("cat2", ["a", "d"], "c2"), conv("h1", "c1", "h1", 11),
+                  conv("h2", "c2", "h2", 11), helper.make_node("Add", ["h1", "h2"], ["y"], name="add")]
+    elif kind == "pad_values":
+        nodes += [cat("cat", ["a", "b"], "c"),
+                  helper.make_node("MaxPool", ["c"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  conv("h1", "p", "h1", 11), conv("h2", "a", "h2", 5, k=3),
+                  helper.make_node("Add", ["h1", "h2"], ["y"], name="add")]
+    elif kind == "add_maps":
+        nodes += [cat("cat1", ["a", "b"], "c1"), cat("cat2", ["d", "e"], "c2"),
+                  helper.make_node("Add", ["c1", "c2"], ["y"], name="add")]
+    return make_model(nodes, inits, (1, 4, 6, 6), "y", None)
+
+
 def inputs(shape, n, seed=1):
     rng = np.random.default_rng(seed)
     return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(n)]

@@ -8,7 +8,7 @@ import pytest
 
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.golden import run_golden
-from tpucompile.ops import QAdd, QAvgPool, QConv, QMaxPool
+from tpucompile.ops import QAdd, QAvgPool, QConcat, QConv, QMaxPool
 from tpucompile.qgraph import QGraph, QTensor
 from tpucompile.selfcheck import run_on_executor
 from tpusim.arch import arith
@@ -37,7 +37,7 @@ class B:
         self.tensors[name] = QTensor(name, tuple(shape), scale, zp)
         return name
 
-    def conv(self, x, cout, k, s=1, p=0, relu=False, pads=None):
+    def conv(self, x, cout, k, s=1, p=0, relu=False, pads=None, zp=None, scale=None):
         X = self.tensors[x]
         _, cin, h, w = X.shape
         kh, kw = (k, k) if np.isscalar(k) else k
@@ -45,7 +45,7 @@ class B:
         pads = pads or (p, p, p, p)
         oh = (h + pads[0] + pads[2] - kh) // sh + 1
         ow = (w + pads[1] + pads[3] - kw) // sw + 1
-        y = self.t((1, cout, oh, ow))
+        y = self.t((1, cout, oh, ow), zp, scale)
         wt = self.rng.integers(-127, 128, (cout, cin, kh, kw)).astype(np.int8)
         bias = self.rng.integers(-5000, 5000, cout).astype(np.int32)
         ms = [arith.quantize_multiplier(self.rng.uniform(1e-4, 2e-3)) for _ in range(cout)]
@@ -81,6 +81,15 @@ class B:
         (ma, sa), (mb, sb), (mo, so) = arith.add_multipliers(A.scale, Bt.scale, Y.scale)
         self.ops.append(QAdd(f"add{len(self.ops)}", a, b, y, A.zero_point, ma, sa, Bt.zero_point, mb, sb,
                              Y.zero_point, mo, so, relu))
+        return y
+
+    def concat(self, parts):
+        """Channel concatenation; the parts must share one scale and zero point."""
+        P = [self.tensors[p] for p in parts]
+        counts = tuple(t.shape[1] for t in P)
+        y = self.t((1, sum(counts)) + P[0].shape[2:], zp=P[0].zero_point, scale=P[0].scale)
+        self.ops.append(QConcat(f"cat{len(self.ops)}", tuple(parts), y,
+                                tuple(int(o) for o in np.cumsum((0,) + counts[:-1])), counts))
         return y
 
     def graph(self, outs):
@@ -196,3 +205,38 @@ def test_chain_and_multiple_outputs():
     c = g.avgpool(b)
     d = g.conv(c, 5, 1)
     check(g.graph([b, d]), g.input())
+
+
+def test_concat_views_with_gap_lanes():
+    """Parts of 5 and 8 channels written in place (lanes 0..4 and 8..15 of one buffer, no copy),
+    read by a padded conv, a max pool (whose result keeps the channel map), an Add of two mapped
+    tensors and the host (a graph output with a channel map)."""
+    g = B((1, 6, 7, 7), seed=13)
+    a = g.conv(g.x, 5, 1, zp=3, scale=0.05)
+    b = g.conv(g.x, 8, 3, p=1, relu=True, zp=3, scale=0.05)
+    c = g.concat([a, b])
+    m = g.maxpool(c, 3, 2, 0)
+    n = g.maxpool(c, 2, 2, 0)
+    s = g.add(m, g.maxpool(n, 1, 1, 0), relu=False)
+    y = g.conv(c, 4, 3, p=1)
+    z = g.conv(s, 3, 1)
+    b_ = check(g.graph([c, y, z]), g.input())
+    assert b_.version == 2 and b_.outputs[0].channels == ((0, 0, 5), (5, 8, 8))
+    layers = {L["name"]: L for L in b_.meta["layers"]}
+    assert layers["cat2"]["instr_begin"] == layers["cat2"]["instr_end"]        # no copy
+    assert layers["conv7"]["macs"] == 4 * 13 * 9 * 49                          # real channels only
+
+
+def test_concat_of_whole_blocks_and_nested():
+    """Parts of whole blocks (8 + 16 channels) need no channel map; a Concat of a Concat is a
+    view of a view; the last part is computed from the first (one DDR buffer read and written by
+    one conv: DenseNet's pattern)."""
+    g = B((1, 4, 5, 5), seed=14)
+    a = g.conv(g.x, 8, 1, zp=-2, scale=0.04)
+    b = g.conv(g.x, 16, 3, p=1, zp=-2, scale=0.04)
+    c = g.concat([a, b])
+    d = g.conv(c, 3, 3, p=1, zp=-2, scale=0.04)
+    e = g.concat([c, d])
+    y = g.conv(e, 5, 3, p=1)
+    b_ = check(g.graph([y, c]), g.input())
+    assert b_.version == 1 and all(o.channels is None for o in b_.outputs)

@@ -12,6 +12,7 @@ import badinputs as B
 import numpy as np
 import onnx
 import pytest
+import qnets
 import yaml
 
 from tpucompile import driver
@@ -197,3 +198,23 @@ def _nan_weight():
 def test_models_refused_before_calibration(tmp_path, capsys, make, msg):
     _, err = compile_cli(tmp_path, capsys, make())
     assert err == f"tpucompile: error: {msg}"
+
+
+@pytest.mark.parametrize("kind, msg", [
+    ("axis", "node 'cat' (Concat): axis 2 of the rank-4 output (1, 6, 12, 6) is unsupported: only the "
+             "channel axis (1) concatenates without a copy (each input a block range of one blocked "
+             "buffer); an H or W concatenation would need a copy"),
+    ("twice", "node 'cat' (Concat): input 'b' appears twice; without a copy a tensor is one part only"),
+    ("two_concats", "tensor 'a' is an input of Concat 'cat1' and of 'cat2': without a copy a tensor is a "
+                    "part of one Concat output only"),
+    ("pad_values", "tensor 'c' needs border value -128 for 'pool' and {zp} for 'h2': two different pad "
+                   "values on one tensor are unsupported ('h2' reads 'a', a view in the buffer of 'c')"),
+    ("add_maps", "QAdd 'add': operands 'c1' and 'c2' place their channels differently in DDR "
+                 "([[0, 0, 5], [5, 8, 6]] vs [[0, 0, 6], [6, 8, 5]], [logical, lane, count]); an Add of "
+                 "two differently laid out Concat results is unsupported"),
+])
+def test_concat_refused_by_name(tmp_path, capsys, kind, msg):
+    """Concats that would need a copy (or two layouts at once) are refused naming the nodes."""
+    _, err = compile_cli(tmp_path, capsys, qnets.concat_refused(kind))
+    want = re.escape(f"tpucompile: error: {msg}").replace(re.escape("{zp}"), "-?[0-9]+")   # the conv's zero point
+    assert re.fullmatch(want, err), err

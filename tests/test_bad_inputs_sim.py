@@ -40,7 +40,7 @@ def test_valid_binary_runs(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind,msg", [
     ("magic", "bad magic b'ELF\\x7f', expected b'TPUB': not a .tpubin file"),
-    ("version", "unsupported format version 7 (this tool reads 1)"),
+    ("version", "unsupported format version 7 (this tool reads 1 and 2)"),
     ("checksum", "checksum mismatch (stored 0x{crc}, computed 0x{calc}): file is corrupt or truncated"),
     ("truncated", "checksum mismatch (stored 0x{crc}, computed 0x{calc}): file is corrupt or truncated"),
     ("truncated_section", "section 0 (CODE) is truncated (4 bytes)"),

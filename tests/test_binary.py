@@ -53,8 +53,8 @@ def js(kind, obj):
     return (kind, json.dumps(obj).encode())
 
 
-def desc(name="x", shape=(1, 3, 4, 5), blk=8, pads=(1, 2, 1, 0), addr=0x1000, zp=-3, scale=0.05):
-    return TensorDesc(name, shape, scale, zp, addr, blk, pads)
+def desc(name="x", shape=(1, 3, 4, 5), blk=8, pads=(1, 2, 1, 0), addr=0x1000, zp=-3, scale=0.05, channels=None):
+    return TensorDesc(name, shape, scale, zp, addr, blk, pads, channels=channels)
 
 
 def sample() -> TpuBinary:
@@ -184,12 +184,32 @@ def test_bad_magic():
         TpuBinary.from_bytes(raw)
 
 
-@pytest.mark.parametrize("version", [0, 2, 0xFFFF])
+@pytest.mark.parametrize("version", [0, 3, 0xFFFF])
 def test_unknown_version(version):
     raw = pack([code_sec()], version=version)
     with pytest.raises(BinaryFormatError, match=re.escape(
-            f"unsupported format version {version} (this tool reads 1)")):
+            f"unsupported format version {version} (this tool reads 1 and 2)")):
         TpuBinary.from_bytes(raw)
+
+
+def _version(raw: bytes) -> int:
+    return binary.HEADER.unpack_from(raw, 0)[1]
+
+
+def test_version_2_only_with_a_channel_map():
+    """A binary is written with the lowest version describing it: 2 when an IO or kept-layer
+    TensorDesc has a channel map (a tool reading only 1 then refuses it by its version)."""
+    b = sample()
+    assert b.version == 1 and _version(b.to_bytes()) == 1
+    mapped = desc("cat", shape=(1, 11, 4, 5), channels=((0, 0, 5), (5, 8, 6)))
+    b.outputs.append(mapped)
+    raw = b.to_bytes()
+    assert _version(raw) == binary.VERSION_CHANNELS == 2
+    assert TpuBinary.from_bytes(raw) == b
+    b.outputs.pop()
+    b.meta["tensors"] = [mapped.to_json()]
+    assert _version(b.to_bytes()) == 2
+    assert TpuBinary.from_bytes(b.to_bytes()).meta["tensors"][0]["channels"] == [[0, 0, 5], [5, 8, 6]]
 
 
 def test_where_prefix():
@@ -385,6 +405,14 @@ def test_io_wrong_structure(obj):
      "pads must be 4 non-negative integers"),
     ({"name": "x", "shape": [1, 3, 4, 4], "scale": 1, "zero_point": 0, "ddr_addr": 0, "blk": 0},
      "blk must be positive"),
+    ({"name": "x", "shape": [1, 3, 4, 4], "scale": 1, "zero_point": 0, "ddr_addr": 0, "blk": 8,
+      "channels": [[0, 0, 2], [1, 8, 1]]}, "channels segment [1, 8, 1] must start at logical channel 2"),
+    ({"name": "x", "shape": [1, 3, 4, 4], "scale": 1, "zero_point": 0, "ddr_addr": 0, "blk": 8,
+      "channels": [[0, 8, 2], [2, 0, 1]]}, "channels segment [2, 0, 1] must start at logical channel 2, lane >= 10"),
+    ({"name": "x", "shape": [1, 3, 4, 4], "scale": 1, "zero_point": 0, "ddr_addr": 0, "blk": 8,
+      "channels": [[0, 0, 2]]}, "channels cover 2 channels, the shape has 3"),
+    ({"name": "x", "shape": [1, 3, 4, 4], "scale": 1, "zero_point": 0, "ddr_addr": 0, "blk": 8,
+      "channels": [[0, 0]]}, "channels [[0, 0]] must be a non-empty list of [logical, lane, count]"),
     (7, "not subscriptable"),
 ])
 def test_io_bad_descriptor(d, why):
@@ -450,6 +478,21 @@ def test_tensor_desc_json_round_trip():
     assert TensorDesc.from_json(json.loads(json.dumps(j))) == d
     j.pop("pads"), j.pop("dtype")
     assert TensorDesc.from_json(j) == TensorDesc("x", (1, 3, 4, 5), 0.05, -3, 0x1000, 8)
+
+
+def test_blocked_round_trip_with_channel_map():
+    """Logical channels 0..4 at lanes 0..4, 5..10 at lanes 8..13 (a Concat of 5 + 6 on blk 8):
+    two blocks, the gap lanes zero when written, skipped when read."""
+    rng = np.random.default_rng(5)
+    d = desc(shape=(1, 11, 3, 4), blk=8, pads=(1, 0, 0, 1), channels=((0, 0, 5), (5, 8, 6)))
+    assert d.nblocks == 2 and d.lanes == 14
+    x = rng.integers(-128, 128, size=(1, 11, 3, 4), dtype=np.int8)
+    raw = d.to_blocked(x, fill=9)
+    np.testing.assert_array_equal(d.from_blocked(raw), x)
+    buf = np.frombuffer(raw, np.int8).reshape(2, 4, 5, 8)
+    np.testing.assert_array_equal(buf[1, 1:, :4, 0:6].transpose(2, 0, 1), x[0, 5:])
+    assert not buf[0, 1:, :4, 5:].any() and not buf[1, 1:, :4, 6:].any()
+    assert TensorDesc.from_json(json.loads(json.dumps(d.to_json()))) == d
 
 
 @pytest.mark.parametrize("c, blk, pads", [(3, 8, (1, 2, 1, 0)), (8, 8, (0, 0, 0, 0)), (19, 8, (2, 1, 0, 3)),

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tests import qnets
+from tpucompile import realdata
+from tpusim.arch.binary import TpuBinary
 from tpusim.flow.cosim import run
 
 
@@ -12,9 +14,27 @@ from tpusim.flow.cosim import run
     ("same_pad_dropout", qnets.same_pad_dropout),
     ("reshape_gemm", lambda: qnets.flatten_gemm(reshape=True)),
     ("caffe2_bn", qnets.caffe2_bn),
+    ("fire_odd_maxpool", lambda: qnets.fire(e1=5, e3=6, pool=True)),    # Concat with gap lanes
+    ("fire_concat_output", lambda: qnets.fire(e1=13, e3=6, head=False)),  # ... as the graph output
+    ("concat_fc", qnets.concat_fc),                                   # (1, C) vectors, axis 1
 ])
 def test_cosim_without_rtl_passes(name, build, tmp_path):
     model = build()
     xs = qnets.inputs(qnets.in_shape(model), 4, seed=3)
     v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name=name)
     assert v.passed and v.accuracy["cosine"] > 0.98, (v.accuracy, v.notes)
+
+
+def test_light_squeezenet_seed_bit_exact(tmp_path):
+    """The onnx wheel's light_squeezenet (SqueezeNet 1.1: 8 channel Concats, 64 + 64 and 192 + 192
+    channels on blocks of 128: gap lanes) on 'seed': every layer golden = SimPy, no Concat moves a
+    byte."""
+    path = realdata.LIGHT_RESNET50.with_name("light_squeezenet.onnx")
+    v = run(str(path), "seed", tmp_path, rtl=False, calib=2)
+    assert v.passed and v.layers_compared >= 30, (v.notes, v.mismatches)
+    assert sum(v.layer_mismatches.values()) == 0, v.layer_mismatches
+    assert all(m["golden_vs_simpy"] == 0 for m in v.mismatches.values()), v.mismatches
+    b = TpuBinary.read(tmp_path / "light_squeezenet.tpubin")
+    views = [L for L in b.meta["layers"] if L.get("views")]
+    assert len(views) == 8 and all(L["instr_begin"] == L["instr_end"] for L in views)
+    assert b.version == 2       # its Concats of 64 + 64 and 192 + 192 channels have gap lanes

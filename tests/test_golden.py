@@ -28,6 +28,11 @@ SMALL = {
     "caffe2_bn_opset13": lambda: qnets.caffe2_bn(opset=13),
     "reshape_gemm": lambda: qnets.flatten_gemm(reshape=True),
     "same_lower_valid": lambda: qnets.same_pad_dropout(conv_pad="SAME_LOWER", pool_pad="VALID"),
+    "fire": qnets.fire,
+    "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),
+    "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),
+    "concat_input_nested": qnets.concat_mixed,
+    "concat_fc": qnets.concat_fc,
 }
 
 

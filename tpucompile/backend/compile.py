@@ -61,8 +61,9 @@ def assemble(cp: CheckedProgram, model_name: str, t0: float) -> TpuBinary:
     def interior(name):
         L = lays[name]
         return L.nblocks * L.blk * L.H * L.W
-    comp_load = len(blob) + sum(interior(t) for op in qg.ops for t in op.inputs)
-    comp_store = sum(interior(op.out) for op in qg.ops)
+    moving = [op for op, L in zip(qg.ops, layers) if L["instr_end"] > L["instr_begin"]]   # views move nothing
+    comp_load = len(blob) + sum(interior(t) for op in moving for t in op.inputs)
+    comp_store = sum(interior(op.out) for op in moving)
     meta = {
         "model": model_name,
         "config": cfg.name,

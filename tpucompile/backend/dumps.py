@@ -22,12 +22,16 @@ def device_graph(dg) -> str:
 
 
 def layout_plan(lp) -> str:
-    """One line per device tensor: blocks, border (t, l, b, r) and its value, buffer bytes."""
+    """One line per device tensor: blocks, border (t, l, b, r) and its value, buffer bytes; a view
+    names its buffer's tensor and first block, a tensor with gap lanes its channel map
+    ([logical, lane, count] segments)."""
     lines = [f"// blocked int8 [C/blk][Hp][Wp][blk], blk = {lp.cfg.word_bytes}; pads (top, left, bottom, right)"]
     for name, L in lp.tensors.items():
         border = "none" if L.pad_value is None else f"{L.pad_value} for {L.pad_by!r}"
+        extra = "" if L.view_of is None else f" view of %{L.view_of} blocks {L.view_block}.."
+        extra += "" if L.chan_map is None else f" channels={L.chan_map.as_json()}"
         lines.append(f"%{name}: {'x'.join(map(str, L.shape))} -> {L.nblocks}x{L.Hp}x{L.Wp}x{L.blk} "
-                     f"pads={list(L.pads)} need={list(L.need)} border={border} size={L.size} bytes")
+                     f"pads={list(L.pads)} need={list(L.need)} border={border} size={L.size} bytes{extra}")
     return "\n".join(lines) + "\n"
 
 
@@ -38,7 +42,8 @@ def mem_plan(mp) -> str:
     for b in ddr.buffers:
         fill = "" if b.pad_value is None else f" fill={b.pad_value}"
         lines.append(f"  buf {b.id}: [{b.addr:#x}, {b.addr + b.size:#x}) {b.size} bytes{fill}: "
-                     + ", ".join(f"%{t}" for t in b.tensors))
+                     + ", ".join(f"%{t}" for t in b.tensors)
+                     + ("" if not b.views else " (views " + ", ".join(f"%{t}" for t in b.views) + ")"))
     lines.append(f"constants [{ddr.const_addr:#x}, {ddr.const_addr + ddr.const_size:#x}): {ddr.const_size} bytes")
     for op, consts in zip(mp.layout.qg.ops, mp.consts):
         if consts:
@@ -53,7 +58,7 @@ def tiled_program(tp) -> str:
         fields = ", ".join(f"{f.name}={getattr(tl, f.name):.0f}" if isinstance(getattr(tl, f.name), float)
                            else f"{f.name}={getattr(tl, f.name)}" for f in dataclasses.fields(tl)
                            if f.name not in ("regions", "slot_words"))
-        lines.append(f"{op.name} ({type(op).__name__}): {fields}, acc_rows={tl.acc_rows}")
+        lines.append(f"{op.name} ({type(op).__name__}): {fields + ', ' if fields else ''}acc_rows={tl.acc_rows}")
         for name, bases in tl.regions.items():
             lines.append(f"    {name}: {len(bases)} x {tl.slot_words.get(name)} words at {bases}")
     return "\n".join(lines) + "\n"

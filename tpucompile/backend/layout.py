@@ -19,6 +19,12 @@ Requant tables: per (layer, cout block) ``param_words = 9C/W`` words: bias int32
 int32[C], shift int8[C] (little endian); padded channels have bias 0, mult 0, shift 0 (output =
 zero point). Each table is padded to a multiple of G bytes in DDR.
 
+Views: a tensor can be a view of a block range of another's buffer (a Concat part, written in
+place by its producer: ``view_of``, ``view_block``); it shares that buffer's border (the largest
+any reader of the buffer or of one of its views needs, ``merge_view_borders``) and row geometry.
+A tensor whose parts do not fill whole blocks has gap lanes and a channel map (``chan_map``,
+backend/channels.py); its ``shape`` is then the physical one and its TensorDesc the logical one.
+
 The op modules (``tpucompile.ops``) say which border each op reads (``ActLayout.require_border``)
 and which constants it has; the layout pass (``backend/pipeline.py``) runs them.
 """
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpucompile.backend.channels import ChannelMap
 from tpucompile.qgraph import QGraph, QTensor
 from tpusim.arch.binary import TensorDesc
 from tpusim.arch.config import HwConfig
@@ -67,6 +74,10 @@ class ActLayout:
     pad_by: str = ""             # consumer that set pad_value (for messages)
     ddr_addr: int = -1
     buf_id: int = -1             # DDR buffer (memplan) id, for hazards
+    view_of: str | None = None   # a view of blocks view_block.. of this tensor's buffer (a Concat part)
+    view_block: int = 0
+    view_by: str = ""            # the op that made it a view (for messages)
+    chan_map: ChannelMap | None = None   # channel map of a tensor with gap lanes
 
     @property
     def C(self): return self.shape[1]
@@ -117,8 +128,12 @@ class ActLayout:
         return (self.nblocks, self.Hp, self.Wp, self.pads, self.pad_value)
 
     def desc(self, name: str | None = None) -> TensorDesc:
-        return TensorDesc(name or self.name, tuple(self.shape), float(self.scale), int(self.zero_point),
-                          int(self.ddr_addr), self.blk, tuple(self.pads))
+        """The binary's descriptor: the logical shape, and the channel map if there are gap lanes."""
+        m = self.chan_map
+        shape = tuple(self.shape) if m is None else (self.shape[0], m.logical) + tuple(self.shape[2:])
+        return TensorDesc(name or self.name, shape, float(self.scale), int(self.zero_point),
+                          int(self.ddr_addr), self.blk, tuple(self.pads),
+                          channels=None if m is None else tuple(m.segments))
 
     @classmethod
     def for_tensor(cls, t: QTensor, cfg: HwConfig) -> "ActLayout":
@@ -146,6 +161,32 @@ class ActLayout:
         l = ceil_div(l, ap) * ap
         wp = round_up(self.W + l + r, ap)
         self.pads = (t, l, b, wp - self.W - l)
+
+
+def view_root(lays: dict, name: str) -> tuple:
+    """(tensor owning the buffer, first block) of a tensor that may be a view (of a view ...)."""
+    block = 0
+    while lays[name].view_of is not None:
+        block += lays[name].view_block
+        name = lays[name].view_of
+    return name, block
+
+
+def merge_view_borders(lays: dict) -> None:
+    """A view shares its buffer's border: the buffer's owner needs the largest border any of its
+    views' readers needs (CompileError naming both readers for two pad values), and every view
+    gets the owner's."""
+    views = [(name, view_root(lays, name)[0]) for name, lay in lays.items() if lay.view_of is not None]
+    for name, root in views:
+        lay = lays[name]
+        if lay.pad_value is not None:
+            try:
+                lays[root].require_border(lay.pad_value, lay.need, lay.pad_by)
+            except CompileError as e:
+                raise CompileError(f"{e} ({lay.pad_by!r} reads {name!r}, a view in the buffer of {root!r})") from None
+    for name, root in views:
+        view, owner = lays[name], lays[root]
+        view.need, view.pad_value, view.pad_by = owner.need, owner.pad_value, owner.pad_by
 
 
 def check_input_borders(qg: QGraph, lays: dict) -> None:

@@ -11,13 +11,17 @@ never freed). A freed buffer is reused, without splitting, by a later tensor tha
 * a tensor with a border (filled once by the FILL section with its pad value) only takes a free
   buffer of exactly the same geometry and pad value: earlier occupants wrote only the interior,
   so the border still holds the fill.
+Views (``ActLayout.view_of``: a Concat part) own no buffer: a buffer belongs to its owner
+(``layout.view_root``) and all its views, is allocated when the first of them is defined (with
+the owner's geometry and fill) and freed after the last read of any of them; a view's address is
+its first block in the owner's buffer.
 CompileError if the footprint passes 2^40 bytes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpucompile.backend.layout import ActLayout, ddr_granule, round_up
+from tpucompile.backend.layout import ActLayout, ddr_granule, round_up, view_root
 from tpucompile.qgraph import QGraph
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
@@ -30,8 +34,9 @@ class Buffer:
     addr: int
     size: int
     key: tuple | None          # geometry key for bordered buffers, None for the general pool
-    tensors: list = field(default_factory=list)
+    tensors: list = field(default_factory=list)       # owners, in allocation order
     pad_value: int | None = None
+    views: list = field(default_factory=list)         # views of the owners, in definition order
 
 
 @dataclass
@@ -78,18 +83,46 @@ def last_uses(qg: QGraph, names, keep_all: bool = False) -> dict:
     return last
 
 
+def owners(lays: dict) -> dict:
+    """tensor -> (the tensor owning its buffer, its first block there): itself and 0 unless it
+    is a view."""
+    return {name: view_root(lays, name) for name in lays}
+
+
+def group_lives(qg: QGraph, lays: dict, own: dict, keep_all: bool = False) -> tuple:
+    """({owner: index of the op defining the first tensor of its buffer (-1: a graph input)},
+    {owner: last use of any tensor of its buffer}) (``last_uses``)."""
+    last = last_uses(qg, lays, keep_all)
+    defined = {t: -1 for t in qg.inputs} | {op.out: i for i, op in enumerate(qg.ops)}
+    first, glast = {}, {}
+    for t, (o, _) in own.items():
+        first[o] = min(first.get(o, len(qg.ops)), defined.get(t, -1))
+        glast[o] = max(glast.get(o, -2), last[t])
+    return first, glast
+
+
 def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = False) -> DdrMap:
     """Assign ddr_addr/buf_id to every ActLayout (in place). Returns the map (code not placed).
 
     keep_all: no reuse; every tensor keeps its own buffer, so every layer output can be read back
     after the run (for layer-by-layer comparison with the golden model).
     """
-    last = last_uses(qg, lays, keep_all)
+    own = owners(lays)
+    _, last = group_lives(qg, lays, own, keep_all)
     bump = _Bump(cfg)
     bufs: list[Buffer] = []
     free: list[Buffer] = []
+    held: dict = {}          # owner -> its buffer
 
-    def alloc(lay: ActLayout):
+    def alloc(view: ActLayout):
+        root, block = own[view.name]
+        lay = lays[root]
+        if root in held:
+            b = held[root]
+            if view is not lay:
+                b.views.append(view.name)
+            view.ddr_addr, view.buf_id = b.addr + block * lay.block_bytes, b.id
+            return
         key = lay.geometry() if lay.has_border else None
         best = None
         for b in free:
@@ -105,19 +138,23 @@ def plan_activations(qg: QGraph, lays: dict, cfg: HwConfig, keep_all: bool = Fal
                 raise CompileError(f"DDR footprint passes 2^40 bytes at tensor {lay.name!r} "
                                    f"({lay.size} bytes at {b.addr:#x}): the model does not fit the "
                                    f"40-bit address space")
-        b.tensors.append(lay.name)
+        b.tensors.append(root)
+        held[root] = b
         lay.ddr_addr, lay.buf_id = b.addr, b.id
+        if view is not lay:
+            b.views.append(view.name)
+            view.ddr_addr, view.buf_id = b.addr + block * lay.block_bytes, b.id
 
     for t in qg.inputs:
         alloc(lays[t])
     for i, op in enumerate(qg.ops):
         alloc(lays[op.out])
-        for t in dict.fromkeys(op.inputs):        # first-use order: deterministic across processes
-            if last[t] == i:
-                b = bufs[lays[t].buf_id]
-                free.append(b)
-        if last.get(op.out) == -2:      # never read and not an output: free at once
-            free.append(bufs[lays[op.out].buf_id])
+        for o in dict.fromkeys(own[t][0] for t in op.inputs):   # first-use order: deterministic
+            if last[o] == i:
+                free.append(held.pop(o))
+        o = own[op.out][0]
+        if last[o] == -2:               # never read and not an output: free at once
+            free.append(held.pop(o))
     plan = DdrMap(bufs, bump.top)
     for b in bufs:
         if b.pad_value is not None:

@@ -2,7 +2,9 @@
 
   pass              -> stage           verified after it (backend/verify.py)
   host_transforms   DeviceGraph       the QGraph is valid; each input transform matches its tensor
-  layout            LayoutPlan        every tensor laid out, borders cover what readers need, aligned
+  layout            LayoutPlan        channel maps applied (lanes graph valid), every tensor laid
+                                      out, views inside their buffer with its geometry, borders
+                                      cover what readers need, aligned
   memplan           MemPlan           buffers aligned and disjoint, tensors sharing one never live
                                       at once, bordered buffers filled, constants placed, < 2^40
   tiling            TiledProgram      every layer's SRAM slots inside the SRAM and disjoint, its
@@ -22,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tpucompile.backend import dumps, verify
+from tpucompile.backend.channels import remap_graph
 from tpucompile.backend.emit import Program
-from tpucompile.backend.layout import ActLayout, check_input_borders, round_up
+from tpucompile.backend.layout import ActLayout, check_input_borders, merge_view_borders, round_up
 from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
@@ -55,13 +58,17 @@ class DeviceGraph:
 
 @dataclass
 class LayoutPlan:
-    """tensors: device tensor name -> ActLayout (blocked DDR layout, border, no address yet)."""
+    """tensors: device tensor name -> ActLayout (blocked DDR layout, border, no address yet).
+    lanes: the device graph on physical lanes (``backend.channels.remap_graph``: tensors with
+    gap lanes at their physical channel count, their readers rewritten); ``graph.qg`` when no
+    tensor has a channel map. Every later stage works on ``qg``, the lanes graph."""
     graph: DeviceGraph
     tensors: dict
+    lanes: QGraph | None = None
 
     @property
     def qg(self) -> QGraph:
-        return self.graph.qg
+        return self.graph.qg if self.lanes is None else self.lanes
 
     @property
     def cfg(self) -> HwConfig:
@@ -129,16 +136,22 @@ def host_transforms(dg: DeviceGraph) -> DeviceGraph:
 
 
 def layout(dg: DeviceGraph) -> LayoutPlan:
-    """An ActLayout per device tensor; each op's ``plan_layout`` records the borders it reads;
-    then the graph inputs' border values are checked and every row aligned."""
-    qg, cfg = dg.qg, dg.cfg
+    """Channel placement first (``remap_graph``: each op's ``remap_channels``), then an ActLayout
+    per device tensor; each op's ``plan_layout`` records the borders it reads (and the views it
+    makes); views share their buffer's border; then the graph inputs' border values are checked
+    and every row aligned."""
+    cfg = dg.cfg
+    qg, maps = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device)
     lays = {name: ActLayout.for_tensor(t, cfg) for name, t in qg.tensors.items()}
+    for name, m in maps.items():
+        lays[name].chan_map = m
     for op in qg.ops:
         OP_TABLE.device(op).plan_layout(op, qg, lays)
+    merge_view_borders(lays)
     check_input_borders(qg, lays)
     for lay in lays.values():
         lay.align(cfg)
-    return LayoutPlan(dg, lays)
+    return LayoutPlan(dg, lays, qg if maps else None)
 
 
 def memplan(lp: LayoutPlan) -> MemPlan:
@@ -172,14 +185,15 @@ def emission(tp: TiledProgram) -> EmittedProgram:
     qg, lays = lp.qg, lp.tensors
     P = Program(lp.cfg)
     layers = []
-    for op, tl, consts in zip(qg.ops, tp.tilings, tp.mem.consts):
+    logical = lp.graph.qg       # MACs count real channels, not the zero weights on gap lanes
+    for op, orig, tl, consts in zip(qg.ops, logical.ops, tp.tilings, tp.mem.consts):
         dev = OP_TABLE.device(op)
         i0 = len(P)
-        info = {"name": op.name, "op": type(op).__name__, "out": op.out, "out_shape": list(lays[op.out].shape)}
+        info = {"name": op.name, "op": type(op).__name__, "out": op.out, "out_shape": list(logical.tensors[op.out].shape)}
         dev.emit(P, op, lays, tl, consts)
         info.update(dev.describe(op, tl))
         i1 = len(P)
-        info.update(macs=dev.macs(op, qg), ddr_bytes_in=int(sum(P.nbytes_in[i0:i1])),
+        info.update(macs=dev.macs(orig, logical), ddr_bytes_in=int(sum(P.nbytes_in[i0:i1])),
                     ddr_bytes_out=int(sum(P.nbytes_out[i0:i1])), instr_begin=i0, instr_end=i1)
         layers.append(info)
     P.halt()

@@ -11,7 +11,7 @@ import bisect
 import numpy as np
 
 from tpucompile.backend.layout import align_px, ddr_granule
-from tpucompile.backend.memplan import last_uses
+from tpucompile.backend.memplan import group_lives, owners
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import Engine
 from tpusim.arch.limits import DDR_ADDR_LIMIT
@@ -53,6 +53,24 @@ def layout_plan(lp) -> None:
         if lay.pads[1] % ap or lay.Wp % ap:
             raise CompileError(f"layout: tensor {name!r}: left border {lay.pads[1]} or row of {lay.Wp} "
                                f"pixels not a multiple of the {ap}-pixel DDR granule")
+    _check_view_blocks(lp.tensors)
+
+
+def _check_view_blocks(lays: dict) -> None:
+    """Views lie inside their parent's blocks, one after the other, with its rows and border."""
+    taken: dict = {}
+    for name, lay in lays.items():
+        if lay.view_of is None:
+            continue
+        p = lays[lay.view_of]
+        lo, hi = lay.view_block, lay.view_block + lay.nblocks
+        if hi > p.nblocks or lay.shape[2:] != p.shape[2:] or (lay.pads, lay.pad_value) != (p.pads, p.pad_value):
+            raise CompileError(f"layout: view {name!r} (blocks [{lo}, {hi}) of {lay.shape}, pads {lay.pads}) "
+                               f"does not fit {lay.view_of!r} ({p.nblocks} blocks of {p.shape}, pads {p.pads})")
+        for other, (a, b) in taken.get(lay.view_of, {}).items():
+            if lo < b and a < hi:
+                raise CompileError(f"layout: views {other!r} and {name!r} of {lay.view_of!r} share blocks")
+        taken.setdefault(lay.view_of, {})[name] = (lo, hi)
 
 
 def mem_plan(mp) -> None:
@@ -77,9 +95,10 @@ def mem_plan(mp) -> None:
     if ddr.const_addr + ddr.const_size > DDR_ADDR_LIMIT:
         raise CompileError(f"memplan: constants end at {ddr.const_addr + ddr.const_size:#x}, past 2^40")
     fills = {(f["addr"], f["size"], f["value"]) for f in ddr.fills}
-    defined = {t: -1 for t in qg.inputs} | {op.out: i for i, op in enumerate(qg.ops)}
-    last = last_uses(qg, lays, lp.graph.options.keep_intermediates)
+    own = owners(lays)
+    defined, last = group_lives(qg, lays, own, lp.graph.options.keep_intermediates)
     for b in ddr.buffers:
+        _check_views(b, lays, own)
         if b.pad_value is not None and (b.addr, b.size, b.pad_value) not in fills:
             raise CompileError(f"memplan: bordered buffer {b.id} at {b.addr:#x} has no FILL with {b.pad_value}")
         prev = None
@@ -101,6 +120,20 @@ def mem_plan(mp) -> None:
             if addr % bb or not ddr.const_addr <= addr < ddr.const_addr + ddr.const_size:
                 raise CompileError(f"memplan: {seg} constants of {op.name!r} at {addr:#x} outside the "
                                    f"constant region or not burst aligned")
+
+
+def _check_views(b, lays: dict, own: dict) -> None:
+    """Every view of buffer ``b`` lies in its owner's blocks there, with the owner's geometry."""
+    for v in b.views:
+        root, block = own[v]
+        lay, r = lays[v], lays[root]
+        if root not in b.tensors or lay.buf_id != b.id or lay.ddr_addr != b.addr + block * r.block_bytes \
+                or block + lay.nblocks > r.nblocks:
+            raise CompileError(f"memplan: view {v!r} ({lay.nblocks} blocks at {lay.ddr_addr:#x}) is not "
+                               f"blocks {block}.. of {root!r} in buffer {b.id} at {b.addr:#x}")
+        if (lay.Hp, lay.Wp, lay.pads, lay.pad_value) != (r.Hp, r.Wp, r.pads, r.pad_value):
+            raise CompileError(f"memplan: view {v!r} has geometry {(lay.Hp, lay.Wp, lay.pads, lay.pad_value)}, "
+                               f"its buffer's owner {root!r} {(r.Hp, r.Wp, r.pads, r.pad_value)}")
 
 
 def tiled_program(tp) -> None:

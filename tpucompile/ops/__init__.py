@@ -15,6 +15,7 @@
   identity      Identity, Dropout (inference; -> Alias)   (alias)       -
   scale         Mul, Sub, Div by constants (folded into   -             -
                 Conv as per-channel affine, with BN, Add)
+  concat        Concat (channels; inputs are views)       QConcat       - (no copy)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
@@ -23,13 +24,14 @@ The importer, the passes, the quantizer, the golden model and the back end all d
 ``OP_TABLE``. Adding an op = adding one module (and its tests) and one name to ``FAMILIES``.
 The order of ``FAMILIES`` is the order of the supported-op lists in error messages.
 """
-from tpucompile.ops import add, batchnorm, constant, conv, gemm, identity, pool, relu, reshape, scale, softmax
+from tpucompile.ops import add, batchnorm, concat, constant, conv, gemm, identity, pool, relu, reshape, scale, softmax
 from tpucompile.ops.add import QAdd
+from tpucompile.ops.concat import QConcat
 from tpucompile.ops.conv import QConv
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 
-FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale)
+FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale, concat)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat"]

@@ -111,6 +111,18 @@ def _layout(op: QAdd, qg, lays) -> None:
                            f"{qg.tensors[op.b].shape} differ from output {y.shape}")
 
 
+def _remap_channels(op: QAdd, maps: dict, blk: int):
+    """Lane-wise: both operands must have one channel map, which the output takes."""
+    ma, mb = maps.get(op.a), maps.get(op.b)
+    if ma != mb:
+        def text(m):
+            return "the identity" if m is None else m.as_json()
+        raise CompileError(f"QAdd {op.name!r}: operands {op.a!r} and {op.b!r} place their channels "
+                           f"differently in DDR ({text(ma)} vs {text(mb)}, [logical, lane, count]); "
+                           "an Add of two differently laid out Concat results is unsupported")
+    return op, ma
+
+
 def _tile(op: QAdd, lays: dict, cfg) -> EltTiling:
     """Two slot groups of (a, b, out), each kbg blocks of th x tw pixels; one ADD per tile."""
     Y = lays[op.out]
@@ -162,7 +174,8 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
                       nk, Y.block_bytes, th * tw * W, buf=Y.buf_id)
 
 
-DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform, plan_layout=_layout,
+DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform,
+                  remap_channels=_remap_channels, plan_layout=_layout,
                   constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
 OPS = (
     OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),

@@ -16,7 +16,7 @@ from tpusim.arch.errors import CompileError
 
 __all__ = ["bad_attr", "no_attrs", "spatial_attrs", "per_channel", "affine_of_constant", "AUTO_PADS", "resolve_auto_pad", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
            "windows", "activation_params", "weight_params", "requant_multiplier", "window_layout",
-           "no_input_transform", "no_constants", "no_macs"]
+           "no_input_transform", "no_constants", "no_macs", "lane_wise_channels"]
 
 
 # ---------------------------------------------------------------- ONNX attributes (import hooks)
@@ -228,6 +228,12 @@ def no_constants(op, cfg) -> dict:
 def no_macs(op, qg) -> int:
     """macs of a vector-unit op."""
     return 0
+
+
+def lane_wise_channels(op, maps: dict, blk: int) -> tuple:
+    """remap_channels of an op that works on each lane alone (pools): unchanged, its output has
+    its input's channel map."""
+    return op, maps.get(op.inp)
 
 
 @dataclass(frozen=True)

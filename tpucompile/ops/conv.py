@@ -29,6 +29,7 @@ conv over K channels; ``meta["input_transforms"]`` records it and
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -254,6 +255,15 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                               n * W, buf=Y.buf_id)
 
 
+def _remap_channels(op: QConv, maps: dict, blk: int):
+    """On an input with a channel map, the weights widen to its lanes (zero on the gap lanes: the
+    bias correction, a sum over the real weights, is unchanged). The output has no map."""
+    m = maps.get(op.inp)
+    if m is None:
+        return op, None
+    return dataclasses.replace(op, weight=m.widen(op.weight, 1)), None
+
+
 def _layout(op: QConv, qg, lays) -> None:
     window_layout(op, qg, lays, op.x_zp)
 
@@ -282,7 +292,8 @@ def _macs(op: QConv, qg) -> int:
     return int(y.shape[2] * y.shape[3] * op.weight.size)
 
 
-DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform, plan_layout=_layout,
+DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform,
+                  remap_channels=_remap_channels, plan_layout=_layout,
                   constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs)
 def _canonicalize(graph, node, producers) -> list:
     """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)

@@ -26,6 +26,7 @@ from tpucompile.ops.common import (
     bad_attr,
     conv_out_hw,
     input_window,
+    lane_wise_channels,
     load_window,
     no_attrs,
     no_constants,
@@ -229,9 +230,11 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
 
 
 MAXPOOL = DeviceOp(QMaxPool, golden=_golden_max, input_transform=no_input_transform,
+                   remap_channels=lane_wise_channels,
                    plan_layout=_layout_max, constants=no_constants, tile=_tile, emit=_emit_max,
                    describe=_describe, macs=no_macs)
 AVGPOOL = DeviceOp(QAvgPool, golden=_golden_avg, input_transform=no_input_transform,
+                   remap_channels=lane_wise_channels,
                    plan_layout=_layout_avg, constants=no_constants, tile=_tile, emit=_emit_avg,
                    describe=_describe, macs=no_macs)
 OPS = (

@@ -8,11 +8,11 @@ Every driver of the compiler asks the table instead of knowing op kinds itself:
   passes/canonicalize              OpDef.canonicalize
   passes/fold_affine               OpDef.affine
   passes/fuse_relu                 OpDef.fuses_relu
-  quantize/quantize                OpDef.quantize, OpDef.calibrated
+  quantize/quantize                OpDef.quantize, OpDef.calibrated, OpDef.shared_range
   qgraph.QGraph.validate           QOp.inputs, QOp.verify (methods of the op class itself)
   golden                           DeviceOp.golden, OpDef.host (host ops)
-  backend/pipeline                 DeviceOp.input_transform, plan_layout, constants, tile, emit,
-                                   describe, macs
+  backend/pipeline                 DeviceOp.input_transform, remap_channels, plan_layout, constants,
+                                   tile, emit, describe, macs
 
 A hook that does not apply to an op is ``None`` in an ``OpDef`` (e.g. ``fold`` of Conv, whose
 inputs are never all constant); a ``DeviceOp`` has every hook (no-op ones are explicit).
@@ -35,6 +35,11 @@ class DeviceOp:
         computed with ``tpusim.arch.arith`` only (independent of tiling and of the binary).
     input_transform(op, qg, cfg) -> (device QTensor, new op, meta dict) or None: a host-side
         rewrite of the graph input ``op.inp``, which this op alone reads (the first conv's im2col).
+    remap_channels(op, maps, blk) -> (op, output ChannelMap or None): the op on inputs laid out
+        with channel maps (``maps``: device tensor -> ``backend.channels.ChannelMap``, identity
+        ones absent; ``blk`` channels per block): a channel-reducing op widens its weights to
+        the lanes (zero on gap lanes), a lane-wise op passes its input's map on; CompileError
+        naming the op if it cannot.
     plan_layout(op, qg, lays) -> None: check the op's shapes against its window arithmetic and
         record on ``lays[input]`` (``backend.layout.ActLayout``) the border and pad value it reads.
     constants(op, cfg) -> {segment name: bytes}: the op's DDR constants, in DDR order (each segment
@@ -49,6 +54,7 @@ class DeviceOp:
     qop: type
     golden: Callable
     input_transform: Callable
+    remap_channels: Callable
     plan_layout: Callable
     constants: Callable
     tile: Callable
@@ -56,7 +62,7 @@ class DeviceOp:
     describe: Callable
     macs: Callable
 
-    HOOKS = ("golden", "input_transform", "plan_layout", "constants", "tile", "emit", "describe", "macs")
+    HOOKS = ("golden", "input_transform", "remap_channels", "plan_layout", "constants", "tile", "emit", "describe", "macs")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,9 @@ class OpDef:
         (``quantize.quantize.Quantizer``). None: no int8 mapping (refused by name).
     calibrated: the op's outputs need a calibrated float range (False when they reuse the input's
         scale and zero point, or are host floats).
+    shared_range(node) -> [tensor names]: IR tensors that must share one scale and zero point (a
+        Concat's inputs and output: its inputs are views of its output); the quantizer calibrates
+        them as one range (the union). None: no constraint.
     device: the DeviceOp of the QGraph op it quantizes to, if any.
     host(h, x) -> float32 output: a host op (dict ``h`` of ``QGraph.host_ops``) on dequantized ``x``.
     """
@@ -89,10 +98,11 @@ class OpDef:
     fuses_relu: bool = False
     quantize: Optional[Callable] = None
     calibrated: bool = True
+    shared_range: Optional[Callable] = None
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
 
-    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "host")
+    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "shared_range", "host")
 
 
 class OpTable:

@@ -11,6 +11,9 @@ a ``Quantizer`` holding the QGraph being built. Choices (all deterministic):
 * Requantization multipliers: ``arith.quantize_multiplier`` (Q31, rounded half away from zero;
   multipliers < 2**-32 flush to 0).
 * MaxPool output shares its input's parameters; average pools and residual Adds get their own.
+* Tensors an op's ``shared_range`` ties together (a Concat's inputs and output) get one range,
+  the union of their calibrated ranges (``shared_ranges``), carried through ops that reuse their
+  input's parameters (``calibrated`` False: MaxPool, Alias) to the tensor that has the range.
 * Softmax runs on the host in float32 on the dequantized logits: the accelerator has no
   exponent unit.
 """
@@ -32,7 +35,7 @@ from tpucompile.stages import IrDumps
 from tpusim.arch.errors import CompileError
 
 __all__ = ["activation_params", "weight_params", "quantize_graph", "calibration_names", "compile_model",
-           "Quantizer"]
+           "Quantizer", "shared_ranges"]
 
 
 def calibration_names(graph: Graph) -> list:
@@ -44,6 +47,43 @@ def calibration_names(graph: Graph) -> list:
         if d is None or d.calibrated:
             names += [graph.tensors[o].onnx_name or o for o in n.outputs]
     return names
+
+
+def shared_ranges(g: Graph, stats: dict) -> dict:
+    """``stats`` with every group of tensors that must share one scale and zero point (the op
+    table's ``shared_range``; an op that reuses its input's parameters, ``calibrated`` False and
+    not a host op, joins its output to its input) given the union of the group's ranges. The
+    same dict when no op ties tensors together."""
+    groups = [d.shared_range(n) for n in g.nodes
+              if (d := OP_TABLE.get(n.op)) is not None and d.shared_range is not None]
+    if not groups:
+        return stats
+    parent: dict = {}
+
+    def find(t):
+        while parent.setdefault(t, t) != t:
+            t = parent[t]
+        return t
+
+    for n in g.nodes:
+        d = OP_TABLE.get(n.op)
+        if d is not None and not d.calibrated and d.host is None and d.quantize is not None:
+            groups.append([n.inputs[0]] + list(n.outputs[:1]))
+    for grp in groups:
+        for t in grp[1:]:
+            parent[find(t)] = find(grp[0])
+    key = {t: g.tensors[t].onnx_name or t for t in parent}
+    union: dict = {}
+    for t in parent:
+        if key[t] in stats:
+            lo, hi = stats[key[t]]
+            r = find(t)
+            union[r] = (min(lo, union[r][0]), max(hi, union[r][1])) if r in union else (lo, hi)
+    out = dict(stats)
+    for t in parent:
+        if key[t] in stats:
+            out[key[t]] = union[find(t)]
+    return out
 
 
 class Quantizer:
@@ -118,14 +158,14 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
     Raises CompileError naming any node that has no device mapping (e.g. an unfolded
     BatchNormalization, a broadcasting Add, a general Reshape) or a missing range.
     """
-    q = Quantizer(g, stats)
+    q = Quantizer(g, shared_ranges(g, stats))
     qg = q.qg
     try:
         for name in g.inputs:
             shape = tuple(g.tensors[name].shape)
             if len(shape) != 4:
                 raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW)")
-            qg.tensors[name] = QTensor(name, shape, *activation_params(*stats[name]))
+            qg.tensors[name] = QTensor(name, shape, *activation_params(*q.stats[name]))
             qg.inputs.append(name)
         for node in g.nodes:
             d = OP_TABLE.get(node.op)

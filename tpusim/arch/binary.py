@@ -18,7 +18,15 @@ Section kinds:
 
 A TensorDesc gives name, logical shape (N, C, H, W), dtype "int8", scale, zero_point, and the DDR
 layout: blocked channels ``[C/blk][H + pad_t + pad_b][W + pad_l + pad_r][blk]`` int8 at
-``ddr_addr`` with ``blk`` = the array rows (padding channels are zero).
+``ddr_addr`` with ``blk`` = the array rows (padding channels are zero). Optional ``channels``
+(format version 2): a channel map ``[[logical, lane, count], ...]`` for a tensor whose channels
+do not sit at lanes 0..C-1 (a Concat of parts that do not fill whole blocks): logical channels
+``logical .. logical + count - 1`` are lanes ``lane ..`` of the blocked buffer, the segments in
+logical order covering [0, C), their lanes increasing; the other lanes are unused.
+
+Versions: 1, and 2 = 1 + ``channels``. A binary is written with the lowest version that describes
+it (2 only when a TensorDesc of IO or of META ``tensors`` has a channel map), so a tool reading
+only version 1 refuses it by its version instead of misreading the tensors; both are read.
 """
 from __future__ import annotations
 
@@ -36,6 +44,9 @@ from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 MAGIC = b"TPUB"
 VERSION = 1
+#: the version of a binary with channel maps; the versions this module reads
+VERSION_CHANNELS = 2
+VERSIONS = (VERSION, VERSION_CHANNELS)
 KIND_CODE, KIND_CONST, KIND_FILL, KIND_IO, KIND_META = 1, 2, 3, 4, 5
 _KINDS = {KIND_CODE: "CODE", KIND_CONST: "CONST", KIND_FILL: "FILL", KIND_IO: "IO", KIND_META: "META"}
 #: header: magic, version, reserved, config SHA-256, section count (module docstring)
@@ -58,6 +69,7 @@ class TensorDesc:
     blk: int              # channels per block (= array rows)
     pads: tuple = (0, 0, 0, 0)  # top, left, bottom, right (the DDR buffer's border)
     dtype: str = "int8"
+    channels: tuple | None = None  # ((logical, lane, count), ...) or None: channel c at lane c
 
     @property
     def padded_hw(self) -> tuple[int, int]:
@@ -66,8 +78,16 @@ class TensorDesc:
         return h + t + b, w + l + r
 
     @property
+    def lanes(self) -> int:
+        """Lanes the channels span (C without a channel map)."""
+        return self.shape[1] if self.channels is None else max(p + n for _, p, n in self.channels)
+
+    @property
     def nblocks(self) -> int:
-        return -(-self.shape[1] // self.blk)
+        return -(-self.lanes // self.blk)
+
+    def _segments(self) -> tuple:
+        return ((0, 0, self.shape[1]),) if self.channels is None else self.channels
 
     @property
     def size_bytes(self) -> int:
@@ -84,7 +104,8 @@ class TensorDesc:
         buf = np.full((self.nblocks, hp, wp, self.blk), fill, dtype=np.int8)
         buf[:, t:t + h, l:l + w, :] = 0  # padding channels are zero inside the image
         xc = np.zeros((self.nblocks * self.blk, h, w), dtype=np.int8)
-        xc[:c] = x[0]
+        for lc, p, k in self._segments():
+            xc[p:p + k] = x[0, lc:lc + k]
         buf[:, t:t + h, l:l + w, :] = xc.reshape(self.nblocks, self.blk, h, w).transpose(0, 2, 3, 1)
         return buf.tobytes()
 
@@ -97,19 +118,22 @@ class TensorDesc:
         t, l, _, _ = self.pads
         buf = np.frombuffer(raw, dtype=np.int8).reshape(self.nblocks, hp, wp, self.blk)
         x = buf[:, t:t + h, l:l + w, :].transpose(0, 3, 1, 2).reshape(self.nblocks * self.blk, h, w)
-        return x[:c][None].copy()
+        if self.channels is None:
+            return x[:c][None].copy()
+        return np.concatenate([x[p:p + k] for _, p, k in self.channels])[None]
 
     def to_json(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "scale": self.scale,
                 "zero_point": self.zero_point, "ddr_addr": self.ddr_addr, "blk": self.blk,
-                "pads": list(self.pads), "dtype": self.dtype}
+                "pads": list(self.pads), "dtype": self.dtype,
+                **({} if self.channels is None else {"channels": [list(s) for s in self.channels]})}
 
     @classmethod
     def from_json(cls, d: dict) -> "TensorDesc":
         try:
             t = cls(d["name"], tuple(d["shape"]), float(d["scale"]), int(d["zero_point"]),
                     int(d["ddr_addr"]), int(d["blk"]), tuple(d.get("pads", (0, 0, 0, 0))),
-                    d.get("dtype", "int8"))
+                    d.get("dtype", "int8"), _channels(d))
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: {e}") from None
         if len(t.shape) != 4 or not all(_is_int(v) and v > 0 for v in t.shape) or t.shape[0] != 1:
@@ -119,6 +143,7 @@ class TensorDesc:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: pads must be 4 non-negative integers")
         if not _is_int(t.blk) or t.blk <= 0:
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: blk must be positive")
+        _check_channels(t, d)
         if not isinstance(t.name, str) or t.dtype != "int8":
             raise BinaryFormatError(f"bad tensor descriptor {d!r}: name must be a string and dtype 'int8'")
         if not (np.isfinite(t.scale) and t.scale > 0) or not -128 <= t.zero_point <= 127:
@@ -132,6 +157,32 @@ class TensorDesc:
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _channels(d: dict):
+    """The ``channels`` of a TensorDesc dict as a tuple of triples (None if absent)."""
+    ch = d.get("channels")
+    if ch is None:
+        return None
+    if not isinstance(ch, list) or not ch or not all(isinstance(s, list) and len(s) == 3 for s in ch):
+        raise ValueError(f"channels {ch!r} must be a non-empty list of [logical, lane, count]")
+    return tuple(tuple(s) for s in ch)
+
+
+def _check_channels(t: TensorDesc, d: dict) -> None:
+    """A channel map covers [0, C) in logical order with lanes increasing and disjoint."""
+    if t.channels is None:
+        return
+    at = lane = 0
+    for s in t.channels:
+        lc, p, n = s
+        if not all(_is_int(v) for v in s) or lc != at or p < lane or n <= 0:
+            raise BinaryFormatError(f"bad tensor descriptor {d!r}: channels segment {list(s)} must start "
+                                    f"at logical channel {at}, lane >= {lane}, with a positive count")
+        at, lane = lc + n, p + n
+    if at != t.shape[1]:
+        raise BinaryFormatError(f"bad tensor descriptor {d!r}: channels cover {at} channels, the shape has "
+                                f"{t.shape[1]}")
 
 
 def _check_fills(obj, w: str, i: int) -> list:
@@ -182,6 +233,14 @@ class TpuBinary:
     meta: dict = field(default_factory=dict)
 
     # ---------------------------------------------------------------- writing
+    @property
+    def version(self) -> int:
+        """The lowest format version describing the binary (module docstring)."""
+        kept = self.meta.get("tensors", []) if isinstance(self.meta, dict) else []
+        mapped = any(t.channels is not None for t in self.inputs + self.outputs) or \
+            any(isinstance(t, dict) and "channels" in t for t in kept)
+        return VERSION_CHANNELS if mapped else VERSION
+
     def to_bytes(self) -> bytes:
         secs = [(KIND_CODE, struct.pack("<Q", self.code_addr) + self.code)]
         secs += [(KIND_CONST, struct.pack("<Q", a) + bytes(b)) for a, b in self.consts]
@@ -195,7 +254,7 @@ class TpuBinary:
             table.append(SECTION_ENTRY.pack(kind, 0, off, len(data)))
             payload.append(data)
             off += len(data)
-        body = HEADER.pack(MAGIC, VERSION, 0, self.config_hash, len(secs)) + b"".join(table) + b"".join(payload)
+        body = HEADER.pack(MAGIC, self.version, 0, self.config_hash, len(secs)) + b"".join(table) + b"".join(payload)
         return body + struct.pack("<I", zlib.crc32(body))
 
     def write(self, path: str | Path) -> None:
@@ -213,8 +272,9 @@ class TpuBinary:
         magic, version, _, chash, nsec = HEADER.unpack_from(raw, 0)
         if magic != MAGIC:
             raise BinaryFormatError(f"{w}bad magic {magic!r}, expected {MAGIC!r}: not a .tpubin file")
-        if version != VERSION:
-            raise BinaryFormatError(f"{w}unsupported format version {version} (this tool reads {VERSION})")
+        if version not in VERSIONS:
+            raise BinaryFormatError(f"{w}unsupported format version {version} (this tool reads "
+                                    f"{' and '.join(map(str, VERSIONS))})")
         (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
         if zlib.crc32(raw[:-4]) != crc:
             raise BinaryFormatError(f"{w}checksum mismatch (stored {crc:#010x}, computed "
@@ -310,4 +370,4 @@ def input_blobs(binary: TpuBinary, inputs: dict) -> dict[str, bytes]:
     return blobs
 
 
-__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION", "HEADER", "SECTION_ENTRY", "input_blobs"]
+__all__ = ["TpuBinary", "TensorDesc", "MAGIC", "VERSION", "VERSION_CHANNELS", "VERSIONS", "HEADER", "SECTION_ENTRY", "input_blobs"]

@@ -310,6 +310,11 @@ def seed_models() -> list:
                 helper.make_node("Div", ["s", "k"], ["y"], name="div")],
                {"w": w(8, 4, 1, 1), "sc": np.abs(w(8)) + 0.5, "sh4": w(1, 8, 1, 1), "k": np.array(2.0, np.float32)},
                (1, 4, 6, 6), opset=9),
+            mk([helper.make_node("Conv", ["x", "w"], ["a"], name="c1", kernel_shape=[1, 1]),
+                helper.make_node("Conv", ["x", "w2"], ["b"], name="c3", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=1),
+                helper.make_node("MaxPool", ["c"], ["y"], name="mp", kernel_shape=[2, 2], strides=[2, 2])],
+               {"w": w(5, 4, 1, 1), "w2": w(6, 4, 3, 3)}, (1, 4, 6, 6)),
         ])
     return _SEED_MODELS
 
