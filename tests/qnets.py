@@ -141,6 +141,21 @@ def caffe2_bn(seed=0, opset=9):
     return make_model(nodes, inits, (1, 3, 8, 8), "y", None, opset=opset)
 
 
+def preact_bn(seed=0):
+    """DenseNet pre-activation: Conv + MaxPool, then a standalone BatchNormalization + Mul + Relu
+    (a diagonal 1x1 Conv on the device) + Conv 1x1: x [1,3,8,8] -> y [1,6,4,4]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 3), **bn_params(rng, 8, "bn"), "w2": conv_w(rng, 6, 8, 1),
+             "sc": rng.uniform(0.5, 1.5, (8, 1, 1)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             bn_node("p", "b", "bn", "bn"),
+             helper.make_node("Mul", ["b", "sc"], ["m"], name="mul"),
+             helper.make_node("Relu", ["m"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2", kernel_shape=[1, 1])]
+    return make_model(nodes, inits, (1, 3, 8, 8), "y", None)
+
+
 def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
     """Conv 3x3 s2 auto_pad=conv_pad (odd total padding) + Dropout (mask output unused, opset 9)
     + MaxPool 2x2 s1 auto_pad=pool_pad + Identity: x [1,3,9,10] -> y [1,8,5,5]."""

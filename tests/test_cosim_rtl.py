@@ -23,6 +23,7 @@ GRAPHS = {
     "same_pad_dropout": qnets.same_pad_dropout,
     "flatten_gemm": qnets.flatten_gemm,
     "caffe2_bn": qnets.caffe2_bn,
+    "preact_bn": qnets.preact_bn,
     "fire": qnets.fire,                                               # Concat of whole blocks
     "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),    # gap lanes, MaxPool after
     "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),

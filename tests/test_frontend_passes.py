@@ -95,6 +95,14 @@ def test_fold_affine_chain_into_one_conv():
     np.testing.assert_allclose(g.const(g.nodes[1].inputs[2]), -0.25 / d, rtol=1e-6)
 
 
+def test_standalone_bn_is_a_diagonal_conv_that_mul_and_relu_fold_into():
+    g = run_passes(import_onnx(qnets.preact_bn()))
+    assert [n.op for n in g.nodes] == ["Conv", "MaxPool", "Conv", "Conv"]
+    diag = g.nodes[2]
+    w = g.const(diag.inputs[1])[:, :, 0, 0]
+    assert diag.attrs["relu"] and diag.inputs[0] == "p" and np.count_nonzero(w - np.diag(np.diag(w))) == 0
+
+
 @pytest.mark.parametrize("const_shape, first", [((1, 1, 1, 8), True), ((8,), True), ((8, 1, 1), False)])
 def test_mul_not_per_channel_or_of_activations_is_refused_by_name(const_shape, first):
     from onnx import helper

@@ -25,6 +25,7 @@ SMALL = {
     "same_upper_dropout": qnets.same_pad_dropout,
     "flatten_gemm": qnets.flatten_gemm,
     "caffe2_bn": qnets.caffe2_bn,
+    "preact_bn": qnets.preact_bn,
     "caffe2_bn_opset13": lambda: qnets.caffe2_bn(opset=13),
     "reshape_gemm": lambda: qnets.flatten_gemm(reshape=True),
     "same_lower_valid": lambda: qnets.same_pad_dropout(conv_pad="SAME_LOWER", pool_pad="VALID"),
