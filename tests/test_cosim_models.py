@@ -15,6 +15,7 @@ from tpusim.flow.cosim import run
     ("reshape_gemm", lambda: qnets.flatten_gemm(reshape=True)),
     ("caffe2_bn", qnets.caffe2_bn),
     ("preact_bn", qnets.preact_bn),
+    ("avgpool_exclude_pad_s2", lambda: qnets.avgpool_pads(k=3, s=2, pads=(1, 0, 1, 2))),
     ("fire_odd_maxpool", lambda: qnets.fire(e1=5, e3=6, pool=True)),    # Concat with gap lanes
     ("fire_concat_output", lambda: qnets.fire(e1=13, e3=6, head=False)),  # ... as the graph output
     ("concat_fc", qnets.concat_fc),                                   # (1, C) vectors, axis 1

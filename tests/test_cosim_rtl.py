@@ -24,6 +24,8 @@ GRAPHS = {
     "flatten_gemm": qnets.flatten_gemm,
     "caffe2_bn": qnets.caffe2_bn,
     "preact_bn": qnets.preact_bn,
+    "avgpool_exclude_pad_rows": lambda: qnets.avgpool_pads(pads=(1, 0, 2, 0)),
+    "avgpool_include_pad_s2": lambda: qnets.avgpool_pads(count_include_pad=1, s=2, pads=(1, 0, 1, 2)),
     "fire": qnets.fire,                                               # Concat of whole blocks
     "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),    # gap lanes, MaxPool after
     "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),

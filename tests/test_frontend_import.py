@@ -64,8 +64,8 @@ def test_bad_pool_and_gemm_attributes():
     with pytest.raises(CompileError, match=r"'mp' \(MaxPool\): attribute ceil_mode=1"):
         import_onnx(qnets.make_model([mp], {}, (1, 2, 5, 5), "y", None))
     ap = helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[2, 2], pads=[1, 1, 1, 1],
-                          count_include_pad=1)
-    with pytest.raises(CompileError, match=r"'ap' \(AveragePool\): attribute pads=\[1, 1, 1, 1\].*count_include_pad=1"):
+                          count_include_pad=2)
+    with pytest.raises(CompileError, match=r"'ap' \(AveragePool\): attribute count_include_pad=2 invalid \(0 or 1\)"):
         import_onnx(qnets.make_model([ap], {}, (1, 2, 5, 5), "y", None))
     gm = helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", transA=1)
     m = helper.make_model(helper.make_graph(
@@ -156,11 +156,19 @@ def test_dropout_refusals():
         compile_model(m, qnets.inputs((1, 4, 4, 4), 1))
 
 
-def test_average_pool_same_padding_refused():
+def test_average_pool_same_padding_resolved():
     ap = helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[3, 3], auto_pad="SAME_UPPER")
-    with pytest.raises(CompileError, match=r"'ap' \(AveragePool\): attribute auto_pad='SAME_UPPER' unsupported "
-                                           r"\(average pooling supports no padding\)"):
-        import_onnx(qnets.make_model([ap], {}, (1, 2, 5, 5), "y", None))
+    node = import_onnx(qnets.make_model([ap], {}, (1, 2, 5, 5), "y", None)).nodes[0]
+    assert node.attrs["pads"] == (1, 1, 1, 1) and node.attrs["count_include_pad"] == 0
+
+
+def test_average_pool_excluding_column_pads_refused_on_small():
+    from tpucompile.driver import compile_onnx
+    from tpusim.arch.config import load_config
+    m = qnets.avgpool_pads()
+    with pytest.raises(CompileError, match=r"AveragePool 'pool': count_include_pad=0 with column pads "
+                                           r"\(1, 1, 1, 1\) needs output column runs starting on 4-pixel"):
+        compile_onnx(m, load_config("small"), qnets.inputs((1, 3, 7, 9), 1))
 
 
 def test_weights_listed_as_graph_inputs_calibrate_on_the_image():

@@ -4,9 +4,13 @@ Integer semantics:
 
 * ``QMaxPool``: max over the window of the input padded with -128; the output shares the
   input's scale and zero point (so it needs no calibrated range).
-* ``QAvgPool``: sum over the window (n = kh*kw taps, no padding), then
+* ``QAvgPool``: sum over the window of the input padded with its zero point (n = kh*kw taps,
+  pads contribute 0 after the zero-point correction), then
   ``arith.pool_avg(sum, n, x_zp, mult, shift, y_zp)`` with mult/shift =
-  ``quantize_multiplier(s_x / (n * s_y))``. GlobalAveragePool is a QAvgPool whose kernel equals
+  ``quantize_multiplier(s_x / (c * s_y))``, c = n (no padding, or ONNX count_include_pad=1) or,
+  with count_include_pad=0, the number of window taps inside the image: then the output is cut
+  into rectangles of constant c (``avg_regions``: at most 3 row classes x 3 column classes for a
+  window no larger than the image), each with its own multiplier (one quant register each). GlobalAveragePool is a QAvgPool whose kernel equals
   the input (H, W); an AveragePool whose kernel equals its input becomes one (canonicalize).
 
 Device: per tile of th x tw outputs x kbg channel blocks, LOAD the input window, one POOL per
@@ -24,7 +28,6 @@ from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_
 from tpucompile.ir import Node
 from tpucompile.ops.common import (
     bad_attr,
-    conv_out_hw,
     input_window,
     lane_wise_channels,
     load_window,
@@ -79,6 +82,7 @@ class QAvgPool(QPool):
     shift: int
     x_zp: int
     y_zp: int
+    regions: tuple = ()     # count_include_pad=0 with pads: ((oy0, oy1, ox0, ox1, mult, shift), ...)
 
     @property
     def n(self) -> int:
@@ -96,13 +100,35 @@ def _import_max(node, a: dict, opset: int) -> dict:
 def _import_avg(node, a: dict, opset: int) -> dict:
     out = spatial_attrs(node, {k: v for k, v in a.items() if k != "count_include_pad"},
                         {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"})
-    if out.get("auto_pad", "VALID").startswith("SAME"):
-        raise bad_attr(node, "auto_pad", out["auto_pad"], "unsupported (average pooling supports no padding)")
-    if any(out["pads"]):
-        raise bad_attr(node, "pads", list(out["pads"]),
-                       f"unsupported with count_include_pad={a.get('count_include_pad', 0)} "
-                       "(average pooling supports no padding)")
+    if a.get("count_include_pad", 0) not in (0, 1):
+        raise bad_attr(node, "count_include_pad", a["count_include_pad"], "invalid (0 or 1)")
+    out["count_include_pad"] = int(a.get("count_include_pad", 0))
     return out
+
+
+def _axis_classes(n_out: int, n_in: int, k: int, s: int, pad_begin: int) -> list:
+    """[(o0, o1, taps inside the image)] runs of output positions along one axis."""
+    runs: list = []
+    for o in range(n_out):
+        lo = o * s - pad_begin
+        c = min(lo + k, n_in) - max(lo, 0)
+        if runs and runs[-1][2] == c:
+            runs[-1] = (runs[-1][0], o + 1, c)
+        else:
+            runs.append((o, o + 1, c))
+    return runs
+
+
+def avg_regions(name: str, x_hw, y_hw, kernel, strides, pads, s_ratio: float) -> tuple:
+    """count_include_pad=0: ((oy0, oy1, ox0, ox1, mult, shift), ...) rectangles of the output with
+    a constant number c of window taps inside the image, mult/shift = quantize_multiplier(
+    s_ratio / c) (s_ratio = s_x / s_y). CompileError naming the op if a window holds no image tap."""
+    rows = _axis_classes(y_hw[0], x_hw[0], kernel[0], strides[0], pads[0])
+    cols = _axis_classes(y_hw[1], x_hw[1], kernel[1], strides[1], pads[1])
+    if min(c for *_, c in rows + cols) <= 0:
+        raise CompileError(f"AveragePool {name!r}: a window lies entirely in the padding {pads}")
+    return tuple((r0, r1, c0, c1, *requant_multiplier(name, s_ratio / (rc * cc)))
+                 for r0, r1, rc in rows for c0, c1, cc in cols)
 
 
 def _canonicalize_avg(graph, node, producers) -> list:
@@ -126,10 +152,15 @@ def _quantize_avg(q, node) -> None:
         k, st = tuple(qt.shape[2:]), (1, 1)
     else:
         k, st = tuple(node.attrs["kernel_shape"]), tuple(node.attrs["strides"])
+    pads = tuple(node.attrs.get("pads", (0, 0, 0, 0)))
     sy, zy = q.out_params(node)
     m, s = requant_multiplier(node.name, qt.scale / (k[0] * k[1] * sy))
     out = q.add_tensor(node.outputs[0], sy, zy)
-    q.add_op(QAvgPool(node.name, qt.name, out.name, k, st, (0, 0, 0, 0), m, s, qt.zero_point, zy))
+    regions = ()
+    if any(pads) and not node.attrs.get("count_include_pad", 0):
+        regions = avg_regions(node.name, qt.shape[2:], out.shape[2:], k, st,
+                              pads, qt.scale / sy)
+    q.add_op(QAvgPool(node.name, qt.name, out.name, k, st, pads, m, s, qt.zero_point, zy, regions))
 
 
 # ---------------------------------------------------------------- golden
@@ -138,9 +169,14 @@ def _golden_max(op: QMaxPool, x: np.ndarray) -> np.ndarray:
 
 
 def _golden_avg(op: QAvgPool, x: np.ndarray) -> np.ndarray:
-    sums = np.stack([windows(xn, op.kernel, op.strides, op.pads, 0).astype(np.int64).sum(axis=(3, 4))
+    sums = np.stack([windows(xn, op.kernel, op.strides, op.pads, op.x_zp).astype(np.int64).sum(axis=(3, 4))
                      for xn in x])
-    return arith.pool_avg(sums, op.n, op.x_zp, op.mult, op.shift, op.y_zp)
+    if not op.regions:
+        return arith.pool_avg(sums, op.n, op.x_zp, op.mult, op.shift, op.y_zp)
+    y = np.empty(sums.shape, np.int8)
+    for oy0, oy1, ox0, ox1, m, s in op.regions:
+        y[..., oy0:oy1, ox0:ox1] = arith.pool_avg(sums[..., oy0:oy1, ox0:ox1], op.n, op.x_zp, m, s, op.y_zp)
+    return y
 
 
 # ---------------------------------------------------------------- device lowering
@@ -149,12 +185,7 @@ def _layout_max(op: QMaxPool, qg, lays) -> None:
 
 
 def _layout_avg(op: QAvgPool, qg, lays) -> None:
-    if any(op.pads):
-        raise CompileError(f"QAvgPool {op.name!r}: padding {op.pads} unsupported")
-    x, y = qg.tensors[op.inp], qg.tensors[op.out]
-    oh, ow = conv_out_hw(x.shape[2], x.shape[3], op.kernel, op.strides, (0, 0, 0, 0))
-    if (oh, ow) != tuple(y.shape[2:]):
-        raise CompileError(f"QAvgPool {op.name!r}: output {y.shape[2:]} does not match {(oh, ow)}")
+    window_layout(op, qg, lays, op.x_zp)
 
 
 def _tile(op, lays: dict, cfg) -> EltTiling:
@@ -170,6 +201,11 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
             return None
         return nt * kbg * ih * iw * W / bw + 60 * nt * (2 + kbg)
 
+    ap = align_px(cfg)
+    if any(rx % ap for _, _, rx0, rx1, _, _ in getattr(op, "regions", ()) for rx in (rx0 + Y.pads[1],)):
+        raise CompileError(f"AveragePool {op.name!r}: count_include_pad=0 with column pads {op.pads} needs "
+                           f"output column runs starting on {ap}-pixel DDR granules on '{cfg.name}' "
+                           f"({cfg.word_bytes}-byte words); pad rows only, or use count_include_pad=1")
     tl = tile_vector(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost)
     if tl is None:
         raise untileable(f"pool {op.name!r}", op.kernel, Y.H, Y.W, cfg)
@@ -198,19 +234,20 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
     kh, kw = op.kernel
     sh, sw = op.strides
     _, _, Ho, Wo = Y.shape
-    if avg:
-        qin = P.qregs.get(0, 0, op.x_zp)
-        qout = P.qregs.get(op.mult, op.shift, op.y_zp, pinned=(qin,))
-    else:
-        qin = qout = 0
+    regions = (op.regions or ((0, Ho, 0, Wo, op.mult, op.shift),)) if avg else ((0, Ho, 0, Wo, 0, 0),)
     reg = tl.regions
     islot = oslot = 0
-    for k0 in range(0, X.nblocks, tl.kbg):
+    for k0, (ry0, ry1, rx0, rx1, mult, shift) in ((k, r) for k in range(0, X.nblocks, tl.kbg) for r in regions):
         kbs = range(k0, min(X.nblocks, k0 + tl.kbg))
-        for oy0 in range(0, Ho, tl.th):
-            th = min(tl.th, Ho - oy0)
-            for ox0 in range(0, Wo, tl.tw):
-                tw = min(tl.tw, Wo - ox0)
+        if avg:
+            qin = P.qregs.get(0, 0, op.x_zp)
+            qout = P.qregs.get(mult, shift, op.y_zp, pinned=(qin,))
+        else:
+            qin = qout = 0
+        for oy0 in range(ry0, ry1, tl.th):
+            th = min(tl.th, ry1 - oy0)
+            for ox0 in range(rx0, rx1, tl.tw):
+                tw = min(tl.tw, rx1 - ox0)
                 win = input_window(op, X, oy0, th, ox0, tw, ap)
                 nrows, ncols = win.nrows, win.ncols
                 base = reg["i"][islot]
