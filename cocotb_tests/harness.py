@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from cocotb_tests.build import TOPLEVEL, build, verilator_env
+from cocotb_tests.procguard import GuardedVerilator, RunLock
 from cocotb_tests.rtl_dump import check_dump_scopes, dump_request
 from tpusim.arch.config import ClockConfig, HwConfig, load_config
 from tpusim.arch.errors import SimulationError
@@ -217,7 +218,10 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     recorded as ``"bugs"`` in rtl_result.json.
 
     ``inputs``: {input name: int8 NCHW ndarray or path of a .npy}. Writes everything into
-    ``out_dir`` (see the module docstring). Raises SimulationError if the build fails or the
+    ``out_dir`` (see the module docstring). The simulator dies with this process (kill -9
+    included) and ``out_dir`` is locked for the run (cocotb_tests/procguard.py): RunLockedError
+    (a SimulationError naming the PID and folder) if another live run uses it; a dead run's lock
+    is taken over. Raises SimulationError if the build fails or the
     simulator dies without writing a result; a device error or a watchdog timeout is reported
     in ``RtlResult.status`` / ``message``.
     """
@@ -225,6 +229,15 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     cfg = load_config(cfg) if isinstance(cfg, str) else cfg
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out) as lock:         # RunLockedError while another live run uses `out`
+        return _run_locked(lock, tpubin_path, cfg, inputs, out, waves, max_cycles, stall_cycles,
+                           quiet_cycles, internal_clocks, bugs, dump_scopes, dump_window_ps,
+                           deadlock_cycles)
+
+
+def _run_locked(lock, tpubin_path, cfg, inputs, out, waves, max_cycles, stall_cycles, quiet_cycles,
+                internal_clocks, bugs, dump_scopes, dump_window_ps, deadlock_cycles) -> RtlResult:
+    """run_rtl holding the folder's RunLock; the simulator dies with this process."""
     dump = dump_request(out, waves, dump_scopes, dump_window_ps)
     for stale in [out / RESULT_JSON, out / TRACE_FILE, *dump.stale]:
         stale.unlink(missing_ok=True)
@@ -251,10 +264,10 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
            "TPU_QUIET_CYCLES": str(quiet_cycles),
            "TPU_INTERNAL_CLOCKS": "1" if internal_clocks else "0",
            "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
-    from cocotb_tools.runner import get_runner
     t = time.monotonic()
     with verilator_env(), _not_under_pytest():
-        runner = get_runner("verilator")
+        runner = GuardedVerilator()
+        runner.lock = lock
         # the runner passes sys.path to the simulator as PYTHONPATH: make test_tpu and the
         # tpusim / cocotb_tests packages importable there
         for d in (str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)):
