@@ -26,6 +26,8 @@ Output folder after a run:
                       error_code (number), error_name, error_pc, error_cycle, waiting, ...
   retire.trace        one line per retire: "<time_ps - T0> <ENGINE> <pc>" (pc: byte offset)
   sim.log             the simulator's stdout/stderr
+  rtl.lock            only while a run uses the folder: its PID and the simulator's
+                      (cocotb_tests/procguard.py; left by a killed run, taken over by the next)
   arch.vcd            waves="arch": architectural signals (waves/arch_map.yaml), model time base
   waves.vcd           waves="vcd" with dump_scopes / dump_window_ps, model time base
   dump.vcd / .fst     waves="vcd"/"fst" otherwise: Verilator's full dump, simulation time

@@ -94,6 +94,11 @@ class RunLock:
         self.fd = None
 
 
+if not callable(getattr(Verilator, "_execute_cmds", None)):      # the one cocotb internal we override
+    raise ImportError("cocotb_tools.runner.Verilator has no _execute_cmds: this cocotb cannot start "
+                      "the simulator so that it dies with its parent; update cocotb_tests/procguard.py")
+
+
 class GuardedVerilator(Verilator):
     """cocotb's Verilator runner; its commands die with this process and keep ``lock`` held."""
 
