@@ -96,7 +96,7 @@ class Decoder:
                 break                              # an engine error registers at e: no dispatch
             if q is None:
                 if ins is None:
-                    self._reserved(word, e_ps)
+                    self._rejected(word, e_ps)
                 if self.trace is not None:
                     self.trace.halt_dispatch(e_ps, self.pc, self.error_code)
                 yield from self._halt(e_ps)
@@ -139,7 +139,7 @@ class Decoder:
             self._plain_wait = False           # one interrupt only (two errors at one ps)
             self.proc.interrupt("device error")
 
-    def _reserved(self, word: bytes, h0_ps: int) -> None:
+    def _rejected(self, word: bytes, h0_ps: int) -> None:
         """A word that does not decode "dispatched" at ``h0``: error_code 1 (reserved opcode) or
         12 (unused bits), error_pc = PC. The message gets the cycle count once the device has
         halted (models/tpu.py)."""
