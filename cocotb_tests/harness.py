@@ -28,6 +28,8 @@ Output folder after a run:
                       error_code (number), error_name, error_pc, error_cycle, waiting, ...
   retire.trace        one line per retire: "<time_ps - T0> <ENGINE> <pc>" (pc: byte offset)
   sim.log             the simulator's stdout/stderr
+  rtl.lock            only while a run uses the folder: its PID and the simulator's
+                      (cocotb_tests/procguard.py; left by a killed run, taken over by the next)
   arch.vcd            waves="arch": architectural signals (waves/arch_map.yaml), model time base
   waves.vcd           waves="vcd" with dump_scopes / dump_window_ps, model time base
   dump.vcd / .fst     waves="vcd"/"fst" otherwise: Verilator's full dump, simulation time
@@ -47,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from cocotb_tests.build import TOPLEVEL, build, verilator_env
+from cocotb_tests.procguard import GuardedVerilator, RunLock
 from cocotb_tests.rtl_dump import check_dump_scopes, dump_request
 from tpusim.arch.config import ClockConfig, HwConfig, load_config
 from tpusim.arch.errors import SimulationError
@@ -219,7 +222,10 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     recorded as ``"bugs"`` in rtl_result.json.
 
     ``inputs``: {input name: int8 NCHW ndarray or path of a .npy}. Writes everything into
-    ``out_dir`` (see the module docstring). Raises SimulationError if the build fails or the
+    ``out_dir`` (see the module docstring). The simulator dies with this process (kill -9
+    included) and ``out_dir`` is locked for the run (cocotb_tests/procguard.py): RunLockedError
+    (a SimulationError naming the PID and folder) if another live run uses it; a dead run's lock
+    is taken over. Raises SimulationError if the build fails or the
     simulator dies without writing a result; a device error or a watchdog timeout is reported
     in ``RtlResult.status`` / ``message``.
     """
@@ -227,6 +233,15 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     cfg = load_config(cfg) if isinstance(cfg, str) else cfg
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out) as lock:         # RunLockedError while another live run uses `out`
+        return _run_locked(lock, tpubin_path, cfg, inputs, out, waves, max_cycles, stall_cycles,
+                           quiet_cycles, internal_clocks, bugs, dump_scopes, dump_window_ps,
+                           deadlock_cycles)
+
+
+def _run_locked(lock, tpubin_path, cfg, inputs, out, waves, max_cycles, stall_cycles, quiet_cycles,
+                internal_clocks, bugs, dump_scopes, dump_window_ps, deadlock_cycles) -> RtlResult:
+    """run_rtl holding the folder's RunLock; the simulator dies with this process."""
     dump = dump_request(out, waves, dump_scopes, dump_window_ps)
     info = build(cfg, waves=dump.build_waves, internal_clocks=internal_clocks,  # None -> $WAVES
                  bugs=bugs)
@@ -235,10 +250,10 @@ def run_rtl(tpubin_path: str | Path, cfg: HwConfig | str, inputs: dict, out_dir:
     env = prepare_run_dir(out, tpubin_path, cfg, inputs, dump.stale,
                           max_cycles=max_cycles, stall_cycles=stall_cycles, quiet_cycles=quiet_cycles,
                           internal_clocks=internal_clocks, deadlock_cycles=deadlock_cycles)
-    from cocotb_tools.runner import get_runner  # host only: the simulator imports this module
     t = time.monotonic()
     with verilator_env(), not_under_pytest():
-        runner = get_runner("verilator")
+        runner = GuardedVerilator()
+        runner.lock = lock
         simulator_pythonpath()
         try:
             runner.test(test_module="test_tpu", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",

@@ -44,6 +44,7 @@ from cocotb_tests.harness import (
     sim_plusargs,
     simulator_pythonpath,
 )
+from cocotb_tests.procguard import die_with_parent
 from cocotb_tests.rtl_dump import ARCH_VCD
 from tpusim.arch.config import HwConfig, load_config
 from tpusim.arch.errors import SimulationError
@@ -110,7 +111,8 @@ class RtlServer:
                     CPUS_ENV: ",".join(str(c) for c in sorted(cpus))})
         with open(self.dir / SERVER_LOG, "w") as log, _one_cpu(cpus):
             self.proc = subprocess.Popen(cmd, cwd=self.dir, env=env, pass_fds=(jobs_r, done_w),
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_parent(os.getpid()))  # dies with its worker
         os.close(jobs_r)
         os.close(done_w)
         self._jobs = os.fdopen(self._jobs_w, "w", buffering=1)

@@ -36,6 +36,7 @@ import cocotb
 from cocotb.utils import get_sim_time
 
 from cocotb_tests.harness import TRACE_FILE
+from cocotb_tests.procguard import die_with_parent
 from cocotb_tests.rtl_server import CPUS_ENV, DONE_FD_ENV, JOBS_FD_ENV
 from cocotb_tests.test_tpu import run_job
 
@@ -89,6 +90,7 @@ async def serve_tpubins(dut):
         gc.freeze()     # no refcount/GC writes to the parent's objects: a child's exit stays cheap
         pid = os.fork()
         if pid == 0:
+            die_with_parent(os.getppid())()      # a run dies with its server
             jobs.close()
             done.close()
             _enter_job(job)

@@ -1,5 +1,5 @@
-// Decode and dispatch, HALT, reserved-opcode error (docs/architecture.md, "Decoder and
-// dispatch"), core domain.
+// Decode and dispatch, HALT, reserved-opcode and unused-bits errors (docs/architecture.md,
+// "Decoder and dispatch"), core domain.
 //
 // At core edge e the instruction at pc_q is dispatched if its line is valid (line_valid_i during
 // the cycle before e) and, for an engine instruction, the engine's queue is not full as seen from
@@ -9,7 +9,9 @@
 // at which every dispatched instruction has retired as visible in the core domain (retired_i:
 // per-engine retire counts, already crossed into the core domain). HALT retires at h
 // (halt_retire_o high during cycle h, also after a reserved opcode, with its pc). A reserved
-// opcode sets error_code 1 and error_pc at h0.
+// opcode sets error_code 1 and error_pc at h0. A known opcode with a bit set above its last
+// field (unused_bits_set, generated in tpu_isa_pkg) is rejected the same way with error_code
+// ERR_UNUSED_BITS: dispatched as a HALT, nothing goes to an engine queue.
 // Engine device errors (docs/architecture.md, "Device errors"): eng_err_i[e] is engine e's
 // sticky first error as seen in the core domain (MXU/VPU: registered at the detecting edge t,
 // acted on here at t+1; LOAD/STORE: through tpu_cdc_sync, acted on at cdc(t -> core)). At the
@@ -86,11 +88,14 @@ module tpu_decoder
   assign nop    = nop_fields(instr);
 
   // ---- decode -----------------------------------------------------------------------------
-  logic       is_engine, is_halt, is_reserved;
+  logic       is_engine, is_halt, is_reserved, is_unused, is_bad;
   logic [1:0] engine;
 
+  assign is_unused = unused_bits_set(instr);        // 0 for a reserved opcode
+  assign is_bad    = is_reserved || is_unused;      // rejected at dispatch: stops as HALT
+
   always_comb begin
-    is_engine   = 1'b1;
+    is_engine   = !is_unused;
     is_halt     = 1'b0;
     is_reserved = 1'b0;
     engine      = 2'(ENG_LOAD);
@@ -129,7 +134,7 @@ module tpu_decoder
   logic dispatch, all_retired, err_stop;
   assign err_stop = ext_err && !stopped_q;          // an engine error stops dispatch at this edge
   assign dispatch = !stopped_q && !ext_err && line_ok && !(is_engine && q_full_i[engine]);
-  assign stop_o   = (dispatch && (is_halt || is_reserved)) || err_stop;
+  assign stop_o   = (dispatch && (is_halt || is_bad)) || err_stop;
 
   always_comb begin
     push_o = '0;
@@ -168,7 +173,7 @@ module tpu_decoder
       if (dispatch) begin
         pc_q <= pc_q + DDR_ADDR_BITS'(INSTR_BYTES);
         if (is_engine) dispatched_q[engine] <= dispatched_q[engine] + 8'd1;
-        if (is_halt || is_reserved) begin
+        if (is_halt || is_bad) begin
           stopped_q <= 1'b1;
           halt_pc_q <= pc_q;
         end
@@ -182,9 +187,9 @@ module tpu_decoder
           error_q      <= 1'b1;
           error_code_q <= ext_code;
           error_pc_q   <= ext_pc;
-        end else if (dispatch && is_reserved) begin
+        end else if (dispatch && is_bad) begin
           error_q      <= 1'b1;
-          error_code_q <= ERR_RESERVED_OPCODE;
+          error_code_q <= is_reserved ? ERR_RESERVED_OPCODE : ERR_UNUSED_BITS;
           error_pc_q   <= pc_q;
         end
       end

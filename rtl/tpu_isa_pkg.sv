@@ -7,6 +7,7 @@
 // Decoding: opcode_of(instr), wait_mask_of(instr), signal_mask_of(instr); the operand
 // fields of opcode <OP> as one packed struct <op>_t = <op>_fields(instr), e.g.
 // matmul_t mm = matmul_fields(instr) gives mm.count_x (signed fields are logic signed).
+// unused_bits_set(instr): a bit above the opcode's <OP>_USED_BITS is set (device error unused_bits).
 
 `ifndef TPU_ISA_PKG_SV
 `define TPU_ISA_PKG_SV
@@ -95,6 +96,7 @@ package tpu_isa_pkg;
   localparam logic [7:0] ERR_VPU_SRAM_RANGE            = 8'd9;  // VPU, at start
   localparam logic [7:0] ERR_VPU_ACC_RANGE             = 8'd10;  // VPU, at start
   localparam logic [7:0] ERR_TOKEN_OVERFLOW            = 8'd11;  // sender engine, at completion
+  localparam logic [7:0] ERR_UNUSED_BITS               = 8'd12;  // decoder, at dispatch
 
   // NOP (opcode 0x01, engine named by its field)
   localparam int unsigned NOP_ENGINE_LSB                     = 16;  // [17:16]
@@ -352,6 +354,26 @@ package tpu_isa_pkg;
   } add_t;
   function automatic add_t add_fields(input logic [INSTR_BITS-1:0] w);
     return add_t'(w[ADD_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
+  // unused_bits_set(instr): a bit above the opcode's last field is set (ERR_UNUSED_BITS;
+  // 0 for a reserved opcode)
+  function automatic logic unused_bits_set(input logic [INSTR_BITS-1:0] w);
+    logic set;
+    unique case (opcode_of(w))
+      OP_NOP:          set = |w[INSTR_BITS-1:NOP_USED_BITS];
+      OP_HALT:         set = |w[INSTR_BITS-1:HALT_USED_BITS];
+      OP_DMA_LOAD:     set = |w[INSTR_BITS-1:DMA_LOAD_USED_BITS];
+      OP_DMA_STORE:    set = |w[INSTR_BITS-1:DMA_STORE_USED_BITS];
+      OP_LOAD_WEIGHTS: set = |w[INSTR_BITS-1:LOAD_WEIGHTS_USED_BITS];
+      OP_MATMUL:       set = |w[INSTR_BITS-1:MATMUL_USED_BITS];
+      OP_LOAD_QREG:    set = |w[INSTR_BITS-1:LOAD_QREG_USED_BITS];
+      OP_REQUANT:      set = |w[INSTR_BITS-1:REQUANT_USED_BITS];
+      OP_POOL:         set = |w[INSTR_BITS-1:POOL_USED_BITS];
+      OP_ADD:          set = |w[INSTR_BITS-1:ADD_USED_BITS];
+      default:         set = 1'b0;
+    endcase
+    return set;
   endfunction
 
   /* verilator lint_on UNUSEDSIGNAL */

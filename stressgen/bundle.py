@@ -10,7 +10,8 @@
   divergence.txt               the first-divergence report of every failed check
   verdict.json                 the runner's Outcome (status, reason, signal, timings, details)
   min/                         the minimised reproducer: program.asm, program.tpubin,
-                               divergence.txt, verdict.json, sizes.json (before / after), replay.sh
+                               divergence.txt, verdict.json, sizes.json (before / after), replay.sh,
+                               and its model.vcd, rtl.vcd, merged.vcd, triage.gtkw
 
 The folder is assembled under a temporary name and renamed into place, so a bundle is either
 complete or absent (a previous bundle of the same seed is replaced).
@@ -44,11 +45,20 @@ def bundle_dir(spec, campaign_id: str, seed: int) -> Path:
     return Path(spec.bundle_root) / campaign_id / str(seed)
 
 
+class BundleFile(str):
+    """An argument of ``replay_script`` naming a file beside the script (the bundle may move)."""
+
+
 def replay_script(argv: list[str]) -> str:
-    """A POSIX shell script running ``python -m stressgen <argv>`` from the repository."""
-    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "stressgen", *argv])
-    return f"#!/bin/sh\n# replay this program alone (extra arguments are passed on, e.g. --out DIR)\n" \
-           f"cd {shlex.quote(str(REPO))} && exec {cmd} \"$@\"\n"
+    """A POSIX shell script running ``python -m stressgen <argv>`` from the repository; a
+    ``BundleFile`` argument is found through the script's own folder, so a moved or copied bundle
+    still replays."""
+    def arg(a: str) -> str:
+        return f'"$here"/{shlex.quote(a)}' if isinstance(a, BundleFile) else shlex.quote(a)
+    cmd = " ".join(arg(a) for a in [sys.executable, "-m", "stressgen", *argv])
+    return ("#!/bin/sh\n# replay this program alone (extra arguments are passed on, e.g. --out DIR)\n"
+            'here=$(cd "$(dirname "$0")" && pwd) || exit 1\n'
+            f"cd {shlex.quote(str(REPO))} && exec {cmd} \"$@\"\n")
 
 
 def _write_script(path: Path, text: str) -> None:
@@ -78,7 +88,7 @@ def _copy_waves(outcome, run_dir: Path, dst: Path) -> None:
     if g is not None and g.exists():
         text = g.read_text()
         merged = files.get("merged_vcd")
-        final = dst.parent / dst.name.lstrip(".").split(".tmp")[0]     # the name after the rename
+        final = bundle_final_path(dst)                                 # the name after the rename
         if merged:
             text = text.replace(str(Path(merged)), str(final / "merged.vcd"))
         text = text.replace(str(g), str(final / "triage.gtkw"))
@@ -147,6 +157,7 @@ def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
         return
     final = run_one(res.prog, cfg, scratch / "final", rtl=spec.rtl, bugs=spec.bugs, waves=spec.waves)
     _copy_program_files(scratch / "final", dst)
+    _copy_waves(final, scratch / "final", dst)
     sizes = res.to_json()
     write_text_atomic(dst / "sizes.json", json.dumps(sizes, indent=1))
     head = (f"minimised: {res.before.instrs} -> {res.after.instrs} instructions, "
@@ -155,7 +166,7 @@ def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
             f"failure kept: {res.signature}; minimised program's verdict: {final.signature}\n")
     write_text_atomic(dst / "divergence.txt", head + final.first_divergence + "\n")
     write_text_atomic(dst / "verdict.json", json.dumps(final.to_json(), indent=1, default=str))
-    argv = ["replay", "--asm", str(bundle_final_path(dst) / "program.asm"), "--hw", spec.hw]
+    argv = ["replay", "--asm", BundleFile("program.asm"), "--hw", spec.hw]
     if spec.bug:
         argv += ["--bug", spec.bug]
     if not spec.rtl:
@@ -200,5 +211,5 @@ def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str
         raise
 
 
-__all__ = ["write_bundle", "write_crash_bundle", "write_min", "bundle_dir", "replay_script",
+__all__ = ["write_bundle", "write_crash_bundle", "write_min", "bundle_dir", "replay_script", "BundleFile",
            "remove_tree"]

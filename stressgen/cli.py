@@ -285,7 +285,7 @@ def _scoped_dump(a, cfg, out: Path, bugs) -> str:
 
 
 def cmd_report(a) -> int:
-    with ResultsDb(a.db, create=False) as db:
+    with ResultsDb(a.db, read_only=True) as db:
         sums = summarize(db, a.campaign)
     if not sums:
         raise DbError(f"{a.db}: no campaign" + (f" {a.campaign!r}" if a.campaign else "") + " in this database")

@@ -5,7 +5,9 @@ contents, and a golden run that observes the data: effective K/N of each accumul
 requant scales, rounding ties), so a bin counts only what the program really does - also after
 the minimiser edits it. ``observed_bins(counters)`` gives the DYNAMIC bins from the SimPy / RTL
 performance counters (tpusim.arch.perf.COUNTERS): those mean the event really happened.
-``ALL_BINS`` = STATIC_BINS + DYNAMIC_BINS.
+``INVALID_BINS`` are static bins that only an invalid program hits (stressgen.invalid), required
+of a campaign that makes them. ``ALL_BINS`` = STATIC_BINS + DYNAMIC_BINS + INVALID_BINS;
+``required_bins(invalid_rate)``.
 """
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ import numpy as np
 
 from stressgen.analysis import dma_runs, engine_of, footprint, match_tokens, matmul_words, ordered, vector_clocks
 from stressgen.golden import run_golden
-from stressgen.program import StressError, config
+from stressgen.program import RawWord, StressError, config
 from stressgen.tasks import PRIME_K
 from stressgen.validate import normalise
 from tpusim.arch import arith
+from tpusim.arch.isa import unused_bits
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 STATIC_BINS = (
@@ -44,7 +47,15 @@ STATIC_BINS = (
     "pool_max", "pool_avg", "add", "relu",
 )
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
-ALL_BINS = STATIC_BINS + DYNAMIC_BINS
+#: invalid_unused_bits: a word of a known opcode with a bit set above its last field (the decoder's
+#: unused_bits device error)
+INVALID_BINS = ("invalid_unused_bits",)
+ALL_BINS = STATIC_BINS + DYNAMIC_BINS + INVALID_BINS
+
+
+def required_bins(invalid_rate: float) -> tuple[str, ...]:
+    """The bins a campaign must hit: INVALID_BINS only if it makes invalid programs."""
+    return ALL_BINS if invalid_rate > 0 else STATIC_BINS + DYNAMIC_BINS
 LONG_CHAIN_HOPS = 6
 SHIFT_COMPILER = (-31, 30)        # tpusim.arch.arith.quantize_multiplier's shifts
 
@@ -286,6 +297,7 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
     cfg = cfg or config(prog.hw)
     instrs = normalise(prog.instrs)
     b: Counter = Counter()
+    b["invalid_unused_bits"] += sum(isinstance(i, RawWord) and unused_bits(i.word) != 0 for i in instrs)
     _static(prog, cfg, instrs, b)
     obs = _Observer(cfg)
     try:
@@ -296,4 +308,4 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
     return {k: int(v) for k, v in sorted(b.items()) if v}
 
 
-__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "bins_of", "observed_bins", "tie_mask"]
+__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "required_bins", "bins_of", "observed_bins", "tie_mask"]

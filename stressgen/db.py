@@ -30,6 +30,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from stressgen.writefail import WRITE_FAILED
 from tpusim.arch.errors import TpuError
@@ -115,16 +116,21 @@ def _wrap(path: Path, exc: Exception) -> DbError:
 
 class ResultsDb:
     """The results database at ``path`` (created with its folder if missing). DbError on failure.
+    ``read_only``: open an existing file for reading only, also on a read-only folder or file
+    system (``stressgen report``); nothing is created or written.
 
     Use as a context manager or call ``close()``. Not shared between processes' threads: only the
     campaign parent opens it for writing."""
 
-    def __init__(self, path: str | Path, create: bool = True):
+    def __init__(self, path: str | Path, create: bool = True, read_only: bool = False):
         self.path = Path(path)
         if self.path.is_dir():
             raise DbError(f"{self.path}: is a folder, expected a results database file")
-        if not create and not self.path.is_file():
+        if (read_only or not create) and not self.path.is_file():
             raise DbError(f"{self.path}: no such results database")
+        if read_only:
+            self.conn = _connect_read_only(self.path)
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -248,6 +254,32 @@ class ResultsDb:
         q = "SELECT * FROM sessions" + (" WHERE campaign=?" if campaign_id else "") + " ORDER BY id"
         cur = self.conn.execute(q, (campaign_id,) if campaign_id else ())
         return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection that also works on a read-only folder or file system.
+
+    ``mode=ro`` first: it sees a WAL that a running campaign is writing. Where SQLite cannot
+    open even that (WAL mode needs a ``-shm`` file it may not create in a read-only folder), the
+    file is opened ``immutable=1``: no locks and no ``-shm``, the file read as it is (our WAL is
+    checkpointed after every commit, so at most the last program's row is missing). The schema
+    is checked; DbError names the path."""
+    uri = "file:" + quote(str(path.resolve()))
+    last = None
+    for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(uri + flags, uri=True, timeout=30.0, isolation_level=None)
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.Error as e:
+            last = e
+            continue
+        if row is None or row[0] != SCHEMA_VERSION:
+            conn.close()
+            found = repr(row[0]) if row else "missing"
+            raise DbError(f"{path}: results database schema {found}, this stressgen reads "
+                          f"schema {SCHEMA_VERSION!r}")
+        return conn
+    raise _wrap(path, last) from None
 
 
 class _Transaction:

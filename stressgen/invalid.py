@@ -3,6 +3,7 @@
 
 Classes (``prog.invalid``), each made from a valid program by one mutation that leaves the rest
 race-free: ``reserved_opcode`` (a raw word with an unassigned opcode byte is inserted),
+``unused_bits`` (an instruction's word gets bits set above its opcode's last field),
 ``dma_misaligned`` (a DMA address, stride or length off the word / 32-byte grid),
 ``dma_zero_length`` (inner_bytes, count1 or count2 = 0), ``ddr_out_of_range`` (a DMA whose last
 byte is at or past 2^40), ``qreg_unloaded`` (a VPU read of a register no LOAD_QREG wrote),
@@ -17,15 +18,16 @@ from stressgen.program import RawWord, StressProgram, instruction_from
 from stressgen.validate import validate
 from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import BY_CODE, INSTR_BYTES, decode, encode
+from tpusim.arch.isa import BY_CODE, INSTR_BITS, INSTR_BYTES, decode, encode
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
-INVALID_CLASSES = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
+INVALID_CLASSES = ("reserved_opcode", "unused_bits", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
                    "qreg_unloaded", "sram_out_of_range", "deadlock")
 #: The StressError kinds (``DEVICE_ERRORS`` names, or "deadlock") ``validate`` refuses a program
 #: of each class with; the SimPy model and the RTL flag the same device error names.
 CLASS_KINDS = {
-    "reserved_opcode": ("reserved_opcode",), "dma_misaligned": ("dma_misaligned",),
+    "reserved_opcode": ("reserved_opcode",), "unused_bits": ("unused_bits",),
+    "dma_misaligned": ("dma_misaligned",),
     "dma_zero_length": ("dma_zero_length",), "ddr_out_of_range": ("dma_ddr_range",),
     "qreg_unloaded": ("qreg_unloaded",),
     "sram_out_of_range": ("dma_sram_range", "mxu_sram_range", "mxu_acc_range", "vpu_sram_range",
@@ -59,6 +61,19 @@ def _reserved(prog, cfg, r):
     code = r.choice([c for c in range(256) if c not in BY_CODE])
     word = bytes([code]) + bytes(r.getrandbits(8) for _ in range(INSTR_BYTES - 1))
     prog.instrs.insert(r.randrange(len(prog.instrs)), RawWord(word))
+    return True
+
+
+def _unused(prog, cfg, r):
+    """One instruction (HALT included) as a raw word with 1 to 3 bits set above its fields."""
+    i = r.randrange(len(prog.instrs))
+    ins = prog.instrs[i]
+    if isinstance(ins, RawWord):
+        return False
+    word = int.from_bytes(encode(ins), "little")
+    for _ in range(r.randint(1, 3)):
+        word |= 1 << r.randrange(ins.spec.used_bits, INSTR_BITS)
+    prog.instrs[i] = RawWord(word.to_bytes(INSTR_BYTES, "little"))
     return True
 
 
@@ -139,7 +154,7 @@ def _deadlock(prog, cfg, r):
     return True
 
 
-MUTATORS = {"reserved_opcode": _reserved, "dma_misaligned": _misaligned, "dma_zero_length": _zero,
+MUTATORS = {"reserved_opcode": _reserved, "unused_bits": _unused, "dma_misaligned": _misaligned, "dma_zero_length": _zero,
             "ddr_out_of_range": _ddr, "qreg_unloaded": _qreg, "sram_out_of_range": _sram,
             "deadlock": _deadlock}
 
@@ -157,7 +172,8 @@ def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None) -> str:
 
 def assembler_rejects(prog: StressProgram, cfg) -> str:
     """The message with which the tools reject ``prog``: tpusim.arch.isa.encode/decode for a word
-    that does not encode or decode (reserved opcode), else ``validate``. "" if accepted."""
+    that does not encode or decode (reserved opcode, unused bits set), else ``validate``. "" if
+    accepted."""
     for i, ins in enumerate(prog.instrs):
         try:
             raw = ins.word if isinstance(ins, RawWord) else encode(ins)

@@ -1,7 +1,8 @@
 """``validate(prog, cfg)``: reject an ill-formed stress program with a StressError (a
 tpusim.arch.errors.IsaError) naming the instruction index, PC, field and value.
 
-Checked, in program order (the first fault is reported): raw words with a reserved opcode; field
+Checked, in program order (the first fault is reported): raw words the decoder rejects (a
+reserved opcode, non-zero unused bits: tpusim.arch.device_checks.decode_fault); field
 ranges (tpusim.arch.isa.check_ranges); the device errors of each instruction
 (tpusim.arch.device_checks: DMA zero length / misalignment / SRAM range / DDR range past 2^40,
 MXU and VPU SRAM words and accumulator rows past the end, a quant register no earlier LOAD_QREG
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from stressgen.analysis import NAMES, engine_of, find_race, match_tokens, max_outstanding
 from stressgen.program import CODE_ADDR, CODE_SPAN_BYTES, RawWord, StressError, stress_error
-from tpusim.arch.device_checks import reserved_opcode_fault, start_fault
+from tpusim.arch.device_checks import decode_fault, start_fault
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import INSTR_BYTES, check_ranges, decode_as_hardware
 from tpusim.arch.limits import TOKEN_MAX
@@ -26,13 +27,13 @@ from tpusim.arch.operands import dma_ddr_end
 
 
 def hw_decode(raw: RawWord):
-    """A raw word as the hardware decodes it: the Instruction (bits above the opcode's last
-    field ignored), or None for a reserved opcode (tpusim.arch.isa.decode_as_hardware)."""
+    """A raw word as the hardware decodes it: the Instruction, or None for a word the decoder
+    rejects (reserved opcode, unused bits set: tpusim.arch.isa.decode_as_hardware)."""
     return decode_as_hardware(raw.word)
 
 
 def normalise(instrs) -> list:
-    """Raw words that decode are replaced by their Instruction; reserved ones stay RawWord."""
+    """Raw words that decode are replaced by their Instruction; rejected ones stay RawWord."""
     out = []
     for ins in instrs:
         if isinstance(ins, RawWord):
@@ -59,11 +60,11 @@ def _store_over_code(i: int, ins) -> None:
 
 def check_instruction(i: int, ins, cfg, loaded: set) -> None:
     """Static checks of instruction ``i``; ``loaded`` = quant registers written before it
-    (updated for LOAD_QREG). StressError on the first fault: a reserved opcode, a field out of
+    (updated for LOAD_QREG). StressError on the first fault: a word the decoder rejects, a field out of
     range, the device error of ``tpusim.arch.device_checks.start_fault`` (kind = its name), a
     DMA_STORE over the code (kind "race")."""
     if isinstance(ins, RawWord):
-        raise _fault(i, ins.op, reserved_opcode_fault(ins.opcode))
+        raise _fault(i, ins.op, decode_fault(ins.word))
     try:
         check_ranges(ins)
     except IsaError as e:

@@ -53,6 +53,14 @@ CASES: dict[str, Case] = {
         "reserved_opcode", 0x20, 20,
         "reserved opcode 0xee at instruction #1 (pc 0x20): device halted with error_code 1 after "
         "30 cycles"),
+    # bit 200 of a VPU NOP (pc 0x20), dispatched at 20 like the reserved opcode above
+    "unused_bits": Case(
+        encode_program([make("NOP", engine=0)])
+        + (int.from_bytes(encode_program([make("NOP", engine=3)]), "little") | 1 << 200).to_bytes(32, "little")
+        + encode_program([make("HALT")]),
+        "unused_bits", 0x20, 20,
+        "NOP at instruction #1 (pc 0x20): bit=0xc8 (200) is set: NOP uses bits 0-17, bits 18 and up "
+        "must be zero: device halted with error_code 12 after 30 cycles"),
     "dma_zero_length": Case(
         _at1(make("DMA_LOAD", ddr_addr=0x10000, sram_addr=0, inner_bytes=64, count1=1, count2=0)),
         "dma_zero_length", 0x20, 33,

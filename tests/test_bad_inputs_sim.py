@@ -118,12 +118,12 @@ def test_deadlock_names_waiting_engines_and_pcs(tmp_path, capsys):
 
 
 def test_unused_instruction_bits(tmp_path, capsys):
-    """Set bits above an opcode's fields: ``isa.decode`` refuses them (software), the device
-    ignores them as the RTL decoder does (docs/architecture.md, clarification 5)."""
+    """Set bits above an opcode's fields: ``isa.decode`` refuses them (software); the device
+    flags them as unused_bits (docs/architecture.md, clarification 5; tests/test_model_decoder)."""
     from tpusim.arch.errors import IsaError
     from tpusim.arch.isa import decode_program
     code = B.out_of_range_field_code()
-    with pytest.raises(IsaError, match=r"^NOP at pc 0x20: unused bits above bit 18 are not zero$"):
+    with pytest.raises(IsaError, match=r"^NOP at pc 0x20: bit=0x.* is set: NOP uses bits 0-17, bits 18 and up must be zero$"):
         decode_program(code)
 
 

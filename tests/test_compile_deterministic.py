@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import qnets
+from tpucompile import driver
+from tpusim.arch.config import load_config
+from tpusim.arch.isa import INSTR_BYTES, decode_as_hardware, unused_bits
+
 REPO = Path(__file__).resolve().parent.parent
 
 PROGRAM = """
@@ -30,3 +35,20 @@ def _digest(hash_seed: str) -> str:
 def test_binary_does_not_depend_on_the_hash_seed():
     digests = {s: _digest(s) for s in ("1", "2", "3")}
     assert len(set(digests.values())) == 1, digests
+
+
+def test_compiled_code_leaves_every_unused_bit_zero():
+    """The device rejects a set bit above an opcode's fields (device error unused_bits): every
+    instruction the compiler writes for the reduced ResNet-50 and the small test graphs has none."""
+    cfg = load_config("small")
+    m, _, calib = driver.load_model_and_data("resnet50-reduced", 2)
+    models = [m] + [g() for g in (qnets.conv_bn_relu, qnets.conv_maxpool, qnets.residual_add,
+                                  lambda: qnets.gemm_head(softmax=True))]
+    for model in models:
+        if model is not m:
+            calib = qnets.inputs(qnets.in_shape(model), 2, seed=3)
+        code = driver.compile_onnx(model, cfg, calib).binary.code
+        words = [code[i:i + INSTR_BYTES] for i in range(0, len(code), INSTR_BYTES)]
+        assert len(words) > 10
+        assert [i for i, w in enumerate(words) if unused_bits(w)] == []
+        assert all(decode_as_hardware(w) is not None for w in words)

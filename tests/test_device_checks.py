@@ -9,7 +9,7 @@ import pytest
 from tpusim.arch import device_checks as dc
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import DeviceError, IsaError
-from tpusim.arch.isa import DEVICE_ERRORS, make
+from tpusim.arch.isa import DEVICE_ERRORS, OPCODES, decode_as_hardware, encode, make
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
 CFG = load_config("small")
@@ -176,8 +176,25 @@ def test_every_engine_start_error_has_a_check():
              fault("LOAD_WEIGHTS", sram_addr=WORDS).code, fault("MATMUL", count_x=1, count_y=1, acc_addr=ROWS).code,
              fault("ADD", count=1, dst_addr=WORDS).code, fault("REQUANT", acc_addr=ROWS, count=1).code,
              fault("ADD", loaded=(), count=1).code,
-             dc.reserved_opcode_fault(0xEE).code, dc.token_overflow_fault(3, 2, 4).code}
+             dc.reserved_opcode_fault(0xEE).code, dc.token_overflow_fault(3, 2, 4).code,
+             dc.decode_fault(encode(make("HALT"))[:31] + b"\x01").code}
     assert codes == set(DEVICE_ERRORS)
+
+
+@pytest.mark.parametrize("op", sorted(OPCODES))
+def test_decode_fault_names_the_lowest_unused_bit(op):
+    """Every opcode: a clean word decodes; the lowest and the highest unused bit are faults."""
+    spec = OPCODES[op]
+    clean = int.from_bytes(encode(make(op)), "little")
+    assert dc.decode_fault(clean.to_bytes(32, "little")) is None
+    for bits in ((spec.used_bits,), (255,), (spec.used_bits + 3, 255)):
+        word = clean
+        for b in bits:
+            word |= 1 << b
+        f = dc.decode_fault(word.to_bytes(32, "little"))
+        assert (f.code, f.field, f.value) == ("unused_bits", "bit", bits[0])
+        assert decode_as_hardware(word.to_bytes(32, "little")) is None
+    assert dc.decode_fault(bytes([0xEE]) + bytes(30) + b"\xff").code == "reserved_opcode"
 
 
 def test_fault_error_and_messages():

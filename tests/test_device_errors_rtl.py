@@ -39,7 +39,7 @@ def _same_run(sim_run, rtl) -> None:
     assert rtl.counters == sim_run.counters
 
 
-@pytest.mark.parametrize("name", ["reserved_opcode", "dma_zero_length", "dma_misaligned",
+@pytest.mark.parametrize("name", ["reserved_opcode", "unused_bits", "dma_zero_length", "dma_misaligned",
                                   "dma_sram_range", "dma_ddr_range", "mxu_sram_range",
                                   "mxu_acc_range", "vpu_sram_range", "vpu_acc_range",
                                   "qreg_unloaded", "token_overflow"])

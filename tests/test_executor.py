@@ -184,9 +184,14 @@ def test_token_overflow_on_the_256th_unconsumed_token():
 # ------------------------------------------------------------------ code bytes
 def test_program_from_code_decodes_as_the_hardware():
     code = bytearray(encode_program([make("NOP", engine=1), HALT, make("LOAD_WEIGHTS")]))
-    code[31] = 0xFF                                  # unused bits of the NOP: ignored
     prog = program_from_code(bytes(code))
     assert [i.op for i in prog] == ["NOP", "HALT"] and prog[0].args == {"engine": 1}
+    code[31] = 0x40                                  # an unused bit of the NOP: the decoder's error
+    with pytest.raises(DeviceError) as ei:
+        program_from_code(bytes(code))
+    assert (ei.value.code, ei.value.pc, ei.value.field, ei.value.value) == ("unused_bits", 0, "bit", 254)
+    assert str(ei.value) == ("instruction #0 at pc 0x0 (NOP): bit=0xfe (254) is set: NOP uses bits 0-17, "
+                             "bits 18 and up must be zero")
     with pytest.raises(DeviceError) as ei:
         program_from_code(encode_program([make("NOP", engine=1)]) + bytes([0xEE]) + bytes(31))
     assert (ei.value.code, ei.value.pc) == ("reserved_opcode", 0x20)

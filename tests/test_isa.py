@@ -292,15 +292,17 @@ def test_nonzero_unused_bits_rejected(op):
         if bit >= INSTR_BITS:
             continue
         raw = (base | 1 << bit).to_bytes(32, "little")
-        with pytest.raises(IsaError, match=re.escape(f"{op} at pc 0x60: unused bits above bit {top} are not zero")):
+        why = f"bit={bit:#x} ({bit}) is set: {op} uses bits 0-{top - 1}, bits {top} and up must be zero"
+        with pytest.raises(IsaError, match=re.escape(f"{op} at pc 0x60: {why}")):
             decode(raw, 0x60)
-        with pytest.raises(IsaError, match=re.escape(f"{op}: unused bits above bit {top} are not zero")):
+        with pytest.raises(IsaError, match=re.escape(f"{op}: {why}")):
             decode(raw)
 
 
 def test_halt_with_operand_bits_rejected():
     raw = (0x02 | 1 << 16).to_bytes(32, "little")
-    with pytest.raises(IsaError, match=re.escape("HALT at pc 0x0: unused bits above bit 16 are not zero")):
+    with pytest.raises(IsaError, match=re.escape("HALT at pc 0x0: bit=0x10 (16) is set: HALT uses bits 0-15, "
+                                                 "bits 16 and up must be zero")):
         decode(raw, 0)
 
 

@@ -6,7 +6,7 @@ DDR grant at edge 2, done at 2 + 8 + 4 - 1 = 13 = 16350 ps, cdc -> core 19).
 import pytest
 
 from tpusim.arch.config import load_config
-from tpusim.arch.errors import SimulationError
+from tpusim.arch.errors import DeviceError, SimulationError
 from tpusim.arch.isa import Engine, assemble, encode_program, make
 from tpusim.sim import run_program
 
@@ -50,11 +50,18 @@ def test_program_without_halt_stops_at_zero_word():
         run_program([make("NOP", engine=3), make("NOP", engine=3)], CFG)
 
 
-def test_unused_bits_are_ignored_like_the_rtl():
+def test_unused_bits_are_a_decoder_error():
+    """A bit above HALT's (empty) field list: device error unused_bits at HALT's dispatch edge,
+    the device halts as after HALT (same cycle count)."""
     raw = bytearray(encode_program([make("HALT")]))
-    raw[20] = 0xFF                          # above HALT's (empty) field list
-    run, _ = run_program([], CFG, [(0, bytes(raw))])
-    assert run.cycles == 20
+    raw[20] = 0x81                          # bits 160 and 167
+    with pytest.raises(DeviceError) as ei:
+        run_program([], CFG, [(0, bytes(raw))])
+    e = ei.value
+    assert (e.code, e.code_num, e.pc, e.cycle, e.field, e.value) == ("unused_bits", 12, 0, 19, "bit", 160)
+    assert e.run.cycles == 20 and e.run.error_code == 12 and e.run.error_pc == 0
+    assert str(e) == ("HALT at instruction #0 (pc 0x0): bit=0xa0 (160) is set: HALT uses bits 0-15, bits 16 "
+                      "and up must be zero: device halted with error_code 12 after 20 cycles")
 
 
 def test_queue_backpressure():

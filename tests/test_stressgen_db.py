@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -174,3 +176,49 @@ def test_kill9_and_resume_loses_nothing(tmp_path):
     sessions = c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
     c.close()
     assert sessions >= 2
+
+
+# ------------------------------------------------------------------ report from a read-only place
+def _as_unprivileged() -> list[str]:
+    """A command prefix that drops root (root writes through chmod -w): util-linux setpriv to
+    nobody; [] if not root."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root and no setpriv (util-linux) to drop to an unprivileged user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_report_reads_a_read_only_folder_and_file():
+    """`stressgen report` on a database whose folder and file are chmod -w (as a user they bind:
+    root ignores the bits). SQLite's plain open wants to write (WAL): `mode=ro`, then `immutable=1`."""
+    base = Path(tempfile.mkdtemp(prefix="ro-report-"))
+    try:
+        base.chmod(0o755)
+        db_path = base / "d" / "s.db"
+        with ResultsDb(db_path) as db:
+            cid = db.ensure_campaign(_camp())
+            db.record(cid, db.start_session(cid, jobs=1), ProgramRow(0, 11, "small", None, "pass"))
+            db.record(cid, None, ProgramRow(1, 12, "small", None, "fail", reason="simpy_vs_rtl"))
+        assert sorted(p.name for p in db_path.parent.iterdir()) == ["s.db"]   # no -wal/-shm left
+        db_path.chmod(0o444)
+        db_path.parent.chmod(0o555)
+        pre, env = _as_unprivileged(), dict(os.environ, PYTHONPATH=str(REPO))
+        probe = subprocess.run([*pre, sys.executable, "-c", "import stressgen"], cwd=base,
+                               capture_output=True, text=True, env=env)
+        if probe.returncode:
+            pytest.skip(f"the unprivileged user cannot run this checkout's Python: {probe.stderr[-300:]!r}")
+        r = subprocess.run([*pre, sys.executable, "-m", "stressgen", "report", "--db", str(db_path)],
+                           cwd=base, capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 1, r.stderr          # one failing program: exit 1, not an error (2)
+        assert r.stdout.startswith("campaign s5-small-clean-simpy") and "programs: 2  pass 1  fail 1" in r.stdout
+        assert r.stderr == ""
+        assert sorted(p.name for p in db_path.parent.iterdir()) == ["s.db"]   # nothing created
+        # the library call too, and a read-only open of a missing file names it
+        with ResultsDb(db_path, read_only=True) as db:
+            assert [p["status"] for p in db.programs()] == ["pass", "fail"]
+        with pytest.raises(DbError, match=f"{base / 'd' / 'none.db'}: no such results database"):
+            ResultsDb(base / "d" / "none.db", read_only=True)
+    finally:
+        db_path.parent.chmod(0o755)
+        shutil.rmtree(base)

@@ -92,6 +92,8 @@ def test_parse_asm_rejects_garbage():
     ([make("DMA_STORE", ddr_addr=CODE_ADDR, sram_addr=0, inner_bytes=64, count1=1, count2=1)],
      "race", "over the code"),
     ([RawWord(bytes([0xEE]) + bytes(31))], "reserved_opcode", "opcode=0xee"),
+    ([RawWord(bytes([0x01]) + bytes(30) + b"\x80")], "unused_bits",
+     "instruction #0 at pc 0x0 (RAW): bit=0xff (255) is set: NOP uses bits 0-17, bits 18 and up must be zero"),
 ])
 def test_validate_rejects(instrs, kind, text):
     with pytest.raises(StressError) as ei:
@@ -149,3 +151,15 @@ def test_tie_mask():
     assert tie_mask([12], 1 << 30, -2, 0, -128)[0].tolist() == [True]
     # a tie that ends clamped at 127 does not count
     assert tie_mask([1001], 1 << 30, 0, 0, -128)[0].tolist() == [False]
+
+
+def test_unused_bits_class_hits_its_coverage_bin():
+    """The unused_bits class sets bits above one instruction's fields; bins_of counts the word
+    (INVALID_BINS), and only campaigns that make invalid programs must hit it."""
+    from stressgen.coverage import INVALID_BINS, STATIC_BINS, bins_of, required_bins
+    p = generate(41, SMALL)
+    assert "invalid_unused_bits" not in bins_of(p, SMALL)
+    make_invalid(p, SMALL, random.Random(5), "unused_bits")
+    assert bins_of(p, SMALL)["invalid_unused_bits"] == 1
+    assert "invalid_unused_bits" in INVALID_BINS and "invalid_unused_bits" in required_bins(0.05)
+    assert "invalid_unused_bits" not in required_bins(0.0) and set(STATIC_BINS) <= set(required_bins(0.0))

@@ -89,8 +89,11 @@ def test_bundle_and_minimised_reproducer_simpy_only(tmp_path):
     # the bundle's replay scripts reproduce the failure (exit 1) from the seed alone / the min .asm
     for script in (b / "replay.sh", b / "min" / "replay.sh"):
         text = script.read_text()
-        assert "--no-rtl" in text
-    r = subprocess.run([str(b / "min" / "replay.sh"), "--out", str(tmp_path / "r")], capture_output=True,
+        assert "--no-rtl" in text and str(b) not in text        # nothing points into the bundle
+    moved = tmp_path / "elsewhere" / "bundle"                    # a moved bundle still replays
+    moved.parent.mkdir()
+    b.rename(moved)
+    r = subprocess.run([str(moved / "min" / "replay.sh"), "--out", str(tmp_path / "r")], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 1 and "verdict: FAIL (golden_vs_simpy)" in r.stdout, r.stdout + r.stderr
 
@@ -111,9 +114,10 @@ def test_invalid_programs_are_refused_and_flagged(tmp_path):
 
 
 def test_simpy_campaign_hits_every_bin(tmp_path):
-    """200 SimPy-only programs pass and hit every bin of ALL_BINS (each bin is hit by >= 9.9 % of
-    programs over 1000, so P(some bin empty after 200) < 1e-8): the report's verdict is PASS."""
-    from stressgen.coverage import ALL_BINS
+    """200 valid SimPy-only programs pass and hit every bin they must (required_bins(0): each is
+    hit by >= 9.9 % of programs over 1000, so P(some bin empty after 200) < 1e-8): PASS."""
+    from stressgen.coverage import required_bins
+    ALL_BINS = required_bins(0.0)
     from stressgen.report import render, summarize
     with ResultsDb(tmp_path / "s.db") as db:
         st = run_campaign(_spec(tmp_path, root_seed=2), 200, 2, db, progress=False)
@@ -223,8 +227,9 @@ def test_replay_reproduces_the_campaign_program(tmp_path):
 @pytest.mark.rtl
 def test_short_rtl_campaign_passes_and_covers(tmp_path):
     """20 programs on small, golden = SimPy = RTL (outputs, retire trace, counters, arch waves)."""
-    from stressgen.coverage import ALL_BINS
+    from stressgen.coverage import required_bins
     from stressgen.report import summarize
+    ALL_BINS = required_bins(0.0)
     spec = _spec(tmp_path, rtl=True, root_seed=1)
     t = time.monotonic()
     with ResultsDb(tmp_path / "s.db") as db:
@@ -260,11 +265,14 @@ def test_injected_bug_campaign_fails_with_a_bundle(tmp_path):
     b = Path(r["bundle"])
     for f in ("program.asm", "program.tpubin", "seed.txt", "replay.sh", "model.vcd", "rtl.vcd",
               "merged.vcd", "triage.gtkw", "divergence.txt", "verdict.json",
-              "min/program.asm", "min/program.tpubin", "min/divergence.txt", "min/sizes.json"):
+              "min/program.asm", "min/program.tpubin", "min/divergence.txt", "min/sizes.json",
+              "min/merged.vcd", "min/triage.gtkw"):
         assert (b / f).exists(), f
     assert f"--seed {r['seed']}" in (b / "replay.sh").read_text() and "--bug addr36" in (b / "replay.sh").read_text()
     gtkw = (b / "triage.gtkw").read_text()        # dump path relative: the bundle can move
     assert '[dumpfile] "merged.vcd"' in gtkw and f'[savefile] "{b / "triage.gtkw"}"' in gtkw
+    gtkw = (b / "min" / "triage.gtkw").read_text()
+    assert '[dumpfile] "merged.vcd"' in gtkw and f'[savefile] "{b / "min" / "triage.gtkw"}"' in gtkw
     # min/: the reproducer keeps the failure; how far it shrinks in the 15 s budget depends on
     # the machine (the shrinking itself: test_stressgen_minimize, budget 240 s)
     sizes = json.loads((b / "min" / "sizes.json").read_text())

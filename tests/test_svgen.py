@@ -90,7 +90,14 @@ def _struct_check_module(expect=lambda spec, f, v: v) -> str:
         word = int.from_bytes(isa.encode(ins), "little") | (((1 << isa.INSTR_BITS) - 1) >> used << used)
         n = spec.name.lower()
         L.append(f"  localparam logic [INSTR_BITS-1:0] W_{spec.name} = {_sv_lit(isa.INSTR_BITS, word)};")
+        clean = int.from_bytes(isa.encode(ins), "little")
+        L.append(f"  localparam logic [INSTR_BITS-1:0] C_{spec.name} = {_sv_lit(isa.INSTR_BITS, clean)};")
+        L.append(f"  localparam logic [INSTR_BITS-1:0] T_{spec.name} = "
+                 f"{_sv_lit(isa.INSTR_BITS, clean | 1 << (isa.INSTR_BITS - 1))};")
         checks = [(f"opcode_of(W_{spec.name}) != 8'h{spec.code:02x}", "opcode"),
+                  (f"unused_bits_set(W_{spec.name}) != 1'b1", "unused bits all set"),
+                  (f"unused_bits_set(T_{spec.name}) != 1'b1", "top unused bit set"),
+                  (f"unused_bits_set(C_{spec.name}) != 1'b0", "unused bits clear"),
                   (f"wait_mask_of(W_{spec.name}) != 4'ha", "wait mask"),
                   (f"signal_mask_of(W_{spec.name}) != 4'h5", "signal mask")]
         if spec.fields:
@@ -105,6 +112,8 @@ def _struct_check_module(expect=lambda spec, f, v: v) -> str:
         for i, (cond, what) in enumerate(checks):
             L.append(f"  if ({cond}) begin : g_bad_{n}_{i} "
                      f"$error(\"{spec.name} {what}\"); end")
+    L.append("  if (unused_bits_set({1'b1, 247'h0, 8'hEE}) != 1'b0) begin : g_bad_reserved "
+             "$error(\"reserved opcode: no unused bits\"); end")
     L += ["endmodule", ""]
     return "\n".join(L)
 

@@ -139,23 +139,29 @@ def test_gtkw_triage(tmp_path):
     out = write_triage(a, ["top.count", "top.core.flag"], 12500, tmp_path / "t.gtkw",
                        other_signals=["top.clk"])
     text = out.read_text()
-    assert "top.count[15:0]" in text and "\ntop.core.flag\n" in text and "\ntop.clk\n" in text
+    # every trace under an unambiguous alias: its whole hierarchy, "/"-separated
+    assert "\n+{top/count} top.count[15:0]\n" in text and "\n+{top/core/flag} top.core.flag\n" in text
+    assert "\n+{top/clk} top.clk\n" in text
     assert text.index("-diverging") < text.index("top.count[15:0]") < text.index("top.clk")
+    # Signals pane: the longest alias + "=" + value, 8 px a character + 24: (13 + 2 + 1) * 8 + 24
+    assert "\n[sst_expanded] 0\n[signals_width] 152\n" in text
     marker_line = next(line for line in text.splitlines() if line.startswith("*"))
-    # 40 cycles = 40000 ps (1 ps ticks) on a 1000-px pane: 2**13 ps per 200-px frame, zoom -13,
-    # a 40960-ps span; the dump ends at 20000 ps, so the start is clamped to 0
-    assert marker_line.split()[:2] == ["*-13.000000", "12500"]
+    # 40 cycles = 40000 ps (1 ps ticks) on the 733-px pane left of 960 px (960 - 45 - 152 - 30):
+    # 40000 * 200 / 733 = 10914 ps per 200-px frame, rounded up to 2**14: zoom -14, a 60047-ps
+    # span; the dump ends at 20000 ps, so the start is clamped to 0
+    assert marker_line.split()[:2] == ["*-14.000000", "12500"]
     assert "\n[timestart] 0\n" in text
     assert '[dumpfile] "a.vcd"' in text and f'[savefile] "{tmp_path / "t.gtkw"}"' in text
     sub = tmp_path / "sub"
     sub.mkdir()
-    # 4000 ps: zoom -10 (2**10 ps per frame, a 5120-ps span), start a quarter window before
+    # 4000 ps on a 741-px pane (signals 144 px): 1080 ps per frame -> zoom -11 (a 7587-ps
+    # span), start a quarter window before
     text = write_triage(a, ["top.count"], 12000, sub / "u.gtkw", window_ps=4000).read_text()
     assert '[dumpfile] "../a.vcd"' in text
-    assert "\n[timestart] 11000\n" in text and "\n*-10.000000 12000 " in text
+    assert "\n[timestart] 11000\n" in text and "\n*-11.000000 12000 " in text
     # near the end the start is clamped so the span ends at 20000 ps (else GTKWave ignores it)
     text = write_triage(a, ["top.count"], 19000, sub / "u.gtkw", window_ps=4000).read_text()
-    assert "\n[timestart] 14880\n" in text
+    assert "\n[timestart] 12413\n" in text
     with pytest.raises(WaveError):
         write_triage(a, ["top.nope"], 0, tmp_path / "x.gtkw")
 
@@ -165,7 +171,7 @@ def test_cli_writes_gtkw(tmp_path):
     b = write_vcd(tmp_path / "b.vcd", inject=(4500, "bus", 1))
     assert main(["diff", str(a), str(b), "--gtkw", str(tmp_path / "t.gtkw")]) == 1
     text = (tmp_path / "t.gtkw").read_text()
-    assert "top.bus[7:0]" in text and "\n*-13.000000 4500 " in text
+    assert "top.bus[7:0]" in text and "\n*-14.000000 4500 " in text
 
 
 PROG = """
@@ -205,7 +211,7 @@ def test_truncated_dump_compared_up_to_its_cut(tmp_path):
     assert r.stdout == ("no divergence up to 12000 ps, where B ends (cut short: killed run?): "
                         "4 signals compared\n")
     assert main(["diff", str(a), str(b), "--gtkw", str(tmp_path / "c.gtkw")]) == 3
-    assert "\n*-13.000000 12000 " in (tmp_path / "c.gtkw").read_text()      # marker at the cut
+    assert "\n*-14.000000 12000 " in (tmp_path / "c.gtkw").read_text()      # marker at the cut
     r = run_cli("diff", b, b)
     assert r.returncode == 3 and "up to 12000 ps, where A and B end (cut" in r.stdout
     bad = write_vcd(tmp_path / "bad.vcd", inject=(4500, "bus", 1)).read_text()
@@ -216,4 +222,4 @@ def test_truncated_dump_compared_up_to_its_cut(tmp_path):
         "first divergence at 4500 ps = core cycle 4 + 500 ps: top.bus: A=148 (0x94) B=1",
         "  note: compared only up to 12000 ps, where B ends (cut short: killed run?)"]
     assert "1 of 4 compared signals differ" in r.stdout
-    assert "\n*-13.000000 4500 " in (tmp_path / "t.gtkw").read_text()
+    assert "\n*-14.000000 4500 " in (tmp_path / "t.gtkw").read_text()

@@ -161,10 +161,16 @@ def test_planted_difference_is_reported_and_triaged(tmp_path, all_ops):
     text = res.gtkw.read_text().splitlines()
     marker = next(line for line in text if line.startswith("*"))
     assert marker.split()[1] == str(t)
-    traces = [line for line in text if line.startswith(("model.", "rtl."))]
+    traces = [line.split("} ", 1)[1] for line in text if line.startswith("+{")]
     assert traces[:2] == ["model.tpu.vpu.retire_digest[31:0]", f"rtl.{sig}[31:0]"]
     assert traces[2:4] == ["model.tpu.load.busy", "rtl.tb_top.u_tpu.g_eng[0].u_ctrl.busy_q"]
-    assert text.index("-diverging") < text.index(traces[0]) < text.index("-context")
+    # the names GTKWave shows: whole hierarchies (without the shared tpu / tb_top), all distinct
+    shown = [line[2:].split("} ", 1)[0] for line in text if line.startswith("+{")]
+    assert shown[:4] == ["model/vpu/retire_digest", "rtl/" + sig.split(".", 1)[1].replace(".", "/"),
+                         "model/load/busy", "rtl/u_tpu/g_eng[0]/u_ctrl/busy_q"]
+    assert len(set(shown)) == len(shown)
+    first = next(i for i, line in enumerate(text) if line.endswith(" " + traces[0]))
+    assert text.index("-diverging") < first < text.index("-context")
     merged = read_dump(res.merged_vcd)
     assert merged.changes(f"rtl.{sig}") == read_dump(bad).changes(sig)
     assert merged.changes("model.tpu.vpu.retire_digest") == read_dump(model_vcd).changes(

@@ -1,17 +1,21 @@
 """``python -m waves diff A.vcd B.vcd [--map FILE] [--core-period-ps N] [--gtkw OUT]`` and
-``python -m waves triage MODEL.vcd RTL.vcd [--map waves/arch_map.yaml] --out DIR``.
+``python -m waves triage MODEL.vcd RTL.vcd [--map waves/arch_map.yaml] --out DIR`` and
+``python -m waves check-view BUNDLE|FILE.gtkw [--out DIR]`` (``make triage-check``).
 
 Exit status: 0 identical, 1 different, 2 user error (one line on stderr, no traceback; also two
 dumps without a signal name in common and no --map), 3 identical only up to the end of a dump cut
-short (a killed run: compared up to its last complete time step).
+short (a killed run: compared up to its last complete time step). check-view: 0 when every view
+is fine in GTKWave (waves.gtkwave_view), 1 when one has a problem, 2 user error.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from waves.diff import diff_dumps, load_map, report
 from waves.gtkw import GTKW_WINDOW_CYCLES, write_triage
+from waves.gtkwave_view import bundle_views, check_view
 from waves.reader import WaveError, read_dump
 from waves.triage import triage
 
@@ -35,7 +39,25 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--core-period-ps", type=int, default=1000,
                    help="core clock period for the cycle numbers (default 1000)")
+    v = sub.add_parser("check-view", help="open a bundle's triage.gtkw (and min/triage.gtkw) in "
+                                           "GTKWave under Xvfb, screenshot it, check marker, names, stderr")
+    v.add_argument("path", help="failure bundle folder or .gtkw file")
+    v.add_argument("--out", default="build/triage-check", help="folder for the screenshots (PNG)")
     return p
+
+
+def _check_view(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bad = 0
+    for i, g in enumerate(bundle_views(args.path)):
+        r = check_view(g, out / f"view{i}-{g.parent.name}.png")
+        bad += not r.ok
+        print(f"{g}: {'OK' if r.ok else 'PROBLEMS'}; marker at screen x={r.marker_x}; "
+              f"screenshot {r.png}; {len(r.shown)} traces, e.g. {r.shown[:2]}")
+        for p in r.problems:
+            print(f"  problem: {p}")
+    return 1 if bad else 0
 
 
 def _triage(args) -> int:
@@ -63,7 +85,7 @@ def _diff(args) -> int:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _triage(args) if args.cmd == "triage" else _diff(args)
+        return {"triage": _triage, "diff": _diff, "check-view": _check_view}[args.cmd](args)
     except WaveError as exc:
         print(f"waves: error: {exc}", file=sys.stderr)
         return 2

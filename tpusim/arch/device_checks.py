@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tpusim.arch.device_errors import DEVICE_ERRORS
 from tpusim.arch.errors import DeviceError, IsaError
-from tpusim.arch.isa import ENGINE_NAMES, INSTR_BYTES
+from tpusim.arch.isa import BY_CODE, ENGINE_NAMES, INSTR_BYTES, lowest_unused_bit, unused_bit_why
 from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_MAX
 from tpusim.arch.operands import dma_ddr_end, dma_sram_end, matmul_last_word, pool_last_tap
 
@@ -199,6 +199,23 @@ def reserved_opcode_fault(opcode: int) -> DeviceFault:
     return DeviceFault("reserved_opcode", "opcode", opcode, "is a reserved opcode")
 
 
+def unused_bits_fault(raw: bytes) -> DeviceFault | None:
+    """unused_bits for a word of a known opcode with a non-zero bit above its last field (the
+    decoder, at dispatch), or None. ``field`` "bit", ``value``: the lowest such bit."""
+    bit = lowest_unused_bit(raw)
+    if bit is None:
+        return None
+    return DeviceFault("unused_bits", "bit", bit, unused_bit_why(BY_CODE[raw[0]]))
+
+
+def decode_fault(raw: bytes) -> DeviceFault | None:
+    """The device error the decoder raises for the 32-byte word ``raw`` at dispatch
+    (reserved_opcode, unused_bits), or None if it decodes."""
+    if raw[0] not in BY_CODE:
+        return reserved_opcode_fault(raw[0])
+    return unused_bits_fault(raw)
+
+
 def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault:
     """token_overflow: engine ``sender`` completes with ``signal`` while TOKEN_MAX tokens it sent
     to ``receiver`` are not yet consumed (the new token is not sent)."""
@@ -209,4 +226,5 @@ def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault
 
 __all__ = ["DeviceFault", "DDR_ALIGN_MIN_BYTES", "where", "ddr_align_bytes", "dma_fault",
            "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault",
-           "qreg_fault", "start_fault", "reserved_opcode_fault", "token_overflow_fault"]
+           "qreg_fault", "start_fault", "reserved_opcode_fault", "unused_bits_fault", "decode_fault",
+           "token_overflow_fault"]

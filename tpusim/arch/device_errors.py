@@ -50,6 +50,8 @@ _DEVICE_ERROR_SPECS = (
     DeviceErrorSpec("token_overflow", 11, 'sender engine, at completion',
                     f'{TOKEN_MAX} tokens sent to an engine in the `signal` mask are not yet seen consumed '
                     'by the sender (the new token is not sent)'),
+    DeviceErrorSpec("unused_bits", 12, 'decoder, at dispatch',
+                    "a bit above the opcode's last field (its *used bits*) is not zero"),
 )
 
 #: Device error codes: ``error_code_o`` of tpu_top (0 = no error) and ``DeviceError.code`` (the

@@ -52,6 +52,11 @@ class OpSpec:
     engine: Engine | None  # None: executed by the decoder (HALT) or chosen by a field (NOP)
     fields: tuple[FieldSpec, ...]
 
+    @property
+    def used_bits(self) -> int:
+        """Bits [used_bits-1:0] hold the header and the fields; the bits above must be zero."""
+        return HEADER_BITS + sum(f.bits for f in self.fields)
+
     def layout(self) -> list[tuple[FieldSpec, int]]:
         """(field, lsb) pairs, packed from bit HEADER_BITS upward."""
         out, lsb = [], HEADER_BITS
@@ -228,21 +233,38 @@ def decode(raw: bytes, pc: int | None = None) -> Instruction:
         args[f.name] = v
         top = lsb + f.bits
     if word >> top:
-        raise IsaError(f"{spec.name}{where}: unused bits above bit {top} are not zero")
+        bit = lowest_unused_bit(raw)
+        raise IsaError(f"{spec.name}{where}: bit={bit:#x} ({bit}) {unused_bit_why(spec)}")
     return Instruction(spec.name, args, (word >> 8) & 0xF, (word >> 12) & 0xF)
+
+
+def lowest_unused_bit(raw: bytes) -> int | None:
+    """The lowest set bit above the word's opcode's last field, or None (also for a reserved opcode)."""
+    extra = unused_bits(raw)
+    return BY_CODE[raw[0]].used_bits + (extra & -extra).bit_length() - 1 if extra else None
+
+
+def unused_bit_why(spec: OpSpec) -> str:
+    """The reason in the unused-bits messages of ``decode`` and the device error unused_bits."""
+    return f"is set: {spec.name} uses bits 0-{spec.used_bits - 1}, bits {spec.used_bits} and up must be zero"
+
+
+def unused_bits(raw: bytes) -> int:
+    """The bits of a 32-byte word above its opcode's last field, shifted down to bit 0 (0 for a
+    well-formed word; 0 for a reserved opcode, which has no fields to be above)."""
+    spec = BY_CODE.get(raw[0])
+    return 0 if spec is None else int.from_bytes(raw, "little") >> spec.used_bits
 
 
 @lru_cache(maxsize=65536)
 def decode_as_hardware(raw: bytes) -> Instruction | None:
     """Decode 32 bytes as the hardware decoder does (docs/architecture.md, clarification 5):
-    None for a reserved opcode; bits above the opcode's last field are ignored. The result is
-    cached and shared: do not modify its ``args``."""
-    spec = BY_CODE.get(raw[0])
-    if spec is None:
+    None for a word the decoder rejects with a device error (a reserved opcode, or non-zero bits
+    above the opcode's last field: ``tpusim.arch.device_checks.decode_fault`` says which). The
+    result is cached and shared: do not modify its ``args``."""
+    if raw[0] not in BY_CODE or unused_bits(raw):
         return None
-    top = HEADER_BITS + sum(f.bits for f in spec.fields)
-    word = int.from_bytes(raw, "little") & ((1 << top) - 1)
-    return decode(word.to_bytes(INSTR_BYTES, "little"))
+    return decode(raw)
 
 
 def encode_program(prog: list[Instruction]) -> bytes:
@@ -298,5 +320,5 @@ def assemble(text: str) -> list[Instruction]:
 
 
 __all__ = ["INSTR_BYTES", "Engine", "OPCODES", "BY_CODE", "Instruction", "make", "encode",
-           "decode", "decode_as_hardware", "encode_program", "decode_program", "assemble", "check_ranges",
+           "decode", "decode_as_hardware", "unused_bits", "lowest_unused_bit", "unused_bit_why", "encode_program", "decode_program", "assemble", "check_ranges",
            "DEVICE_ERRORS", "DEVICE_ERROR_TEXT", "ERROR_NAMES", "error_name"]

@@ -247,8 +247,10 @@ def isa_doc_text() -> str:
          "",
          "Engine mask bits: " + ", ".join(f"{int(e)} = {e.name}" for e in isa.Engine) + ". "
          "Signed fields are two's complement of their width. The decoder rejects a reserved "
-         "opcode (device error 1, `error_pc` = PC, halts as for HALT); `tpusim.arch.isa.decode` "
-         "also rejects non-zero unused bits.",
+         "opcode (device error 1 `reserved_opcode`) and a known opcode with a non-zero bit above "
+         "its used bits (the table below; device error 12 `unused_bits`): `error_pc` = PC, "
+         "nothing is dispatched, the device halts as for HALT. `tpusim.arch.isa.decode` (software) "
+         "raises IsaError for both; the assembler and the compiler only write zeros there.",
          "",
          "Assembly (`tpusim.arch.isa.assemble`, `Instruction.text`): one instruction per line, "
          "`OP field=value ... wait=LOAD|MXU signal=VPU`, `#` comments, missing fields are 0.",

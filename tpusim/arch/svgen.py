@@ -96,6 +96,24 @@ def _fields_struct(spec: isa.OpSpec) -> list[str]:
     return L
 
 
+def _unused_bits_function() -> list[str]:
+    """unused_bits_set(instr): a known opcode with a bit set above its <OP>_USED_BITS (the
+    decoder's ERR_UNUSED_BITS); 0 for a reserved opcode."""
+    L = ["", "  // unused_bits_set(instr): a bit above the opcode's last field is set (ERR_UNUSED_BITS;",
+         "  // 0 for a reserved opcode)",
+         "  function automatic logic unused_bits_set(input logic [INSTR_BITS-1:0] w);",
+         "    logic set;",
+         "    unique case (opcode_of(w))"]
+    w = max(len(s.name) for s in isa.OPCODES.values()) + 4
+    for spec in isa.OPCODES.values():
+        L.append(f"      {('OP_' + spec.name + ':').ljust(w)} set = |w[INSTR_BITS-1:{spec.name}_USED_BITS];")
+    L += [f"      {'default:'.ljust(w)} set = 1'b0;",
+          "    endcase",
+          "    return set;",
+          "  endfunction"]
+    return L
+
+
 def isa_pkg_text() -> str:
     """The full text of rtl/tpu_isa_pkg.sv."""
     L = [_HDR_ISA,
@@ -107,6 +125,7 @@ def isa_pkg_text() -> str:
          "// Decoding: opcode_of(instr), wait_mask_of(instr), signal_mask_of(instr); the operand",
          "// fields of opcode <OP> as one packed struct <op>_t = <op>_fields(instr), e.g.",
          "// matmul_t mm = matmul_fields(instr) gives mm.count_x (signed fields are logic signed).",
+         "// unused_bits_set(instr): a bit above the opcode's <OP>_USED_BITS is set (device error unused_bits).",
          "",
          "`ifndef TPU_ISA_PKG_SV",
          "`define TPU_ISA_PKG_SV",
@@ -162,6 +181,7 @@ def isa_pkg_text() -> str:
         L.append(_lp("int unsigned", f"{spec.name}_USED_BITS", last,
                      comment="bits above are zero"))
         L += _fields_struct(spec)
+    L += _unused_bits_function()
     L += ["", "  /* verilator lint_on UNUSEDSIGNAL */", "  /* verilator lint_on UNUSEDPARAM */", "", "endpackage : tpu_isa_pkg", "", "`endif  // TPU_ISA_PKG_SV", ""]
     return "\n".join(L)
 

@@ -1,4 +1,4 @@
-"""Decoder and dispatch (core clock), HALT and the reserved-opcode error.
+"""Decoder and dispatch (core clock), HALT and the decoder's errors (reserved opcode, unused bits).
 
 Rules (docs/architecture.md, "Decoder and dispatch"):
   * at core edge ``e`` dispatch the instruction at PC if its line is valid (visible at <= e) and,
@@ -7,27 +7,30 @@ Rules (docs/architecture.md, "Decoder and dispatch"):
   * HALT dispatched at ``h0`` stops dispatch and fetch; the device halts at the first core edge
     ``h >= h0 + 1`` at which every dispatched instruction's retire is visible in the core domain;
     HALT retires at ``h``; ``cycles = h``;
-  * a reserved opcode at PC is "dispatched" like HALT (error_code 1, error_pc = PC) and the device
-    halts the same way, with ``error`` set;
+  * a reserved opcode at PC, or a known opcode with a non-zero bit above its last field, is
+    "dispatched" like HALT (error_code 1 reserved_opcode / 12 unused_bits, error_pc = PC) and the
+    device halts the same way, with ``error`` set;
   * a device error registered at core edge ``e`` (error_unit.py) stops dispatch as if HALT were
     dispatched at ``e``: nothing is dispatched at ``e`` or later, and the device halts at the
     first ``h >= e + 1`` with every dispatched instruction's retire visible (HALT retire at ``h``
     with the PC of the first instruction not dispatched).
-Unused instruction bits are ignored (the RTL decodes only the opcode's fields).
 """
 from __future__ import annotations
 
 import simpy
 
+from tpusim.arch.device_checks import decode_fault
 from tpusim.arch.errors import DeviceError
-from tpusim.arch.isa import DEVICE_ERRORS, INSTR_BYTES, decode_as_hardware
+from tpusim.arch.isa import BY_CODE, DEVICE_ERRORS, INSTR_BYTES, decode_as_hardware
 
 ERROR_RESERVED_OPCODE = DEVICE_ERRORS["reserved_opcode"]
+#: the device errors the decoder itself raises at dispatch (the word does not decode)
+DECODER_ERRORS = ("reserved_opcode", "unused_bits")
 
 
 class Decoder:
     """Dispatch process; after HALT, computes the halt edge. Results: ``halt_ps``, ``cycles``,
-    ``error_code``/``error_pc`` (reserved opcode), ``dispatched`` per engine."""
+    ``error_code``/``error_pc`` (reserved opcode, unused bits), ``dispatched`` per engine."""
 
     def __init__(self, env: simpy.Environment, clocks, fetch, queues, engines, retire_log) -> None:
         self.env, self.clocks = env, clocks
@@ -55,7 +58,7 @@ class Decoder:
         return self.index * INSTR_BYTES
 
     def run(self):
-        """SimPy process: dispatch in order until HALT, a reserved opcode or a device error
+        """SimPy process: dispatch in order until HALT, a word that does not decode or a device error
         registered by the error unit, then halt."""
         env, period = self.env, self.dom.period_ps
         last_ps: int | None = None
@@ -93,7 +96,7 @@ class Decoder:
                 break                              # an engine error registers at e: no dispatch
             if q is None:
                 if ins is None:
-                    self._reserved(word, e_ps)
+                    self._rejected(word, e_ps)
                 if self.trace is not None:
                     self.trace.halt_dispatch(e_ps, self.pc, self.error_code)
                 yield from self._halt(e_ps)
@@ -136,13 +139,19 @@ class Decoder:
             self._plain_wait = False           # one interrupt only (two errors at one ps)
             self.proc.interrupt("device error")
 
-    def _reserved(self, word: bytes, h0_ps: int) -> None:
-        """A reserved opcode "dispatched" at ``h0``: error_code 1, error_pc = PC. The message
-        gets the cycle count once the device has halted (models/tpu.py)."""
-        self.error_code, self.error_pc, self.error_word = ERROR_RESERVED_OPCODE, self.pc, word
+    def _rejected(self, word: bytes, h0_ps: int) -> None:
+        """A word that does not decode "dispatched" at ``h0``: error_code 1 (reserved opcode) or
+        12 (unused bits), error_pc = PC. The message gets the cycle count once the device has
+        halted (models/tpu.py)."""
+        fault = decode_fault(word)
+        self.error_code, self.error_pc, self.error_word = DEVICE_ERRORS[fault.code], self.pc, word
         if self.errors is not None:
-            err = DeviceError(f"reserved opcode {word[0]:#04x} at instruction #{self.index} "
-                              f"(pc {self.pc:#x})", "reserved_opcode", self.pc)
+            if fault.code == "reserved_opcode":
+                text = f"reserved opcode {word[0]:#04x} at instruction #{self.index} (pc {self.pc:#x})"
+            else:
+                text = (f"{BY_CODE[word[0]].name} at instruction #{self.index} (pc {self.pc:#x}): "
+                        f"{fault}")
+            err = DeviceError(text, fault.code, self.pc, field=fault.field, value=fault.value)
             self.errors.report_decoder(err, h0_ps)
 
     def _halt(self, h0_ps: int):
@@ -170,4 +179,4 @@ class Decoder:
         self.retire_log.append((h_ps, 4, self.pc))
 
 
-__all__ = ["Decoder", "ERROR_RESERVED_OPCODE"]
+__all__ = ["Decoder", "ERROR_RESERVED_OPCODE", "DECODER_ERRORS"]

@@ -24,7 +24,7 @@ from tpusim.arch.errors import DeadlockError, SimulationError
 from tpusim.arch.isa import Engine
 from tpusim.models.common import Clocks
 from tpusim.models.ddr_arbiter import DdrArbiter
-from tpusim.models.decoder import Decoder
+from tpusim.models.decoder import DECODER_ERRORS, Decoder
 from tpusim.models.dma import DmaChannel
 from tpusim.models.error_unit import ErrorUnit
 from tpusim.models.fetch import Fetch
@@ -126,7 +126,7 @@ class Tpu:
             if first is None:
                 raise DeadlockError(self._deadlock_report(), waiting)
             first.waiting = waiting
-            if first.code == "reserved_opcode":
+            if first.code in DECODER_ERRORS:
                 first.args = (f"{first.args[0]}: device stopped with error_code "
                               f"{first.code_num} and did not halt ({self._deadlock_report()})",)
             raise first
@@ -135,7 +135,7 @@ class Tpu:
         run = TpuRun(dec.cycles, dec.halt_ps, retire, self.perf.as_dict(), self.events(),
                      first.code_num if first else 0, first.pc if first else None)
         if first is not None:
-            if first.code == "reserved_opcode":
+            if first.code in DECODER_ERRORS:
                 first.args = (f"{first.args[0]}: device halted with error_code {first.code_num} "
                               f"after {dec.cycles} cycles",)
             first.run = run

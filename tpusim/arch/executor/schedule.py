@@ -20,24 +20,25 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from tpusim.arch.device_checks import reserved_opcode_fault, token_overflow_fault, where
+from tpusim.arch.device_checks import decode_fault, token_overflow_fault, where
 from tpusim.arch.errors import DeadlockError, SimulationError
-from tpusim.arch.isa import ENGINE_NAMES, INSTR_BYTES, Instruction, decode_as_hardware
+from tpusim.arch.isa import BY_CODE, ENGINE_NAMES, INSTR_BYTES, Instruction, decode_as_hardware
 from tpusim.arch.limits import TOKEN_MAX
 
 N_ENGINES = len(ENGINE_NAMES)
 
 
 def program_from_code(code: bytes) -> list[Instruction]:
-    """The instructions of a code section as the hardware decodes them (unused bits ignored),
-    up to and including the first HALT. DeviceError reserved_opcode for a reserved opcode
-    before it (nothing runs); SimulationError if the code ends without HALT."""
+    """The instructions of a code section as the hardware decodes them, up to and including the
+    first HALT. DeviceError reserved_opcode / unused_bits for a word the decoder rejects before
+    it (nothing runs); SimulationError if the code ends without HALT."""
     prog = []
     for pc in range(0, len(code) - len(code) % INSTR_BYTES, INSTR_BYTES):
         raw = code[pc:pc + INSTR_BYTES]
         ins = decode_as_hardware(raw)
         if ins is None:
-            raise reserved_opcode_fault(raw[0]).error(where(pc // INSTR_BYTES, None), pc)
+            op = None if raw[0] not in BY_CODE else BY_CODE[raw[0]].name
+            raise decode_fault(raw).error(where(pc // INSTR_BYTES, op), pc)
         prog.append(ins)
         if ins.op == "HALT":
             return prog
