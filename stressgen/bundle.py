@@ -14,14 +14,21 @@
 
 The folder is assembled under a temporary name and renamed into place, so a bundle is either
 complete or absent (a previous bundle of the same seed is replaced).
+
+A Dask worker (stressgen.worker) writes the bundle in its own scratch folder and ships it to the
+campaign's client as bytes (``pack_bundle``: a gzip'd tar); the client publishes it in its bundle
+folder (``unpack_bundle``: the same temporary name and rename, tar "data" filter, the triage
+view's paths and the replay scripts rewritten for the client's folder, repository and Python).
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -155,13 +162,17 @@ def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
             f"failure kept: {res.signature}; minimised program's verdict: {final.signature}\n")
     write_text_atomic(dst / "divergence.txt", head + final.first_divergence + "\n")
     write_text_atomic(dst / "verdict.json", json.dumps(final.to_json(), indent=1, default=str))
-    argv = ["replay", "--asm", str(bundle_final_path(dst) / "program.asm"), "--hw", spec.hw]
+    _write_script(dst / "replay.sh", replay_script(_min_replay_argv(spec, bundle_final_path(dst))))
+    remove_tree(scratch)
+
+
+def _min_replay_argv(spec, min_dir: Path) -> list[str]:
+    argv = ["replay", "--asm", str(min_dir / "program.asm"), "--hw", spec.hw]
     if spec.bug:
         argv += ["--bug", spec.bug]
     if not spec.rtl:
         argv += ["--no-rtl"]
-    _write_script(dst / "replay.sh", replay_script(argv))
-    remove_tree(scratch)
+    return argv
 
 
 def bundle_final_path(p: Path) -> Path:
@@ -200,5 +211,37 @@ def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str
         raise
 
 
-__all__ = ["write_bundle", "write_crash_bundle", "write_min", "bundle_dir", "replay_script",
+def pack_bundle(path: str | Path) -> bytes:
+    """The bundle folder ``path`` as a gzip'd tar (members relative to the folder)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as t:
+        t.add(str(path), arcname=".")
+    return buf.getvalue()
+
+
+def unpack_bundle(data: bytes, spec, campaign_id: str, seed: int, was: str) -> Path:
+    """Publish at ``bundle_dir(spec, campaign_id, seed)`` the bundle ``pack_bundle`` made of the
+    folder ``was`` (on a worker): extracted under a temporary name (tar "data" filter: nothing
+    outside the folder, no device, no set-uid), ``was`` replaced by the final path in the triage
+    view, the replay scripts written for this machine, then renamed into place. The temporary
+    folder is removed on any error (OSError of a full disk, tarfile.TarError)."""
+    final = bundle_dir(spec, campaign_id, seed)
+    tmp = _tmp_for(final)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+            t.extractall(tmp, filter="data")
+        tmp.chmod(0o755)
+        g = tmp / "triage.gtkw"
+        if g.exists():
+            write_text_atomic(g, g.read_text().replace(str(was), str(final)))
+        _write_script(tmp / "replay.sh", replay_script(replay_command(spec, seed)))
+        if (tmp / "min" / "program.asm").exists():
+            _write_script(tmp / "min" / "replay.sh", replay_script(_min_replay_argv(spec, final / "min")))
+        return _publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+__all__ = ["write_bundle", "pack_bundle", "unpack_bundle", "write_crash_bundle", "write_min", "bundle_dir", "replay_script",
            "remove_tree"]
