@@ -97,7 +97,7 @@ class ProgramChild:
         while True:
             dead = False
             try:
-                while self.conn.poll(0.5):
+                while time.monotonic() <= deadline and self.conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
                     msg = self.conn.recv()
                     if msg[0] == "done":
                         return msg[2], None
