@@ -21,7 +21,7 @@ from distributed import Client
 
 from stressgen import worker as worker_mod
 from stressgen.bundle import pack_bundle, unpack_bundle
-from stressgen.campaign import RunSpec, derive_seed, run_campaign
+from stressgen.campaign import CampaignError, RunSpec, derive_seed, run_campaign
 from stressgen.cli import main
 from stressgen.cluster import local_cluster
 from stressgen.db import ResultsDb
@@ -69,6 +69,16 @@ def test_two_local_workers_run_a_simpy_campaign(tmp_path):
     assert st.finished == 6 and sess["programs"] == 6 and sess["jobs"] == 2 and sorted(ran.values()) == [1, 1]
     assert all(r["status"] == "pass" for r in rows), [(r["idx"], r["reason"]) for r in rows]
     assert not (tmp_path / "work").exists()
+
+
+def test_worker_with_another_config_stops_the_campaign(tmp_path):
+    """A worker whose config digest differs from the client's (another checkout) refuses the
+    task: the campaign stops with a CampaignError naming both digests, nothing is recorded."""
+    with ResultsDb(tmp_path / "s.db") as db:
+        with pytest.raises(CampaignError, match=r"config 'small' has digest [0-9a-f]{16}, the campaign's "
+                                                r"client has 0123456789abcdef: run the workers from the same"):
+            run_campaign(_spec(tmp_path), 3, 1, db, progress=False, cfg_digest="0123456789abcdef")
+        assert db.programs() == [] and db.claims("s4-small-clean-simpy") == []
 
 
 def test_bundle_travels_as_bytes_and_is_relocated(tmp_path):

@@ -128,7 +128,7 @@ def test_campaign_timeout_is_a_recorded_failure(tmp_path):
     spec = _spec(tmp_path, timeout_s=0.001)
     with ResultsDb(tmp_path / "s.db") as db:
         t = time.monotonic()
-        st = run_campaign(spec, 3, 2, db, progress=False, cfg_digest="x")
+        st = run_campaign(spec, 3, 2, db, progress=False)
         rows = db.programs(st.campaign_id)
     assert time.monotonic() - t < 120
     assert [r["idx"] for r in rows] == [0, 1, 2]
@@ -238,7 +238,7 @@ def test_short_rtl_campaign_passes_and_covers(tmp_path):
     # 20 programs hit without the RTL (the dynamic bins come from counters both sides agree on).
     assert len(s.empty_bins) <= 3, f"bins not hit by 20 programs: {s.empty_bins}"
     with ResultsDb(tmp_path / "s2.db") as db:
-        st2 = run_campaign(_spec(tmp_path, root_seed=1), 20, 2, db, progress=False, cfg_digest="x")
+        st2 = run_campaign(_spec(tmp_path, root_seed=1), 20, 2, db, progress=False)
         s2 = summarize(db, st2.campaign_id)[0]
     assert s2.bin_programs == s.bin_programs and set(s.bin_programs) | set(s.empty_bins) == set(ALL_BINS)
 
