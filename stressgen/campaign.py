@@ -9,7 +9,7 @@ Processes: the campaign's process is the Dask client (stressgen.cluster: a Local
 ``jobs`` single-thread worker processes on 127.0.0.1 by default, or the cluster at
 ``--scheduler``). It is the only writer of the database (one transaction per finished program)
 and submits one task per program: ``stressgen.worker.run_program(spec fields, campaign id,
-index, seed, config digest)``, plain data, about two per worker thread at a time. On the
+index, seed, config digest)``, plain data, about two per worker thread at a time (PER_THREAD). On the
 worker the program runs in a child process with the per-program timeout (stressgen.child: its
 own process group, killed with it at the deadline, dies with the worker); a program that times
 out or whose child dies is recorded as status "error" (reason "timeout in <step>" / "worker
@@ -71,8 +71,10 @@ from tpusim.arch.errors import TpuError
 #: a claim's lease (s) and how often the campaign renews it (s)
 LEASE_S = 120.0
 RENEW_S = 10.0
-#: programs submitted per worker thread (one running, one queued)
+#: programs in flight: PER_THREAD per worker thread (one running, one queued), at least
+#: MIN_INFLIGHT; topped up (claims in one transaction) when half of them have finished
 PER_THREAD = 2
+MIN_INFLIGHT = 4
 
 
 @dataclass
@@ -189,8 +191,9 @@ def _drive(spec, cid, cfg_digest, db, client, claims: _Claims, st: CampaignStats
             if time.monotonic() - renewed > RENEW_S:
                 db.renew(claims.owner, LEASE_S)
                 slots, renewed = max(1, worker_count(client)), time.monotonic()
-            if not st.stopped_early:
-                for idx in claims.take(PER_THREAD * slots - len(inflight)):
+            target = max(MIN_INFLIGHT, PER_THREAD * slots)
+            if not st.stopped_early and len(inflight) <= target // 2:
+                for idx in claims.take(target - len(inflight)):
                     seed = derive_seed(spec.root_seed, idx)
                     f = client.submit(run_program, fields, cid, idx, seed, cfg_digest, pure=False,
                                       key=f"stress-{cid}-{idx}-{claims.owner.token[:12]}")
