@@ -100,7 +100,11 @@ def _publish(tmp: Path, final: Path) -> Path:
 
 
 def _tmp_for(final: Path) -> Path:
+    """A fresh temporary folder beside ``final``; the ones a killed writer of the same bundle
+    left behind are removed first (one writer per seed: the campaign's claims)."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".{final.name}.tmp*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
     tmp.chmod(0o755)                       # mkdtemp makes it private; a bundle is for everyone
     return tmp

@@ -83,7 +83,8 @@ def test_worker_with_another_config_stops_the_campaign(tmp_path):
 
 def test_bundle_travels_as_bytes_and_is_relocated(tmp_path):
     """pack_bundle / unpack_bundle: the files arrive, the triage view and replay scripts name the
-    new folder, a tar member escaping the folder is refused and leaves no temporary folder."""
+    new folder, a killed writer's temporary folder is removed, a tar member escaping the folder is
+    refused and leaves no temporary folder."""
     import io
     import tarfile
     spec = _spec(tmp_path)
@@ -92,7 +93,10 @@ def test_bundle_travels_as_bytes_and_is_relocated(tmp_path):
     for f in ("program.asm", "min/program.asm", "divergence.txt"):
         (src / f).write_text("x\n")
     (src / "triage.gtkw").write_text(f'[dumpfile] "merged.vcd"\n[savefile] "{src}/triage.gtkw"\n')
+    stale = tmp_path / "bundles" / "c" / ".5.tmp_killed"        # left by a writer killed mid-bundle
+    stale.mkdir(parents=True)
     got = unpack_bundle(pack_bundle(src), spec, "c", 5, str(src))
+    assert not stale.exists()
     assert got == tmp_path / "bundles" / "c" / "5"
     assert (got / "min" / "program.asm").read_text() == "x\n"
     assert f'[savefile] "{got}/triage.gtkw"' in (got / "triage.gtkw").read_text()
