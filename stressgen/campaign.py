@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from distributed import Client, KilledWorker, wait
+from distributed.client import FutureCancelledError, FuturesCancelledError
 
 from stressgen import bundle as bundle_mod
 from stressgen.cluster import ClusterSpec, connect, worker_count
@@ -182,10 +184,14 @@ def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after
 def _drive(spec, cid, cfg_digest, db, client, claims: _Claims, st: CampaignStats, bar, stop_after_fails,
            fails_before: int, on_row) -> None:
     """Submit claimed programs, record their results, until none is left (or enough failed)."""
-    session = db.start_session(cid, worker_count(client))
+    n_workers = worker_count(client)
+    session = db.start_session(cid, n_workers)
+    if n_workers == 0:
+        print(f"stressgen: the Dask cluster at {client.scheduler.address} has no worker yet: waiting for one "
+              "(Ctrl-C to stop)", file=sys.stderr)
     fields = asdict(spec)
     inflight: dict = {}
-    slots, renewed = max(1, worker_count(client)), time.monotonic()
+    slots, renewed = max(1, n_workers), time.monotonic()
     try:
         while True:
             if time.monotonic() - renewed > RENEW_S:
@@ -207,6 +213,8 @@ def _drive(spec, cid, cfg_digest, db, client, claims: _Claims, st: CampaignStats
                 finished, _ = wait(list(inflight), timeout=1.0, return_when="FIRST_COMPLETED")
             except TimeoutError:               # distributed.wait raises when nothing finished
                 continue
+            except (FutureCancelledError, FuturesCancelledError) as e:
+                raise _cancelled(e) from None
             for f in finished:
                 idx, seed = inflight.pop(f)
                 row = _result_row(spec, cid, f, idx, seed)
@@ -229,6 +237,14 @@ def _drive(spec, cid, cfg_digest, db, client, claims: _Claims, st: CampaignStats
             f.cancel()
 
 
+def _cancelled(e: BaseException) -> CampaignError:
+    """The cluster dropped the tasks (scheduler lost or restarted): not the programs' doing."""
+    groups = getattr(e, "error_groups", None)
+    reasons = sorted({g.reason for g in groups}) if groups else [getattr(e, "reason", "unknown")]
+    return CampaignError(f"the Dask cluster cancelled the programs in flight ({', '.join(reasons)}): the "
+                         "finished programs are recorded, run the same command again to resume")
+
+
 def _result_row(spec: RunSpec, cid: str, f, idx: int, seed: int) -> ProgramRow:
     """The row of a finished task, its bundle published here; CampaignError (a TpuError) of a
     worker that cannot run the campaign is raised."""
@@ -236,6 +252,8 @@ def _result_row(spec: RunSpec, cid: str, f, idx: int, seed: int) -> ProgramRow:
         res = f.result()
     except TpuError:
         raise
+    except FutureCancelledError as e:
+        raise _cancelled(e) from None
     except KilledWorker as e:
         return lost_row(spec, cid, idx, seed, "worker died in dask", f"KilledWorker: {e}")
     except Exception as e:

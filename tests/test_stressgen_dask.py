@@ -294,3 +294,69 @@ def test_tls_cluster_of_dask_scheduler_and_worker_processes(tmp_path):
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def _rows_now(db: Path) -> int:
+    try:
+        c = sqlite3.connect(db, timeout=30)
+        try:
+            return c.execute("SELECT COUNT(*) FROM programs").fetchone()[0]
+        finally:
+            c.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_late_workers_and_a_lost_scheduler(tmp_path):
+    """`dask scheduler` with no worker yet: the campaign says it waits and starts when a `dask
+    worker` joins; the scheduler killed mid-run: exit 2 with one line saying so (no hang), the
+    finished programs stay recorded and the same command on a new cluster finishes the rest."""
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    sched = [*_dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")]
+    worker = [*_dask("worker", addr, "--nthreads", "1", "--nworkers", "2", "--host", "127.0.0.1",
+                     "--no-dashboard", "--local-directory", str(tmp_path / "wd"))]
+    db = tmp_path / "s.db"
+    run = [sys.executable, "-m", "stressgen", "run", "--seed", "5", "--count", "3000", "--no-rtl", "--quiet",
+           "--db", str(db), "--scheduler", addr, "--connect-timeout", "30"]
+    quiet = dict(cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [subprocess.Popen(sched, **quiet)]
+    try:
+        time.sleep(2)
+        camp = subprocess.Popen(run, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(camp)
+        time.sleep(6)
+        assert camp.poll() is None and _rows_now(db) == 0
+        procs.append(subprocess.Popen(worker, **quiet))
+        t = time.monotonic()
+        while _rows_now(db) < 20 and time.monotonic() - t < 120:
+            time.sleep(0.2)
+        procs[0].kill()                                          # the scheduler, mid-campaign
+        out, err = camp.communicate(timeout=120)
+        lines = [ln for ln in err.splitlines() if ln.startswith("stressgen: ")]
+        assert lines[0] == f"stressgen: the Dask cluster at {addr} has no worker yet: waiting for one (Ctrl-C to stop)"
+        assert camp.returncode == 2 and lines[-1].startswith("stressgen: error: the Dask cluster cancelled the "
+                                                             "programs in flight ("), err[-2000:]
+        kept = _rows_now(db)
+        assert 20 <= kept < 3000
+        c = sqlite3.connect(db)
+        assert c.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0   # dropped when it stopped
+        c.close()
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    c = sqlite3.connect(db)
+    last = c.execute("SELECT MAX(idx) FROM programs").fetchone()[0]
+    c.close()
+    count = last + 4                                             # every recorded index and 3 more
+    again = [*run[:run.index("--scheduler")], "--jobs", "1"]
+    again[again.index("--count") + 1] = str(count)
+    r = subprocess.run(again, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    assert f"this run: {count - kept} programs in" in r.stdout and f"({kept} already done)" in r.stdout, r.stdout
+    assert _rows_now(db) == count
