@@ -38,7 +38,6 @@ is removed) and its row is replaced by the rerun's.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import sys
 import time
@@ -65,7 +64,7 @@ from stressgen.spec import (  # noqa: F401
     derive_seed,
     replay_command,
 )
-from stressgen.worker import run_program
+from stressgen.worker import config_digest, run_program
 from stressgen.writefail import write_failure
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
@@ -101,7 +100,7 @@ def prepare(spec: RunSpec, build: bool = True) -> str:
     cfg = load_config(spec.hw)
     if spec.rtl and build:
         prebuild(cfg, spec.bugs, spec.waves)
-    return hashlib.sha256(cfg.hash_bytes()).hexdigest()[:16]
+    return config_digest(spec.hw)
 
 
 def pending_indices(count: int, done: set[int]) -> Iterator[int]:
