@@ -38,6 +38,7 @@ is removed) and its row is replaced by the rerun's.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import time
@@ -160,21 +161,21 @@ def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after
         st.stopped_early = n_done < count
         return st
     t0 = time.monotonic()
-    bar = _Progress(progress, count, n_done, cid)
     owner = Owner.me()
     claims = _Claims(db, cid, owner, pending_indices(count, done))
+    given = contextlib.nullcontext(client) if client is not None else None
     try:
-        if client is not None:
-            _drive(spec, cid, cfg_digest, db, client, claims, st, bar, stop_after_fails, fails_before, on_row)
-        else:
-            with connect(cluster or ClusterSpec(jobs=jobs), spec.work_root) as c:
+        with given or connect(cluster or ClusterSpec(jobs=jobs), spec.work_root) as c:
+            bar = _Progress(progress, count, n_done, cid)          # once the cluster is there
+            try:
                 _drive(spec, cid, cfg_digest, db, c, claims, st, bar, stop_after_fails, fails_before, on_row)
+            finally:
+                bar.close()
     except KeyboardInterrupt:
         st.interrupted = True
         raise
     finally:
         db.release(owner)
-        bar.close()
         st.wall_s = time.monotonic() - t0
         _remove_if_empty(Path(spec.work_root))
     return st
