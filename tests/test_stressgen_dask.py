@@ -360,3 +360,45 @@ def test_late_workers_and_a_lost_scheduler(tmp_path):
     assert r.returncode in (0, 1), r.stderr[-2000:]
     assert f"this run: {count - kept} programs in" in r.stdout and f"({kept} already done)" in r.stdout, r.stdout
     assert _rows_now(db) == count
+
+
+def test_a_program_that_keeps_killing_its_worker_is_an_error_row(tmp_path):
+    """With distributed.scheduler.allowed-failures = 0 one worker death is Dask's limit for the
+    programs it was running (KilledWorker): each is recorded once as "worker died in dask" with a
+    crash bundle written by the client, and the campaign finishes the others."""
+    import dask
+    count = 40
+    spec = _spec(tmp_path)
+    box = {}
+
+    def campaign(client):
+        with ResultsDb(tmp_path / "s.db") as db:
+            box["st"] = run_campaign(spec, count, 2, db, progress=False, client=client)
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            local_cluster(2, tmp_path / "dask") as cluster, Client(cluster) as client:
+        th = threading.Thread(target=campaign, args=(client,))
+        th.start()
+        victims = None
+        t = time.monotonic()
+        while victims is None and th.is_alive() and time.monotonic() - t < 120:
+            pids = client.run(os.getpid)
+            for addr, keys in client.processing().items():
+                if keys and addr in pids and len(pids) == 2:
+                    victims = [int(k.split("-")[-2]) for k in keys]
+                    os.kill(pids[addr], signal.SIGKILL)
+                    break
+            time.sleep(0.05)
+        th.join(300)
+    assert victims, "no worker was seen with a program"
+    st = box["st"]
+    with ResultsDb(tmp_path / "s.db") as db:
+        rows = db.programs(st.campaign_id)
+        (sess,) = db.sessions(st.campaign_id)
+    assert [r["idx"] for r in rows] == list(range(count)) and sess["programs"] == count
+    died = {r["idx"]: r for r in rows if r["status"] != "pass"}
+    assert died and set(died) <= set(victims), (victims, sorted(died))
+    for r in died.values():
+        assert r["reason"] == "worker died in dask" and "KilledWorker" in r["divergence"], r
+        assert all((Path(r["bundle"]) / f).is_file() for f in BUNDLE_FILES)
+    assert not _tmp_folders(tmp_path / "bundles")
