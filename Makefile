@@ -45,13 +45,15 @@ fuzz: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.fuzz --cases $(or $(N),100000)
 
 # random stress campaign: N programs (default 1000) on golden, SimPy and RTL of HW (default small
-# here), JOBS workers (default 2), root SEED (default 1); DB and failure bundles under stress_runs/
+# here), JOBS local Dask workers (default 2; SCHEDULER=tls://HOST:PORT runs on that Dask cluster
+# instead, docs/stress_dask.md), root SEED (default 1); DB and failure bundles under stress_runs/
 # (kept between runs: re-running the same command resumes). BUG=name injects an RTL bug, NO_RTL=1
 # skips the RTL, INVALID=rate sets the share of invalid programs (default: stressgen's 0.05).
 # Report: .venv/bin/python -m stressgen report --db stress_runs/stress.db
 stress: $(VENV_STAMP)
 	$(PY) -m stressgen run --seed $(or $(SEED),1) --count $(or $(N),1000) \
-	  --hw $(if $(filter-out file,$(origin HW)),$(HW),small) --jobs $(or $(JOBS),2) \
+	  --hw $(if $(filter-out file,$(origin HW)),$(HW),small) \
+	  $(if $(SCHEDULER),--scheduler $(SCHEDULER),--jobs $(or $(JOBS),2)) \
 	  --db $(or $(STRESS_DB),stress_runs/stress.db) $(if $(BUG),--bug $(BUG),) $(if $(NO_RTL),--no-rtl,) \
 	  $(if $(INVALID),--invalid-rate $(INVALID),)
 

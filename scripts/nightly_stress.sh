@@ -7,6 +7,10 @@
 # database $STRESS_HOME/stress.db (default: <repo>/stress_runs/nightly), bundles under
 # $STRESS_HOME/bundles. Re-running the same day resumes that campaign. The report goes to
 # $STRESS_HOME/report-<date>.txt (and report-latest.txt), the progress log to run-<date>.log.
+# The programs run as Dask tasks: on a local cluster of JOBS worker processes (127.0.0.1 only), or,
+# with SCHEDULER=tls://HOST:PORT (or tcp://), on that Dask cluster (dask scheduler + dask worker,
+# dask-jobqueue, Kubernetes), with TLS_CA_FILE / TLS_CERT / TLS_KEY for a tls:// address (see
+# docs/stress_dask.md). Two runs on the same day at once split the work.
 # Settings: N (programs, default 1000), HW (default small), JOBS (default 2), INVALID_RATE (share of
 # invalid programs that must be refused and flagged alike by both sides, default stressgen's 0.05), BUG (inject
 # an RTL bug, for checking the flow), STRESS_ARGS (extra `stressgen run` options), PY (python).
@@ -20,8 +24,16 @@ STRESS_HOME=${STRESS_HOME:-$REPO/stress_runs/nightly}
 DATE=${STRESS_DATE:-$(date -u +%Y%m%d)}
 mkdir -p "$STRESS_HOME" || exit 2
 REPORT="$STRESS_HOME/report-$DATE.txt"
-set -- run --seed "$DATE" --count "${N:-1000}" --hw "${HW:-small}" --jobs "${JOBS:-2}" \
+set -- run --seed "$DATE" --count "${N:-1000}" --hw "${HW:-small}" \
     --db "$STRESS_HOME/stress.db" --bundles "$STRESS_HOME/bundles" --quiet
+if [ -n "${SCHEDULER:-}" ]; then
+    set -- "$@" --scheduler "$SCHEDULER"
+    [ -n "${TLS_CA_FILE:-}" ] && set -- "$@" --tls-ca-file "$TLS_CA_FILE"
+    [ -n "${TLS_CERT:-}" ] && set -- "$@" --tls-cert "$TLS_CERT"
+    [ -n "${TLS_KEY:-}" ] && set -- "$@" --tls-key "$TLS_KEY"
+else
+    set -- "$@" --jobs "${JOBS:-2}"
+fi
 [ -n "${INVALID_RATE:-}" ] && set -- "$@" --invalid-rate "$INVALID_RATE"
 [ -n "${BUG:-}" ] && set -- "$@" --bug "$BUG"
 # shellcheck disable=SC2086  # STRESS_ARGS is a list of options

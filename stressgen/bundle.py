@@ -15,14 +15,21 @@
 
 The folder is assembled under a temporary name and renamed into place, so a bundle is either
 complete or absent (a previous bundle of the same seed is replaced).
+
+A Dask worker (stressgen.worker) writes the bundle in its own scratch folder and ships it to the
+campaign's client as bytes (``pack_bundle``: a gzip'd tar); the client publishes it in its bundle
+folder (``unpack_bundle``: the same temporary name and rename, tar "data" filter, the triage
+view's paths and the replay scripts rewritten for the client's folder, repository and Python).
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -103,7 +110,11 @@ def _publish(tmp: Path, final: Path) -> Path:
 
 
 def _tmp_for(final: Path) -> Path:
+    """A fresh temporary folder beside ``final``; the ones a killed writer of the same bundle
+    left behind are removed first (one writer per seed: the campaign's claims)."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".{final.name}.tmp*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
     tmp.chmod(0o755)                       # mkdtemp makes it private; a bundle is for everyone
     return tmp
@@ -166,13 +177,18 @@ def write_min(spec, prog, outcome, dst: Path, scratch: Path) -> None:
             f"failure kept: {res.signature}; minimised program's verdict: {final.signature}\n")
     write_text_atomic(dst / "divergence.txt", head + final.first_divergence + "\n")
     write_text_atomic(dst / "verdict.json", json.dumps(final.to_json(), indent=1, default=str))
+    _write_script(dst / "replay.sh", replay_script(_min_replay_argv(spec)))
+    remove_tree(scratch)
+
+
+def _min_replay_argv(spec) -> list[str]:
+    """min/replay.sh's command: the minimised program.asm found beside the script."""
     argv = ["replay", "--asm", BundleFile("program.asm"), "--hw", spec.hw]
     if spec.bug:
         argv += ["--bug", spec.bug]
     if not spec.rtl:
         argv += ["--no-rtl"]
-    _write_script(dst / "replay.sh", replay_script(argv))
-    remove_tree(scratch)
+    return argv
 
 
 def bundle_final_path(p: Path) -> Path:
@@ -211,5 +227,34 @@ def write_crash_bundle(spec, campaign_id: str, seed: int, reason: str, text: str
         raise
 
 
-__all__ = ["write_bundle", "write_crash_bundle", "write_min", "bundle_dir", "replay_script", "BundleFile",
-           "remove_tree"]
+def pack_bundle(path: str | Path) -> bytes:
+    """The bundle folder ``path`` as a gzip'd tar (members relative to the folder)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as t:
+        t.add(str(path), arcname=".")
+    return buf.getvalue()
+
+
+def unpack_bundle(data: bytes, spec, campaign_id: str, seed: int, was: str) -> Path:
+    """Publish at ``bundle_dir(spec, campaign_id, seed)`` the bundle ``pack_bundle`` made of the
+    folder ``was`` (on a worker): extracted under a temporary name (tar "data" filter: nothing
+    outside the folder, no device, no set-uid), ``was`` replaced by the final path in the triage
+    view, the replay scripts written for this machine, then renamed into place. The temporary
+    folder is removed on any error (OSError of a full disk, tarfile.TarError)."""
+    final = bundle_dir(spec, campaign_id, seed)
+    tmp = _tmp_for(final)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+            t.extractall(tmp, filter="data")
+        tmp.chmod(0o755)
+        for g in (tmp / "triage.gtkw", tmp / "min" / "triage.gtkw"):
+            if g.exists():
+                write_text_atomic(g, g.read_text().replace(str(was), str(final)))
+        return _publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+__all__ = ["write_bundle", "pack_bundle", "unpack_bundle", "write_crash_bundle", "write_min", "bundle_dir",
+           "replay_script", "BundleFile", "remove_tree"]

@@ -1,17 +1,34 @@
-"""A stress campaign: N generated programs run by J worker processes, results in the database.
+"""A stress campaign: N generated programs run as Dask tasks, results in the database.
 
 Seeds: program ``i`` of the campaign with root seed ``S`` has seed ``derive_seed(S, i)`` =
 the first 8 bytes (little endian) of SHA-256 of the ASCII text ``"tpusim-stress:<S>:<i>"``,
 shifted right by one bit (a 63-bit integer, so it fits SQLite's INTEGER). ``python -m stressgen
 replay --seed P`` regenerates the program from ``P`` alone (plus --hw and --invalid-rate).
 
-Processes: the parent owns the database (only it writes, one transaction per finished program)
-and hands program indices to ``jobs`` long-lived workers (multiprocessing "spawn"). Each worker
-is the leader of its own process group (the RTL simulator it starts is in that group too) and
-dies with the parent (Linux PR_SET_PDEATHSIG). A worker that exceeds the per-program timeout is
-killed with its whole group, a worker that dies is noticed through its sentinel; either way the
-program is recorded as status "error" (reason "timeout in <step>" / "worker died ...") with a
-bundle written by the parent, and a fresh worker takes its place. The campaign never hangs.
+Processes: the campaign's process is the Dask client (stressgen.cluster: a LocalCluster of
+``jobs`` single-thread worker processes on 127.0.0.1 by default, or the cluster at
+``--scheduler``). It is the only writer of the database (one transaction per finished program)
+and submits one task per program: ``stressgen.worker.run_program(spec fields, campaign id,
+index, seed, config digest)``, plain data, about two per worker thread at a time (PER_THREAD). On the
+worker the program runs in a child process with the per-program timeout (stressgen.child: its
+own process group, killed with it at the deadline, dies with the worker); a program that times
+out or whose child dies is recorded as status "error" (reason "timeout in <step>" / "worker
+died in <step>") with a crash bundle. Bundles come back as bytes and are published in the
+client's bundle folder (stressgen.bundle.unpack_bundle): workers need no shared file system.
+
+A Dask worker that dies (killed, out of memory, its machine lost) is not a program failure:
+Dask runs its task again on another worker, and the client records whatever result comes
+back, once. A program that kills its worker every time ends as Dask's KilledWorker (after
+``distributed.scheduler.allowed-failures`` tries, default 3) and is recorded as "worker died in
+dask: ..." with a crash bundle. The campaign never hangs on a program.
+
+Two campaigns on one database: each ``run_campaign`` is an ``Owner`` and claims a program in the
+database before submitting it (stressgen.db: claims with a lease of ``LEASE_S`` renewed every
+``RENEW_S`` while the campaign runs). A program with a row or another live owner's claim is
+skipped, the skipped claims are looked at again when the rest is done, so two runs of the same
+command split the work and each finishes only when every program has its row; no seed runs
+twice. The claims of a campaign that stops are dropped; those of one killed with SIGKILL are
+free at once on the same host (its pid is gone) and after the lease elsewhere.
 
 Resume: the campaign's identity (``db.Campaign``: root seed, hw, bug, invalid rate, rtl) is
 its database key; a restart runs only the indices in ``range(count)`` without a row, or whose
@@ -21,22 +38,22 @@ is removed) and its row is replaced by the rerun's.
 """
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import multiprocessing as mp
-import os
-import signal
-import threading
+import contextlib
+import itertools
+import sys
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
+from distributed import Client, KilledWorker, wait
+from distributed.client import FutureCancelledError, FuturesCancelledError
+
 from stressgen import bundle as bundle_mod
-from stressgen.db import ProgramRow, ResultsDb
-from stressgen.runner import prebuild, run_spec_program
+from stressgen.cluster import ClusterSpec, connect, worker_count
+from stressgen.db import Owner, ProgramRow, ResultsDb
+from stressgen.execute import execute_program, lost_row
+from stressgen.runner import prebuild
 from stressgen.spec import (  # noqa: F401
     DEFAULT_INVALID_RATE,
     DEFAULT_MINIMIZE_BUDGET_S,
@@ -48,121 +65,18 @@ from stressgen.spec import (  # noqa: F401
     derive_seed,
     replay_command,
 )
-from stressgen.writefail import is_write_failure, write_failure
+from stressgen.worker import config_digest, run_program
+from stressgen.writefail import write_failure
 from tpusim.arch.config import load_config
+from tpusim.arch.errors import TpuError
 
-
-def execute_program(spec: RunSpec, campaign_id: str, idx: int, seed: int, phase=lambda p: None) -> ProgramRow:
-    """Generate, run and judge program ``idx`` (seed ``seed``); bundle it if it fails.
-
-    Never raises for a problem of the program or the tools: an exception becomes status
-    "error" with reason "exception in <step>: <type>: <message>" (bundle written if possible);
-    a file that cannot be written (run folder or bundle) gives status "error", reason
-    "cannot write <file>: <why>" and no bundle (stressgen.writefail; rerun on resume)."""
-    t0 = time.monotonic()
-    row = ProgramRow(idx=idx, seed=seed, hw=spec.hw, bug=spec.bug, status="error")
-    step = {"name": "generate"}
-
-    def set_phase(p):
-        step["name"] = p
-        if p == "minimize":
-            step["minimize_t0"] = time.monotonic()
-        phase(p)
-
-    work = Path(spec.work_root) / campaign_id
-    try:
-        outcome, prog, run_dir = run_spec_program(spec, seed, work, phase=set_phase)
-    except Exception as e:  # the tools failed on this program: record it, keep the campaign going
-        why = write_failure(e, work / str(seed), step["name"])
-        row.reason = why or f"exception in {step['name']}: {type(e).__name__}: {e}".splitlines()[0][:400]
-        row.divergence = f"{why}\n{type(e).__name__}: {e}" if why else traceback.format_exc()[-4000:]
-        row.wall_s = time.monotonic() - t0
-        if why:
-            bundle_mod.remove_tree(work / str(seed))
-        else:
-            _crash_bundle(spec, campaign_id, seed, row)
-        return row
-    row.status = outcome.status
-    row.reason, row.signal = outcome.reason, outcome.signal
-    row.divergence = outcome.first_divergence
-    row.bins, row.timings = {**prog.bins, **outcome.bins}, dict(outcome.timings_s)
-    row.invalid, row.n_instrs = prog.invalid, len(prog.instrs)
-    if outcome.passed or is_write_failure(outcome.reason):
-        bundle_mod.remove_tree(run_dir)     # a write failure: nothing to look at, rerun on resume
-    else:
-        set_phase("bundle")
-        _bundle(spec, campaign_id, prog, outcome, run_dir, row, set_phase)
-        if "minimize_t0" in step:     # the report keeps minimisation out of the throughput
-            row.timings["minimize"] = round(time.monotonic() - step["minimize_t0"], 4)
-    row.wall_s = time.monotonic() - t0
-    return row
-
-
-def _bundle(spec, campaign_id, prog, outcome, run_dir: Path, row: ProgramRow, phase) -> None:
-    """Bundle a failing program into ``row.bundle``. If the bundle cannot be written (disk full,
-    size limit) the row becomes a write failure (rerun on resume); another exception is noted in
-    the row's divergence."""
-    try:
-        row.bundle = str(bundle_mod.write_bundle(spec, campaign_id, prog, outcome, run_dir, phase=phase))
-    except Exception as e:
-        bundle_mod.remove_tree(run_dir)
-        why = write_failure(e, bundle_mod.bundle_dir(spec, campaign_id, prog.seed).parent, "bundle")
-        if why is None:
-            row.divergence += f"\n(bundle not written: {type(e).__name__}: {e})"
-            return
-        row.divergence = (f"{why}\n(the bundle of this {outcome.status}ed program could not be "
-                          f"written; it runs again when the campaign resumes; it was: "
-                          f"{outcome.reason})\n" + row.divergence)
-        row.status, row.reason, row.signal = "error", why, None
-
-
-def _crash_bundle(spec, campaign_id: str, seed: int, row: ProgramRow) -> None:
-    try:
-        row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, row.reason, row.divergence)
-    except Exception as e:  # the bundle is a convenience; the row must be recorded regardless
-        row.divergence += f"\n(bundle not written: {type(e).__name__}: {e})"
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """PR_SET_PDEATHSIG(SIGTERM); SIGTERM kills this worker's whole process group."""
-    signal.signal(signal.SIGTERM, lambda *_: os.killpg(os.getpgrp(), signal.SIGKILL))
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent_pid:                   # the parent died before prctl
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-
-def _worker_main(conn, spec_dict: dict, campaign_id: str, parent_pid: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's business
-    os.setsid()
-    _die_with_parent(parent_pid)
-    spec = RunSpec(**spec_dict)
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        idx, seed = msg
-        row = execute_program(spec, campaign_id, idx, seed,
-                              phase=lambda p, i=idx: conn.send(("phase", i, p)))
-        conn.send(("done", idx, asdict(row)))
-
-
-# ----------------------------------------------------------------------------- parent side
-@dataclass
-class _Worker:
-    proc: mp.Process
-    conn: object
-    idx: int | None = None
-    seed: int | None = None
-    started: float = 0.0
-    deadline: float = 0.0
-    phase: str = ""
+#: a claim's lease (s) and how often the campaign renews it (s)
+LEASE_S = 120.0
+RENEW_S = 10.0
+#: programs in flight: PER_THREAD per worker thread (one running, one queued), at least
+#: MIN_INFLIGHT; topped up (claims in one transaction) when half of them have finished
+PER_THREAD = 2
+MIN_INFLIGHT = 4
 
 
 @dataclass
@@ -180,128 +94,14 @@ class CampaignStats:
     rows: list = field(default_factory=list)
 
 
-class Pool:
-    """``jobs`` spawn workers; ``submit``/``poll`` with per-program deadlines."""
-
-    def __init__(self, spec: RunSpec, campaign_id: str, jobs: int):
-        self.spec, self.campaign_id = spec, campaign_id
-        self.ctx = mp.get_context("spawn")
-        self.workers = [self._start() for _ in range(jobs)]
-
-    def _start(self) -> _Worker:
-        parent, child = self.ctx.Pipe()
-        p = self.ctx.Process(target=_worker_main, daemon=True,
-                             args=(child, asdict(self.spec), self.campaign_id, os.getpid()))
-        # a Ctrl-C while the worker starts (before its setsid) must not reach it: an ignored
-        # SIGINT is inherited through exec, and Python then keeps ignoring it
-        main = threading.current_thread() is threading.main_thread()
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        try:
-            p.start()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, old)
-        child.close()
-        return _Worker(p, parent)
-
-    def idle(self) -> list[_Worker]:
-        return [w for w in self.workers if w.idx is None]
-
-    def busy(self) -> list[_Worker]:
-        return [w for w in self.workers if w.idx is not None]
-
-    def submit(self, w: _Worker, idx: int, seed: int) -> None:
-        now = time.monotonic()
-        w.idx, w.seed, w.started, w.deadline, w.phase = idx, seed, now, now + self.spec.timeout_s, "start"
-        w.conn.send((idx, seed))
-
-    def _kill(self, w: _Worker) -> None:
-        try:
-            os.killpg(w.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if w.proc.is_alive():
-            w.proc.kill()
-        w.proc.join(5)
-        w.conn.close()
-
-    def _replace(self, w: _Worker) -> None:
-        self._kill(w)
-        self.workers[self.workers.index(w)] = self._start()
-
-    def poll(self, timeout_s: float = 0.25) -> list[tuple[int, int, dict | None, tuple | None]]:
-        """Finished programs: [(idx, seed, row dict or None, (reason, detail) if the worker was
-        lost: "timeout in <step>" / "worker died in <step>")]."""
-        busy = self.busy()
-        if not busy:
-            return []
-        objs = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
-        ready = set(mp_wait(objs, timeout_s))
-        out = []
-        for w in busy:
-            lost = None
-            if w.conn in ready:
-                try:
-                    while w.conn.poll():
-                        msg = w.conn.recv()
-                        if msg[0] == "phase":
-                            w.phase = msg[2]
-                            if msg[2] == "minimize":      # the minimiser has its own budget
-                                w.deadline = time.monotonic() + self.spec.timeout_s + self.spec.minimize_budget_s
-                        elif msg[0] == "done":
-                            out.append((w.idx, w.seed, msg[2], None))
-                            w.idx = None
-                            break
-                except (EOFError, OSError):
-                    lost = (f"worker died in {w.phase}", f"exit code {w.proc.exitcode}")
-            if w.idx is None:
-                continue
-            if lost is None and w.proc.sentinel in ready and not w.proc.is_alive():
-                lost = (f"worker died in {w.phase}", f"exit code {w.proc.exitcode}")
-            if lost is None and time.monotonic() > w.deadline:
-                lost = (f"timeout in {w.phase}", f"killed after {time.monotonic() - w.started:.1f} s "
-                        f"(--timeout {self.spec.timeout_s:g} s)")
-            if lost is not None:
-                out.append((w.idx, w.seed, None, lost))
-                w.idx = None
-                self._replace(w)
-        return out
-
-    def close(self) -> None:
-        for w in self.workers:
-            if w.idx is None and w.proc.is_alive():
-                try:
-                    w.conn.send(None)
-                except OSError:
-                    pass
-        for w in self.workers:
-            if w.idx is not None:
-                self._kill(w)
-            else:
-                w.proc.join(2)
-                if w.proc.is_alive():
-                    self._kill(w)
-
-
-def _lost_row(spec: RunSpec, campaign_id: str, idx: int, seed: int, lost: tuple) -> ProgramRow:
-    why, detail = lost
-    row = ProgramRow(idx=idx, seed=seed, hw=spec.hw, bug=spec.bug, status="error", reason=why,
-                     divergence=f"{why} ({detail}): the program did not finish; replay it to see "
-                                "where it hangs or crashes")
-    try:
-        row.bundle = bundle_mod.write_crash_bundle(spec, campaign_id, seed, why, row.divergence)
-    except Exception as e:  # the bundle is a convenience; the row must be recorded regardless
-        row.divergence += f"\n(bundle not written: {type(e).__name__}: {e})"
-    return row
-
-
-def prepare(spec: RunSpec) -> str:
-    """Load the config, build the RTL (once, before the workers start: not inside any program's
-    timeout), return the config's digest. TpuError for a bad --hw / --bug."""
+def prepare(spec: RunSpec, build: bool = True) -> str:
+    """Load the config, build the RTL (``build``: once, before the workers start, not inside any
+    program's timeout; the local workers then reuse it), return the config's digest. TpuError
+    for a bad --hw / --bug."""
     cfg = load_config(spec.hw)
-    if spec.rtl:
+    if spec.rtl and build:
         prebuild(cfg, spec.bugs, spec.waves)
-    return hashlib.sha256(cfg.hash_bytes()).hexdigest()[:16]
+    return config_digest(spec.hw)
 
 
 def pending_indices(count: int, done: set[int]) -> Iterator[int]:
@@ -309,42 +109,118 @@ def pending_indices(count: int, done: set[int]) -> Iterator[int]:
     return (i for i in range(count) if i not in done)
 
 
+class _Claims:
+    """The programs this campaign may run, claimed from the database a few at a time."""
+
+    def __init__(self, db: ResultsDb, cid: str, owner: Owner, todo: Iterator[int]):
+        self.db, self.cid, self.owner, self.todo = db, cid, owner, todo
+        self.busy: list[int] = []              # claimed by another live campaign: look again later
+        self.ended = False                     # ``todo`` exhausted
+        self.retry_at = 0.0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.ended and not self.busy
+
+    def take(self, n: int) -> list[int]:
+        out: list[int] = []
+        while len(out) < n and not self.ended:
+            batch = list(itertools.islice(self.todo, n - len(out)))
+            self.ended = len(batch) < n - len(out)
+            got, busy = self.db.claim(self.cid, self.owner, batch, LEASE_S)
+            out += got
+            self.busy += busy
+        if len(out) < n and self.ended and self.busy and time.monotonic() >= self.retry_at:
+            again, self.busy = self.busy, []
+            got, self.busy = self.db.claim(self.cid, self.owner, again, LEASE_S)
+            out += got
+            self.retry_at = time.monotonic() + 1.0
+        return out
+
+
 def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after_fails: int | None = None,
-                 progress: bool = True, cfg_digest: str | None = None, on_row=None) -> CampaignStats:
+                 progress: bool = True, cfg_digest: str | None = None, on_row=None,
+                 cluster: ClusterSpec | None = None, client: Client | None = None) -> CampaignStats:
     """Run programs ``0..count-1`` of the campaign not yet in ``db``; returns the stats.
 
-    KeyboardInterrupt is propagated after the workers are killed (finished programs are in the
-    database; programs in flight are redone by the next run)."""
+    Runs on ``client`` if given, else on ``cluster`` (default: a local cluster of ``jobs``
+    workers, started and stopped here). KeyboardInterrupt is propagated after the programs in
+    flight are cancelled and their claims dropped (finished programs are in the database;
+    the others are redone by the next run). CampaignError for a bad count, a cluster that cannot
+    be reached or a worker that runs another config."""
     cfg_digest = cfg_digest or prepare(spec)
     cid = db.ensure_campaign(spec.campaign(cfg_digest))
     if not 1 <= count <= MAX_COUNT:
         raise CampaignError(f"--count must be between 1 and {MAX_COUNT}, got {count}")
     done = db.done_indices(cid)
     n_done = sum(1 for i in done if i < count)
-    n_todo = count - n_done
-    todo = pending_indices(count, done)
     st = CampaignStats(cid, count, skipped_done=n_done)
     fails_before = sum(1 for r in db.programs(cid) if r["status"] != "pass" and r["idx"] in done) \
         if stop_after_fails else 0
-    if not n_todo or (stop_after_fails and fails_before >= stop_after_fails):
-        st.stopped_early = bool(n_todo)
+    if n_done == count or (stop_after_fails and fails_before >= stop_after_fails):
+        st.stopped_early = n_done < count
         return st
-    session = db.start_session(cid, jobs)
     t0 = time.monotonic()
-    bar = _Progress(progress, count, st.skipped_done, cid)
-    pool = Pool(spec, cid, min(jobs, n_todo))
-    nxt = next(todo, None)
+    owner = Owner.me()
+    claims = _Claims(db, cid, owner, pending_indices(count, done))
+    given = contextlib.nullcontext(client) if client is not None else None
     try:
-        while nxt is not None or pool.busy():
-            for w in pool.idle():
-                if nxt is not None and not st.stopped_early:
-                    pool.submit(w, nxt, derive_seed(spec.root_seed, nxt))
-                    nxt = next(todo, None)
-            if not pool.busy():
-                break
-            for idx, seed, rowd, lost in pool.poll():
-                row = ProgramRow(**rowd) if rowd is not None else _lost_row(spec, cid, idx, seed, lost)
-                db.record(cid, session, row)
+        with given or connect(cluster or ClusterSpec(jobs=jobs), spec.work_root) as c:
+            bar = _Progress(progress, count, n_done, cid)          # once the cluster is there
+            try:
+                _drive(spec, cid, cfg_digest, db, c, claims, st, bar, stop_after_fails, fails_before, on_row)
+            finally:
+                bar.close()
+    except KeyboardInterrupt:
+        st.interrupted = True
+        raise
+    finally:
+        db.release(owner)
+        st.wall_s = time.monotonic() - t0
+        _remove_if_empty(Path(spec.work_root))
+    return st
+
+
+def _drive(spec, cid, cfg_digest, db, client, claims: _Claims, st: CampaignStats, bar, stop_after_fails,
+           fails_before: int, on_row) -> None:
+    """Submit claimed programs, record their results, until none is left (or enough failed)."""
+    n_workers = worker_count(client)
+    session = db.start_session(cid, n_workers)
+    if n_workers == 0:
+        print(f"stressgen: the Dask cluster at {client.scheduler.address} has no worker yet: waiting for one "
+              "(Ctrl-C to stop)", file=sys.stderr)
+    fields = asdict(spec)
+    inflight: dict = {}
+    slots, renewed = max(1, n_workers), time.monotonic()
+    try:
+        while True:
+            if time.monotonic() - renewed > RENEW_S:
+                db.renew(claims.owner, LEASE_S)
+                slots, renewed = max(1, worker_count(client)), time.monotonic()
+            target = max(MIN_INFLIGHT, PER_THREAD * slots)
+            if not st.stopped_early and len(inflight) <= target // 2:
+                for idx in claims.take(target - len(inflight)):
+                    seed = derive_seed(spec.root_seed, idx)
+                    f = client.submit(run_program, fields, cid, idx, seed, cfg_digest, pure=False,
+                                      key=f"stress-{cid}-{idx}-{claims.owner.token[:12]}")
+                    inflight[f] = (idx, seed)
+            if not inflight:
+                if claims.exhausted or st.stopped_early:
+                    return
+                time.sleep(0.5)                # the rest is claimed by another live campaign
+                continue
+            try:
+                finished, _ = wait(list(inflight), timeout=1.0, return_when="FIRST_COMPLETED")
+            except TimeoutError:               # distributed.wait raises when nothing finished
+                continue
+            except (FutureCancelledError, FuturesCancelledError) as e:
+                raise _cancelled(e) from None
+            for f in finished:
+                idx, seed = inflight.pop(f)
+                row = _result_row(spec, cid, f, idx, seed)
+                f.release()
+                if not db.record(cid, session, row, claims.owner):
+                    continue                   # recorded by another campaign meanwhile
                 st.finished += 1
                 st.passed += row.status == "pass"
                 st.failed += row.status != "pass"
@@ -354,24 +230,56 @@ def run_campaign(spec: RunSpec, count: int, jobs: int, db: ResultsDb, stop_after
                     on_row(row)
                 if stop_after_fails and fails_before + st.failed >= stop_after_fails:
                     st.stopped_early = True
-                    nxt = None
-            if st.stopped_early and pool.busy() and nxt is None:
-                break           # the programs in flight are not needed: stop now
-    except KeyboardInterrupt:
-        st.interrupted = True
-        raise
+            if st.stopped_early and inflight:
+                return                         # the programs in flight are not needed: stop now
     finally:
-        pool.close()
-        bar.close()
-        st.wall_s = time.monotonic() - t0
-        _remove_if_empty(Path(spec.work_root) / cid)
-    return st
+        for f in inflight:
+            f.cancel()
+
+
+def _cancelled(e: BaseException) -> CampaignError:
+    """The cluster dropped the tasks (scheduler lost or restarted): not the programs' doing."""
+    groups = getattr(e, "error_groups", None)
+    reasons = sorted({g.reason for g in groups}) if groups else [getattr(e, "reason", "unknown")]
+    return CampaignError(f"the Dask cluster cancelled the programs in flight ({', '.join(reasons)}): the "
+                         "finished programs are recorded, run the same command again to resume")
+
+
+def _result_row(spec: RunSpec, cid: str, f, idx: int, seed: int) -> ProgramRow:
+    """The row of a finished task, its bundle published here; CampaignError (a TpuError) of a
+    worker that cannot run the campaign is raised."""
+    try:
+        res = f.result()
+    except TpuError:
+        raise
+    except FutureCancelledError as e:
+        raise _cancelled(e) from None
+    except KilledWorker as e:
+        return lost_row(spec, cid, idx, seed, "worker died in dask", f"KilledWorker: {e}")
+    except Exception as e:
+        return lost_row(spec, cid, idx, seed, f"exception in dask task: {type(e).__name__}", str(e)[:2000])
+    row = ProgramRow(**res["row"])
+    row.bundle = None
+    if res["bundle"] is not None:
+        try:
+            row.bundle = str(bundle_mod.unpack_bundle(res["bundle"], spec, cid, seed, res["bundle_was"]))
+        except Exception as e:
+            why = write_failure(e, bundle_mod.bundle_dir(spec, cid, seed).parent, "bundle")
+            if why is None:
+                row.divergence += f"\n(bundle not published: {type(e).__name__}: {e})"
+            else:
+                row.divergence = f"{why}\n(the bundle could not be published; it runs again when the " \
+                                 f"campaign resumes; it was: {row.reason})\n" + row.divergence
+                row.status, row.reason, row.signal = "error", why, None
+    return row
 
 
 def _remove_if_empty(d: Path) -> None:
+    """Remove the work folder if only empty folders are left in it (Dask's scratch space)."""
     try:
-        d.rmdir()                  # only succeeds when no program left files behind
-        d.parent.rmdir()
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            sub.rmdir()
+        d.rmdir()
     except OSError:
         pass
 
@@ -421,5 +329,5 @@ class _Progress:
 
 
 __all__ = ["derive_seed", "RunSpec", "run_campaign", "execute_program", "replay_command",
-           "prepare", "CampaignStats", "pending_indices", "CampaignError", "DEFAULT_INVALID_RATE", "MAX_COUNT", "MAX_SEED",
-           "DEFAULT_TIMEOUT_S", "DEFAULT_MINIMIZE_BUDGET_S"]
+           "prepare", "CampaignStats", "pending_indices", "CampaignError", "DEFAULT_INVALID_RATE", "MAX_COUNT",
+           "MAX_SEED", "DEFAULT_TIMEOUT_S", "DEFAULT_MINIMIZE_BUDGET_S", "ClusterSpec", "LEASE_S"]

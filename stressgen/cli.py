@@ -1,10 +1,13 @@
 """``python -m stressgen run | replay | report``: random stress programs on golden, SimPy and RTL.
 
   run     --seed S --count N (0 <= S < 2**63, 1 <= N <= 10**9) [--hw small] [--jobs 2] [--db stress_runs/stress.db]
+          [--scheduler tls://HOST:PORT [--tls-ca-file F --tls-cert F --tls-key F] [--connect-timeout 10]]
           [--no-rtl] [--bug NAME] [--bundles DIR] [--invalid-rate R=0.05] [--stop-after-fails K]
           [--timeout SECONDS] [--no-minimize] [--minimize-budget SECONDS] [--no-waves] [--quiet]
           Runs programs 0..N-1 of the campaign (program i has seed derive_seed(S, i), see
-          stressgen/campaign.py); re-running the same command resumes it. Prints the report.
+          stressgen/campaign.py) as Dask tasks: on a local cluster of --jobs worker processes
+          (127.0.0.1 only) or on the cluster at --scheduler (stressgen/cluster.py); re-running
+          the same command resumes it, two at once split the work. Prints the report.
   replay  --seed P [--hw small] [--bug NAME] [--invalid-rate R=0.05] [--no-rtl] [--out DIR]
           or --asm FILE (a saved program, e.g. a bundle's min/program.asm): runs one program,
           prints its outcome; --out keeps every file of the run (program.asm / .tpubin,
@@ -36,6 +39,7 @@ from stressgen.campaign import (
     prepare,
     run_campaign,
 )
+from stressgen.cluster import DEFAULT_CONNECT_TIMEOUT_S, ClusterSpec
 from stressgen.db import DbError, ResultsDb
 from stressgen.gen import generate
 from stressgen.program import StressError, parse_asm
@@ -62,7 +66,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, required=True, help="campaign root seed")
     r.add_argument("--count", type=int, required=True, help="programs in the campaign")
     r.add_argument("--hw", default="small", help="hardware config name or YAML path (default small)")
-    r.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    r.add_argument("--jobs", type=int, default=None,
+                   help="worker processes of the local Dask cluster (default 2; not with --scheduler)")
+    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on the Dask cluster at ADDRESS (tcp://HOST:PORT or tls://HOST:PORT) instead of "
+                        "a local cluster")
+    r.add_argument("--tls-ca-file", default=None, help="CA certificate of a tls:// cluster")
+    r.add_argument("--tls-cert", default=None, help="client certificate (PEM) for a tls:// cluster")
+    r.add_argument("--tls-key", default=None, help="client private key (PEM) for a tls:// cluster")
+    r.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S,
+                   help=f"seconds to reach --scheduler (default {DEFAULT_CONNECT_TIMEOUT_S:g})")
     r.add_argument("--db", type=Path, default=DEFAULT_HOME / "stress.db", help="results database")
     r.add_argument("--no-rtl", action="store_true", help="golden vs SimPy only")
     r.add_argument("--bug", default=None, help="compile an injected RTL bug in (cocotb_tests/bugs.py)")
@@ -120,8 +133,10 @@ def _check_run(a) -> None:
     if a.count > MAX_COUNT:
         raise StressCliError(f"--count must be at most {MAX_COUNT} (10**9) per campaign, got {a.count}")
     _check_seed(a.seed)
-    if a.jobs < 1:
-        raise StressCliError(f"--jobs must be at least 1, got {a.jobs}")
+    if a.jobs is not None and a.scheduler is not None:
+        raise StressCliError(f"--jobs {a.jobs} sizes the local cluster: with --scheduler the cluster's "
+                             "workers decide (drop --jobs)")
+    _cluster(a).check()                        # --jobs, --connect-timeout, TLS files
     if a.timeout <= 0:
         raise StressCliError(f"--timeout must be positive seconds, got {a.timeout}")
     if a.minimize_budget <= 0:
@@ -129,6 +144,11 @@ def _check_run(a) -> None:
     if a.stop_after_fails is not None and a.stop_after_fails < 1:
         raise StressCliError(f"--stop-after-fails must be at least 1, got {a.stop_after_fails}")
     _check_common(a)
+
+
+def _cluster(a) -> ClusterSpec:
+    return ClusterSpec(jobs=2 if a.jobs is None else a.jobs, scheduler=a.scheduler, tls_ca_file=a.tls_ca_file,
+                       tls_cert=a.tls_cert, tls_key=a.tls_key, connect_timeout_s=a.connect_timeout)
 
 
 def _writable_dir(p: Path, what: str) -> Path:
@@ -151,10 +171,12 @@ def cmd_run(a) -> int:
                        bundle_root=str(bundles), work_root=str(db_path.parent / "work"),
                        timeout_s=a.timeout, minimize=not a.no_minimize,
                        minimize_budget_s=a.minimize_budget, waves=not a.no_waves)
-        digest = prepare(spec)                 # RTL build, before any program's timeout starts
+        # RTL build, before any program's timeout starts (a remote cluster's workers build their own)
+        digest = prepare(spec, build=a.scheduler is None)
+        cluster = _cluster(a)
         try:
-            st = run_campaign(spec, a.count, a.jobs, db, a.stop_after_fails,
-                              progress=not a.quiet, cfg_digest=digest)
+            st = run_campaign(spec, a.count, cluster.jobs, db, a.stop_after_fails,
+                              progress=not a.quiet, cfg_digest=digest, cluster=cluster)
         except KeyboardInterrupt:
             n = len(db.done_indices(spec.campaign(digest).id))
             print(f"{PROG}: interrupted: {n} of {a.count} programs are recorded in {db_path}; "

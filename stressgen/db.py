@@ -10,6 +10,9 @@ One file holds any number of campaigns. Tables:
              status ("pass" | "fail" | "error"), reason, signal (first diverging signal or NULL),
              divergence (text), bins (JSON {bin: hits}), timings (JSON {step: seconds}),
              bundle (path or NULL), n_instrs, wall_s, finished (epoch s), session
+  claims     programs being run, primary key (campaign, idx): owner (a random token per
+             ``stressgen run`` process), host, pid, pid_start (the owner's process start time),
+             until (epoch s: the lease, renewed by the owner while it runs)
 
 A program's row (and its session's counters) is written in ONE transaction when the program
 finishes, by the campaign's parent process only (the workers never touch the file). A run killed
@@ -20,14 +23,24 @@ are replaced. The WAL is checkpointed after every commit (``wal_autocheckpoint=1
 holds more than one program's row: little disk, and a disk or file-size limit that is reached
 fails one whole transaction (DbError), never leaves half a row.
 
+Two ``stressgen run`` processes on one database split the work through ``claims``: a process
+runs a program only after claiming it (``claim``: one transaction; a program with a row or a live
+claim of another owner is not claimed), records it and drops the claim in one transaction, drops
+its unfinished claims when it stops and renews its lease (``renew``) while it runs. A claim whose
+lease expired, or whose owner process is gone (same host, pid not alive or reused), is free
+again: the programs of a campaign killed with SIGKILL are redone by the next run.
+
 Errors: ``DbError`` (a TpuError) for a path that cannot be opened or written, a file that is not
 a SQLite database, or a database of another schema; the message names the path.
 """
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -55,6 +68,9 @@ CREATE TABLE IF NOT EXISTS programs(
   bins TEXT NOT NULL DEFAULT '{}', timings TEXT NOT NULL DEFAULT '{}', bundle TEXT,
   n_instrs INTEGER, wall_s REAL, finished REAL NOT NULL, session INTEGER,
   PRIMARY KEY(campaign, idx));
+CREATE TABLE IF NOT EXISTS claims(
+  campaign TEXT NOT NULL, idx INTEGER NOT NULL, owner TEXT NOT NULL, host TEXT NOT NULL,
+  pid INTEGER NOT NULL, pid_start TEXT NOT NULL, until REAL NOT NULL, PRIMARY KEY(campaign, idx));
 """
 
 
@@ -112,6 +128,38 @@ def _wrap(path: Path, exc: Exception) -> DbError:
     if "unable to open" in msg or "readonly" in msg or "read-only" in msg:
         return DbError(f"{path}: cannot open or write the results database ({msg})")
     return DbError(f"{path}: results database error: {msg}")
+
+
+def process_start(pid: int) -> str:
+    """Start time of process ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), "" if
+    there is no such process: with the pid it names one process even when pids are reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who claims programs: one ``stressgen run`` process (``Owner.me()``)."""
+    token: str
+    host: str
+    pid: int
+    pid_start: str
+
+    @classmethod
+    def me(cls) -> "Owner":
+        return cls(uuid.uuid4().hex, socket.gethostname(), os.getpid(), process_start(os.getpid()))
+
+
+def _owner_alive(host: str, pid: int, pid_start: str) -> bool:
+    """False only when the owner is surely gone (same host, its process ended); another host's
+    owner is trusted until its lease expires."""
+    return host != socket.gethostname() or (pid_start != "" and process_start(pid) == pid_start)
+
+
+_NOT_WRITE_FAILURE = "NOT (status='error' AND substr(reason, 1, ?)=?)"
 
 
 class ResultsDb:
@@ -208,17 +256,20 @@ class ResultsDb:
         except those whose files could not be written (to be run again)."""
         try:
             rows = self.conn.execute(
-                "SELECT idx FROM programs WHERE campaign=? AND NOT (status='error' AND "
-                "substr(reason, 1, ?)=?)", (campaign_id, len(WRITE_FAILED), WRITE_FAILED))
+                f"SELECT idx FROM programs WHERE campaign=? AND {_NOT_WRITE_FAILURE}",
+                (campaign_id, len(WRITE_FAILED), WRITE_FAILED))
             return {r[0] for r in rows}
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None
 
-    def record(self, campaign_id: str, session: int | None, row: ProgramRow) -> None:
-        """Write one finished program and bump its session, in one transaction.
+    def record(self, campaign_id: str, session: int | None, row: ProgramRow, owner: Owner | None = None) -> bool:
+        """Write one finished program, bump its session and drop ``owner``'s claim of it, in one
+        transaction; True if written.
 
         A second record of the same (campaign, idx) replaces the first (a program redone after a
-        crash of the parent between the worker's end and this write)."""
+        crash of the parent between the worker's end and this write, or a write failure redone),
+        except with ``owner``: a program another owner recorded meanwhile (this owner's lease
+        had expired) keeps its row and this one is dropped (False)."""
         now = time.time()
         vals = (campaign_id, row.idx, row.seed, row.hw, row.bug, row.invalid, row.status, row.reason,
                 row.signal, row.divergence, json.dumps(row.bins or {}, sort_keys=True),
@@ -226,6 +277,11 @@ class ResultsDb:
                 now, session)
         try:
             with self._tx():
+                if owner is not None:
+                    self.conn.execute("DELETE FROM claims WHERE campaign=? AND idx=? AND owner=?",
+                                      (campaign_id, row.idx, owner.token))
+                    if self._done(campaign_id, row.idx):
+                        return False
                 self.conn.execute("INSERT OR REPLACE INTO programs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                   vals)
                 if session is not None:
@@ -233,6 +289,56 @@ class ResultsDb:
                                       (now, session))
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None
+        return True
+
+    def _done(self, campaign_id: str, idx: int) -> bool:
+        return self.conn.execute(f"SELECT 1 FROM programs WHERE campaign=? AND idx=? AND {_NOT_WRITE_FAILURE}",
+                                 (campaign_id, idx, len(WRITE_FAILED), WRITE_FAILED)).fetchone() is not None
+
+    # ---------------------------------------------------------------------------- claims
+    def claim(self, campaign_id: str, owner: Owner, indices, lease_s: float) -> tuple[list[int], list[int]]:
+        """Claim the programs ``indices`` for ``owner`` until now + ``lease_s``, in one
+        transaction: (claimed, busy). Not claimed: a program with a row (done) and one that
+        another live owner claims (busy: to look at again later)."""
+        got, busy = [], []
+        now = time.time()
+        try:
+            with self._tx():
+                for i in indices:
+                    if self._done(campaign_id, i):
+                        continue
+                    c = self.conn.execute("SELECT owner, host, pid, pid_start, until FROM claims WHERE "
+                                          "campaign=? AND idx=?", (campaign_id, i)).fetchone()
+                    if c is not None and c[0] != owner.token and c[4] > now and _owner_alive(*c[1:4]):
+                        busy.append(i)
+                        continue
+                    self.conn.execute("INSERT OR REPLACE INTO claims VALUES(?,?,?,?,?,?,?)",
+                                      (campaign_id, i, owner.token, owner.host, owner.pid, owner.pid_start,
+                                       now + lease_s))
+                    got.append(i)
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+        return got, busy
+
+    def renew(self, owner: Owner, lease_s: float) -> None:
+        """Extend every claim of ``owner`` to now + ``lease_s``."""
+        try:
+            with self._tx():
+                self.conn.execute("UPDATE claims SET until=? WHERE owner=?", (time.time() + lease_s, owner.token))
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+
+    def release(self, owner: Owner) -> None:
+        """Drop every claim of ``owner`` (its unfinished programs are free for another run)."""
+        try:
+            with self._tx():
+                self.conn.execute("DELETE FROM claims WHERE owner=?", (owner.token,))
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
+
+    def claims(self, campaign_id: str) -> list[dict]:
+        cur = self.conn.execute("SELECT * FROM claims WHERE campaign=? ORDER BY idx", (campaign_id,))
+        return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
 
     def programs(self, campaign_id: str | None = None) -> list[dict]:
         """Every program row (dicts, bins/timings decoded), ordered by campaign then index."""
@@ -300,4 +406,4 @@ class _Transaction:
         return False
 
 
-__all__ = ["ResultsDb", "Campaign", "ProgramRow", "DbError", "SCHEMA_VERSION", "STATUSES"]
+__all__ = ["ResultsDb", "Campaign", "ProgramRow", "Owner", "process_start", "DbError", "SCHEMA_VERSION", "STATUSES"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stressgen.campaign import derive_seed
-from stressgen.db import Campaign, DbError, ProgramRow, ResultsDb
+from stressgen.db import Campaign, DbError, Owner, ProgramRow, ResultsDb, process_start
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,6 +57,34 @@ def test_campaign_identity_conflict(tmp_path):
         db.ensure_campaign(_camp(params='{"cfg_sha256": "aa"}'))          # same: fine
         with pytest.raises(DbError, match="campaign s5-small-clean-simpy exists with other parameters"):
             db.ensure_campaign(_camp(params='{"cfg_sha256": "bb"}'))
+
+
+def test_claims_split_expire_and_follow_their_owner(tmp_path):
+    """A program with a row or another live owner's claim is not claimed; a claim whose lease
+    ran out, or whose owner process is gone (a real process that exited), is free; recording
+    drops the claim; a program recorded by another owner keeps that row."""
+    a, b = Owner.me(), Owner.me()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = Owner("dead", a.host, gone.pid, "1")                  # the pid of a process that exited
+    assert process_start(gone.pid) != "1"                        # (or reused by a later process)
+    with ResultsDb(tmp_path / "s.db") as db:
+        cid = db.ensure_campaign(_camp())
+        db.record(cid, None, ProgramRow(0, 10, "small", None, "pass"))
+        assert db.claim(cid, a, [0, 1, 2], 60) == ([1, 2], [])
+        assert db.claim(cid, b, [1, 2, 3], 60) == ([3], [1, 2])
+        assert db.claim(cid, a, [1], 60) == ([1], [])            # its own claim again
+        assert db.claim(cid, b, [4], -1) == ([4], [])            # a lease already over
+        assert db.claim(cid, a, [4], 60) == ([4], [])
+        assert db.claim(cid, dead, [5], 60) == ([5], [])
+        assert db.claim(cid, a, [5], 60) == ([5], [])            # its owner is gone: free now
+        assert db.record(cid, None, ProgramRow(1, 11, "small", None, "pass"), a)
+        assert [c["idx"] for c in db.claims(cid) if c["owner"] == a.token] == [2, 4, 5]
+        assert not db.record(cid, None, ProgramRow(1, 11, "small", None, "fail", reason="x"), b)
+        assert db.programs(cid)[1]["status"] == "pass"
+        db.release(a)
+        assert [c["idx"] for c in db.claims(cid)] == [3]
+        assert db.claim(cid, a, [2, 3], 60) == ([2], [3])
 
 
 def test_bad_status_is_refused():

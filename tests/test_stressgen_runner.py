@@ -132,7 +132,7 @@ def test_campaign_timeout_is_a_recorded_failure(tmp_path):
     spec = _spec(tmp_path, timeout_s=0.001)
     with ResultsDb(tmp_path / "s.db") as db:
         t = time.monotonic()
-        st = run_campaign(spec, 3, 2, db, progress=False, cfg_digest="x")
+        st = run_campaign(spec, 3, 2, db, progress=False)
         rows = db.programs(st.campaign_id)
     assert time.monotonic() - t < 120
     assert [r["idx"] for r in rows] == [0, 1, 2]
@@ -143,29 +143,25 @@ def test_campaign_timeout_is_a_recorded_failure(tmp_path):
         assert "timeout in" in (b / "divergence.txt").read_text()
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                st = (p / "stat").read_text()
-            except OSError:
-                continue
-            if int(st.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(p.name))
-    return out
-
-
-def test_campaign_survives_a_killed_worker(tmp_path):
+def test_campaign_survives_a_killed_program_process(tmp_path):
+    """SIGKILL of the process a program runs in (stressgen.child, under a Dask worker): that
+    program is an error row "worker died in <step>", the campaign goes on and ends. (A killed
+    Dask worker instead reruns its program elsewhere: tests/test_stressgen_dask.py.)"""
+    import psutil
     db = tmp_path / "s.db"
     cmd = [sys.executable, "-m", "stressgen", "run", "--seed", "6", "--count", "60", "--jobs", "2",
            "--db", str(db), "--no-rtl", "--quiet", "--no-minimize"]
     p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None
     t = time.monotonic()
-    while killed is None and time.monotonic() - t < 60:
-        kids = [k for k in _children(p.pid)
-                if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()] if p.poll() is None else []
+    while killed is None and time.monotonic() - t < 120 and p.poll() is None:
+        kids = []
+        for k in psutil.Process(p.pid).children(recursive=True):
+            try:
+                if "stressgen.child" in k.cmdline():
+                    kids.append(k.pid)
+            except psutil.Error:
+                pass
         n = 0
         if db.exists():
             try:
@@ -179,7 +175,7 @@ def test_campaign_survives_a_killed_worker(tmp_path):
             os.kill(killed, signal.SIGKILL)
         time.sleep(0.02)
     out, err = p.communicate(timeout=300)
-    assert killed is not None, "no worker to kill"
+    assert killed is not None, "no program process to kill"
     assert p.returncode in (0, 1), err
     c = sqlite3.connect(db)
     rows = c.execute("SELECT idx, status, reason FROM programs ORDER BY idx").fetchall()
@@ -247,7 +243,7 @@ def test_short_rtl_campaign_passes_and_covers(tmp_path):
     # 20 programs hit without the RTL (the dynamic bins come from counters both sides agree on).
     assert len(s.empty_bins) <= 3, f"bins not hit by 20 programs: {s.empty_bins}"
     with ResultsDb(tmp_path / "s2.db") as db:
-        st2 = run_campaign(_spec(tmp_path, root_seed=1), 20, 2, db, progress=False, cfg_digest="x")
+        st2 = run_campaign(_spec(tmp_path, root_seed=1), 20, 2, db, progress=False)
         s2 = summarize(db, st2.campaign_id)[0]
     assert s2.bin_programs == s.bin_programs and set(s.bin_programs) | set(s.empty_bins) == set(ALL_BINS)
 
