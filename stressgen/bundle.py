@@ -250,6 +250,9 @@ def unpack_bundle(data: bytes, spec, campaign_id: str, seed: int, was: str) -> P
         for g in (tmp / "triage.gtkw", tmp / "min" / "triage.gtkw"):
             if g.exists():
                 write_text_atomic(g, g.read_text().replace(str(was), str(final)))
+        _write_script(tmp / "replay.sh", replay_script(replay_command(spec, seed)))
+        if (tmp / "min" / "program.asm").exists():
+            _write_script(tmp / "min" / "replay.sh", replay_script(_min_replay_argv(spec)))
         return _publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

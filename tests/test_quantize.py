@@ -86,17 +86,18 @@ def test_huge_multiplier_refused_with_node_name():
         quantize_graph(g, stats)
 
 
-def test_unfolded_batchnorm_refused():
+def test_standalone_batchnorm_and_constant_add_become_diagonal_convs():
     rng = np.random.default_rng(0)
-    nodes = [qnets.bn_node("x", "y", "bn", "lonely_bn")]
-    m = qnets.make_model(nodes, qnets.bn_params(rng, 3, "bn"), (1, 3, 4, 4), "y", None)
-    with pytest.raises(CompileError, match=r"'lonely_bn' \(BatchNormalization\) has no int8 device mapping"):
-        compile_model(m, qnets.inputs((1, 3, 4, 4), 2))
+    nodes = [qnets.bn_node("x", "b", "bn", "lonely_bn"), helper.make_node("Add", ["b", "c"], ["y"], name="cadd")]
+    m = qnets.make_model(nodes, {**qnets.bn_params(rng, 3, "bn"), "c": np.ones((1, 3, 1, 1), np.float32)},
+                         (1, 3, 4, 4), "y", None)
+    qg, g = compile_model(m, qnets.inputs((1, 3, 4, 4), 2))
+    assert [n.op for n in g.nodes] == ["Conv"] and g.nodes[0].name == "lonely_bn"
 
 
 def test_broadcast_add_refused():
     nodes = [helper.make_node("Add", ["x", "c"], ["y"], name="badd")]
-    m = qnets.make_model(nodes, {"c": np.ones((1, 3, 1, 1), np.float32)}, (1, 3, 4, 4), "y", None)
+    m = qnets.make_model(nodes, {"c": np.ones((1, 1, 4, 1), np.float32)}, (1, 3, 4, 4), "y", None)
     with pytest.raises(CompileError, match=r"'badd' \(Add\) reads 'c', which is not an int8 device tensor"):
         compile_model(m, qnets.inputs((1, 3, 4, 4), 2))
 
