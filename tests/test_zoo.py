@@ -44,3 +44,17 @@ def test_a_refused_wheel_model_names_its_ops():
 def test_unknown_wheel_model():
     with pytest.raises(ValueError, match=r"unknown model 'lenet'; known: alexnet, densenet121"):
         realdata.wheel_model("lenet")
+
+
+def test_synthetic_weights_flag_of_the_compiler_cli(tmp_path, capsys):
+    """`tpucompile FILE --synthetic-weights SEED` replaces the wheel's placeholder weights."""
+    from tpucompile.cli import main
+    from tpusim.arch.binary import TpuBinary
+    src = realdata.LIGHT_RESNET50.parent / "light_squeezenet.onnx"
+    outs = []
+    for flag in ([], ["--synthetic-weights", "3"]):
+        out = tmp_path / f"sq{len(outs)}.tpubin"
+        assert main([str(src), "--hw", "small", "-o", str(out), *flag]) == 0
+        outs.append(TpuBinary.read(out))
+    assert [L["op"] for L in outs[0].meta["layers"]] == [L["op"] for L in outs[1].meta["layers"]]
+    assert outs[0].data != outs[1].data                                      # other weights

@@ -51,10 +51,11 @@ def main(argv=None) -> int:
                                                      "pass (NN_<pass>.mlir/.txt), the program and meta")
     ap.add_argument("--calib", type=int, default=4, metavar="N", help="calibration images (default 4)")
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
+    ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
+                    help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        import onnx
         cfg = load_config(a.hw)
         if a.calib < 1:
             raise CompileError(f"--calib must be >= 1, got {a.calib}")
@@ -64,10 +65,7 @@ def main(argv=None) -> int:
         else:
             if not p.exists():
                 raise CompileError(f"model file {str(p)!r} not found (built-in models: {sorted(MODELS)})")
-            try:
-                model = onnx.load(str(p))
-            except Exception as e:
-                raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+            model = load_model(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
         qg, _ = compile_model(model, lambda: _calib_images(model, a.calib), dumps)

@@ -35,22 +35,32 @@ class CompileResult:
     times_s: dict = field(default_factory=dict)
 
 
-def load_model(model: str | Path) -> onnx.ModelProto:
-    """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither."""
+def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.ModelProto:
+    """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither.
+    ``synthetic_seed``: replace a file's Conv/Gemm/BatchNorm parameters by seeded synthetic ones
+    (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
+    models always carry theirs."""
     if str(model) in MODELS:
         return MODELS[str(model)][0]()
     p = Path(model)
     if not p.exists():
         raise CompileError(f"model {str(model)!r} is neither a built-in model {sorted(MODELS)} nor an existing file")
     try:
-        return onnx.load(str(p))
+        m = onnx.load(str(p))
     except Exception as e:  # onnx raises DecodeError and others for corrupt files
         raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+    if synthetic_seed is None:
+        return m
+    try:
+        return realdata.synthetic_weights(m, synthetic_seed)
+    except (KeyError, ValueError, onnx.checker.ValidationError) as e:
+        raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
 
 
-def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = None):
+def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = None,
+                        synthetic_seed: int | None = None):
     """(ONNX model, test image float32 NCHW, calibration images) for a model name or path."""
-    m = load_model(model)
+    m = load_model(model, synthetic_seed)
     dims = runtime_inputs(m)[0].type.tensor_type.shape.dim
     h = size or (dims[2].dim_value if len(dims) == 4 and dims[2].dim_value else 224)
     return m, realdata.test_image(h), realdata.calibration_images(calib, h)

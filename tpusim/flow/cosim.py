@@ -64,14 +64,15 @@ def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[st
 
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
         waves: bool = False, data: tuple | None = None, name: str | None = None,
-        resume: bool = True) -> Verdict:
+        resume: bool = True, synthetic_seed: int | None = None) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
     onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given).
     rtl: also build and run the Verilator RTL. resume: reuse the SimPy and RTL results that an
     earlier (possibly interrupted) run in ``out`` finished for the same binary, inputs and
-    source (out/stages/, tpusim.flow.stagecache); False recomputes everything.
+    source (out/stages/, tpusim.flow.stagecache); False recomputes everything. synthetic_seed: a
+    model file's weights replaced by seeded synthetic ones (tpucompile.driver.load_model).
     Raises TpuError subclasses for user mistakes.
     """
 
@@ -83,7 +84,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         task = prog.add_task("compile", total=None)
         t = time.perf_counter()
         if data is None:
-            onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw)
+            onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw,
+                                                                            synthetic_seed=synthetic_seed)
         else:
             onnx_model, (x_float, calib_images) = model, data
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
@@ -215,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true",
                     help="recompute every stage (default: resume the SimPy/RTL results an earlier run "
                          "in --out finished for the same binary, input and source)")
+    ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
+                    help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
     a = ap.parse_args(argv)
     if not 1 <= a.calib <= 25:
         raise TpuError(f"--calib must be between 1 and 25 calibration images, got {a.calib}")
@@ -223,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
-                resume=not a.fresh)
+                resume=not a.fresh, synthetic_seed=a.synthetic_weights)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2
