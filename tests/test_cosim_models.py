@@ -1,6 +1,8 @@
 """cosim (SimPy only, small config) on graphs whose shape used to break the flow itself."""
 from __future__ import annotations
 
+import numpy as np
+import onnx
 import pytest
 
 from tests import qnets
@@ -40,3 +42,21 @@ def test_light_squeezenet_seed_bit_exact(tmp_path):
     views = [L for L in b.meta["layers"] if L.get("views")]
     assert len(views) == 8 and all(L["instr_begin"] == L["instr_end"] for L in views)
     assert b.version == 2       # its Concats of 64 + 64 and 192 + 192 channels have gap lanes
+
+
+def test_accuracy_rows_fit_the_output(tmp_path):
+    """Top-k only for a (1, N) classifier output; a constant FP32 output gets a note, no cosine."""
+    fm = qnets.same_pad_dropout()
+    xs = qnets.inputs(qnets.in_shape(fm), 3, seed=3)
+    v = run(fm, "small", tmp_path / "fm", rtl=False, data=(xs[0], xs[1:]), name="fm")
+    assert "top1_agree" not in v.accuracy and v.accuracy["sqnr_db"] > 20 and v.accuracy["cosine"] > 0.98
+    head = qnets.gemm_head()
+    xs = qnets.inputs(qnets.in_shape(head), 3, seed=3)
+    v = run(head, "small", tmp_path / "head", rtl=False, data=(xs[0], xs[1:]), name="head")
+    assert "top1_agree" in v.accuracy
+    flat = qnets.gemm_head()
+    for init in flat.graph.initializer:
+        init.CopyFrom(onnx.numpy_helper.from_array(np.zeros_like(onnx.numpy_helper.to_array(init)), init.name))
+    v = run(flat, "small", tmp_path / "flat", rtl=False, data=(xs[0], xs[1:]), name="flat")
+    assert v.passed and v.accuracy.get("constant_fp32") and "cosine" not in v.accuracy
+    assert any("FP32 output is constant" in n for n in v.notes)

@@ -36,13 +36,23 @@ def _progress():
 
 
 def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
+    """Dequantized device output vs onnxruntime FP32: max |error|, SQNR (dB) = 10 log10(sum f^2 /
+    sum (q - f)^2); cosine unless the FP32 output is constant (then ``constant_fp32``: a cosine
+    would say nothing); top-1/top-5 only for a classifier output, shape (1, N) with N >= 2."""
     a = logits_q.reshape(-1).astype(np.float64)
     b = logits_f.reshape(-1).astype(np.float64)
-    cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
-    t5a, t5b = np.argsort(-a)[:5], np.argsort(-b)[:5]
-    return {"cosine": cos, "top1_int8": int(t5a[0]), "top1_fp32": int(t5b[0]),
-            "top1_agree": bool(t5a[0] == t5b[0]), "top5_overlap": int(len(set(t5a) & set(t5b))),
-            "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))}
+    err = float(np.sum((a - b) ** 2))
+    out = {"max_abs": float(np.abs(a - b).max(initial=0.0)),
+           "sqnr_db": float(10 * np.log10(np.sum(b ** 2) / err)) if err > 0 else float("inf")}
+    if np.ptp(b) <= 1e-6 * max(1.0, float(np.abs(b).max(initial=0.0))):
+        return {**out, "constant_fp32": True}
+    out["cosine"] = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+    if np.asarray(logits_f).ndim == 2 and logits_f.shape[0] == 1 and logits_f.shape[1] >= 2:
+        t5a, t5b = np.argsort(-a)[:5], np.argsort(-b)[:5]
+        out.update({"top1_int8": int(t5a[0]), "top1_fp32": int(t5b[0]),
+                    "top1_agree": bool(t5a[0] == t5b[0]), "top5_overlap": int(len(set(t5a) & set(t5b))),
+                    "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))})
+    return out
 
 
 def _device_bytes(binary) -> bytes:
@@ -178,6 +188,9 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     d0 = res.binary.outputs[0]
     logits_q = (sim["outputs"][d0.name].astype(np.float32) - d0.zero_point) * d0.scale
     v.accuracy = _accuracy(logits_q, logits_f)
+    if v.accuracy.get("constant_fp32"):
+        v.notes.append("the FP32 output is constant (placeholder weights?): no cosine or top-k; "
+                       "--synthetic-weights SEED gives a model file seeded weights")
     if qg.host_ops:
         v.notes.append("host ops after the device: " + ", ".join(h["op"] for h in qg.host_ops)
                        + " (no exponent unit on the chip); accuracy compares logits")

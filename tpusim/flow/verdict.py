@@ -88,6 +88,15 @@ def count_mismatch(a: np.ndarray | None, b: np.ndarray | None) -> int:
     return int(np.count_nonzero(a != b))
 
 
+def accuracy_text(a: dict) -> str:
+    """The verdict's accuracy row: cosine (or why not), SQNR, max error, top-k of classifiers."""
+    parts = ["FP32 output constant: no cosine" if a.get("constant_fp32") else f"cosine {a.get('cosine', float('nan')):.4f}",
+             f"SQNR {a.get('sqnr_db', float('nan')):.1f} dB", f"max |error| {a.get('max_abs', float('nan')):.4g}"]
+    if "top1_agree" in a:
+        parts += [f"top-1 {'agree' if a['top1_agree'] else 'differ'}", f"top-5 overlap {a['top5_overlap']}/5"]
+    return "int8 vs FP32 output: " + ", ".join(parts)
+
+
 def render(v: Verdict) -> None:
     """Print the verdict table with rich."""
     from rich.console import Console
@@ -118,9 +127,7 @@ def render(v: Verdict) -> None:
     t.add_row("cycles", cyc, ok if v.cycles_ok else bad)
     a = v.accuracy
     if a:
-        t.add_row("accuracy", f"int8 vs FP32 logits: cosine {a.get('cosine', float('nan')):.4f}, "
-                              f"top-1 {'agree' if a.get('top1_agree') else 'differ'}, "
-                              f"top-5 overlap {a.get('top5_overlap', 0)}/5", "")
+        t.add_row("accuracy", accuracy_text(a), "")
     tm = v.times_s
     parts = [f"{k} {tm[k]:.1f}" for k in ("compile", "golden", "fp32", "simpy", "rtl_build", "rtl_run") if k in tm]
     if v.simpy_cycles_per_s:
