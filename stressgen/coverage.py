@@ -15,11 +15,14 @@ import numpy as np
 
 from stressgen.analysis import dma_runs, engine_of, footprint, match_tokens, matmul_words, ordered, vector_clocks
 from stressgen.golden import run_golden
-from stressgen.program import StressError, config
+from stressgen.program import RawWord, StressError, config
 from stressgen.tasks import PRIME_K
-from stressgen.validate import normalise
+from stressgen.validate import normalise, validate
 from tpusim.arch import arith
+from tpusim.arch.device_checks import ddr_align_bytes, start_fault
+from tpusim.arch.errors import IsaError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
+from tpusim.arch.operands import dma_ddr_end
 
 STATIC_BINS = (
     # matrix problems
@@ -45,6 +48,19 @@ STATIC_BINS = (
 )
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
 ALL_BINS = STATIC_BINS + DYNAMIC_BINS
+#: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
+#: passes; a report lists them among the bins hit outside ALL_BINS): ``err_<kind>`` per device
+#: error a program is refused with (``validate``'s StressError kind: one per checker path of
+#: tpu_dma_check / tpu_mxu_check / tpu_vpu_check, the decoder's reserved opcode, a deadlock),
+#: ``err_edge`` when the faulting access is exactly one unit past its limit (the last SRAM word or
+#: byte + 1, accumulator row ACC_DEPTH, the first 32-byte step past 2^40), and ``valid_edge_sram``
+#: / ``valid_edge_acc`` for a valid instruction ending exactly on the last SRAM word / byte or
+#: accumulator row (both sides of every range check's boundary).
+ERROR_KINDS = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "dma_sram_range", "dma_ddr_range",
+               "mxu_sram_range", "mxu_acc_range", "vpu_sram_range", "vpu_acc_range", "qreg_unloaded",
+               "deadlock")
+ERROR_BINS = tuple(f"err_{k}" for k in ERROR_KINDS) + ("err_edge",)
+EDGE_BINS = ("valid_edge_sram", "valid_edge_acc")
 LONG_CHAIN_HOPS = 6
 SHIFT_COMPILER = (-31, 30)        # tpusim.arch.arith.quantize_multiplier's shifts
 
@@ -279,6 +295,70 @@ def _pairs(instrs, cfg, feet, b: Counter) -> None:
         b["long_chain"] += max(hops)
 
 
+class _Resized:
+    """``cfg`` with the SRAM and the accumulator ``d`` units (words / rows) larger."""
+
+    def __init__(self, cfg, d: int):
+        self._cfg, self._d = cfg, d
+
+    def __getattr__(self, name):
+        return getattr(self._cfg, name)
+
+    @property
+    def sram_words(self) -> int:
+        return self._cfg.sram_words + self._d
+
+    @property
+    def sram_size_bytes(self) -> int:
+        return self._cfg.sram_size_bytes + self._d * self._cfg.word_bytes
+
+    @property
+    def acc_depth_rows(self) -> int:
+        return self._cfg.acc_depth_rows + self._d
+
+
+def _fault_code(ins, cfg) -> str | None:
+    fault = start_fault(ins, cfg, frozenset(range(cfg.qreg_count)))    # range checks only
+    return fault.code if fault is not None else None
+
+
+def _at_edge(ins, kind: str, cfg) -> bool:
+    """The range fault ``kind`` of ``ins`` is exactly one unit past its limit."""
+    if kind == "dma_ddr_range":
+        return dma_ddr_end(ins.args) - DDR_ADDR_LIMIT <= ddr_align_bytes(cfg)
+    return kind.endswith("_range") and _fault_code(ins, _Resized(cfg, 1)) != kind
+
+
+def error_bins(prog, cfg, instrs) -> dict[str, int]:
+    """ERROR_BINS of an invalid program (the fault ``validate`` finds first)."""
+    try:
+        validate(prog, cfg)
+    except StressError as e:
+        if e.kind not in ERROR_KINDS:
+            return {}
+        out = {f"err_{e.kind}": 1}
+        if e.index is not None and e.index < len(instrs) and not isinstance(instrs[e.index], RawWord) \
+                and _at_edge(instrs[e.index], e.kind, cfg):
+            out["err_edge"] = 1
+        return out
+    except IsaError:
+        return {"err_reserved_opcode": 1}
+    return {}
+
+
+def edge_bins(instrs, cfg) -> dict[str, int]:
+    """EDGE_BINS: valid instructions whose access ends on the last SRAM word/byte or accumulator row."""
+    out: Counter = Counter()
+    smaller = _Resized(cfg, -1)
+    for ins in instrs:
+        if isinstance(ins, RawWord) or _fault_code(ins, cfg) is not None:
+            continue
+        code = _fault_code(ins, smaller)
+        if code is not None:
+            out["valid_edge_acc" if code.endswith("acc_range") else "valid_edge_sram"] += 1
+    return dict(out)
+
+
 def bins_of(prog, cfg=None) -> dict[str, int]:
     """Static bins of ``prog`` (STATIC_BINS names -> hit counts; only bins hit are listed).
     Runs the golden model to observe data-dependent bins; an invalid program gets only the
@@ -293,7 +373,11 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
     except StressError:
         pass
     b.update(obs.bins)
+    b.update(edge_bins(instrs, cfg))
+    if prog.invalid:
+        b.update(error_bins(prog, cfg, instrs))
     return {k: int(v) for k, v in sorted(b.items()) if v}
 
 
-__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "bins_of", "observed_bins", "tie_mask"]
+__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS", "bins_of",
+           "error_bins", "edge_bins", "observed_bins", "tie_mask"]

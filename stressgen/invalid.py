@@ -15,10 +15,11 @@ from __future__ import annotations
 from stressgen.analysis import engine_of
 from stressgen.program import RawWord, StressProgram, instruction_from
 from stressgen.validate import validate
-from tpusim.arch.device_checks import ddr_align_bytes
+from tpusim.arch.device_checks import DMA_DDR_ALIGNED_FIELDS, DMA_SRAM_ALIGNED_FIELDS, ddr_align_bytes
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import BY_CODE, INSTR_BYTES, decode, encode
 from tpusim.arch.limits import DDR_ADDR_LIMIT
+from tpusim.arch.operands import pool_last_tap
 
 INVALID_CLASSES = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
                    "qreg_unloaded", "sram_out_of_range", "deadlock")
@@ -67,8 +68,8 @@ def _misaligned(prog, cfg, r):
     if i is None:
         return False
     a, w, al = prog.instrs[i].args, cfg.word_bytes, ddr_align_bytes(cfg)
-    f = r.choice(["sram_addr", "inner_bytes", "ddr_addr"] + (["ddr_stride1"] if a["count1"] > 1 else []))
-    off = r.randrange(1, w) if f in ("sram_addr", "inner_bytes") else r.randrange(1, al)
+    f = r.choice(DMA_SRAM_ALIGNED_FIELDS + DMA_DDR_ALIGNED_FIELDS)     # strides: even if unused
+    off = r.randrange(1, w) if f in DMA_SRAM_ALIGNED_FIELDS else r.randrange(1, al)
     val = a[f] + off if f != "ddr_addr" or a[f] + a["inner_bytes"] + off < DDR_ADDR_LIMIT else a[f] - off
     _replace(prog, i, **{f: val})
     return True
@@ -91,16 +92,22 @@ def _ddr(prog, cfg, r):
     if ext <= al:          # one short run: repeat it one 32-byte step further, same SRAM bytes
         _replace(prog, i, count1=2, count2=1, ddr_stride1=al, sram_stride1=0)
         ext += al
-    start = max(0, DDR_ADDR_LIMIT - ext + al * r.randint(1, max(1, min(4, ext // al - 1))))
+    past = 1 if r.random() < EDGE_P else r.randint(1, max(1, min(4, ext // al - 1)))
+    start = max(0, DDR_ADDR_LIMIT - ext + al * past)
     _replace(prog, i, ddr_addr=min(start - start % al, DDR_ADDR_LIMIT - al))
     return True
+
+
+#: quant-register fields a VPU instruction reads (POOL: average mode only)
+_QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out")}
 
 
 def _qreg(prog, cfg, r):
     loaded = {ins.args["qreg"] for ins in prog.instrs if ins.op == "LOAD_QREG"}
     free = [q for q in range(cfg.qreg_count) if q not in loaded]
-    cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in ("qreg", "qreg_a", "qreg_b")
-             if ins.op in ("REQUANT", "ADD") and f in ins.args and (ins.op != "ADD" or ins.args["count"])]
+    cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in _QREG_FIELDS.get(ins.op, ())
+             if ins.op == "REQUANT" or ins.op == "ADD" and ins.args["count"]
+             or ins.op == "POOL" and ins.args["mode"] and _is_pool(ins)]
     if not free or not cands:
         return False
     i, f = r.choice(cands)
@@ -108,21 +115,97 @@ def _qreg(prog, cfg, r):
     return True
 
 
+#: Chance that a range fault is exactly one unit (SRAM word or byte grid, accumulator row,
+#: DDR 32-byte step) past the limit: an off-by-one in a checker (``>`` for ``>=``) shows only there.
+EDGE_P = 0.75
+
+
+def _past(r) -> int:
+    """Units past the last valid one: 1 (the edge, EDGE_P) or 2 .. 8."""
+    return 1 if r.random() < EDGE_P else r.randint(2, 8)
+
+
+def _sram_dma(prog, i, cfg, r):
+    w, k = cfg.word_bytes, r.randint(1, 4)
+    _replace(prog, i, sram_addr=cfg.sram_size_bytes - k * w + _past(r) * w, inner_bytes=k * w,
+             count1=1, count2=1)
+
+
+def _sram_lw(prog, i, cfg, r):
+    _replace(prog, i, sram_addr=cfg.sram_words - cfg.array_cols + _past(r))
+
+
+def _sram_mm_act(prog, i, cfg, r):
+    cx = r.randint(2, 4)
+    _replace(prog, i, act_addr=cfg.sram_words - cx + _past(r), count_x=cx, stride_x=1, count_y=1)
+
+
+def _acc_mm(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    m = a["count_x"] * a["count_y"]
+    _replace(prog, i, acc_addr=max(0, cfg.acc_depth_rows - m + _past(r)))
+
+
+def _acc_rq(prog, i, cfg, r):
+    n = max(1, prog.instrs[i].args["count"])
+    _replace(prog, i, count=n, acc_addr=max(0, cfg.acc_depth_rows - n + _past(r)))
+
+
+def _words_past(field: str, count_field: str | None = None):
+    """A VPU operand of n words (``count_field``, or the REQUANT table's param_words) that
+    runs ``_past`` words past the last SRAM word."""
+    def mutate(prog, i, cfg, r):
+        a = prog.instrs[i].args
+        n = max(1, a[count_field]) if count_field else cfg.param_words
+        extra = {count_field: n} if count_field else {}
+        _replace(prog, i, **{field: cfg.sram_words - n + _past(r)}, **extra)
+    return mutate
+
+
+def _pool_dst(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    _replace(prog, i, dst_addr=cfg.sram_words - a["out_w"] * a["out_h"] + _past(r))
+
+
+def _pool_src(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    _replace(prog, i, src_addr=a["src_addr"] + cfg.sram_words - 1 - pool_last_tap(a) + _past(r))
+
+
+def _is_pool(ins) -> bool:
+    return ins.op == "POOL" and ins.args["out_w"] * ins.args["out_h"] > 0
+
+
+#: sram_out_of_range sub-kinds: (name, which instructions, mutation); the device error each gives
+#: is in the name (dma/mxu/vpu, sram/acc). Each valid program's instruction is changed so that
+#: only the named range check fails (the earlier checks of the same instruction still pass).
+SRAM_SUBKINDS = (
+    ("dma_sram", lambda ins: ins.op in _DMA_OPS, _sram_dma),
+    ("mxu_sram_lw", lambda ins: ins.op == "LOAD_WEIGHTS", _sram_lw),
+    ("mxu_sram_act", lambda ins: ins.op == "MATMUL", _sram_mm_act),
+    ("mxu_acc", lambda ins: ins.op == "MATMUL" and ins.args["count_x"] * ins.args["count_y"] > 0, _acc_mm),
+    ("vpu_acc", lambda ins: ins.op == "REQUANT", _acc_rq),
+    ("vpu_sram_param", lambda ins: ins.op == "REQUANT", _words_past("param_addr")),
+    ("vpu_sram_rq_dst", lambda ins: ins.op == "REQUANT", _words_past("dst_addr", "count")),
+    ("vpu_sram_add_a", lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
+    ("vpu_sram_add_b", lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
+    ("vpu_sram_add_dst", lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
+    ("vpu_sram_pool_src", lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0, _pool_src),
+    ("vpu_sram_pool_dst", _is_pool, _pool_dst),
+)
+
+
 def _sram(prog, cfg, r):
-    nw = cfg.sram_words
-    i = _pick(prog, r, _DMA_OPS + ("LOAD_WEIGHTS", "MATMUL", "REQUANT", "ADD"))
-    if i is None:
+    """One SRAM / accumulator range fault, the sub-kind drawn among those the program can
+    express (SRAM_SUBKINDS), at the edge with probability EDGE_P."""
+    options = [(name, i, mut) for name, want, mut in SRAM_SUBKINDS
+               for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and want(ins)]
+    if not options:
         return False
-    op = prog.instrs[i].op
-    if op in ("DMA_LOAD", "DMA_STORE"):
-        w = cfg.word_bytes
-        _replace(prog, i, sram_addr=cfg.sram_size_bytes - w, inner_bytes=2 * w, count1=1, count2=1)
-    elif op == "LOAD_WEIGHTS":
-        _replace(prog, i, sram_addr=nw - r.randint(1, cfg.array_cols - 1))
-    elif op == "MATMUL":
-        _replace(prog, i, act_addr=nw - 1, count_x=2, stride_x=1, count_y=1)
-    else:                              # REQUANT, ADD: the destination runs past the end
-        _replace(prog, i, dst_addr=nw - 1, count=max(2, prog.instrs[i].args["count"]))
+    kinds = sorted({name for name, _, _ in options})
+    pick = r.choice(kinds)
+    _, i, mut = r.choice([o for o in options if o[0] == pick])
+    mut(prog, i, cfg, r)
     return True
 
 
@@ -144,11 +227,31 @@ MUTATORS = {"reserved_opcode": _reserved, "dma_misaligned": _misaligned, "dma_ze
             "deadlock": _deadlock}
 
 
+#: Relative chance of each class (``make_invalid`` without ``cls``): sram_out_of_range has twelve
+#: sub-kinds (five device errors) and qreg_unloaded six fields, so they come up more often.
+CLASS_WEIGHTS = {"reserved_opcode": 1, "dma_misaligned": 1.5, "dma_zero_length": 1, "ddr_out_of_range": 1,
+                 "qreg_unloaded": 1.5, "sram_out_of_range": 4, "deadlock": 1}
+
+
+def fault_kind(prog: StressProgram, cfg) -> str | None:
+    """The ``StressError.kind`` ``validate`` rejects ``prog`` with (reserved_opcode for a word
+    that does not decode), None if it accepts it."""
+    try:
+        validate(prog, cfg)
+    except IsaError as e:
+        return getattr(e, "kind", "reserved_opcode")
+    return None
+
+
 def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None) -> str:
-    """Mutate ``prog`` in place into one invalid class (random if ``cls`` is None; a class the
-    program cannot express falls back to ``reserved_opcode``); sets and returns prog.invalid."""
-    cls = cls or r.choice(INVALID_CLASSES)
-    if not MUTATORS[cls](prog, cfg, r):
+    """Mutate ``prog`` in place into one invalid class (drawn with CLASS_WEIGHTS if ``cls`` is
+    None); sets and returns prog.invalid. A class the program cannot express, or a mutation that
+    does not give one of the class's device errors (CLASS_KINDS; e.g. a field out of its range),
+    is undone and falls back to ``reserved_opcode``."""
+    cls = cls or r.choices(INVALID_CLASSES, weights=[CLASS_WEIGHTS[c] for c in INVALID_CLASSES])[0]
+    before = list(prog.instrs)
+    if not MUTATORS[cls](prog, cfg, r) or fault_kind(prog, cfg) not in CLASS_KINDS[cls]:
+        prog.instrs = before
         cls = "reserved_opcode"
         _reserved(prog, cfg, r)
     prog.invalid = cls
@@ -171,4 +274,5 @@ def assembler_rejects(prog: StressProgram, cfg) -> str:
     return ""
 
 
-__all__ = ["INVALID_CLASSES", "CLASS_KINDS", "make_invalid", "assembler_rejects"]
+__all__ = ["INVALID_CLASSES", "CLASS_KINDS", "CLASS_WEIGHTS", "SRAM_SUBKINDS", "EDGE_P", "make_invalid",
+           "assembler_rejects", "fault_kind"]
