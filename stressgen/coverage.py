@@ -55,11 +55,12 @@ ALL_BINS = STATIC_BINS + DYNAMIC_BINS
 #: ``err_edge`` when the faulting access is exactly one unit past its limit (the last SRAM word or
 #: byte + 1, accumulator row ACC_DEPTH, the first 32-byte step past 2^40), and ``valid_edge_sram``
 #: / ``valid_edge_acc`` for a valid instruction ending exactly on the last SRAM word / byte or
-#: accumulator row (both sides of every range check's boundary).
+#: accumulator row (both sides of every range check's boundary); ``err_double`` for range
+#: faults on two engines in one program (the decoder's choice between engine errors).
 ERROR_KINDS = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "dma_sram_range", "dma_ddr_range",
                "mxu_sram_range", "mxu_acc_range", "vpu_sram_range", "vpu_acc_range", "qreg_unloaded",
                "deadlock")
-ERROR_BINS = tuple(f"err_{k}" for k in ERROR_KINDS) + ("err_edge",)
+ERROR_BINS = tuple(f"err_{k}" for k in ERROR_KINDS) + ("err_edge", "err_double")
 EDGE_BINS = ("valid_edge_sram", "valid_edge_acc")
 LONG_CHAIN_HOPS = 6
 SHIFT_COMPILER = (-31, 30)        # tpusim.arch.arith.quantize_multiplier's shifts
@@ -337,6 +338,9 @@ def error_bins(prog, cfg, instrs) -> dict[str, int]:
         if e.kind not in ERROR_KINDS:
             return {}
         out = {f"err_{e.kind}": 1}
+        faulty = {engine_of(ins) for ins in instrs if not isinstance(ins, RawWord) and _fault_code(ins, cfg)}
+        if len(faulty) >= 2:
+            out["err_double"] = 1
         if e.index is not None and e.index < len(instrs) and not isinstance(instrs[e.index], RawWord) \
                 and _at_edge(instrs[e.index], e.kind, cfg):
             out["err_edge"] = 1

@@ -7,7 +7,9 @@ race-free: ``reserved_opcode`` (a raw word with an unassigned opcode byte is ins
 ``dma_zero_length`` (inner_bytes, count1 or count2 = 0), ``ddr_out_of_range`` (a DMA whose last
 byte is at or past 2^40), ``qreg_unloaded`` (a VPU read of a register no LOAD_QREG wrote),
 ``sram_out_of_range`` (an MXU/VPU/DMA SRAM access past the end), ``deadlock`` (a wait nobody
-signals). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
+signals), ``double_fault`` (range faults on two instructions of two engines, near each other in
+program order, so that the decoder's lowest-pc choice between engine errors is exercised; the
+sub-kinds of ``sram_out_of_range`` are in SRAM_SUBKINDS). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
 run on them and must both flag the fault.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.arch.operands import pool_last_tap
 
 INVALID_CLASSES = ("reserved_opcode", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
-                   "qreg_unloaded", "sram_out_of_range", "deadlock")
+                   "qreg_unloaded", "sram_out_of_range", "deadlock", "double_fault")
 #: The StressError kinds (``DEVICE_ERRORS`` names, or "deadlock") ``validate`` refuses a program
 #: of each class with; the SimPy model and the RTL flag the same device error names.
 CLASS_KINDS = {
@@ -32,6 +34,8 @@ CLASS_KINDS = {
     "sram_out_of_range": ("dma_sram_range", "mxu_sram_range", "mxu_acc_range", "vpu_sram_range",
                           "vpu_acc_range"),
     "deadlock": ("deadlock",),
+    "double_fault": ("dma_sram_range", "mxu_sram_range", "mxu_acc_range",
+                     "vpu_sram_range", "vpu_acc_range"),
 }
 
 
@@ -222,15 +226,45 @@ def _deadlock(prog, cfg, r):
     return True
 
 
+#: one range fault per instruction kind, for ``double_fault``
+_FAULT_OF = {"DMA_LOAD": _sram_dma, "DMA_STORE": _sram_dma, "LOAD_WEIGHTS": _sram_lw, "MATMUL": _acc_mm,
+             "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst}
+
+
+def _faultable(ins) -> bool:
+    if ins.op == "MATMUL":
+        return ins.args["count_x"] * ins.args["count_y"] > 0
+    if ins.op == "POOL":
+        return _is_pool(ins)
+    return ins.op in _FAULT_OF and (ins.op != "ADD" or ins.args["count"] > 0)
+
+
+def _double(prog, cfg, r):
+    """Two range faults on two engines: a random faultable instruction and the nearest one of
+    another engine, so both can be at their queue heads together and the decoder must pick the
+    lower pc (tpu_decoder's engine-error priority)."""
+    cands = [i for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and _faultable(ins)]
+    if not cands:
+        return False
+    i = r.choice(cands)
+    others = [j for j in cands if engine_of(prog.instrs[j]) != engine_of(prog.instrs[i])]
+    if not others:
+        return False
+    j = min(others, key=lambda k: (abs(k - i), k))
+    for k in (i, j):
+        _FAULT_OF[prog.instrs[k].op](prog, k, cfg, r)
+    return True
+
+
 MUTATORS = {"reserved_opcode": _reserved, "dma_misaligned": _misaligned, "dma_zero_length": _zero,
             "ddr_out_of_range": _ddr, "qreg_unloaded": _qreg, "sram_out_of_range": _sram,
-            "deadlock": _deadlock}
+            "deadlock": _deadlock, "double_fault": _double}
 
 
 #: Relative chance of each class (``make_invalid`` without ``cls``): sram_out_of_range has twelve
 #: sub-kinds (five device errors) and qreg_unloaded six fields, so they come up more often.
 CLASS_WEIGHTS = {"reserved_opcode": 1, "dma_misaligned": 1.5, "dma_zero_length": 1, "ddr_out_of_range": 1,
-                 "qreg_unloaded": 1.5, "sram_out_of_range": 4, "deadlock": 1}
+                 "qreg_unloaded": 1.5, "sram_out_of_range": 4, "deadlock": 1, "double_fault": 1.5}
 
 
 def fault_kind(prog: StressProgram, cfg) -> str | None:
