@@ -22,7 +22,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cocotb_tests.build import build, rtl_dir
+from cocotb_tests.build import BUILD_ROOT, build, rtl_dir, tree_suffix
 from stressgen.mutate_rtl import Site, is_equivalent, write_tree
 from tpusim.arch.errors import SimulationError
 
@@ -90,7 +90,8 @@ def hunt_site(site: Site, cfg, max_programs: int, out: Path, run_seeds, equivale
             info = build(cfg, waves="")
         except SimulationError as e:
             row.error = build_error_line(str(e))
-            shutil.rmtree(tree, ignore_errors=True)
+            for d in BUILD_ROOT.glob(f"{cfg.name}-*{tree_suffix(tree)}"):     # the failed build's folder
+                shutil.rmtree(d, ignore_errors=True)
             return row
         try:
             n, secs, seed, o, skipped = run_seeds(mid, (), out / "runs")

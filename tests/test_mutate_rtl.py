@@ -4,12 +4,27 @@ draw is reproducible from its seed, and one real mutant is built and caught end 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from stressgen.mutate_rtl import (MutateError, apply, catalogue, is_equivalent, literal_value,
-                                  load_equivalents, pick, sites, tokenize, write_tree)
+from cocotb_tests.build import BUILD_ROOT, tree_suffix
+from stressgen.mutants import main
+from stressgen.mutate_rtl import (
+    MutateError,
+    apply,
+    catalogue,
+    is_equivalent,
+    literal_value,
+    load_equivalents,
+    pick,
+    sites,
+    tokenize,
+    write_tree,
+)
+from stressgen.rtl_mutants import hunt_site
+from tpusim.arch.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 RTL = REPO / "rtl"
@@ -114,7 +129,6 @@ def test_draw_is_reproducible_and_tree_has_one_edit(tmp_path):
 def test_one_real_mutant_built_and_caught(tmp_path, capsys):
     """The MXU's last-access compare inverted (tpu_mxu.sv `last_acc`, == -> !=): built from
     its own tree (build folder -src-<id>, removed afterwards) and caught by the first programs."""
-    from stressgen.mutants import main
     site = "tpu_mxu.sv:114:35 eq_ne"
     rc = main(["--no-bugs", "--site", site, "--max-programs", "5", "--no-waves", "--out", str(tmp_path)])
     out = capsys.readouterr().out
@@ -123,3 +137,32 @@ def test_one_real_mutant_built_and_caught(tmp_path, capsys):
     assert rows[0]["key"] == site and rows[0]["status"] == "caught" and rows[0]["programs"] <= 5
     assert "1 caught within 5 programs" in out
     assert not list((REPO / "build" / "rtl").glob("*-src-tpu_mxu-l114c35-eq_ne"))   # build removed
+
+
+def test_every_site_of_the_rtl_is_whole_tokens_of_code():
+    """On the real RTL: each edit starts and ends on token boundaries, its tokens are code
+    (no comment, string or directive), and no site is in a package (they hold declarations only)."""
+    for f in sorted(RTL.glob("*.sv")):
+        text = f.read_text()
+        toks = tokenize(text)
+        starts = {t.start: t for t in toks}
+        ends = {t.end for t in toks}
+        for s in sites(text, f.name):
+            assert not f.name.endswith("_pkg.sv"), s
+            assert s.start in starts and s.end in ends, s
+            inside = [t for t in toks if s.start <= t.start < s.end]
+            assert all(t.kind not in ("comment", "string", "directive") for t in inside), s
+
+
+@pytest.mark.rtl
+def test_a_mutant_that_does_not_build_is_not_built(tmp_path):
+    """Verilator refuses the tree (a syntax error): status not_built with the %Error line, no
+    program runs, no build folder is left."""
+    site = replace(next(s for s in catalogue(RTL) if s.op == "eq_ne"), new="== ==")
+
+    def no_runs(*args):
+        raise AssertionError("a program ran on a mutant that does not build")
+    row = hunt_site(site, load_config("small"), 3, tmp_path, no_runs)
+    assert row.status == "not_built" and row.error.startswith("%Error:") and "syntax error" in row.error
+    tree = tmp_path / "trees" / row.id
+    assert not list(BUILD_ROOT.glob(f"small-*{tree_suffix(tree)}"))
