@@ -37,8 +37,8 @@ STATIC_BINS = (
     # DDR addressing
     "ddr_ge_2_36", "dma_store_ge_2_36", "ddr_top_64k", "ddr_end_2_40", "dma_cross_4k",
     "dma_cross_4g", "dma_strided",
-    # SRAM banks
-    "sram_all_banks", "sram_full", "bank_share_mxu_vpu", "bank_share_dma_mxu", "bank_share_dma_vpu",
+    # SRAM banks (bank_edge: an access with exactly one word on one side of a bank boundary)
+    "bank_edge", "sram_all_banks", "sram_full", "bank_share_mxu_vpu", "bank_share_dma_mxu", "bank_share_dma_vpu",
     # quant registers
     "qreg_alias", "qreg_reload", "qreg_all_banks",
     # concurrency and dependencies
@@ -204,6 +204,8 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
         for sp, lo, hi, wr in feet[i]:
             if sp == "sram":
                 banks.update(range(lo // bank_bytes, (hi - 1) // bank_bytes + 1))
+                first_end = (lo // bank_bytes + 1) * bank_bytes       # end of the first word's bank
+                b["bank_edge"] += hi > first_end and (lo + W == first_end or hi - W == (hi - 1) // bank_bytes * bank_bytes)
         if ins.op in ("DMA_LOAD", "DMA_STORE"):
             runs = dma_runs(a)
             for d, s, n in runs:
