@@ -46,7 +46,16 @@ from cocotb_tests.build import build, rtl_dir
 from stressgen.coverage import EDGE_BINS, ERROR_BINS
 from stressgen.gen import generate
 from stressgen.mutate_rtl import Site, catalogue, load_equivalents, pick
-from stressgen.rtl_mutants import EQUIVALENTS, MutantRow, format_report, hunt_site, rows_json, rtl_tree
+from stressgen.rtl_mutants import (
+    EQUIVALENTS,
+    MutantRow,
+    format_report,
+    hunt_site,
+    load_rows,
+    rows_json,
+    rtl_tree,
+    summarise,
+)
 from stressgen.runner import ARCH_MAP, run_one
 from stressgen.spec import DEFAULT_INVALID_RATE
 from tpusim.arch.cliutil import user_errors
@@ -210,6 +219,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--invalid-rate", type=float, default=MUTANT_INVALID_RATE,
                     help=f"share of invalid programs (default {MUTANT_INVALID_RATE}; a campaign's is "
                          f"{DEFAULT_INVALID_RATE})")
+    ap.add_argument("--report", nargs="+", type=Path, metavar="JSON",
+                    help="only print the report of earlier runs' random.json files (merged; "
+                         "equivalents re-read)")
     ap.add_argument("--keep-builds", action="store_true", help="keep the mutants' Verilator builds")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"run folders (default {DEFAULT_OUT})")
     ap.add_argument("--no-waves", action="store_true", help="skip the waveform comparison")
@@ -272,6 +284,10 @@ def _random_rows(a, sites, cfg, out, clean) -> list[MutantRow]:
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     _check_args(a)
+    if a.report:
+        rows = load_rows(a.report, load_equivalents(a.equivalents))
+        print(format_report(rows, a.max_programs))
+        return 1 if summarise(rows)["gaps"] else 0
     bugs = [] if a.no_bugs else [b for b in BUGS if b in check_bugs(a.bug)] if a.bug else list(BUGS)
     sites = _sites(a)
     cfg = load_config(a.hw)

@@ -15,6 +15,7 @@ survivor's site (file:line, original -> mutated text) for a human to judge equiv
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cocotb_tests.build import BUILD_ROOT, build, rtl_dir, tree_suffix
-from stressgen.mutate_rtl import Site, is_equivalent, write_tree
+from stressgen.mutate_rtl import MutateError, Site, is_equivalent, write_tree
 from tpusim.arch.errors import SimulationError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,5 +152,23 @@ def rows_json(rows: list[MutantRow]) -> list[dict]:
     return [asdict(r) for r in rows]
 
 
-__all__ = ["MutantRow", "hunt_site", "summarise", "format_report", "rows_json", "mutant_id",
+def load_rows(paths, equivalents) -> list[MutantRow]:
+    """Rows of earlier runs' random.json files, the ``equivalent`` flags re-read from
+    ``equivalents`` (a survivor reviewed since counts as equivalent; a later duplicate of a site
+    replaces the earlier row). Raises MutateError naming a file that is not such a list."""
+    rows: dict[str, MutantRow] = {}
+    for p in paths:
+        try:
+            data = json.loads(Path(p).read_text())
+            got = [MutantRow(**{**d, "clean_fail_seeds": tuple(d.get("clean_fail_seeds", ()))}) for d in data]
+        except (OSError, ValueError, TypeError) as e:
+            raise MutateError(f"{p}: not a random.json of python -m stressgen.mutants ({e})") from None
+        for r in got:
+            e = equivalents.get(r.key)
+            r.equivalent = e is not None and e.orig == r.orig and e.new == r.new
+            rows[r.key] = r
+    return list(rows.values())
+
+
+__all__ = ["MutantRow", "hunt_site", "summarise", "format_report", "rows_json", "load_rows", "mutant_id",
            "rtl_tree", "EQUIVALENTS"]
