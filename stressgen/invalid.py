@@ -7,8 +7,9 @@ race-free: ``reserved_opcode`` (a raw word with an unassigned opcode byte is ins
 ``dma_zero_length`` (inner_bytes, count1 or count2 = 0), ``ddr_out_of_range`` (a DMA whose last
 byte is at or past 2^40), ``qreg_unloaded`` (a VPU read of a register no LOAD_QREG wrote),
 ``sram_out_of_range`` (an MXU/VPU/DMA SRAM access past the end), ``deadlock`` (a wait nobody
-signals), ``double_fault`` (range faults on two instructions of two engines, near each other in
-program order, so that the decoder's lowest-pc choice between engine errors is exercised; the
+signals), ``double_fault`` (faults on two engines at once: the first DMA_LOAD zero-length with a
+zero-length DMA_STORE inserted after it, or range faults on two instructions of two engines near
+each other in program order; the decoder's lowest-pc choice between engine errors; the
 sub-kinds of ``sram_out_of_range`` are in SRAM_SUBKINDS). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
 run on them and must both flag the fault.
 """
@@ -34,7 +35,7 @@ CLASS_KINDS = {
     "sram_out_of_range": ("dma_sram_range", "mxu_sram_range", "mxu_acc_range", "vpu_sram_range",
                           "vpu_acc_range"),
     "deadlock": ("deadlock",),
-    "double_fault": ("dma_sram_range", "mxu_sram_range", "mxu_acc_range",
+    "double_fault": ("dma_zero_length", "dma_sram_range", "mxu_sram_range", "mxu_acc_range",
                      "vpu_sram_range", "vpu_acc_range"),
 }
 
@@ -239,10 +240,24 @@ def _faultable(ins) -> bool:
     return ins.op in _FAULT_OF and (ins.op != "ADD" or ins.args["count"] > 0)
 
 
+def _double_dma(prog, cfg, r) -> bool:
+    """The program's first DMA_LOAD made zero-length, and right after it a new zero-length
+    DMA_STORE (no wait, no signal): both DMA engines are idle then, so the two errors usually
+    reach the decoder at the same edge, the store's engine index and pc both the higher."""
+    i = next((k for k, ins in enumerate(prog.instrs) if getattr(ins, "op", None) == "DMA_LOAD"), None)
+    if i is None:
+        return False
+    _replace(prog, i, count1=0)
+    prog.instrs.insert(i + 1, instruction_from("DMA_STORE", dict(prog.instrs[i].args), 0, 0))
+    return True
+
+
 def _double(prog, cfg, r):
-    """Two range faults on two engines: a random faultable instruction and the nearest one of
-    another engine, so both can be at their queue heads together and the decoder must pick the
-    lower pc (tpu_decoder's engine-error priority)."""
+    """Two faults on two engines, so that the decoder's lowest-pc choice between engine errors
+    (tpu_decoder) is exercised: half the time ``_double_dma``, else a random faultable
+    instruction and the nearest one of another engine, both with a range fault."""
+    if r.random() < 0.5 and _double_dma(prog, cfg, r):
+        return True
     cands = [i for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and _faultable(ins)]
     if not cands:
         return False

@@ -11,7 +11,7 @@ import pytest
 
 from stressgen.coverage import ERROR_BINS, bins_of
 from stressgen.gen import generate
-from stressgen.invalid import SRAM_SUBKINDS, fault_kind
+from stressgen.invalid import SRAM_SUBKINDS, fault_kind, make_invalid
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import DeviceError
 from tpusim.sim import run_binary
@@ -66,3 +66,17 @@ def test_error_bins_of_a_campaign_mix():
     assert all(hits[b] >= 3 for b in ERROR_BINS), {b: hits[b] for b in ERROR_BINS}
     assert hits["valid_edge_sram"] >= 40 and hits["valid_edge_acc"] >= 40, hits
     assert generate(5, SMALL, invalid_rate=0.0).bins.keys().isdisjoint(ERROR_BINS)
+
+
+def test_double_dma_fault_flags_the_lower_pc():
+    """The first DMA_LOAD zero-length plus a zero-length DMA_STORE right after it: both engines
+    fault at once; the device reports the load (the lower pc), and the bins say err_double."""
+    p = generate(3, SMALL)
+    first = next(i for i, ins in enumerate(p.instrs) if ins.op == "DMA_LOAD")
+    r = _Edge(0, True)                       # random() = 0: the DMA pair variant
+    assert make_invalid(p, SMALL, r, "double_fault") == "double_fault"
+    assert [p.instrs[first].op, p.instrs[first + 1].op] == ["DMA_LOAD", "DMA_STORE"]
+    with pytest.raises(DeviceError) as ei:
+        run_binary(p.to_binary(SMALL), SMALL, {})
+    assert ei.value.code == "dma_zero_length" and ei.value.pc == 32 * first
+    assert {"err_dma_zero_length", "err_double"} <= set(bins_of(p, SMALL))
