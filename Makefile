@@ -57,12 +57,17 @@ stress: $(VENV_STAMP)
 	  --db $(or $(STRESS_DB),stress_runs/stress.db) $(if $(BUG),--bug $(BUG),) $(if $(NO_RTL),--no-rtl,) \
 	  $(if $(INVALID),--invalid-rate $(INVALID),)
 
-# injected-bug benchmark (cocotb_tests/bugs.py): per bug, stress programs on the buggy RTL of HW
-# (default small here) until the first clean-compared failure, at most N (default 200); BUG=name
-# for one bug. Prints the table; exit 1 if a bug is not caught. Run folders: stress_runs/mutants
+# mutation benchmark (stressgen/mutants.py): the injected bugs of cocotb_tests/bugs.py (BUG=name for
+# one) and MUTANTS random RTL operator mutants (default 40, seed MSEED, default 1; MUTANTS=0: none;
+# stressgen/mutate_rtl.py), each built with Verilator and run on stress programs of HW (default
+# small here) until the first clean-compared failure, at most N (default 200). Prints the bug table
+# and the mutation score with every survivor's site; exit 1 if a bug is not caught or a mutant not
+# reviewed equivalent (stressgen/equivalent_mutants.yaml) survives. Allow ~1-6 min per mutant.
+# NO_WAVES=1 skips the waveform comparison. Run folders: stress_runs/mutants
 mutants: $(VENV_STAMP)
-	$(PY) -m stressgen.mutants --hw $(if $(filter-out file,$(origin HW)),$(HW),small) \
-	  --max-programs $(or $(N),200) $(if $(BUG),--bug $(BUG),)
+	nice -n 10 $(PY) -m stressgen.mutants --hw $(if $(filter-out file,$(origin HW)),$(HW),small) \
+	  --max-programs $(or $(N),200) $(if $(BUG),--bug $(BUG),) --random $(or $(MUTANTS),40) \
+	  --mseed $(or $(MSEED),1) $(if $(NO_WAVES),--no-waves,)
 
 # regenerate the committed generated files (ISA package, ISA doc)
 svgen docs:

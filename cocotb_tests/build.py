@@ -15,7 +15,10 @@ for the per-cycle code and -O0 for the run-once code (``_MAKE_OPT``), never ``--
 ``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes.
 
 Environment: ``TPU_RTL_DIR`` replaces ``rtl/`` as the RTL source folder (used to check the flow
-against a stand-in ``tpu_top`` that lives outside the repository).
+against a stand-in ``tpu_top`` that lives outside the repository, and by the random RTL mutants
+of stressgen.mutants). A build of another source folder than ``rtl/`` gets the folder's name in
+its build folder's name (``<cfg>-<hash>-src-<folder name>``), so it never prunes the builds of
+``rtl/`` (nor they it).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -155,6 +159,15 @@ def _vlt_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+def tree_suffix(src_dir: Path | None = None) -> str:
+    """Build-folder suffix of an RTL source folder: '' for the repository's ``rtl/``, else
+    '-src-<folder name>' (characters other than letters, digits, '.', '_' and '-' as '_')."""
+    src = Path(src_dir or rtl_dir()).resolve()
+    if src == (REPO / "rtl").resolve():
+        return ""
+    return "-src-" + re.sub(r"[^\w.-]", "_", src.name)
+
+
 def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks: bool = False,
           verbose: bool = False, src_dir: Path | None = None, bugs: tuple[str, ...] = ()) -> BuildInfo:
     """Build (or reuse) the simulator for ``cfg``. ``waves``: None reads $WAVES; True/"vcd"/"fst".
@@ -186,7 +199,7 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
         h.update(json.dumps(bug_flags).encode())
     digest = h.hexdigest()[:12]
     name = f"{cfg.name}-{digest}" + (f"-{waves}" if waves else "") + ("-tbclk" if internal_clocks else "")
-    name += folder_suffix(bugs)
+    name += folder_suffix(bugs) + tree_suffix(src_dir)
     bdir = BUILD_ROOT / name
     stamp = bdir / "build_ok.json"
     BUILD_ROOT.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,13 @@ from stressgen.analysis import dma_runs, engine_of, footprint, match_tokens, mat
 from stressgen.golden import run_golden
 from stressgen.program import RawWord, StressError, config
 from stressgen.tasks import PRIME_K
-from stressgen.validate import normalise
+from stressgen.validate import normalise, validate
 from tpusim.arch import arith
+from tpusim.arch.device_checks import ddr_align_bytes, start_fault
+from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import unused_bits
 from tpusim.arch.limits import DDR_ADDR_LIMIT
+from tpusim.arch.operands import dma_ddr_end
 
 STATIC_BINS = (
     # matrix problems
@@ -37,8 +40,8 @@ STATIC_BINS = (
     # DDR addressing
     "ddr_ge_2_36", "dma_store_ge_2_36", "ddr_top_64k", "ddr_end_2_40", "dma_cross_4k",
     "dma_cross_4g", "dma_strided",
-    # SRAM banks
-    "sram_all_banks", "sram_full", "bank_share_mxu_vpu", "bank_share_dma_mxu", "bank_share_dma_vpu",
+    # SRAM banks (bank_edge: an access with exactly one word on one side of a bank boundary)
+    "bank_edge", "sram_all_banks", "sram_full", "bank_share_mxu_vpu", "bank_share_dma_mxu", "bank_share_dma_vpu",
     # quant registers
     "qreg_alias", "qreg_reload", "qreg_all_banks",
     # concurrency and dependencies
@@ -47,6 +50,20 @@ STATIC_BINS = (
     "pool_max", "pool_avg", "add", "relu",
 )
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
+#: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
+#: passes; a report lists them among the bins hit outside ALL_BINS): ``err_<kind>`` per device
+#: error a program is refused with (``validate``'s StressError kind: one per checker path of
+#: tpu_dma_check / tpu_mxu_check / tpu_vpu_check, the decoder's reserved opcode, a deadlock),
+#: ``err_edge`` when the faulting access is exactly one unit past its limit (the last SRAM word or
+#: byte + 1, accumulator row ACC_DEPTH, the first 32-byte step past 2^40), and ``valid_edge_sram``
+#: / ``valid_edge_acc`` for a valid instruction ending exactly on the last SRAM word / byte or
+#: accumulator row (both sides of every range check's boundary); ``err_double`` for range
+#: faults on two engines in one program (the decoder's choice between engine errors).
+ERROR_KINDS = ("reserved_opcode", "unused_bits", "dma_misaligned", "dma_zero_length", "dma_sram_range", "dma_ddr_range",
+               "mxu_sram_range", "mxu_acc_range", "vpu_sram_range", "vpu_acc_range", "qreg_unloaded",
+               "deadlock")
+ERROR_BINS = tuple(f"err_{k}" for k in ERROR_KINDS) + ("err_edge", "err_double")
+EDGE_BINS = ("valid_edge_sram", "valid_edge_acc")
 #: invalid_unused_bits: a word of a known opcode with a bit set above its last field (the decoder's
 #: unused_bits device error)
 INVALID_BINS = ("invalid_unused_bits",)
@@ -198,6 +215,8 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
         for sp, lo, hi, wr in feet[i]:
             if sp == "sram":
                 banks.update(range(lo // bank_bytes, (hi - 1) // bank_bytes + 1))
+                first_end = (lo // bank_bytes + 1) * bank_bytes       # end of the first word's bank
+                b["bank_edge"] += hi > first_end and (lo + W == first_end or hi - W == (hi - 1) // bank_bytes * bank_bytes)
         if ins.op in ("DMA_LOAD", "DMA_STORE"):
             runs = dma_runs(a)
             for d, s, n in runs:
@@ -290,6 +309,73 @@ def _pairs(instrs, cfg, feet, b: Counter) -> None:
         b["long_chain"] += max(hops)
 
 
+class _Resized:
+    """``cfg`` with the SRAM and the accumulator ``d`` units (words / rows) larger."""
+
+    def __init__(self, cfg, d: int):
+        self._cfg, self._d = cfg, d
+
+    def __getattr__(self, name):
+        return getattr(self._cfg, name)
+
+    @property
+    def sram_words(self) -> int:
+        return self._cfg.sram_words + self._d
+
+    @property
+    def sram_size_bytes(self) -> int:
+        return self._cfg.sram_size_bytes + self._d * self._cfg.word_bytes
+
+    @property
+    def acc_depth_rows(self) -> int:
+        return self._cfg.acc_depth_rows + self._d
+
+
+def _fault_code(ins, cfg) -> str | None:
+    fault = start_fault(ins, cfg, frozenset(range(cfg.qreg_count)))    # range checks only
+    return fault.code if fault is not None else None
+
+
+def _at_edge(ins, kind: str, cfg) -> bool:
+    """The range fault ``kind`` of ``ins`` is exactly one unit past its limit."""
+    if kind == "dma_ddr_range":
+        return dma_ddr_end(ins.args) - DDR_ADDR_LIMIT <= ddr_align_bytes(cfg)
+    return kind.endswith("_range") and _fault_code(ins, _Resized(cfg, 1)) != kind
+
+
+def error_bins(prog, cfg, instrs) -> dict[str, int]:
+    """ERROR_BINS of an invalid program (the fault ``validate`` finds first)."""
+    try:
+        validate(prog, cfg)
+    except StressError as e:
+        if e.kind not in ERROR_KINDS:
+            return {}
+        out = {f"err_{e.kind}": 1}
+        faulty = {engine_of(ins) for ins in instrs if not isinstance(ins, RawWord) and _fault_code(ins, cfg)}
+        if len(faulty) >= 2:
+            out["err_double"] = 1
+        if e.index is not None and e.index < len(instrs) and not isinstance(instrs[e.index], RawWord) \
+                and _at_edge(instrs[e.index], e.kind, cfg):
+            out["err_edge"] = 1
+        return out
+    except IsaError:
+        return {"err_reserved_opcode": 1}
+    return {}
+
+
+def edge_bins(instrs, cfg) -> dict[str, int]:
+    """EDGE_BINS: valid instructions whose access ends on the last SRAM word/byte or accumulator row."""
+    out: Counter = Counter()
+    smaller = _Resized(cfg, -1)
+    for ins in instrs:
+        if isinstance(ins, RawWord) or _fault_code(ins, cfg) is not None:
+            continue
+        code = _fault_code(ins, smaller)
+        if code is not None:
+            out["valid_edge_acc" if code.endswith("acc_range") else "valid_edge_sram"] += 1
+    return dict(out)
+
+
 def bins_of(prog, cfg=None) -> dict[str, int]:
     """Static bins of ``prog`` (STATIC_BINS names -> hit counts; only bins hit are listed).
     Runs the golden model to observe data-dependent bins; an invalid program gets only the
@@ -305,7 +391,11 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
     except StressError:
         pass
     b.update(obs.bins)
+    b.update(edge_bins(instrs, cfg))
+    if prog.invalid:
+        b.update(error_bins(prog, cfg, instrs))
     return {k: int(v) for k, v in sorted(b.items()) if v}
 
 
-__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "required_bins", "bins_of", "observed_bins", "tie_mask"]
+__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS",
+           "required_bins", "bins_of", "error_bins", "edge_bins", "observed_bins", "tie_mask"]

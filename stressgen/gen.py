@@ -11,14 +11,24 @@ replays the program exactly. ``validate`` (stressgen.validate) and ``ALL_BINS``
 """
 from __future__ import annotations
 
+import random
+
 from stressgen.coverage import ALL_BINS, bins_of
 from stressgen.ctx import Ctx
+from stressgen.data import Ring
 from stressgen.invalid import make_invalid
 from stressgen.program import StressProgram
 from stressgen.tasks import PRIME_K, add_task, fill_task, matmul_task, pick_m, pool_task, qreg_alias_task
 from stressgen.validate import validate
 
 MAX_INSTRS = 60
+#: Chance that an accumulator allocation is placed flush with the last row (drawn from a side
+#: stream, so the rest of the program is drawn as before): a range check's valid boundary.
+ACC_EDGE_P = 0.2
+#: Chance that an SRAM allocation straddles a bank boundary by one word (its last word first in
+#: the next bank, or its first word last in the previous one), drawn from a side stream: the
+#: bank masks of the arbiters (tpu_sram_arbiter, each engine's mask) are off by one there.
+BANK_EDGE_P = 0.25
 BUDGET = 54          # instruction estimate per program (NOPs and splits add a few)
 
 
@@ -34,6 +44,41 @@ def _matmul(ctx, big: bool):
     m = pick_m(r)
     dmode = "small" if r.random() < 0.4 else "any"
     return matmul_task(ctx, k, m, n, dmode)
+
+
+class EdgeRing(Ring):
+    """``ring`` (stressgen.data.Ring) whose ``take`` ends at the top with probability ``p``
+    (drawn from ``side``, not from the ring's own stream)."""
+
+    def __init__(self, ring: Ring, side, p: float):
+        self.total, self.rng, self.pos = ring.total, ring.rng, ring.pos
+        self.side, self.p = side, p
+
+    def take(self, n: int, align: int = 1) -> int:
+        start = super().take(n, align)
+        top = (self.total - n) // align * align
+        if self.side.random() < self.p and top >= 0:
+            start, self.pos = top, top + n
+        return start
+
+
+class BankEdgeRing(Ring):
+    """``ring`` whose ``take`` straddles a bank boundary by one word with probability ``p``
+    (drawn from ``side``) when the range spans at least two words."""
+
+    def __init__(self, ring: Ring, side, p: float, bank_words: int):
+        self.total, self.rng, self.pos = ring.total, ring.rng, ring.pos
+        self.side, self.p, self.bank_words = side, p, bank_words
+
+    def take(self, n: int, align: int = 1) -> int:
+        start = super().take(n, align)
+        if n < 2 or self.side.random() >= self.p:
+            return start
+        b = self.bank_words * self.side.randint(1, max(1, self.total // self.bank_words - 1))
+        cand = b - n + 1 if self.side.random() < 0.5 else b - 1
+        if 0 <= cand and cand + n <= self.total and cand % align == 0:
+            start, self.pos = cand, cand + n
+        return start
 
 
 def _schedule(r, tasks) -> list:
@@ -100,6 +145,9 @@ def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
     (``prog.invalid`` names it). ``prog.bins`` = stressgen.coverage.bins_of(prog, cfg)."""
     chain_p = (seed * 2654435761 % 7) / 20.0        # 0 .. 0.3, fixed per seed
     ctx = Ctx(seed, cfg, chain_p)
+    ctx.acc = EdgeRing(ctx.acc, random.Random(f"tpusim-stress-acc-edge:{seed}"), ACC_EDGE_P)
+    ctx.sram = BankEdgeRing(ctx.sram, random.Random(f"tpusim-stress-bank-edge:{seed}"), BANK_EDGE_P,
+                            cfg.bank_words)
     for task in _schedule(ctx.r, _tasks(ctx)):
         if task.pos < 3:
             task.step()

@@ -8,7 +8,10 @@ race-free: ``reserved_opcode`` (a raw word with an unassigned opcode byte is ins
 ``dma_zero_length`` (inner_bytes, count1 or count2 = 0), ``ddr_out_of_range`` (a DMA whose last
 byte is at or past 2^40), ``qreg_unloaded`` (a VPU read of a register no LOAD_QREG wrote),
 ``sram_out_of_range`` (an MXU/VPU/DMA SRAM access past the end), ``deadlock`` (a wait nobody
-signals). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
+signals), ``double_fault`` (faults on two engines at once: the first DMA_LOAD zero-length with a
+zero-length DMA_STORE inserted after it, or range faults on two instructions of two engines near
+each other in program order; the decoder's lowest-pc choice between engine errors; the
+sub-kinds of ``sram_out_of_range`` are in SRAM_SUBKINDS). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
 run on them and must both flag the fault.
 """
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 from stressgen.analysis import engine_of
 from stressgen.program import RawWord, StressProgram, instruction_from
 from stressgen.validate import validate
-from tpusim.arch.device_checks import ddr_align_bytes
+from tpusim.arch.device_checks import DMA_DDR_ALIGNED_FIELDS, DMA_SRAM_ALIGNED_FIELDS, ddr_align_bytes
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import BY_CODE, INSTR_BITS, INSTR_BYTES, decode, encode
 from tpusim.arch.limits import DDR_ADDR_LIMIT
+from tpusim.arch.operands import pool_last_tap
 
 INVALID_CLASSES = ("reserved_opcode", "unused_bits", "dma_misaligned", "dma_zero_length", "ddr_out_of_range",
-                   "qreg_unloaded", "sram_out_of_range", "deadlock")
+                   "qreg_unloaded", "sram_out_of_range", "deadlock", "double_fault")
 #: The StressError kinds (``DEVICE_ERRORS`` names, or "deadlock") ``validate`` refuses a program
 #: of each class with; the SimPy model and the RTL flag the same device error names.
 CLASS_KINDS = {
@@ -33,6 +37,8 @@ CLASS_KINDS = {
     "sram_out_of_range": ("dma_sram_range", "mxu_sram_range", "mxu_acc_range", "vpu_sram_range",
                           "vpu_acc_range"),
     "deadlock": ("deadlock",),
+    "double_fault": ("dma_zero_length", "dma_sram_range", "mxu_sram_range", "mxu_acc_range",
+                     "vpu_sram_range", "vpu_acc_range"),
 }
 
 
@@ -82,8 +88,8 @@ def _misaligned(prog, cfg, r):
     if i is None:
         return False
     a, w, al = prog.instrs[i].args, cfg.word_bytes, ddr_align_bytes(cfg)
-    f = r.choice(["sram_addr", "inner_bytes", "ddr_addr"] + (["ddr_stride1"] if a["count1"] > 1 else []))
-    off = r.randrange(1, w) if f in ("sram_addr", "inner_bytes") else r.randrange(1, al)
+    f = r.choice(DMA_SRAM_ALIGNED_FIELDS + DMA_DDR_ALIGNED_FIELDS)     # strides: even if unused
+    off = r.randrange(1, w) if f in DMA_SRAM_ALIGNED_FIELDS else r.randrange(1, al)
     val = a[f] + off if f != "ddr_addr" or a[f] + a["inner_bytes"] + off < DDR_ADDR_LIMIT else a[f] - off
     _replace(prog, i, **{f: val})
     return True
@@ -106,16 +112,22 @@ def _ddr(prog, cfg, r):
     if ext <= al:          # one short run: repeat it one 32-byte step further, same SRAM bytes
         _replace(prog, i, count1=2, count2=1, ddr_stride1=al, sram_stride1=0)
         ext += al
-    start = max(0, DDR_ADDR_LIMIT - ext + al * r.randint(1, max(1, min(4, ext // al - 1))))
+    past = 1 if r.random() < EDGE_P else r.randint(1, max(1, min(4, ext // al - 1)))
+    start = max(0, DDR_ADDR_LIMIT - ext + al * past)
     _replace(prog, i, ddr_addr=min(start - start % al, DDR_ADDR_LIMIT - al))
     return True
+
+
+#: quant-register fields a VPU instruction reads (POOL: average mode only)
+_QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out")}
 
 
 def _qreg(prog, cfg, r):
     loaded = {ins.args["qreg"] for ins in prog.instrs if ins.op == "LOAD_QREG"}
     free = [q for q in range(cfg.qreg_count) if q not in loaded]
-    cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in ("qreg", "qreg_a", "qreg_b")
-             if ins.op in ("REQUANT", "ADD") and f in ins.args and (ins.op != "ADD" or ins.args["count"])]
+    cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in _QREG_FIELDS.get(ins.op, ())
+             if ins.op == "REQUANT" or ins.op == "ADD" and ins.args["count"]
+             or ins.op == "POOL" and ins.args["mode"] and _is_pool(ins)]
     if not free or not cands:
         return False
     i, f = r.choice(cands)
@@ -123,21 +135,97 @@ def _qreg(prog, cfg, r):
     return True
 
 
+#: Chance that a range fault is exactly one unit (SRAM word or byte grid, accumulator row,
+#: DDR 32-byte step) past the limit: an off-by-one in a checker (``>`` for ``>=``) shows only there.
+EDGE_P = 0.75
+
+
+def _past(r) -> int:
+    """Units past the last valid one: 1 (the edge, EDGE_P) or 2 .. 8."""
+    return 1 if r.random() < EDGE_P else r.randint(2, 8)
+
+
+def _sram_dma(prog, i, cfg, r):
+    w, k = cfg.word_bytes, r.randint(1, 4)
+    _replace(prog, i, sram_addr=cfg.sram_size_bytes - k * w + _past(r) * w, inner_bytes=k * w,
+             count1=1, count2=1)
+
+
+def _sram_lw(prog, i, cfg, r):
+    _replace(prog, i, sram_addr=cfg.sram_words - cfg.array_cols + _past(r))
+
+
+def _sram_mm_act(prog, i, cfg, r):
+    cx = r.randint(2, 4)
+    _replace(prog, i, act_addr=cfg.sram_words - cx + _past(r), count_x=cx, stride_x=1, count_y=1)
+
+
+def _acc_mm(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    m = a["count_x"] * a["count_y"]
+    _replace(prog, i, acc_addr=max(0, cfg.acc_depth_rows - m + _past(r)))
+
+
+def _acc_rq(prog, i, cfg, r):
+    n = max(1, prog.instrs[i].args["count"])
+    _replace(prog, i, count=n, acc_addr=max(0, cfg.acc_depth_rows - n + _past(r)))
+
+
+def _words_past(field: str, count_field: str | None = None):
+    """A VPU operand of n words (``count_field``, or the REQUANT table's param_words) that
+    runs ``_past`` words past the last SRAM word."""
+    def mutate(prog, i, cfg, r):
+        a = prog.instrs[i].args
+        n = max(1, a[count_field]) if count_field else cfg.param_words
+        extra = {count_field: n} if count_field else {}
+        _replace(prog, i, **{field: cfg.sram_words - n + _past(r)}, **extra)
+    return mutate
+
+
+def _pool_dst(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    _replace(prog, i, dst_addr=cfg.sram_words - a["out_w"] * a["out_h"] + _past(r))
+
+
+def _pool_src(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    _replace(prog, i, src_addr=a["src_addr"] + cfg.sram_words - 1 - pool_last_tap(a) + _past(r))
+
+
+def _is_pool(ins) -> bool:
+    return ins.op == "POOL" and ins.args["out_w"] * ins.args["out_h"] > 0
+
+
+#: sram_out_of_range sub-kinds: (name, which instructions, mutation); the device error each gives
+#: is in the name (dma/mxu/vpu, sram/acc). Each valid program's instruction is changed so that
+#: only the named range check fails (the earlier checks of the same instruction still pass).
+SRAM_SUBKINDS = (
+    ("dma_sram", lambda ins: ins.op in _DMA_OPS, _sram_dma),
+    ("mxu_sram_lw", lambda ins: ins.op == "LOAD_WEIGHTS", _sram_lw),
+    ("mxu_sram_act", lambda ins: ins.op == "MATMUL", _sram_mm_act),
+    ("mxu_acc", lambda ins: ins.op == "MATMUL" and ins.args["count_x"] * ins.args["count_y"] > 0, _acc_mm),
+    ("vpu_acc", lambda ins: ins.op == "REQUANT", _acc_rq),
+    ("vpu_sram_param", lambda ins: ins.op == "REQUANT", _words_past("param_addr")),
+    ("vpu_sram_rq_dst", lambda ins: ins.op == "REQUANT", _words_past("dst_addr", "count")),
+    ("vpu_sram_add_a", lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
+    ("vpu_sram_add_b", lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
+    ("vpu_sram_add_dst", lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
+    ("vpu_sram_pool_src", lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0, _pool_src),
+    ("vpu_sram_pool_dst", _is_pool, _pool_dst),
+)
+
+
 def _sram(prog, cfg, r):
-    nw = cfg.sram_words
-    i = _pick(prog, r, _DMA_OPS + ("LOAD_WEIGHTS", "MATMUL", "REQUANT", "ADD"))
-    if i is None:
+    """One SRAM / accumulator range fault, the sub-kind drawn among those the program can
+    express (SRAM_SUBKINDS), at the edge with probability EDGE_P."""
+    options = [(name, i, mut) for name, want, mut in SRAM_SUBKINDS
+               for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and want(ins)]
+    if not options:
         return False
-    op = prog.instrs[i].op
-    if op in ("DMA_LOAD", "DMA_STORE"):
-        w = cfg.word_bytes
-        _replace(prog, i, sram_addr=cfg.sram_size_bytes - w, inner_bytes=2 * w, count1=1, count2=1)
-    elif op == "LOAD_WEIGHTS":
-        _replace(prog, i, sram_addr=nw - r.randint(1, cfg.array_cols - 1))
-    elif op == "MATMUL":
-        _replace(prog, i, act_addr=nw - 1, count_x=2, stride_x=1, count_y=1)
-    else:                              # REQUANT, ADD: the destination runs past the end
-        _replace(prog, i, dst_addr=nw - 1, count=max(2, prog.instrs[i].args["count"]))
+    kinds = sorted({name for name, _, _ in options})
+    pick = r.choice(kinds)
+    _, i, mut = r.choice([o for o in options if o[0] == pick])
+    mut(prog, i, cfg, r)
     return True
 
 
@@ -154,16 +242,80 @@ def _deadlock(prog, cfg, r):
     return True
 
 
+#: one range fault per instruction kind, for ``double_fault``
+_FAULT_OF = {"DMA_LOAD": _sram_dma, "DMA_STORE": _sram_dma, "LOAD_WEIGHTS": _sram_lw, "MATMUL": _acc_mm,
+             "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst}
+
+
+def _faultable(ins) -> bool:
+    if ins.op == "MATMUL":
+        return ins.args["count_x"] * ins.args["count_y"] > 0
+    if ins.op == "POOL":
+        return _is_pool(ins)
+    return ins.op in _FAULT_OF and (ins.op != "ADD" or ins.args["count"] > 0)
+
+
+def _double_dma(prog, cfg, r) -> bool:
+    """The program's first DMA_LOAD made zero-length, and right after it a new zero-length
+    DMA_STORE (no wait, no signal): both DMA engines are idle then, so the two errors usually
+    reach the decoder at the same edge, the store's engine index and pc both the higher."""
+    i = next((k for k, ins in enumerate(prog.instrs) if getattr(ins, "op", None) == "DMA_LOAD"), None)
+    if i is None:
+        return False
+    _replace(prog, i, count1=0)
+    prog.instrs.insert(i + 1, instruction_from("DMA_STORE", dict(prog.instrs[i].args), 0, 0))
+    return True
+
+
+def _double(prog, cfg, r):
+    """Two faults on two engines, so that the decoder's lowest-pc choice between engine errors
+    (tpu_decoder) is exercised: half the time ``_double_dma``, else a random faultable
+    instruction and the nearest one of another engine, both with a range fault."""
+    if r.random() < 0.5 and _double_dma(prog, cfg, r):
+        return True
+    cands = [i for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and _faultable(ins)]
+    if not cands:
+        return False
+    i = r.choice(cands)
+    others = [j for j in cands if engine_of(prog.instrs[j]) != engine_of(prog.instrs[i])]
+    if not others:
+        return False
+    j = min(others, key=lambda k: (abs(k - i), k))
+    for k in (i, j):
+        _FAULT_OF[prog.instrs[k].op](prog, k, cfg, r)
+    return True
+
+
 MUTATORS = {"reserved_opcode": _reserved, "unused_bits": _unused, "dma_misaligned": _misaligned, "dma_zero_length": _zero,
             "ddr_out_of_range": _ddr, "qreg_unloaded": _qreg, "sram_out_of_range": _sram,
-            "deadlock": _deadlock}
+            "deadlock": _deadlock, "double_fault": _double}
+
+
+#: Relative chance of each class (``make_invalid`` without ``cls``): sram_out_of_range has twelve
+#: sub-kinds (five device errors) and qreg_unloaded six fields, so they come up more often.
+CLASS_WEIGHTS = {"reserved_opcode": 1, "unused_bits": 1, "dma_misaligned": 1.5, "dma_zero_length": 1, "ddr_out_of_range": 1,
+                 "qreg_unloaded": 1.5, "sram_out_of_range": 4, "deadlock": 1, "double_fault": 1.5}
+
+
+def fault_kind(prog: StressProgram, cfg) -> str | None:
+    """The ``StressError.kind`` ``validate`` rejects ``prog`` with (reserved_opcode for a word
+    that does not decode), None if it accepts it."""
+    try:
+        validate(prog, cfg)
+    except IsaError as e:
+        return getattr(e, "kind", "reserved_opcode")
+    return None
 
 
 def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None) -> str:
-    """Mutate ``prog`` in place into one invalid class (random if ``cls`` is None; a class the
-    program cannot express falls back to ``reserved_opcode``); sets and returns prog.invalid."""
-    cls = cls or r.choice(INVALID_CLASSES)
-    if not MUTATORS[cls](prog, cfg, r):
+    """Mutate ``prog`` in place into one invalid class (drawn with CLASS_WEIGHTS if ``cls`` is
+    None); sets and returns prog.invalid. A class the program cannot express, or a mutation that
+    does not give one of the class's device errors (CLASS_KINDS; e.g. a field out of its range),
+    is undone and falls back to ``reserved_opcode``."""
+    cls = cls or r.choices(INVALID_CLASSES, weights=[CLASS_WEIGHTS[c] for c in INVALID_CLASSES])[0]
+    before = list(prog.instrs)
+    if not MUTATORS[cls](prog, cfg, r) or fault_kind(prog, cfg) not in CLASS_KINDS[cls]:
+        prog.instrs = before
         cls = "reserved_opcode"
         _reserved(prog, cfg, r)
     prog.invalid = cls
@@ -187,4 +339,5 @@ def assembler_rejects(prog: StressProgram, cfg) -> str:
     return ""
 
 
-__all__ = ["INVALID_CLASSES", "CLASS_KINDS", "make_invalid", "assembler_rejects"]
+__all__ = ["INVALID_CLASSES", "CLASS_KINDS", "CLASS_WEIGHTS", "SRAM_SUBKINDS", "EDGE_P", "make_invalid",
+           "assembler_rejects", "fault_kind"]

@@ -134,7 +134,7 @@ def test_parse_asm_line_number_not_doubled():
 
 # ---------------------------------------------------------------- 4: default --invalid-rate
 def test_default_campaign_seed_replays_identically(tmp_path, capsys):
-    """Root seed 4, program 0 is invalid (deadlock) at the default rate 0.05."""
+    """Root seed 4, program 0 is invalid (qreg_unloaded) at the default rate 0.05."""
     from stressgen.db import ResultsDb
     db = tmp_path / "s.db"
     assert main(["run", "--seed", "4", "--count", "2", "--jobs", "1", "--db", str(db), "--no-rtl",
@@ -143,12 +143,12 @@ def test_default_campaign_seed_replays_identically(tmp_path, capsys):
         (c,) = d.campaigns()
         assert c["invalid_rate"] == 0.05 and c["id"] == "s4-small-clean-simpy-inv0.05"
         row = d.programs(c["id"])[0]
-    assert row["invalid"] == "deadlock"
+    assert row["invalid"] == "qreg_unloaded"
     capsys.readouterr()
     out_dir = tmp_path / "r"
     main(["replay", "--seed", str(row["seed"]), "--no-rtl", "--out", str(out_dir)])
     out = capsys.readouterr().out
-    assert f"seed {row['seed']} on small: {row['n_instrs']} instructions, invalid (deadlock)" in out
+    assert f"seed {row['seed']} on small: {row['n_instrs']} instructions, invalid (qreg_unloaded)" in out
     from stressgen.gen import generate
     from tpusim.arch.config import load_config
     assert (out_dir / "program.asm").read_text() == generate(row["seed"], load_config("small"), 0.05).asm()
