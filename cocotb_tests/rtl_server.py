@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from cocotb_tests.build import TOPLEVEL, build, verilator_env
+from cocotb_tests.build import TOPLEVEL, build, rtl_dir, verilator_env
 from cocotb_tests.harness import (
     DEFAULT_DEADLOCK_CYCLES,
     DEFAULT_QUIET_CYCLES,
@@ -182,9 +182,10 @@ MAX_SHARED = 3
 
 def shared(cfg: HwConfig, bugs: tuple[str, ...] = (), waves: bool | str = False,
            deadlock_cycles: int = DEFAULT_DEADLOCK_CYCLES) -> RtlServer:
-    """This process's server for (config, bugs, waves, deadlock watch), started on first use and
-    restarted if it died; at most ``MAX_SHARED`` run at once."""
-    key = (cfg.name, cfg.hash_bytes(), tuple(sorted(bugs)), waves, deadlock_cycles)
+    """This process's server for (RTL source folder, config, bugs, waves, deadlock watch), started
+    on first use and restarted if it died; at most ``MAX_SHARED`` run at once. The source folder
+    is part of the key: stressgen.mutants checks a mutant tree's failures on the clean tree."""
+    key = (str(rtl_dir()), cfg.name, cfg.hash_bytes(), tuple(sorted(bugs)), waves, deadlock_cycles)
     srv = _SHARED.pop(key, None)
     if srv is not None and not srv.alive:
         srv.close()

@@ -28,8 +28,8 @@ Invalid program (``prog.invalid`` set): ``stressgen.invalid.assembler_rejects`` 
 (reason ``assembler_accepted``); forced through as raw words, SimPy and the RTL must flag it the
 same way: the same ``tpusim.arch.errors.flag_of`` tuple, e.g. ("error", code, pc, cycle) or
 ("deadlock", waiting engines) (reason ``flag_mismatch``), and not ("ok",) (reason
-``not_flagged``). Cycles and counters after the error are not compared: SimPy and the RTL
-differ there on some invalid programs (open; see the issue 13 note).
+``not_flagged``); after a device error both sides halt at the same cycle with the same
+performance counters (reason ``counters``: a decoder that keeps fetching after an error).
 
 Dynamic coverage (``Outcome.bins``): ``stressgen.coverage.observed_bins`` of the SimPy
 performance counters (of the RTL's when SimPy stopped).
@@ -324,6 +324,12 @@ def _check_invalid(prog, cfg, out: Path, rtl: bool, bugs, o: Outcome, step) -> N
     _note_hang(o, res)
     if fr != fs:
         o.fail("flag_mismatch", f"{prog.invalid}: SimPy flags {fs}, RTL flags {fr} ({res.message})")
+    run = getattr(exc, "run", None)
+    if fr == fs and fs[0] == "error" and run is not None:   # the halt after the error is cycle-exact too
+        cd = {k: {"simpy": v, "rtl": res.counters.get(k)} for k, v in run.counters.items() if res.counters.get(k) != v}
+        if run.cycles != res.cycles or cd:
+            o.fail("counters", f"{prog.invalid}: after the device error, cycles SimPy {run.cycles} RTL "
+                               f"{res.cycles}; counters differ: {json.dumps(cd)}")
 
 
 def run_one(prog, cfg, out_dir, rtl: bool = True, bugs=(), waves: bool = True, phase=None) -> Outcome:

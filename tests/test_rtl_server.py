@@ -103,3 +103,26 @@ def test_dead_server_is_reported_and_replaced(tmp_path):
 def test_server_refuses_other_dump_modes():
     with pytest.raises(ValueError, match="'vcd'"):
         RtlServer(CFG, waves="vcd")
+
+
+def test_shared_servers_are_per_rtl_source_folder(monkeypatch, tmp_path):
+    """A mutant tree (TPU_RTL_DIR) and the clean rtl/ never share a server: stressgen.mutants
+    checks a mutant's failures against the clean RTL in the same process."""
+    class Fake:
+        alive = True
+
+        def __init__(self, *a):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(rtl_server, "RtlServer", Fake)
+    monkeypatch.setattr(rtl_server, "_SHARED", {})
+    cfg = load_config("small")
+    monkeypatch.delenv("TPU_RTL_DIR", raising=False)
+    clean = rtl_server.shared(cfg)
+    monkeypatch.setenv("TPU_RTL_DIR", str(tmp_path))
+    mutant = rtl_server.shared(cfg)
+    monkeypatch.delenv("TPU_RTL_DIR")
+    assert mutant is not clean and rtl_server.shared(cfg) is clean
