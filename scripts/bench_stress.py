@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from distributed import Client
 
 from stressgen.campaign import derive_seed, prepare, run_campaign
 from stressgen.child import ProgramChild
-from stressgen.cluster import local_cluster
+from stressgen.cluster import local_cluster, stop_processes
 from stressgen.db import Owner, ProgramRow, ResultsDb
 from stressgen.execute import execute_program
 from stressgen.spec import RunSpec
@@ -105,12 +104,7 @@ def external_cluster(root: Path, rtl: bool, count: int, seed: int) -> float:
             client.wait_for_workers(2, timeout=120)
             return campaign_rate(root, rtl, count, client, "external", seed)
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 def client_cost(root: Path, n: int = 200) -> float:

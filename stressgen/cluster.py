@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import signal
+import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -115,4 +117,16 @@ def worker_count(client: Client) -> int:
     return sum(client.nthreads().values())
 
 
-__all__ = ["ClusterSpec", "connect", "local_cluster", "worker_count", "DEFAULT_CONNECT_TIMEOUT_S"]
+def stop_processes(procs, grace_s: float = 30.0) -> None:
+    """Stop hand-started cluster processes (``dask scheduler``, ``dask worker``: subprocess.Popen),
+    newest first: SIGTERM to each one still running, SIGKILL if it has not ended ``grace_s`` later."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+__all__ = ["ClusterSpec", "connect", "local_cluster", "stop_processes", "worker_count", "DEFAULT_CONNECT_TIMEOUT_S"]

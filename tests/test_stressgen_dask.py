@@ -23,7 +23,7 @@ from stressgen import worker as worker_mod
 from stressgen.bundle import pack_bundle, unpack_bundle
 from stressgen.campaign import CampaignError, RunSpec, derive_seed, run_campaign
 from stressgen.cli import main
-from stressgen.cluster import local_cluster
+from stressgen.cluster import local_cluster, stop_processes
 from stressgen.db import ResultsDb
 
 REPO = Path(__file__).resolve().parent.parent
@@ -288,12 +288,7 @@ def test_tls_cluster_of_dask_scheduler_and_worker_processes(tmp_path):
                            timeout=120)
         assert r.returncode == 2 and f"--scheduler {addr}: cannot connect within 3 s" in r.stderr, r.stderr
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 def _rows_now(db: Path) -> int:
@@ -343,13 +338,7 @@ def test_late_workers_and_a_lost_scheduler(tmp_path):
         assert c.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0   # dropped when it stopped
         c.close()
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop_processes(procs)
     c = sqlite3.connect(db)
     last = c.execute("SELECT MAX(idx) FROM programs").fetchone()[0]
     c.close()
