@@ -37,8 +37,7 @@ def _conv_params(graph, conv):
     return w, b
 
 
-def _fold_into(graph, conv, node, s, b_new) -> None:
-    w = graph.const(conv.inputs[1])
+def _fold_into(graph, conv, node, w, s, b_new) -> None:
     wname = graph.add_const(f"{conv.name}__w_{node.op.lower()}",
                             (w.astype(np.float64) * s[:, None, None, None]).astype(np.float32))
     bname = graph.add_const(f"{conv.name}__b_{node.op.lower()}", b_new.astype(np.float32))
@@ -72,7 +71,7 @@ def run(graph: Graph) -> Graph:
             w, b = params
             folded = d.affine(graph, node, w.shape[0], None if b is None else b.astype(np.float64))
             if folded is not None:
-                _fold_into(graph, conv, node, *folded)
+                _fold_into(graph, conv, node, w, *folded)
                 prod[node.outputs[0]] = conv
                 continue
         folded = d.affine(graph, node, graph.tensors[x].shape[1], None)

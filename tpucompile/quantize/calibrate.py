@@ -10,6 +10,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
+from tpucompile.frontend.onnx_import import runtime_inputs
 from tpusim.arch.errors import CompileError
 
 __all__ = ["calibrate", "session_input", "session_with_outputs"]
@@ -30,11 +31,10 @@ def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
 def session_input(sess: ort.InferenceSession, model: onnx.ModelProto):
     """The onnxruntime input meta (name, shape) of the model's one run-time input: the first
     graph input that is not an initializer (IR-3 models also list their weights as inputs)."""
-    inits = {i.name for i in model.graph.initializer}
-    feeds = [i for i in sess.get_inputs() if i.name not in inits]
-    if not feeds:
+    names = [vi.name for vi in runtime_inputs(model)]
+    if not names:
         raise CompileError("the model has no graph input that is not an initializer")
-    return feeds[0]
+    return next(i for i in sess.get_inputs() if i.name == names[0])
 
 
 def calibrate(model: onnx.ModelProto, images, names) -> dict:
