@@ -11,7 +11,9 @@
 // (halt_retire_o high during cycle h, also after a reserved opcode, with its pc). A reserved
 // opcode sets error_code 1 and error_pc at h0. A known opcode with a bit set above its last
 // field (unused_bits_set, generated in tpu_isa_pkg) is rejected the same way with error_code
-// ERR_UNUSED_BITS: dispatched as a HALT, nothing goes to an engine queue.
+// ERR_UNUSED_BITS: dispatched as a HALT, nothing goes to an engine queue. q_full_stall_o[e] is
+// high during a cycle whose edge would dispatch an instruction for engine e but for e's full queue
+// (the `<e>_queue_full_cycles` performance counter, counted in tpu_perf).
 // Engine device errors (docs/architecture.md, "Device errors"): eng_err_i[e] is engine e's
 // sticky first error as seen in the core domain (MXU/VPU: registered at the detecting edge t,
 // acted on here at t+1; LOAD/STORE: through tpu_cdc_sync, acted on at cdc(t -> core)). At the
@@ -42,6 +44,7 @@ module tpu_decoder
   output      logic [NUM_ENGINES-1:0]                push_o,
   output      logic [EntryBits-1:0]                  push_entry_o,
   input  wire logic [NUM_ENGINES-1:0]                q_full_i,
+  output      logic [NUM_ENGINES-1:0]                q_full_stall_o,  // ready, held by a full queue
   input  wire logic [NUM_ENGINES-1:0][7:0]           retired_i,
   // engines' first device errors, core-domain view (sticky; code and pc stable while high)
   input  wire logic [NUM_ENGINES-1:0]                eng_err_i,
@@ -139,6 +142,12 @@ module tpu_decoder
   always_comb begin
     push_o = '0;
     if (dispatch && is_engine) push_o[engine] = 1'b1;
+  end
+
+  // queue-full stall at this edge: everything but the engine's queue allows the dispatch
+  always_comb begin
+    q_full_stall_o = '0;
+    if (!stopped_q && !ext_err && line_ok && is_engine && q_full_i[engine]) q_full_stall_o[engine] = 1'b1;
   end
   assign push_entry_o = {pc_q, instr};
 

@@ -49,28 +49,32 @@ package tpu_isa_pkg;
   localparam int unsigned RETIRE_HALT                        = 4;  // retire_o bit of HALT
 
   // performance counters: perf_sel_i index (tpusim.arch.perf.COUNTERS)
-  localparam int unsigned NUM_PERF_COUNTERS                  = 20;
-  localparam int unsigned PERF_PER_ENGINE                    = 3;  // engine e's counter k: PERF_LOAD_<K> + PERF_PER_ENGINE * e
+  localparam int unsigned NUM_PERF_COUNTERS                  = 24;
+  localparam int unsigned PERF_PER_ENGINE                    = 4;  // engine e's counter k: PERF_LOAD_<K> + PERF_PER_ENGINE * e
   localparam int unsigned PERF_CYCLES                        = 0;
   localparam int unsigned PERF_LOAD_BUSY_CYCLES              = 1;
   localparam int unsigned PERF_LOAD_TOKEN_WAIT_CYCLES        = 2;
   localparam int unsigned PERF_LOAD_RETIRED                  = 3;
-  localparam int unsigned PERF_STORE_BUSY_CYCLES             = 4;
-  localparam int unsigned PERF_STORE_TOKEN_WAIT_CYCLES       = 5;
-  localparam int unsigned PERF_STORE_RETIRED                 = 6;
-  localparam int unsigned PERF_MXU_BUSY_CYCLES               = 7;
-  localparam int unsigned PERF_MXU_TOKEN_WAIT_CYCLES         = 8;
-  localparam int unsigned PERF_MXU_RETIRED                   = 9;
-  localparam int unsigned PERF_VPU_BUSY_CYCLES               = 10;
-  localparam int unsigned PERF_VPU_TOKEN_WAIT_CYCLES         = 11;
-  localparam int unsigned PERF_VPU_RETIRED                   = 12;
-  localparam int unsigned PERF_SRAM_CONFLICTS                = 13;
-  localparam int unsigned PERF_SRAM_CONFLICT_CYCLES          = 14;
-  localparam int unsigned PERF_DDR_READ_BYTES                = 15;
-  localparam int unsigned PERF_DDR_WRITE_BYTES               = 16;
-  localparam int unsigned PERF_FETCH_BYTES                   = 17;
-  localparam int unsigned PERF_DDR_BUSY_CYCLES               = 18;
-  localparam int unsigned PERF_DDR_ARB_WAIT_CYCLES           = 19;
+  localparam int unsigned PERF_LOAD_QUEUE_FULL_CYCLES        = 4;
+  localparam int unsigned PERF_STORE_BUSY_CYCLES             = 5;
+  localparam int unsigned PERF_STORE_TOKEN_WAIT_CYCLES       = 6;
+  localparam int unsigned PERF_STORE_RETIRED                 = 7;
+  localparam int unsigned PERF_STORE_QUEUE_FULL_CYCLES       = 8;
+  localparam int unsigned PERF_MXU_BUSY_CYCLES               = 9;
+  localparam int unsigned PERF_MXU_TOKEN_WAIT_CYCLES         = 10;
+  localparam int unsigned PERF_MXU_RETIRED                   = 11;
+  localparam int unsigned PERF_MXU_QUEUE_FULL_CYCLES         = 12;
+  localparam int unsigned PERF_VPU_BUSY_CYCLES               = 13;
+  localparam int unsigned PERF_VPU_TOKEN_WAIT_CYCLES         = 14;
+  localparam int unsigned PERF_VPU_RETIRED                   = 15;
+  localparam int unsigned PERF_VPU_QUEUE_FULL_CYCLES         = 16;
+  localparam int unsigned PERF_SRAM_CONFLICTS                = 17;
+  localparam int unsigned PERF_SRAM_CONFLICT_CYCLES          = 18;
+  localparam int unsigned PERF_DDR_READ_BYTES                = 19;
+  localparam int unsigned PERF_DDR_WRITE_BYTES               = 20;
+  localparam int unsigned PERF_FETCH_BYTES                   = 21;
+  localparam int unsigned PERF_DDR_BUSY_CYCLES               = 22;
+  localparam int unsigned PERF_DDR_ARB_WAIT_CYCLES           = 23;
 
   // opcodes
   localparam logic [7:0] OP_NOP                        = 8'h01;

@@ -116,7 +116,7 @@ module tpu_top
   );
 
   // ---- decoder ---------------------------------------------------------------------------
-  logic [NE-1:0]         push, q_full;
+  logic [NE-1:0]         push, q_full, q_full_stall;
   logic [EntryBits-1:0]  push_entry;
   logic [NE-1:0][7:0]    retired_core;     // retire counts as visible in the core domain
   logic                  halt_now, halt_retire;
@@ -135,6 +135,7 @@ module tpu_top
     .push_o        (push),
     .push_entry_o  (push_entry),
     .q_full_i      (q_full),
+    .q_full_stall_o(q_full_stall),
     .retired_i     (retired_core),
     .eng_err_i     (eng_err),
     .eng_err_code_i(eng_err_code),
@@ -380,6 +381,7 @@ module tpu_top
     .busy_cycles_i         (busy_cycles),
     .token_wait_cycles_i   (token_wait_cycles),
     .retired_i             (retired),
+    .q_full_stall_i        (q_full_stall),
     .sram_conflicts_i      (sram_conflicts),
     .sram_conflict_cycles_i(sram_conflict_cycles),
     .ddr_read_bytes_i      (ddr_read_bytes),

@@ -8,7 +8,7 @@ the new path are tried, so one probe compares a tree before and after a refactor
 
 What is recorded, per case (all must be identical between two trees):
   compile cases   sha256 of the binary's device bytes (META excluded: it holds wall times),
-                  the SimPy cycle count, sha256 of the retire trace, of the performance counters
+                  the SimPy cycle count, sha256 of the retire trace, the performance counters
                   and of every output (name, shape, bytes)
   stress seeds    sha256 of the assembled program (.tpubin), golden and SimPy output bytes,
                   SimPy cycles and retire/counter digests, or the flag of an invalid program
@@ -75,7 +75,7 @@ def _sim_record(res) -> dict:
     outs = {k: _sha(str(np.asarray(v).shape), np.ascontiguousarray(v).tobytes())
             for k, v in sorted(res.outputs.items())}
     return {"cycles": int(res.cycles), "retire": _sha([tuple(r) for r in res.retire]),
-            "counters": _sha(sorted(dict(res.counters).items())), "outputs": outs}
+            "counters": {k: int(v) for k, v in sorted(dict(res.counters).items())}, "outputs": outs}
 
 
 def compile_case(model, cfg_name: str, calib, x: np.ndarray, simulate: bool = True) -> dict:

@@ -23,7 +23,7 @@ from stressgen.validate import normalise, validate
 from tpusim.arch import arith
 from tpusim.arch.device_checks import ddr_align_bytes, start_fault
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import unused_bits
+from tpusim.arch.isa import ENGINE_KEYS, unused_bits
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.arch.operands import dma_ddr_end
 
@@ -49,7 +49,10 @@ STATIC_BINS = (
     # operations
     "pool_max", "pool_avg", "add", "relu",
 )
-DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait")
+#: obs_queue_full_<engine>: the decoder held an instruction because that engine's queue (a CDC
+#: queue for LOAD/STORE) was full (``<engine>_queue_full_cycles`` > 0)
+DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait") + tuple(
+    f"obs_queue_full_{e}" for e in ENGINE_KEYS)
 #: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
 #: passes; a report lists them among the bins hit outside ALL_BINS): ``err_<kind>`` per device
 #: error a program is refused with (``validate``'s StressError kind: one per checker path of
@@ -84,9 +87,12 @@ def observed_bins(counters: dict) -> dict[str, int]:
         out["obs_sram_conflict"] = int(counters["sram_conflicts"])
     if counters.get("ddr_arb_wait_cycles", 0) > 0:
         out["obs_ddr_arb_wait"] = int(counters["ddr_arb_wait_cycles"])
-    waits = sum(int(counters.get(f"{e}_token_wait_cycles", 0)) for e in ("load", "store", "mxu", "vpu"))
+    waits = sum(int(counters.get(f"{e}_token_wait_cycles", 0)) for e in ENGINE_KEYS)
     if waits > 0:
         out["obs_token_wait"] = waits
+    for e in ENGINE_KEYS:
+        if counters.get(f"{e}_queue_full_cycles", 0) > 0:
+            out[f"obs_queue_full_{e}"] = int(counters[f"{e}_queue_full_cycles"])
     return out
 
 

@@ -107,6 +107,13 @@ def test_error_then_stuck_reports_the_error_and_the_waiting_engines():
     assert err.waiting == [("LOAD", 0x0, ("MXU",))]
 
 
+def test_queue_full_stall_counted_up_to_the_error_stop():
+    err = _error(P.QUEUE_FULL_AT_ERROR)
+    assert (err.code, err.pc, err.cycle) == ("vpu_sram_range", 0xc0, 156)
+    assert err.run.counters["mxu_queue_full_cycles"] == P.QUEUE_FULL_AT_ERROR_CYCLES
+    assert err.run.retire[-1] == (0x160, "HALT", 163000)    # the first pc not dispatched
+
+
 def test_token_not_overflowing_at_255():
     run, _ = run_program([make_nop(3, signal=P.MXU)] * 255 + [isa.make("HALT")], CFG)
     assert run.error_code == 0 and run.counters["vpu_retired"] == 255

@@ -51,6 +51,14 @@ def test_same_flag_as_simpy(tmp_path, name):
     _same_run(sim.run, rtl)
 
 
+def test_queue_full_stall_ended_by_an_error(tmp_path):
+    """The MXU queue-full stall counter up to the error stop (edges counted while stopped: none)."""
+    sim, rtl = _both(tmp_path, P.QUEUE_FULL_AT_ERROR)
+    assert flag_of(rtl) == flag_of(sim)
+    assert sim.run.counters["mxu_queue_full_cycles"] == P.QUEUE_FULL_AT_ERROR_CYCLES
+    _same_run(sim.run, rtl)
+
+
 @pytest.mark.parametrize("program", [P.TIE_MXU_FIRST, P.TIE_VPU_FIRST], ids=["mxu", "vpu"])
 def test_tie_rule(tmp_path, program):
     sim, rtl = _both(tmp_path, program)

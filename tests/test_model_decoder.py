@@ -74,6 +74,8 @@ def test_queue_backpressure():
     valid at core 59: NOP4 at 59, NOP5 at 69 (queue full until then). Line 3 launched at 59 ->
     visible DDR 50 (60100, 61350, 62600), done 61 = 76350, valid at 79: NOP6 at 79, HALT at 80.
     MXU: NOP1 68-69, NOP2 70-71, NOP3 72-73, NOP4 74-75, NOP5 76-77, NOP6 80-81; h = 82.
+    mxu_queue_full_cycles: NOP5 ready at 60 (line 2 valid 59, NOP4 dispatched there), held until
+    69: edges 60..68 = 9; NOP6 needs NOP2's pop (seen at 71), line 3 is valid only at 79: none.
     """
     prog = assemble("""
         DMA_LOAD ddr_addr=0x1000 sram_addr=0 inner_bytes=64 count1=1 count2=1 signal=MXU
@@ -84,3 +86,6 @@ def test_queue_backpressure():
     assert [e.visible_ps // 1000 for e in mxu] == [21, 40, 41, 60, 70, 80]
     assert [t // 1000 for pc, eng, t in run.retire if eng == "MXU"] == [69, 71, 73, 75, 77, 81]
     assert run.cycles == 82
+    assert {k: v for k, v in run.counters.items() if k.endswith("_queue_full_cycles")} == {
+        "load_queue_full_cycles": 0, "store_queue_full_cycles": 0, "mxu_queue_full_cycles": 9,
+        "vpu_queue_full_cycles": 0}

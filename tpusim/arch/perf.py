@@ -10,7 +10,7 @@ from __future__ import annotations
 from tpusim.arch.isa import ENGINE_KEYS
 
 #: Per-engine counters, in this order for each engine of ENGINE_KEYS.
-ENGINE_COUNTERS = ("busy_cycles", "token_wait_cycles", "retired")
+ENGINE_COUNTERS = ("busy_cycles", "token_wait_cycles", "retired", "queue_full_cycles")
 
 COUNTERS: tuple[str, ...] = (
     ("cycles",)

@@ -41,6 +41,9 @@ class Decoder:
         self.retire_log = retire_log
         self.per_line = fetch.line_bytes // INSTR_BYTES
         self.dispatched = [0] * len(queues)
+        #: per engine: core edges at which the instruction at PC was ready (line valid, after the
+        #: previous dispatch) but that engine's queue was full as the decoder sees it
+        self.queue_full_cycles = [0] * len(queues)
         self.index = 0                        # program index of the instruction at PC
         self.halt_ps: int | None = None
         self.cycles: int | None = None
@@ -78,6 +81,7 @@ class Decoder:
             ins = decode_as_hardware(word)
             q = None if ins is None or ins.op == "HALT" else self.queues[ins.engine]
             k = None if q is None else q.slot_pop_index()
+            ready_ps = e_ps                        # from here on only a full queue holds it back
             if k is not None:
                 if k < len(q.pops):
                     pop_ps = q.pops.items[k]
@@ -85,15 +89,22 @@ class Decoder:
                     self.waiting_for = f"room in the {ins.engine.name} queue"
                     stopped, pop_ps = yield from self._wait(q.pops.wait(k))
                     if stopped:
+                        self._count_full(ins.engine, ready_ps, self.errors.stop_ps)
                         break
                 e_ps = max(e_ps, pop_ps)
             self.waiting_for = None
             if e_ps > env.now:
                 stopped, _ = yield from self._wait(env.timeout(e_ps - env.now))
                 if stopped:
+                    if k is not None:
+                        self._count_full(ins.engine, ready_ps, min(e_ps, self.errors.stop_ps))
                     break
             if self.errors is not None and self.errors.stopped_at(e_ps):
-                break                              # an engine error registers at e: no dispatch
+                if k is not None:                  # an engine error registers at e: no dispatch
+                    self._count_full(ins.engine, ready_ps, self.errors.stop_ps)
+                break
+            if k is not None:
+                self._count_full(ins.engine, ready_ps, e_ps)
             if q is None:
                 if ins is None:
                     self._rejected(word, e_ps)
@@ -113,6 +124,12 @@ class Decoder:
         if self.trace is not None:
             self.trace.error_stop(self.errors.stop_ps, self.pc)
         yield from self._halt(self.errors.stop_ps)     # stopped by a device error at e
+
+    def _count_full(self, engine: int, ready_ps: int, end_ps: int) -> None:
+        """Queue-full stall: the core edges in ``[ready_ps, end_ps)`` (both core edges) at which the
+        instruction was ready but ``engine``'s queue full (end: the pop seen, or the error stop)."""
+        if end_ps > ready_ps:
+            self.queue_full_cycles[engine] += (end_ps - ready_ps) // self.dom.period_ps
 
     def _wait(self, ev):
         """Wait for ``ev`` unless a device error stops dispatch first: (stopped, ev's value).

@@ -21,7 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.errors import DeadlockError, SimulationError
-from tpusim.arch.isa import Engine
+from tpusim.arch.isa import ENGINE_KEYS, Engine
 from tpusim.models.common import Clocks
 from tpusim.models.ddr_arbiter import DdrArbiter
 from tpusim.models.decoder import DECODER_ERRORS, Decoder
@@ -131,6 +131,8 @@ class Tpu:
                               f"{first.code_num} and did not halt ({self._deadlock_report()})",)
             raise first
         self.perf.set("cycles", dec.cycles)
+        for e, n in enumerate(dec.queue_full_cycles):
+            self.perf.set(f"{ENGINE_KEYS[e]}_queue_full_cycles", n)
         retire = [(pc, RETIRERS[eng], t) for t, eng, pc in sorted(self.retire_log)]
         run = TpuRun(dec.cycles, dec.halt_ps, retire, self.perf.as_dict(), self.events(),
                      first.code_num if first else 0, first.pc if first else None)
