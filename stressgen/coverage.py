@@ -48,6 +48,8 @@ STATIC_BINS = (
     "dma_both_directions", "dma_compute_overlap", "ddr_raw_chain", "long_chain",
     # operations
     "pool_max", "pool_avg", "add", "relu",
+    # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
+    "nop_load", "nop_store", "nop_mxu", "nop_vpu",
 )
 #: obs_queue_full_<engine>: the decoder held an instruction because that engine's queue (a CDC
 #: queue for LOAD/STORE) was full (``<engine>_queue_full_cycles`` > 0)
@@ -248,6 +250,8 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["pool_avg" if a["mode"] else "pool_max"] += 1
         elif ins.op == "ADD":
             b["add"] += 1
+        elif ins.op == "NOP" and 0 <= a.get("engine", -1) < len(ENGINE_KEYS):
+            b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):
             b["relu"] += 1
         if ins.op in ("REQUANT", "ADD") or ins.op == "POOL" and a["mode"]:

@@ -20,6 +20,7 @@ from stressgen.invalid import make_invalid
 from stressgen.program import StressProgram
 from stressgen.tasks import PRIME_K, add_task, fill_task, matmul_task, pick_m, pool_task, qreg_alias_task
 from stressgen.validate import validate
+from tpusim.arch.isa import make
 
 MAX_INSTRS = 60
 #: Chance that an accumulator allocation is placed flush with the last row (drawn from a side
@@ -30,6 +31,10 @@ ACC_EDGE_P = 0.2
 #: bank masks of the arbiters (tpu_sram_arbiter, each engine's mask) are off by one there.
 BANK_EDGE_P = 0.25
 BUDGET = 54          # instruction estimate per program (NOPs and splits add a few)
+#: Chance that a program gets 1-3 plain NOPs (no tokens) on random engines at random places,
+#: drawn from a side stream (the rest of the program is drawn as before): every engine's NOP
+#: path (an MXU / VPU NOP completes at its start edge; a DMA NOP takes one DMA cycle).
+NOP_P = 0.35
 
 
 def _matmul(ctx, big: bool):
@@ -139,6 +144,21 @@ def _tasks(ctx) -> list:
     return tasks[:1] + tail
 
 
+def _plain_nops(instrs: list, seed: int) -> list:
+    """``instrs`` (ending in HALT) with 1-3 token-free NOPs inserted before the HALT, with
+    probability NOP_P, while the program stays within MAX_INSTRS. A NOP without tokens touches
+    no data and orders nothing, so the program stays valid and race-free."""
+    side = random.Random(f"tpusim-stress-nop:{seed}")
+    if side.random() >= NOP_P:
+        return instrs
+    out = list(instrs)
+    for _ in range(side.randint(1, 3)):
+        if len(out) >= MAX_INSTRS:
+            break
+        out.insert(side.randint(0, len(out) - 1), make("NOP", engine=side.randrange(4)))
+    return out
+
+
 def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
     """A deterministic random stress program for ``cfg`` (module docstring). With probability
     ``invalid_rate`` it is made invalid in one class of stressgen.invalid.INVALID_CLASSES
@@ -151,7 +171,7 @@ def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
     for task in _schedule(ctx.r, _tasks(ctx)):
         if task.pos < 3:
             task.step()
-    prog = StressProgram(seed, cfg.name, ctx.em.finish(), ctx.ddr_init, ctx.outputs)
+    prog = StressProgram(seed, cfg.name, _plain_nops(ctx.em.finish(), seed), ctx.ddr_init, ctx.outputs)
     if invalid_rate > 0 and ctx.r.random() < invalid_rate:
         make_invalid(prog, cfg, ctx.r)
     prog.bins = bins_of(prog, cfg)
