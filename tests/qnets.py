@@ -278,6 +278,70 @@ def concat_refused(kind, seed=0):
     return make_model(nodes, inits, (1, 4, 6, 6), "y", None)
 
 
+def grouped_dilated(seed=0):
+    """Grouped Conv (group 2) + Clip(0, 6) as inputs, dilated Conv (2, 1) padded (2, 1, 2, 1) + BN +
+    Clip(-1, 1), depthwise 3x3 stride 2 + Relu, ReduceMean over (2, 3) keepdims=0 + Gemm:
+    x [1,4,9,11] -> y [1,5] (opset 13)."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": conv_w(rng, 6, 2, 3), "b1": rng.normal(0, 0.1, 6).astype(np.float32),
+             "w2": conv_w(rng, 6, 6, 3), **bn_params(rng, 6, "bn"),
+             "w3": conv_w(rng, 6, 1, 3), "lo": np.float32(0), "hi": np.float32(6),
+             "m1": np.float32(-1), "p1": np.float32(1), "axes": np.array([2, 3], np.int64),
+             "fc": rng.normal(0, 0.3, (5, 6)).astype(np.float32), "fb": rng.normal(0, 0.1, 5).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["g"], name="grouped", group=2, pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["g", "lo", "hi"], ["g6"], name="relu6"),
+             helper.make_node("Conv", ["g6", "w2"], ["d"], name="dilated", dilations=[2, 1], pads=[2, 1, 2, 1]),
+             bn_node("d", "db", "bn", "bn"),
+             helper.make_node("Clip", ["db", "m1", "p1"], ["dc"], name="hardtanh"),
+             helper.make_node("Conv", ["dc", "w3"], ["e"], name="depthwise", group=6, strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e"], ["er"], name="relu"),
+             helper.make_node("ReduceMean", ["er"], ["r"], name="mean", axes=[2, 3], keepdims=0),
+             helper.make_node("Gemm", ["r", "fc", "fb"], ["y"], name="fc", transB=1)]
+    del inits["axes"]
+    return make_model(nodes, inits, (1, 4, 9, 11), "y", (1, 5))
+
+
+def clip_attrs_opset9(seed=0):
+    """Conv + Clip(min=0, max=4) as attributes (opset < 11): x [1,3,8,8] -> y [1,4,8,8]."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["c"], ["y"], name="clip", min=0.0, max=4.0)]
+    return make_model(nodes, {"w": conv_w(rng, 4, 3, 3)}, (1, 3, 8, 8), "y", (1, 4, 8, 8), opset=9)
+
+
+def shuffle_unit(seed=0):
+    """A ShuffleNet v1 stride-2 unit and a residual after it: grouped 1x1 Conv + BN + Relu,
+    channel shuffle (Reshape (1, 2, 6, 8, 8), Transpose [0, 2, 1, 3, 4], Reshape back), depthwise
+    3x3 stride 2 + BN, grouped 1x1 Conv + BN; shortcut AveragePool 3x3 s2 p1 (count_include_pad 1); Concat (4 + 8
+    channels: gap lanes on blocks of 8) + Relu; then a 1x1 Conv whose output is added to the
+    Concat result (it must write the Concat's lane layout) + Relu. x [1,8,8,8] -> y [1,12,4,4]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": conv_w(rng, 12, 4, 1), **bn_params(rng, 12, "b1"),
+             "s5": np.array([1, 2, 6, 8, 8], np.int64), "s4": np.array([1, 12, 8, 8], np.int64),
+             "w2": conv_w(rng, 12, 1, 3), **bn_params(rng, 12, "b2"),
+             "w3": conv_w(rng, 4, 6, 1), **bn_params(rng, 4, "b3"),
+             "w4": conv_w(rng, 12, 12, 1), "c4": rng.normal(0, 0.1, 12).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["g1"], name="gconv1", group=2),
+             bn_node("g1", "g1b", "b1", "bn1"), helper.make_node("Relu", ["g1b"], ["g1r"], name="relu1"),
+             helper.make_node("Reshape", ["g1r", "s5"], ["sh5"], name="shuf_in"),
+             helper.make_node("Transpose", ["sh5"], ["sht"], name="shuf", perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["sht", "s4"], ["sh"], name="shuf_out"),
+             helper.make_node("Conv", ["sh", "w2"], ["dw"], name="dwconv", group=12, strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             bn_node("dw", "dwb", "b2", "bn2"),
+             helper.make_node("Conv", ["dwb", "w3"], ["g3"], name="gconv2", group=2),
+             bn_node("g3", "g3b", "b3", "bn3"),
+             helper.make_node("AveragePool", ["x"], ["ap"], name="shortcut", kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1),
+             helper.make_node("Concat", ["g3b", "ap"], ["cat"], name="cat", axis=1),
+             helper.make_node("Relu", ["cat"], ["catr"], name="relu_cat"),
+             helper.make_node("Conv", ["catr", "w4", "c4"], ["c4o"], name="conv4"),
+             helper.make_node("Add", ["c4o", "catr"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu_out")]
+    return make_model(nodes, inits, (1, 8, 8, 8), "y", (1, 12, 4, 4))
+
+
 def inputs(shape, n, seed=1):
     rng = np.random.default_rng(seed)
     return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(n)]

@@ -21,6 +21,9 @@ from tpusim.flow.cosim import run
     ("fire_odd_maxpool", lambda: qnets.fire(e1=5, e3=6, pool=True)),    # Concat with gap lanes
     ("fire_concat_output", lambda: qnets.fire(e1=13, e3=6, head=False)),  # ... as the graph output
     ("concat_fc", qnets.concat_fc),                                   # (1, C) vectors, axis 1
+    ("grouped_dilated", qnets.grouped_dilated),    # group 2, dilation (2, 1), depthwise, Clips, ReduceMean
+    ("clip_attrs_opset9", qnets.clip_attrs_opset9),
+    ("shuffle_unit", qnets.shuffle_unit),          # channel shuffle, Relu(Concat), Add in its lanes
 ])
 def test_cosim_without_rtl_passes(name, build, tmp_path):
     model = build()
@@ -44,6 +47,16 @@ def test_light_squeezenet_seed_bit_exact(tmp_path):
     assert b.version == 2       # its Concats of 64 + 64 and 192 + 192 channels have gap lanes
 
 
+def test_shufflenet_seed_bit_exact(tmp_path):
+    """The onnx wheel's ShuffleNet (v1, group 3 / depthwise Convs, 16 channel shuffles absorbed by
+    the Convs reading them, Relu after a Concat, Adds of a Concat result and a conv output) with
+    seeded synthetic weights on 'seed': every layer golden = SimPy."""
+    v = run("shufflenet", "seed", tmp_path, rtl=False, calib=2)
+    assert v.passed and v.layers_compared >= 60, (v.notes, v.mismatches)
+    assert sum(v.layer_mismatches.values()) == 0, v.layer_mismatches
+    assert v.accuracy["cosine"] > 0.99, v.accuracy
+
+
 def test_accuracy_rows_fit_the_output(tmp_path):
     """Top-k only for a (1, N) classifier output; a constant FP32 output gets a note, no cosine."""
     fm = qnets.same_pad_dropout()
@@ -60,3 +73,24 @@ def test_accuracy_rows_fit_the_output(tmp_path):
     v = run(flat, "small", tmp_path / "flat", rtl=False, data=(xs[0], xs[1:]), name="flat")
     assert v.passed and v.accuracy.get("constant_fp32") and "cosine" not in v.accuracy
     assert any("FP32 output is constant" in n for n in v.notes)
+
+
+def test_add_of_a_concat_and_an_operand_that_cannot_take_its_lanes(tmp_path):
+    """Add(Concat(4 + 8 channels: gap lanes on 'small'), MaxPool(x)): a pool cannot write the
+    Concat's lane layout, so the compiler refuses, naming the Add, the operand and the lanes."""
+    from onnx import helper
+
+    from tpucompile import driver
+    from tpusim.arch.config import load_config
+    from tpusim.arch.errors import CompileError
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="ca"),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="cb"),
+             helper.make_node("Concat", ["a", "b"], ["cat"], name="cat", axis=1),
+             helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[1, 1]),
+             helper.make_node("Add", ["cat", "p"], ["y"], name="add")]
+    m = qnets.make_model(nodes, {"wa": qnets.conv_w(rng, 4, 12, 1), "wb": qnets.conv_w(rng, 8, 12, 1)},
+                         (1, 12, 4, 4), "y", None)
+    with pytest.raises(CompileError, match=r"QAdd 'add': operand 'p' has its channels in order, the other one in "
+                                           r"lanes \[\[0, 0, 4\], \[4, 8, 8\]\] .*only a Conv read by this Add alone"):
+        driver.compile_onnx(m, load_config("small"), qnets.inputs((1, 12, 4, 4), 2))

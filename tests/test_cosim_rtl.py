@@ -30,6 +30,8 @@ GRAPHS = {
     "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),    # gap lanes, MaxPool after
     "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),
     "concat_input_nested": qnets.concat_mixed,
+    "grouped_dilated": qnets.grouped_dilated,
+    "shuffle_unit": qnets.shuffle_unit,
 }
 
 

@@ -49,14 +49,117 @@ def test_unsupported_op_named():
 
 
 @pytest.mark.parametrize("attrs, match", [
-    ({"dilations": [2, 2]}, r"'myconv' \(Conv\): attribute dilations=\[2, 2\]"),
-    ({"group": 2}, r"'myconv' \(Conv\): attribute group=2"),
+    ({"dilations": [0, 2]}, r"'myconv' \(Conv\): attribute dilations=\[0, 2\] invalid"),
+    ({"group": 0}, r"'myconv' \(Conv\): attribute group=0 invalid"),
     ({"auto_pad": "SAME"}, r"attribute auto_pad='SAME' invalid \(ONNX allows NOTSET, SAME_UPPER"),
     ({"auto_pad": "VALID", "pads": [1, 1, 1, 1]}, r"attribute pads=\[1, 1, 1, 1\] given with auto_pad=VALID"),
 ])
 def test_bad_conv_attributes(attrs, match):
     with pytest.raises(CompileError, match=match):
         import_onnx(_conv_model(**attrs))
+
+
+def _passes(model):
+    from tpucompile.passes.pipeline import run_passes
+    return run_passes(import_onnx(model))
+
+
+def test_grouped_and_dilated_conv_become_dense():
+    """group 2 over 4 channels -> block-diagonal (4, 4, 3, 3); dilation 2 -> a 5x5 kernel with
+    zero taps between; other weights untouched (onnx Conv spec)."""
+    rng = np.random.default_rng(0)
+    w = qnets.conv_w(rng, 4, 2, 3)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="gd", group=2, dilations=[2, 2], pads=[2, 2, 2, 2])
+    g = _passes(qnets.make_model([node], {"w": w}, (1, 4, 8, 8), "y", None))
+    conv, = g.nodes
+    dense = g.const(conv.inputs[1])
+    assert dense.shape == (4, 4, 5, 5) and "group" not in conv.attrs and "dilations" not in conv.attrs
+    assert np.array_equal(dense[:2, :2, ::2, ::2], w[:2]) and np.array_equal(dense[2:, 2:, ::2, ::2], w[2:])
+    assert not dense[:2, 2:].any() and not dense[2:, :2].any() and not dense[:, :, 1::2].any()
+
+
+def test_grouped_conv_refusals():
+    rng = np.random.default_rng(0)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="g3", group=3, kernel_shape=[1, 1])
+    with pytest.raises(CompileError, match=r"'g3' \(Conv\): group=3 does not divide the 6 outputs and 4 input "
+                                           r"channels into weight blocks of 1 \(weight \(6, 1, 1, 1\)\)"):
+        _passes(qnets.make_model([node], {"w": qnets.conv_w(rng, 6, 1, 1)}, (1, 4, 8, 8), "y", None))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="huge", group=1024, kernel_shape=[3, 3], dilations=[40, 40])
+    with pytest.raises(CompileError, match=r"'huge' \(Conv\): group=1024, dilations=\[40, 40\] expand to a dense "
+                                           r"weight of \d+ elements, over the compiler's limit"):
+        _passes(qnets.make_model([node], {"w": qnets.conv_w(rng, 1024, 1, 3)}, (1, 1024, 90, 90), "y", None))
+
+
+def test_dilated_pool_refused():
+    mp = helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], dilations=[2, 2])
+    with pytest.raises(CompileError, match=r"'mp' \(MaxPool\): attribute dilations=\[2, 2\] unsupported \(only 1\)"):
+        import_onnx(qnets.make_model([mp], {}, (1, 2, 5, 5), "y", None))
+
+
+def test_dilated_same_pad_resolved_with_the_dilated_kernel():
+    """SAME_UPPER, k 3, dilation 2, stride 1 on 8: total pad (8-1)*1 + (3-1)*2 + 1 - 8 = 4."""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2], auto_pad="SAME_UPPER")
+    g = import_onnx(qnets.make_model([node], {"w": qnets.conv_w(np.random.default_rng(0), 4, 4, 3)},
+                                     (1, 4, 8, 8), "y", None))
+    assert g.nodes[0].attrs["pads"] == (2, 2, 2, 2)
+
+
+def _clip_model(lo, hi, as_inputs=True):
+    rng = np.random.default_rng(0)
+    inits = {"w": qnets.conv_w(rng, 4, 3, 3)}
+    ins = ["c"]
+    if as_inputs:
+        for k, v in (("lo", lo), ("hi", hi)):
+            if v is not None:
+                inits[k] = np.float32(v)
+            ins.append(k if v is not None else "")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3]),
+             helper.make_node("Clip", ins, ["y"], name="clip")]
+    return qnets.make_model(nodes, inits, (1, 3, 8, 8), "y", None)
+
+
+def test_clip_fuses_into_its_producer():
+    """Clip(0, 6) clamps at the zero point (relu); Clip(-1, None) and Clip(None, 2) only take over
+    the output name (its calibrated range saturates)."""
+    for lo, hi, relu in ((0, 6, True), (-1, None, False), (None, 2, False)):
+        conv, = _passes(_clip_model(lo, hi)).nodes
+        assert conv.op == "Conv" and conv.outputs == ["y"] and conv.attrs["relu"] is relu
+
+
+def test_clip_refusals():
+    with pytest.raises(CompileError, match=r"'clip' \(Clip\): bounds \[0.5, 6\] do not contain 0"):
+        _passes(_clip_model(0.5, 6))
+    m = _clip_model(0, 6)
+    m.graph.initializer[-1].CopyFrom(onnx.numpy_helper.from_array(np.full(4, 6, np.float32), "hi"))
+    with pytest.raises(CompileError, match=r"'clip' \(Clip\): max 'hi' must be a constant scalar, got \(4,\)"):
+        _passes(m)
+
+
+def test_reduce_mean_over_hw_is_a_global_average_pool():
+    keep = helper.make_node("ReduceMean", ["x"], ["y"], name="mean", axes=[-2, -1], keepdims=1)
+    g = _passes(qnets.make_model([keep], {}, (1, 4, 5, 5), "y", None))
+    assert [n.op for n in g.nodes] == ["GlobalAveragePool"]
+    flat = helper.make_node("ReduceMean", ["x", "ax"], ["y"], name="mean", keepdims=0)
+    g = _passes(qnets.make_model([flat], {"ax": np.array([2, 3], np.int64)}, (1, 4, 5, 5), "y", None, opset=18))
+    assert [n.op for n in g.nodes] == ["GlobalAveragePool", "Alias"] and g.tensors["y"].shape == (1, 4)
+    bad = helper.make_node("ReduceMean", ["x"], ["y"], name="cmean", axes=[1])
+    with pytest.raises(CompileError, match=r"'cmean' \(ReduceMean\): axes \[1\] of a 4-D input 'x' \(1, 4, 5, 5\) "
+                                           r"unsupported \(only the spatial axes"):
+        _passes(qnets.make_model([bad], {}, (1, 4, 5, 5), "y", None))
+
+
+def test_constant_nodes_fold():
+    c = helper.make_node("Constant", [], ["six"], name="k", value_float=6.0)
+    z = helper.make_node("Constant", [], ["zero"], name="k0",
+                         value=onnx.numpy_helper.from_array(np.zeros((), np.float32)))
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3])
+    clip = helper.make_node("Clip", ["c", "zero", "six"], ["y"], name="clip")
+    g = _passes(qnets.make_model([c, z, conv, clip], {"w": qnets.conv_w(np.random.default_rng(0), 4, 3, 3)},
+                                 (1, 3, 8, 8), "y", None))
+    assert [n.op for n in g.nodes] == ["Conv"] and g.nodes[0].attrs["relu"]
+    bad = helper.make_node("Constant", [], ["s"], name="sp", value_string="x")
+    with pytest.raises(CompileError, match=r"'sp' \(Constant\): attribute value_string=.* is not supported"):
+        import_onnx(qnets.make_model([bad, helper.make_node("Relu", ["x"], ["y"], name="r")], {}, (1, 1, 2, 2), "y", None))
 
 
 def test_bad_pool_and_gemm_attributes():
@@ -119,14 +222,14 @@ def test_every_refused_node_reported_at_once_grouped_by_op():
     nodes = [helper.make_node("Sigmoid", ["x"], ["a"], name="sig1"),
              helper.make_node("LRN", ["a"], ["b"], name="lrn1", size=3),
              helper.make_node("Sigmoid", ["b"], ["c"], name="sig2"),
-             helper.make_node("Conv", ["c", "w"], ["y"], name="conv1", kernel_shape=[1, 1], group=2)]
+             helper.make_node("Conv", ["c", "w"], ["y"], name="conv1", kernel_shape=[1, 1], group=-2)]
     m = qnets.make_model(nodes, {"w": np.ones((4, 1, 1, 1), np.float32)}, (1, 2, 4, 4), "y", None)
     with pytest.raises(CompileError) as e:
         import_onnx(m)
     lines = str(e.value).splitlines()
     assert lines[0] == "4 nodes cannot be compiled (by op: Sigmoid x2, LRN x1, Conv x1):"
     assert [ln.split("'")[1] for ln in lines[1:]] == ["sig1", "lrn1", "sig2", "conv1"]
-    assert "attribute group=2 unsupported" in lines[4]
+    assert "attribute group=-2 invalid" in lines[4]
 
 
 def _dropout_model(outputs=("d", "mask"), graph_out="y", extra_inputs=(), inits=None, opset=9):

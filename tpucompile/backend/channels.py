@@ -25,7 +25,7 @@ import numpy as np
 from tpucompile.qgraph import QGraph, QTensor
 from tpusim.arch.errors import CompileError
 
-__all__ = ["ChannelMap", "remap_graph"]
+__all__ = ["ChannelMap", "ChannelMapRequest", "remap_graph"]
 
 
 @dataclass(frozen=True)
@@ -78,15 +78,48 @@ class ChannelMap:
         return [list(s) for s in self.segments]
 
 
+class ChannelMapRequest(CompileError):
+    """Raised by a ``remap_channels`` hook that needs its input ``tensor`` laid out with ``map``
+    (an Add of a Concat result and a conv output); the message is the error if nobody can."""
+
+    def __init__(self, tensor: str, map_: "ChannelMap", message: str) -> None:
+        super().__init__(message)
+        self.tensor, self.map = tensor, map_
+
+
 def remap_graph(qg: QGraph, blk: int, device) -> tuple:
     """The device graph with every mapped tensor at its physical channel count and every op
     rewritten by its ``remap_channels`` hook (``device(op)`` gives the op's DeviceOp), in graph
     order. Returns (QGraph, {tensor: ChannelMap} of the mapped tensors). The graph is returned
-    unchanged when no tensor has a map."""
+    unchanged when no tensor has a map. A hook's ``ChannelMapRequest`` for a tensor whose
+    producer has a ``remap_output`` hook and no other reader (nor is a graph output) is met by
+    that producer writing the map; the pass then starts over."""
+    wanted: dict = {}
+    readers: dict = {}
+    for op in qg.ops:
+        for t in op.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    while True:
+        try:
+            return _remap(qg, blk, device, wanted)
+        except ChannelMapRequest as req:
+            prod = next((op for op in qg.ops if op.out == req.tensor), None)
+            if prod is None or device(prod).remap_output is None or readers.get(req.tensor) != 1 \
+                    or req.tensor in qg.outputs or req.tensor in wanted:
+                raise CompileError(str(req)) from None
+            wanted[req.tensor] = req.map
+
+
+def _remap(qg: QGraph, blk: int, device, wanted: dict) -> tuple:
     maps: dict = {}
     ops = []
     for op in qg.ops:
         new, m = device(op).remap_channels(op, maps, blk)
+        if op.out in wanted:
+            if m is not None:
+                raise CompileError(f"internal: op {op.name!r}: asked to write {op.out!r} in a channel map "
+                                   "but its inputs give it one already")
+            new, m = device(op).remap_output(new, wanted[op.out]), wanted[op.out]
         if m is not None:
             y = qg.tensors[op.out]
             if m.logical != y.shape[1]:

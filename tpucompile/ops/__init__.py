@@ -1,21 +1,23 @@
 """The compiler's op table: one module per op family, each holding everything its ops need.
 
   module        ONNX ops                                  QGraph op     runs on
-  conv          Conv                                      QConv         systolic array
+  conv          Conv (grouped, depthwise, dilated: dense)  QConv         systolic array
   batchnorm     BatchNormalization (folded into Conv)     -             -
-  relu          Relu (fused into Conv / Add)              -             -
+  relu          Relu, Clip (fused into Conv / Add)        -             -
   add           Sum (of two), Add                         QAdd          vector unit
-  pool          MaxPool, AveragePool, GlobalAveragePool   QMaxPool,     vector unit
-                                                          QAvgPool
+  pool          MaxPool, AveragePool, GlobalAveragePool,  QMaxPool,     vector unit
+                ReduceMean (spatial axes)                 QAvgPool
   reshape       Reshape, Flatten (FC views -> Alias),     (alias)       -
                 Unsqueeze, Squeeze (folded)
   gemm          Gemm (-> 1x1 Conv)                        QConv         systolic array
   softmax       Softmax                                   (host op)     host, float32
-  constant      ConstantOfShape (folded)                  -             -
+  constant      Constant, ConstantOfShape (folded)        -             -
   identity      Identity, Dropout (inference; -> Alias)   (alias)       -
   scale         Mul, Sub, Div by constants (folded into   -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
+  transpose     Transpose (folded; a channel shuffle is   -             -
+                absorbed by the Conv reading it)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
@@ -24,14 +26,28 @@ The importer, the passes, the quantizer, the golden model and the back end all d
 ``OP_TABLE``. Adding an op = adding one module (and its tests) and one name to ``FAMILIES``.
 The order of ``FAMILIES`` is the order of the supported-op lists in error messages.
 """
-from tpucompile.ops import add, batchnorm, concat, constant, conv, gemm, identity, pool, relu, reshape, scale, softmax
+from tpucompile.ops import (
+                            add,
+                            batchnorm,
+                            concat,
+                            constant,
+                            conv,
+                            gemm,
+                            identity,
+                            pool,
+                            relu,
+                            reshape,
+                            scale,
+                            softmax,
+                            transpose,
+)
 from tpucompile.ops.add import QAdd
 from tpucompile.ops.concat import QConcat
 from tpucompile.ops.conv import QConv
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 
-FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale, concat)
+FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale, concat, transpose)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 
 __all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat"]

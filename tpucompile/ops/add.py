@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpucompile.backend.channels import ChannelMapRequest
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
 from tpucompile.ir import Node
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
@@ -112,8 +113,15 @@ def _layout(op: QAdd, qg, lays) -> None:
 
 
 def _remap_channels(op: QAdd, maps: dict, blk: int):
-    """Lane-wise: both operands must have one channel map, which the output takes."""
+    """Lane-wise: both operands must have one channel map, which the output takes. With one
+    operand mapped and the other not, ``ChannelMapRequest`` asks for the plain one in the map
+    (``backend.channels.remap_graph`` has its producer write it so, if it can)."""
     ma, mb = maps.get(op.a), maps.get(op.b)
+    if (ma is None) != (mb is None):
+        plain, m = (op.a, mb) if ma is None else (op.b, ma)
+        raise ChannelMapRequest(plain, m, f"QAdd {op.name!r}: operand {plain!r} has its channels in order, the "
+                                f"other one in lanes {m.as_json()} ([logical, lane, count]), and the producer of "
+                                f"{plain!r} cannot write that layout (only a Conv read by this Add alone can)")
     if ma != mb:
         def text(m):
             return "the identity" if m is None else m.as_json()

@@ -37,20 +37,24 @@ def no_attrs(node, a: dict, opset: int) -> dict:
     return {}
 
 
-def spatial_attrs(node, a: dict, allowed: set) -> dict:
+def spatial_attrs(node, a: dict, allowed: set, dilations_ok: bool = False) -> dict:
     """Common Conv/pool attribute checks; returns kernel_shape, strides (sh, sw) and pads
-    (top, left, bottom, right) (ONNX 2-D pads are [x1_begin, x2_begin, x1_end, x2_end])."""
+    (top, left, bottom, right) (ONNX 2-D pads are [x1_begin, x2_begin, x1_end, x2_end]), and
+    ``dilations`` (dh, dw) when not 1 (only if ``dilations_ok``; refused otherwise)."""
     for k, v in a.items():
         if k not in allowed:
             raise bad_attr(node, k, v, "is not supported")
+    dil = tuple(int(d) for d in a.get("dilations", [1, 1]))
+    if len(dil) != 2 or min(dil) < 1:
+        raise bad_attr(node, "dilations", list(dil), "invalid (2 values >= 1 expected)")
     auto_pad = a.get("auto_pad", "NOTSET")
     if auto_pad not in AUTO_PADS:
         raise bad_attr(node, "auto_pad", auto_pad, f"invalid (ONNX allows {', '.join(AUTO_PADS)})")
     if auto_pad != "NOTSET" and "pads" in a:
         raise bad_attr(node, "pads", list(a["pads"]), f"given with auto_pad={auto_pad} (ONNX: pads must "
                        "not be used with auto_pad)")
-    if any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise bad_attr(node, "dilations", list(a["dilations"]), "unsupported (only 1)")
+    if dil != (1, 1) and not dilations_ok:
+        raise bad_attr(node, "dilations", list(dil), "unsupported (only 1)")
     if a.get("ceil_mode", 0) != 0:
         raise bad_attr(node, "ceil_mode", a["ceil_mode"], "unsupported (only 0)")
     if a.get("storage_order", 0) != 0:
@@ -66,6 +70,8 @@ def spatial_attrs(node, a: dict, allowed: set) -> dict:
            "pads": tuple(int(p) for p in pads)}
     if auto_pad != "NOTSET":
         out["auto_pad"] = auto_pad          # resolved into pads once shapes are known
+    if dil != (1, 1):
+        out["dilations"] = dil
     return out
 
 
@@ -75,13 +81,14 @@ AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 def resolve_auto_pad(node, tensors) -> dict:
     """``node.attrs`` with ``auto_pad`` replaced by explicit pads (top, left, bottom, right), from
-    the inferred input and output shapes (ONNX Conv/pool spec, dilation 1): VALID pads nothing;
-    SAME_* pads ``total = max(0, (O - 1) * s + k - I)`` per axis, the odd element at the end for
-    SAME_UPPER and at the beginning for SAME_LOWER. The kernel of a Conv without kernel_shape is
-    its weight's (dims 2 and 3)."""
+    the inferred input and output shapes (ONNX Conv/pool spec): VALID pads nothing; SAME_* pads
+    ``total = max(0, (O - 1) * s + (k - 1) * d + 1 - I)`` per axis (``d`` the dilation), the odd
+    element at the end for SAME_UPPER and at the beginning for SAME_LOWER. The kernel of a Conv
+    without kernel_shape is its weight's (dims 2 and 3)."""
     a = dict(node.attrs)
     mode = a.pop("auto_pad")
-    kernel = a["kernel_shape"] or tensors[node.inputs[1]].shape[2:]
+    dil = a.get("dilations", (1, 1))
+    kernel = [(k - 1) * d + 1 for k, d in zip(a["kernel_shape"] or tensors[node.inputs[1]].shape[2:], dil)]
     (h, w), (oh, ow) = tensors[node.inputs[0]].shape[2:], tensors[node.outputs[0]].shape[2:]
     if mode == "VALID":
         a["pads"] = (0, 0, 0, 0)

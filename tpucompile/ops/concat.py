@@ -119,6 +119,12 @@ def _shared_range(node) -> list:
     return list(node.inputs) + list(node.outputs[:1])
 
 
+def _range_from_zero(node) -> bool:
+    """A Relu fused into the Concat (passes/fuse_relu.py): its inputs' producers clamp by saturating
+    at the group's zero point -128."""
+    return bool(node.attrs.get("relu"))
+
+
 def _quantize(q, node) -> None:
     xs = [q.input(node, i) for i in range(len(node.inputs))]
     seen = {}
@@ -193,4 +199,4 @@ DEVICE = DeviceOp(QConcat, golden=_golden, input_transform=no_input_transform,
                   remap_channels=_remap_channels, plan_layout=_layout, constants=no_constants,
                   tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
 OPS = (OpDef("Concat", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_quantize,
-             shared_range=_shared_range, device=DEVICE),)
+             shared_range=_shared_range, range_from_zero=_range_from_zero, device=DEVICE),)

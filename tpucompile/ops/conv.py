@@ -36,6 +36,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
+from tpucompile.ir import Node
 from tpucompile.ops.common import (
     bad_attr,
     input_window,
@@ -47,6 +48,7 @@ from tpucompile.ops.common import (
     windows,
 )
 from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.ops.transpose import channel_permutation
 from tpucompile.qgraph import QOp, QTensor, check_array
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
@@ -104,12 +106,41 @@ class QConv(QOp):
 
 # ---------------------------------------------------------------- import, quantization
 def _import(node, a: dict, opset: int) -> dict:
-    if a.get("group", 1) != 1:
-        raise bad_attr(node, "group", a["group"], "unsupported (only 1)")
+    group = a.get("group", 1)
+    if not isinstance(group, int) or group < 1:
+        raise bad_attr(node, "group", group, "invalid (a positive integer expected)")
     out = spatial_attrs(node, {k: v for k, v in a.items() if k != "group"},
-                        {"kernel_shape", "strides", "pads", "dilations", "auto_pad"})
+                        {"kernel_shape", "strides", "pads", "dilations", "auto_pad"}, dilations_ok=True)
+    if group != 1:
+        out["group"] = group
     out["relu"] = False
     return out
+
+
+#: a grouped or dilated Conv's dense weight may hold at most this many elements (int8 bytes)
+MAX_DENSE_WEIGHT = 1 << 26
+
+
+def _dense_weight(node, w: np.ndarray, cin: int, group: int, dil: tuple) -> np.ndarray:
+    """The dense (M, C, (kH-1)*dH+1, (kW-1)*dW+1) weight equal to grouped weight ``w`` (M, C/group,
+    kH, kW) with dilations ``dil`` (ONNX Conv spec): output channel block g (M/group channels)
+    sees input channel block g only, kernel taps spread ``dil`` apart, zeros elsewhere, so the
+    dense convolution computes exactly the grouped, dilated one (a zero weight adds nothing to the
+    int32 accumulator, to the zero-point correction or to the per-channel weight scale)."""
+    m, cg, kh, kw = w.shape
+    if m % group or cin % group or cg * group != cin:
+        raise CompileError(f"node {node.name!r} (Conv): group={group} does not divide the {m} outputs and "
+                           f"{cin} input channels into weight blocks of {cg} (weight {tuple(w.shape)})")
+    eh, ew = (kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1
+    if m * cin * eh * ew > MAX_DENSE_WEIGHT:
+        raise CompileError(f"node {node.name!r} (Conv): group={group}, dilations={list(dil)} expand to a "
+                           f"dense weight of {m * cin * eh * ew} elements, over the compiler's limit "
+                           f"{MAX_DENSE_WEIGHT}")
+    dense = np.zeros((m, cin, eh, ew), np.float32)
+    mg = m // group
+    for g in range(group):
+        dense[g * mg:(g + 1) * mg, g * cg:(g + 1) * cg, ::dil[0], ::dil[1]] = w[g * mg:(g + 1) * mg]
+    return dense
 
 
 def _quantize(q, node) -> None:
@@ -264,6 +295,13 @@ def _remap_channels(op: QConv, maps: dict, blk: int):
     return dataclasses.replace(op, weight=m.widen(op.weight, 1)), None
 
 
+def _remap_output(op: QConv, m) -> QConv:
+    """The conv writing its output channels on the lanes of map ``m``: weight rows, bias,
+    multiplier and shift widened (gap lanes: zero weights and multiplier, so they hold y_zp)."""
+    return dataclasses.replace(op, weight=m.widen(op.weight, 0), bias=m.widen(op.bias, 0),
+                               mult=m.widen(op.mult, 0), shift=m.widen(op.shift, 0))
+
+
 def _layout(op: QConv, qg, lays) -> None:
     window_layout(op, qg, lays, op.x_zp)
 
@@ -294,16 +332,36 @@ def _macs(op: QConv, qg) -> int:
 
 DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform,
                   remap_channels=_remap_channels, plan_layout=_layout,
-                  constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs)
+                  constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs,
+                  remap_output=_remap_output)
 def _canonicalize(graph, node, producers) -> list:
     """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)
-    constant and matching the input's channels, bias B (if given) a constant of M values.
+    constant and matching the input's channels, bias B (if given) a constant of M values. A
+    grouped (depthwise included) or dilated Conv becomes a dense one (``_dense_weight``): exact,
+    but its MATMULs multiply the zeros too (a depthwise layer uses 1/C of the array). A Conv
+    reading a channel shuffle (``transpose.channel_permutation``) reads the shuffle's input with
+    its weight's input channels permuted.
     CompileError naming the node and the tensor otherwise (before calibration runs the model)."""
     x, wn = node.inputs[0], node.inputs[1]
     w = graph.const(wn)
     if w is None:
         raise CompileError(f"node {node.name!r} (Conv): weight {wn!r} is not a constant")
     xs = graph.tensors[x].shape
+    group, dil = node.attrs.get("group", 1), tuple(node.attrs.get("dilations", (1, 1)))
+    shuffle = channel_permutation(graph, producers, x) if w.ndim == 4 else None
+    if (group != 1 or dil != (1, 1) or shuffle) and w.ndim == 4 and len(xs) == 4:
+        if group != 1 or dil != (1, 1):
+            w = _dense_weight(node, w, xs[1], group, dil)
+        if shuffle is not None and w.shape[1] == xs[1]:
+            x, perm = shuffle                  # input channel j is x's channel perm[j]
+            wp = np.zeros_like(w)
+            wp[:, perm] = w
+            w = wp
+        attrs = {k: v for k, v in node.attrs.items() if k not in ("group", "dilations")}
+        if attrs.get("kernel_shape") is not None:
+            attrs["kernel_shape"] = tuple(w.shape[2:])
+        wn = graph.add_const(f"{node.name}__dense_w", np.ascontiguousarray(w, np.float32))
+        node = Node("Conv", node.name, [x, wn, *node.inputs[2:]], list(node.outputs), attrs)
     if w.ndim != 4 or len(xs) != 4 or w.shape[1] != xs[1]:
         raise CompileError(f"node {node.name!r} (Conv): weight {wn!r} of shape {tuple(w.shape)} does not "
                            f"fit input {x!r} of shape {tuple(xs)} (expected (M, {xs[1] if len(xs) == 4 else 'C'}, kH, kW))")

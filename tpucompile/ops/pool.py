@@ -25,7 +25,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
-from tpucompile.ir import Node
+from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     bad_attr,
     input_window,
@@ -137,6 +137,43 @@ def _canonicalize_avg(graph, node, producers) -> list:
     if tuple(node.attrs["kernel_shape"]) == tuple(shp[2:]) and not any(node.attrs["pads"]):
         return [Node("GlobalAveragePool", node.name, node.inputs, node.outputs)]
     return [node]
+
+
+def _import_reduce_mean(node, a: dict, opset: int) -> dict:
+    out = {"keepdims": 1}
+    for k, v in a.items():
+        if k == "keepdims" and v in (0, 1):
+            out[k] = int(v)
+        elif k == "axes" and opset < 18:
+            out[k] = tuple(int(x) for x in v)
+        elif k == "noop_with_empty_axes" and v == 0:
+            pass
+        else:
+            raise bad_attr(node, k, v, "is not supported")
+    return out
+
+
+def _canonicalize_reduce_mean(graph, node, producers) -> list:
+    """ReduceMean over the spatial axes (2, 3) of a 4-D tensor (torch's adaptive_avg_pool2d(1)
+    and mean(dim=(2, 3)) exports) is a GlobalAveragePool; with keepdims=0 its (1, C, 1, 1) result
+    is viewed as (1, C) (an ``Alias``). Any other axes are refused, naming the node and the axes."""
+    x, y = node.inputs[0], node.outputs[0]
+    xs = graph.tensors[x].shape
+    axes = node.attrs.get("axes")
+    if len(node.inputs) > 1 and node.inputs[1]:
+        c = graph.const(node.inputs[1])
+        if c is None:
+            raise CompileError(f"node {node.name!r} (ReduceMean): axes {node.inputs[1]!r} is not a constant")
+        axes = tuple(int(v) for v in np.asarray(c).reshape(-1))
+    if axes is None or len(xs) != 4 or sorted(a % 4 for a in axes) != [2, 3]:
+        raise CompileError(f"node {node.name!r} (ReduceMean): axes {list(axes) if axes is not None else 'all'} "
+                           f"of a {len(xs)}-D input {x!r} {tuple(xs)} unsupported (only the spatial axes "
+                           "[2, 3] of an NCHW tensor: a global average pool)")
+    if node.attrs["keepdims"]:
+        return [Node("GlobalAveragePool", node.name, [x], [y])]
+    y4 = f"{y}__nchw"
+    graph.tensors[y4] = Tensor(y4, (xs[0], xs[1], 1, 1), onnx_name=graph.tensors[y].onnx_name or y)
+    return [Node("GlobalAveragePool", node.name, [x], [y4]), Node("Alias", f"{node.name}__out", [y4], [y])]
 
 
 def _quantize_max(q, node) -> None:
@@ -279,4 +316,5 @@ OPS = (
     OpDef("AveragePool", import_node=_import_avg, canonicalize=_canonicalize_avg, quantize=_quantize_avg,
           device=AVGPOOL),
     OpDef("GlobalAveragePool", import_node=no_attrs, quantize=_quantize_avg, device=AVGPOOL),
+    OpDef("ReduceMean", import_node=_import_reduce_mean, canonicalize=_canonicalize_reduce_mean),
 )

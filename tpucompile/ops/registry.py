@@ -50,6 +50,9 @@ class DeviceOp:
         (``backend.emit.Program``); ``consts`` maps segment name -> DDR byte address.
     describe(op, tiling) -> dict: the op's own keys of ``meta["layers"][i]``.
     macs(op, qg) -> int: multiply-accumulates of the op (0 for vector-unit ops).
+    remap_output(op, m) -> op writing its output laid out with channel map ``m`` (a conv widens
+        its output channels onto the lanes), asked for when a lane-wise consumer of two operands
+        (Add) needs its operand in the other one's map. None (the default): the op cannot.
     """
     qop: type
     golden: Callable
@@ -61,6 +64,7 @@ class DeviceOp:
     emit: Callable
     describe: Callable
     macs: Callable
+    remap_output: Optional[Callable] = None
 
     HOOKS = ("golden", "input_transform", "remap_channels", "plan_layout", "constants", "tile", "emit", "describe", "macs")
 
@@ -87,6 +91,8 @@ class OpDef:
     shared_range(node) -> [tensor names]: IR tensors that must share one scale and zero point (a
         Concat's inputs and output: its inputs are views of its output); the quantizer calibrates
         them as one range (the union). None: no constraint.
+    range_from_zero(node) -> bool: the group of ``shared_range`` starts at 0 (a Relu fused into a
+        Concat: every producer's saturation at zero point -128 is the clamp). None: never.
     device: the DeviceOp of the QGraph op it quantizes to, if any.
     host(h, x) -> float32 output: a host op (dict ``h`` of ``QGraph.host_ops``) on dequantized ``x``.
     """
@@ -99,10 +105,11 @@ class OpDef:
     quantize: Optional[Callable] = None
     calibrated: bool = True
     shared_range: Optional[Callable] = None
+    range_from_zero: Optional[Callable] = None
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
 
-    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "shared_range", "host")
+    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero", "host")
 
 
 class OpTable:

@@ -52,8 +52,9 @@ def calibration_names(graph: Graph) -> list:
 def shared_ranges(g: Graph, stats: dict) -> dict:
     """``stats`` with every group of tensors that must share one scale and zero point (the op
     table's ``shared_range``; an op that reuses its input's parameters, ``calibrated`` False and
-    not a host op, joins its output to its input) given the union of the group's ranges. The
-    same dict when no op ties tensors together."""
+    not a host op, joins its output to its input) given the union of the group's ranges, from 0
+    for the group of a Concat with a fused Relu (every producer's saturation at zero point -128
+    is then the clamp). The same dict when no op ties tensors together."""
     groups = [d.shared_range(n) for n in g.nodes
               if (d := OP_TABLE.get(n.op)) is not None and d.shared_range is not None]
     if not groups:
@@ -79,6 +80,11 @@ def shared_ranges(g: Graph, stats: dict) -> dict:
             lo, hi = stats[key[t]]
             r = find(t)
             union[r] = (min(lo, union[r][0]), max(hi, union[r][1])) if r in union else (lo, hi)
+    for n in g.nodes:
+        d = OP_TABLE.get(n.op)
+        if d is not None and d.range_from_zero is not None and d.range_from_zero(n) and find(n.outputs[0]) in union:
+            lo, hi = union[find(n.outputs[0])]
+            union[find(n.outputs[0])] = (max(lo, 0.0), max(hi, 0.0))
     out = dict(stats)
     for t in parent:
         if key[t] in stats:

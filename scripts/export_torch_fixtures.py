@@ -1,0 +1,81 @@
+"""Export the PyTorch test fixtures (real exporter output) into tests/fixtures/.
+
+Runs in a separate environment with torch and torchvision (not a tpusim dependency):
+
+    python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch torchvision onnx onnxscript
+    /tmp/torchenv/bin/python scripts/export_torch_fixtures.py [--out tests/fixtures]
+
+Weights are torchvision's random initialisation (seeded); BatchNorm running statistics are set by
+forward passes in training mode over seeded random images, so the eval-mode network has
+non-degenerate activations (untrained but not constant). Each model is written twice: by the
+TorchScript exporter (``dynamo=False``: Constant nodes, GlobalAveragePool + Flatten) and by the
+dynamo exporter (opset 18: ReduceMean with an axes input, Reshape), so both exporters' idioms are
+covered.
+
+  mobilenetv2_w025_c10_32.*.onnx  torchvision mobilenet_v2(width_mult=0.25, num_classes=10),
+                                  1x3x32x32: depthwise Conv (group = C), Clip(0, 6) (ReLU6), Add
+  convmix_16.*.onnx               a small net: grouped Conv (groups=4), dilated Conv (dilation 2),
+                                  depthwise Conv, Hardtanh (Clip(-1, 1)), mean over H, W -> Linear
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import torchvision
+from torch import nn
+
+
+class ConvMix(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.grouped = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1, groups=4), nn.BatchNorm2d(32), nn.ReLU6())
+        self.dilated = nn.Sequential(nn.Conv2d(32, 32, 3, padding=2, dilation=2), nn.BatchNorm2d(32), nn.Hardtanh())
+        self.depthwise = nn.Sequential(nn.Conv2d(32, 32, 3, stride=2, padding=1, groups=32), nn.BatchNorm2d(32), nn.ReLU())
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.depthwise(self.dilated(self.grouped(self.stem(x))))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def _settle_batchnorm(model: nn.Module, shape, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.momentum = None               # cumulative average over the passes
+    with torch.no_grad():
+        for _ in range(8):
+            model(torch.rand((8, *shape[1:]), generator=g) * 2 - 1)
+    model.eval()
+
+
+def _export(model: nn.Module, shape, stem: Path) -> None:
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(1))
+    torch.onnx.export(model, (x,), f"{stem}.ts.onnx", dynamo=False, opset_version=17,
+                      input_names=["input"], output_names=["logits"])
+    prog = torch.onnx.export(model, (x,), dynamo=True, input_names=["input"], output_names=["logits"])
+    prog.save(f"{stem}.dynamo.onnx", external_data=False)
+    print(f"wrote {stem}.ts.onnx and {stem}.dynamo.onnx")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    mnv2 = torchvision.models.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
+    _settle_batchnorm(mnv2, (1, 3, 32, 32), 2)
+    _export(mnv2, (1, 3, 32, 32), a.out / "mobilenetv2_w025_c10_32")
+    torch.manual_seed(0)
+    mix = ConvMix()
+    _settle_batchnorm(mix, (1, 3, 16, 16), 3)
+    _export(mix, (1, 3, 16, 16), a.out / "convmix_16")
+
+
+if __name__ == "__main__":
+    main()

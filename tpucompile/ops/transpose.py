@@ -1,0 +1,83 @@
+"""Transpose: folded on constants; on an activation only inside a channel shuffle that a Conv
+absorbs. ShuffleNet's shuffle ``Reshape (1, C, H, W) -> (1, g, C/g, H, W)``, ``Transpose perm
+[0, 2, 1, 3, 4]``, ``Reshape -> (1, C, H, W)`` only permutes channels: the Conv reading its result
+reads the shuffle's input instead, with its weight's input channels permuted the same way
+(``channel_permutation``, used by conv.py's canonicalize), so no data moves. A Transpose left
+over (another consumer, another permutation) has no int8 mapping and is refused by name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tpucompile.ops.common import bad_attr
+from tpucompile.ops.registry import OpDef
+
+__all__ = ["OPS", "channel_permutation"]
+
+#: largest C*H*W a chain is traced on (an index array of that many int64)
+MAX_TRACE_ELEMENTS = 1 << 24
+
+
+def _import(node, a: dict, opset: int) -> dict:
+    for k, v in a.items():
+        if k != "perm":
+            raise bad_attr(node, k, v, "is not supported")
+    return {"perm": tuple(int(p) for p in a["perm"])} if "perm" in a else {}
+
+
+def _fold(node, x):
+    return np.transpose(x, node.attrs.get("perm"))
+
+
+def _reshape_target(graph, node, shape_in) -> tuple | None:
+    shape = graph.const(node.inputs[1]) if len(node.inputs) > 1 else None
+    if shape is None:
+        return None
+    dims = [shape_in[i] if int(s) == 0 else int(s) for i, s in enumerate(np.asarray(shape).reshape(-1))]
+    if dims.count(-1) == 1:
+        known = int(np.prod([d for d in dims if d != -1]))
+        dims[dims.index(-1)] = int(np.prod(shape_in)) // max(known, 1)
+    return tuple(dims) if int(np.prod(dims)) == int(np.prod(shape_in)) else None
+
+
+def channel_permutation(graph, producers, name: str):
+    """(source tensor, perm) if ``name`` is a Reshape/Transpose/.../Reshape chain over a
+    (1, C, H, W) source whose result is that source with channel ``j`` taken from source channel
+    ``perm[j]`` (H, W untouched); None otherwise. Traced on an index array (exact for any chain
+    of Reshape and Transpose nodes with constant shapes)."""
+    chain, cur = [], name
+    while True:
+        p = producers.get(cur)
+        if p is None or p.op not in ("Reshape", "Transpose"):
+            break
+        chain.append(p)
+        cur = p.inputs[0]
+    if not any(n.op == "Transpose" for n in chain):
+        return None
+    src_shape, out_shape = graph.tensors[cur].shape, graph.tensors[name].shape
+    if len(src_shape) != 4 or tuple(src_shape) != tuple(out_shape) or src_shape[0] != 1 or \
+            int(np.prod(src_shape)) > MAX_TRACE_ELEMENTS:
+        return None
+    idx = np.arange(int(np.prod(src_shape)), dtype=np.int64).reshape(src_shape)
+    for n in reversed(chain):
+        if n.op == "Transpose":
+            perm = n.attrs.get("perm")
+            if perm is not None and len(perm) != idx.ndim:
+                return None
+            idx = np.transpose(idx, perm)
+        else:
+            target = _reshape_target(graph, n, idx.shape)
+            if target is None:
+                return None
+            idx = idx.reshape(target)
+    if tuple(idx.shape) != tuple(src_shape):
+        return None
+    c, hw = src_shape[1], src_shape[2] * src_shape[3]
+    flat = idx.reshape(c, hw)
+    perm = flat[:, 0] // hw
+    if not np.array_equal(flat, perm[:, None] * hw + np.arange(hw)):
+        return None
+    return cur, perm
+
+
+OPS = (OpDef("Transpose", import_node=_import, fold=_fold),)
