@@ -129,7 +129,7 @@ def test_nightly_script(tmp_path):
     report = tmp_path / "report-20250101.txt"
     assert r.returncode == 1, r.stdout + r.stderr
     text = report.read_text()
-    assert "campaign s20250101-small-clean-simpy" in text and "programs: 5" in text and "EMPTY:" in text
+    assert "campaign s20250101-small-clean-simpy-inv0.2" in text and "programs: 5" in text and "EMPTY:" in text
     assert (tmp_path / "report-latest.txt").read_text() == text and (tmp_path / "stress.db").exists()
     r = subprocess.run([str(script)], env=dict(env, HW="nosuch"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "hardware config 'nosuch' not found" in r.stderr
