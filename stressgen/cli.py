@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -323,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:            # e.g. `stressgen report | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except sqlite3.DatabaseError as e:  # damage past the pages the open-time checks read
+        raise DbError(f"{getattr(a, 'db', None) or 'results database'}: not a readable stressgen results "
+                      f"database ({e}); it is damaged: restore it or start a new one") from None
 
 
 __all__ = ["main"]

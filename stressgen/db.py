@@ -358,8 +358,11 @@ class ResultsDb:
 
     def sessions(self, campaign_id: str | None = None) -> list[dict]:
         q = "SELECT * FROM sessions" + (" WHERE campaign=?" if campaign_id else "") + " ORDER BY id"
-        cur = self.conn.execute(q, (campaign_id,) if campaign_id else ())
-        return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
+        try:
+            cur = self.conn.execute(q, (campaign_id,) if campaign_id else ())
+            return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
+        except sqlite3.Error as e:
+            raise _wrap(self.path, e) from None
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

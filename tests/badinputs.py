@@ -36,7 +36,7 @@ def model(nodes, inits: dict, in_shape=(1, 8, 8, 8), out_shape=None, *, in_type=
 def conv(cin=8, cout=8, k=3, in_hw=(8, 8), seed=0, **attrs):
     """Conv k x k (pads k//2 unless given) + Relu: x [1, cin, H, W] -> y. ``attrs`` go on the Conv."""
     rng = np.random.default_rng(seed)
-    w = rng.normal(0, 0.2, (cout, cin // attrs.get("group", 1), k, k)).astype(np.float32)
+    w = rng.normal(0, 0.2, (cout, cin // max(attrs.get("group", 1), 1), k, k)).astype(np.float32)
     attrs.setdefault("kernel_shape", [k, k])
     if "auto_pad" not in attrs:
         attrs.setdefault("pads", [k // 2] * 4)
@@ -77,8 +77,8 @@ def unsupported_op():
 
 
 def bad_attribute(kind: str):
-    return {"dilations": lambda: conv(dilations=[2, 2]),
-            "group": lambda: conv(group=2),
+    return {"dilations": lambda: conv(dilations=[0, 2]),
+            "group": lambda: conv(group=0),
             "auto_pad": lambda: conv(auto_pad="SAME"),
             "ceil_mode": lambda: maxpool(ceil_mode=1),
             "strides": lambda: conv(strides=[0, 1]),

@@ -79,8 +79,8 @@ def test_unsupported_op_names_node_and_lists_ops(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kind,msg", [
-    ("dilations", "node 'conv0' (Conv): attribute dilations=[2, 2] unsupported (only 1)"),
-    ("group", "node 'conv0' (Conv): attribute group=2 unsupported (only 1)"),
+    ("dilations", "node 'conv0' (Conv): attribute dilations=[0, 2] invalid (2 values >= 1 expected)"),
+    ("group", "node 'conv0' (Conv): attribute group=0 invalid (a positive integer expected)"),
     ("auto_pad", "node 'conv0' (Conv): attribute auto_pad='SAME' invalid (ONNX allows NOTSET, SAME_UPPER, "
                  "SAME_LOWER, VALID)"),
     ("ceil_mode", "node 'pool0' (MaxPool): attribute ceil_mode=1 unsupported (only 0)"),

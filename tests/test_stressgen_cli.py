@@ -165,3 +165,17 @@ def test_replay_with_scoped_windowed_dump(capsys, tmp_path):
     assert d.names() and all(n.startswith("tb_top.u_tpu.u_ddr_arb.") for n in d.names())
     times = [t for n in d.names() for t, _ in d.changes(n)]
     assert min(times) >= d.to_ticks(20000) and max(times) < d.to_ticks(40000)
+
+
+def test_report_on_a_database_damaged_mid_file(tmp_path, capsys):
+    """Pages past the schema overwritten: `report` gives one line naming the file, exit 2."""
+    db = tmp_path / "s.db"
+    assert main(["run", "--seed", "4", "--count", "12", "--no-rtl", "--db", str(db), "--quiet"]) in (0, 1)
+    raw = bytearray(db.read_bytes())
+    assert len(raw) > 12288
+    raw[8192:12288] = bytes(range(256)) * 16
+    db.write_bytes(bytes(raw))
+    capsys.readouterr()
+    assert main(["report", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stressgen: error: {db}: ") and "Traceback" not in err and err.count("\n") == 1, err

@@ -315,6 +315,17 @@ def seed_models() -> list:
                 helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=1),
                 helper.make_node("MaxPool", ["c"], ["y"], name="mp", kernel_shape=[2, 2], strides=[2, 2])],
                {"w": w(5, 4, 1, 1), "w2": w(6, 4, 3, 3)}, (1, 4, 6, 6)),
+            mk([helper.make_node("Conv", ["x", "w"], ["c"], name="gconv", kernel_shape=[3, 3], pads=[2, 2, 2, 2],
+                                 group=2, dilations=[2, 2]),
+                helper.make_node("Constant", [], ["six"], name="k6", value_float=6.0),
+                helper.make_node("Clip", ["c", "zero", "six"], ["r"], name="relu6"),
+                helper.make_node("Reshape", ["r", "s5"], ["r5"], name="shuf_in"),
+                helper.make_node("Transpose", ["r5"], ["t5"], name="shuf", perm=[0, 2, 1, 3, 4]),
+                helper.make_node("Reshape", ["t5", "s4"], ["t"], name="shuf_out"),
+                helper.make_node("Conv", ["t", "w2"], ["d"], name="dw", kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=8),
+                helper.make_node("ReduceMean", ["d"], ["y"], name="mean", axes=[2, 3], keepdims=1)],
+               {"w": w(8, 2, 3, 3), "zero": np.array(0.0, np.float32), "s5": np.array([1, 2, 4, 6, 6], np.int64),
+                "s4": np.array([1, 8, 6, 6], np.int64), "w2": w(8, 1, 3, 3)}, (1, 4, 6, 6)),
         ])
     return _SEED_MODELS
 
