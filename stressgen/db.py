@@ -185,6 +185,7 @@ class ResultsDb:
             raise DbError(f"{self.path}: cannot create its folder ({e.strerror})") from None
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            self._refuse_foreign()
             self.conn.execute("PRAGMA journal_mode=WAL").fetchone()
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("PRAGMA wal_autocheckpoint=1")
@@ -192,6 +193,15 @@ class ResultsDb:
             self._init_schema()
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None
+
+    def _refuse_foreign(self) -> None:
+        """DbError if the file is an SQLite database with tables but not ours (before any write)."""
+        tables = sorted(r[0] for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"))
+        if tables and "meta" not in tables:
+            self.conn.close()
+            raise DbError(f"{self.path}: an SQLite database of something else (tables: {', '.join(tables[:5])}); "
+                          "not a stressgen results database, left untouched: give another --db")
 
     def _init_schema(self) -> None:
         with self._tx():

@@ -194,7 +194,7 @@ def format_table(rows: list[Row]) -> str:
     head = ("bug", "caught", "programs", "seconds", "build_s", "check", "first signal",
             "names bug signal", "seed")
     body = [(r.bug, "yes" if r.caught else "no", str(r.programs), f"{r.seconds:.1f}", f"{r.build_s:.1f}",
-             r.reason or "-", r.signal or "-", ("yes" if r.names_bug else "no") if r.caught else "-",
+             r.reason or "-", r.signal or "-", ("yes" if r.names_bug else "no") if r.caught and r.signal else "-",
              "-" if r.seed is None else str(r.seed)) for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
@@ -237,6 +237,8 @@ def _check_args(a) -> None:
         raise MutantsError(f"--max-programs must be >= 1, got {a.max_programs}")
     if a.random < 0:
         raise MutantsError(f"--random must be >= 0, got {a.random}")
+    if a.no_bugs and not a.random and not a.site and not a.report:
+        raise MutantsError("--no-bugs leaves nothing to run: add --random N or --site KEY")
     if not 0.0 <= a.invalid_rate <= 1.0:
         raise MutantsError(f"--invalid-rate must be between 0 and 1, got {a.invalid_rate}")
 
@@ -276,7 +278,7 @@ def _random_rows(a, sites, cfg, out, clean) -> list[MutantRow]:
         row = hunt_site(site, cfg, a.max_programs, out / "random", seeds, eqs, a.keep_builds)
         _err(f"[mutants]   {row.status} after {row.programs} program(s) ({row.reason or row.error or '-'})")
         rows.append(row)
-        write_text_atomic(out / "random.json", json.dumps(rows_json(rows), indent=1))
+        write_text_atomic(out / "random.json", json.dumps(rows_json(rows, a.max_programs), indent=1))
     return rows
 
 
@@ -285,8 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     _check_args(a)
     if a.report:
-        rows = load_rows(a.report, load_equivalents(a.equivalents))
-        print(format_report(rows, a.max_programs))
+        rows, budget = load_rows(a.report, load_equivalents(a.equivalents))
+        print(format_report(rows, budget or a.max_programs))
         return 1 if summarise(rows)["gaps"] else 0
     bugs = [] if a.no_bugs else [b for b in BUGS if b in check_bugs(a.bug)] if a.bug else list(BUGS)
     sites = _sites(a)

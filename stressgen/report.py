@@ -107,10 +107,12 @@ def render(s: CampaignSummary, bins_required: tuple[str, ...] | None = None, max
     for b in bins_required:
         L.append(f"  {b:<{w}}  {s.bin_programs.get(b, 0):7d} programs  {s.bin_hits.get(b, 0):9d} hits")
     if s.extra_bins:
-        L.append("  (bins hit but not in ALL_BINS: " + ", ".join(s.extra_bins) + ")")
+        L.append("  (also hit, not required: " + ", ".join(s.extra_bins) + ")")
     mean = s.program_s / s.programs if s.programs else 0.0
+    wall = (f", {s.programs / s.session_s * 3600:,.0f} programs/hour of wall clock"
+            if s.session_s > 0 else "")
     L.append(f"throughput: {s.programs_per_hour:,.0f} programs/hour, {mean:.2f} s per program "
-             f"(one worker, run time without minimisation); {s.session_s:,.1f} s of run sessions")
+             f"(per worker, run time without minimisation); {s.session_s:,.1f} s of run sessions{wall}")
     if s.minimized:
         L.append(f"minimisation: {s.minimize_s:,.1f} s over {s.minimized} failing programs "
                  f"({s.minimize_s / s.minimized:.1f} s each)")

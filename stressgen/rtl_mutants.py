@@ -148,26 +148,33 @@ def format_report(rows: list[MutantRow], max_programs: int) -> str:
     return "\n".join(lines)
 
 
-def rows_json(rows: list[MutantRow]) -> list[dict]:
-    return [asdict(r) for r in rows]
+def rows_json(rows: list[MutantRow], max_programs: int) -> dict:
+    """The random.json record: the program budget of the run and one dict per mutant."""
+    return {"max_programs": int(max_programs), "mutants": [asdict(r) for r in rows]}
 
 
-def load_rows(paths, equivalents) -> list[MutantRow]:
-    """Rows of earlier runs' random.json files, the ``equivalent`` flags re-read from
-    ``equivalents`` (a survivor reviewed since counts as equivalent; a later duplicate of a site
-    replaces the earlier row). Raises MutateError naming a file that is not such a list."""
+def load_rows(paths, equivalents) -> tuple:
+    """(rows, program budget) of earlier runs' random.json files, the ``equivalent`` flags re-read
+    from ``equivalents`` (a survivor reviewed since counts as equivalent; a later duplicate of a
+    site replaces the earlier row); the budget is the largest recorded (None: files of before it
+    was recorded, a bare list). Raises MutateError naming a file that is not such a record."""
     rows: dict[str, MutantRow] = {}
+    budget = None
     for p in paths:
         try:
             data = json.loads(Path(p).read_text())
+            if isinstance(data, dict):
+                budget = max(budget or 0, int(data["max_programs"]))
+                data = data["mutants"]
             got = [MutantRow(**{**d, "clean_fail_seeds": tuple(d.get("clean_fail_seeds", ()))}) for d in data]
-        except (OSError, ValueError, TypeError) as e:
-            raise MutateError(f"{p}: not a random.json of python -m stressgen.mutants ({e})") from None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+            raise MutateError(f"{p}: not a random.json of python -m stressgen.mutants "
+                              f"({type(e).__name__}: {e})") from None
         for r in got:
             e = equivalents.get(r.key)
             r.equivalent = e is not None and e.orig == r.orig and e.new == r.new
             rows[r.key] = r
-    return list(rows.values())
+    return list(rows.values()), budget
 
 
 __all__ = ["MutantRow", "hunt_site", "summarise", "format_report", "rows_json", "load_rows", "mutant_id",

@@ -133,8 +133,9 @@ def test_one_real_mutant_built_and_caught(tmp_path, capsys):
     rc = main(["--no-bugs", "--site", site, "--max-programs", "5", "--no-waves", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    rows = json.loads((tmp_path / "random.json").read_text())
-    assert rows[0]["key"] == site and rows[0]["status"] == "caught" and rows[0]["programs"] <= 5
+    rec = json.loads((tmp_path / "random.json").read_text())
+    rows = rec["mutants"]
+    assert rec["max_programs"] == 5 and rows[0]["key"] == site and rows[0]["status"] == "caught" and rows[0]["programs"] <= 5
     assert "1 caught within 5 programs" in out
     assert not list((REPO / "build" / "rtl").glob("*-src-tpu_mxu-l114c35-eq_ne"))   # build removed
 
@@ -166,3 +167,22 @@ def test_a_mutant_that_does_not_build_is_not_built(tmp_path):
     assert row.status == "not_built" and row.error.startswith("%Error:") and "syntax error" in row.error
     tree = tmp_path / "trees" / row.id
     assert not list(BUILD_ROOT.glob(f"small-*{tree_suffix(tree)}"))
+
+
+def test_report_of_saved_runs_uses_their_budget(tmp_path, capsys):
+    """`--report` merges random.json records and states the budget they ran with (not the
+    default 200); a file that is not such a record is one error line; --no-bugs alone is refused."""
+    from stressgen.rtl_mutants import MutantRow, rows_json
+    rows = [MutantRow("a-l1c1-rel", "rtl/a.sv:1: '<' -> '<='", "a.sv:1:1 rel", "<", "<=", "caught", programs=3, seed=2,
+                      reason="counters"),
+            MutantRow("b-l2c2-drop", "rtl/b.sv:2: '+ 1' -> ''", "b.sv:2:2 drop", "+ 1", "", "survived", programs=50)]
+    (tmp_path / "r.json").write_text(json.dumps(rows_json(rows, 50)))
+    assert main(["--report", str(tmp_path / "r.json")]) == 1            # one survivor not reviewed
+    out = capsys.readouterr().out
+    assert "1 caught within 50 programs, 1 survived" in out and "rtl/b.sv:2" in out
+    (tmp_path / "bad.json").write_text(json.dumps({"max_programs": 5, "mutants": [{"id": "x"}]}))
+    assert main(["--report", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.json: not a random.json of python -m stressgen.mutants (TypeError" in err and err.count("\n") == 1
+    assert main(["--no-bugs"]) == 2
+    assert "--no-bugs leaves nothing to run: add --random N or --site KEY" in capsys.readouterr().err

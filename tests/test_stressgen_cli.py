@@ -179,3 +179,15 @@ def test_report_on_a_database_damaged_mid_file(tmp_path, capsys):
     assert main(["report", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"stressgen: error: {db}: ") and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_run_refuses_a_foreign_sqlite_database(tmp_path, capsys):
+    import sqlite3
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE foo (x)")
+    before = db.read_bytes()
+    assert main(["run", "--seed", "1", "--count", "2", "--no-rtl", "--db", str(db), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{db}: an SQLite database of something else (tables: foo)" in err and err.count("\n") == 1
+    assert db.read_bytes() == before

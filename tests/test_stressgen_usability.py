@@ -188,8 +188,8 @@ def test_report_throughput_excludes_minimisation(tmp_path):
         (s,) = summarize(db)
     assert s.program_s == pytest.approx(6.0) and s.minimize_s == pytest.approx(90.0)
     text = render(s)
-    assert ("throughput: 1,200 programs/hour, 3.00 s per program (one worker, run time without "
-            "minimisation); 0.0 s of run sessions") in text
+    assert ("throughput: 1,200 programs/hour, 3.00 s per program (per worker, run time without "
+            "minimisation); 0.0 s of run sessions\n") in text
     assert "minimisation: 90.0 s over 1 failing programs (90.0 s each)" in text
 
 

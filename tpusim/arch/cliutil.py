@@ -2,8 +2,8 @@
 
 `user_errors(prog)` wraps a ``main(argv) -> int``: a TpuError (bad model, config, binary, input,
 device error) or an OSError (unreadable/unwritable path) prints ``prog: error: <message>`` on
-stderr and returns 2; Ctrl-C prints ``prog: interrupted`` and returns 130. Anything else is a bug
-in tpusim and keeps its traceback.
+stderr and returns 2; Ctrl-C prints ``prog: interrupted`` and returns 130; a closed output pipe
+(``| head``) returns 141 quietly. Anything else is a bug in tpusim and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tpusim.arch.errors import TpuError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141          # what a shell reports for a process killed by SIGPIPE
 
 
 def writable_dir(path: str | Path, what: str, error: type[TpuError] = TpuError) -> Path:
@@ -40,9 +41,15 @@ def user_errors(prog: str):
             except TpuError as e:
                 print(f"{prog}: error: {e}", file=sys.stderr)
                 return EXIT_USER_ERROR
+            except BrokenPipeError:        # the reader went away (`... | head`): stop quietly
+                try:
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                except OSError:
+                    pass
+                return EXIT_BROKEN_PIPE
             except OSError as e:
-                where = f" {e.filename}" if getattr(e, "filename", None) else ""
-                print(f"{prog}: error:{where}: {e.strerror or e}", file=sys.stderr)
+                where = f" {e.filename}:" if getattr(e, "filename", None) else ""
+                print(f"{prog}: error:{where} {e.strerror or e}", file=sys.stderr)
                 return EXIT_USER_ERROR
             except KeyboardInterrupt:
                 print(f"{prog}: interrupted", file=sys.stderr)
