@@ -38,16 +38,23 @@ else
 fi
 set -- "$@" --invalid-rate "${INVALID_RATE:-0.2}"
 [ -n "${BUG:-}" ] && set -- "$@" --bug "$BUG"
+LOG="$STRESS_HOME/run-$DATE.log"
+echo "=== $(date -u +%Y-%m-%dT%H:%M:%SZ) stressgen $* ${STRESS_ARGS:-}" >>"$LOG"
+# Ctrl-C reaches stressgen too (same process group): it records what is done and exits 130;
+# the trap keeps this shell alive until then and removes the partial report
+trap 'interrupted=1' INT TERM
+interrupted=0
 # shellcheck disable=SC2086  # STRESS_ARGS is a list of options
-"$PY" -m stressgen "$@" ${STRESS_ARGS:-} >"$REPORT.tmp" 2>>"$STRESS_HOME/run-$DATE.log"
+"$PY" -m stressgen "$@" ${STRESS_ARGS:-} >"$REPORT.tmp" 2>>"$LOG"
 rc=$?
+[ "$interrupted" = 1 ] && [ "$rc" -le 1 ] && rc=130
 if [ "$rc" -le 1 ]; then            # a verdict (0 pass, 1 fail): publish the report
     mv "$REPORT.tmp" "$REPORT"
     cp "$REPORT" "$STRESS_HOME/report-latest.txt"
     echo "stress $DATE: exit $rc; report $REPORT"
 else                                # usage error or interrupted: no report, see the log
     rm -f "$REPORT.tmp"
-    echo "stress $DATE: exit $rc; no report, see $STRESS_HOME/run-$DATE.log:" >&2
-    tail -n 3 "$STRESS_HOME/run-$DATE.log" >&2
+    echo "stress $DATE: exit $rc; no report, see $LOG:" >&2
+    sed -n '/^=== /h; /^=== /!H; ${x;p;}' "$LOG" | tail -n +2 | tail -n 3 >&2   # this run's last lines
 fi
 exit $rc

@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,12 +79,24 @@ class ClusterSpec:
 
 
 def local_cluster(jobs: int, local_directory: str | Path | None = None, **kw) -> LocalCluster:
-    """J worker processes, 1 thread each, everything on 127.0.0.1, no dashboard."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")      # e.g. "Port 8787 is already in use"
-        return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None, local_directory=local_directory and str(local_directory),
-                            silence_logs=logging.ERROR, **kw)
+    """J worker processes, 1 thread each, everything on 127.0.0.1, no dashboard. The worker
+    processes start with SIGINT ignored (a disposition that survives exec), so a Ctrl-C at the
+    terminal, sent to the whole process group, reaches the client alone: it stops the campaign
+    and closes the cluster, without a KeyboardInterrupt traceback from every worker."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # e.g. "Port 8787 is already in use"
+            return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                dashboard_address=None, local_directory=local_directory and str(local_directory),
+                                silence_logs=logging.ERROR, **kw)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 @contextlib.contextmanager

@@ -391,3 +391,27 @@ def test_a_program_that_keeps_killing_its_worker_is_an_error_row(tmp_path):
         assert r["reason"] == "worker died in dask" and "KilledWorker" in r["divergence"], r
         assert all((Path(r["bundle"]) / f).is_file() for f in BUNDLE_FILES)
     assert not _tmp_folders(tmp_path / "bundles")
+
+
+def test_ctrl_c_to_the_process_group_is_one_line(tmp_path):
+    """A terminal's Ctrl-C goes to the whole process group: the local cluster's workers ignore it
+    (they inherit SIGINT ignored), the client stops the campaign: exit 130, one stderr line."""
+    db = tmp_path / "s.db"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    p = subprocess.Popen([sys.executable, "-m", "stressgen", "run", "--seed", "9", "--count", "5000", "--no-rtl",
+                          "--db", str(db), "--quiet", "--jobs", "2"], start_new_session=True, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(1)
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+                if c.execute("SELECT COUNT(*) FROM programs").fetchone()[0] >= 20:
+                    break
+        except sqlite3.Error:
+            pass
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert err.startswith("stressgen: interrupted: ") and err.count("\n") == 1, err
