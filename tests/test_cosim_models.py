@@ -94,3 +94,22 @@ def test_add_of_a_concat_and_an_operand_that_cannot_take_its_lanes(tmp_path):
     with pytest.raises(CompileError, match=r"QAdd 'add': operand 'p' has its channels in order, the other one in "
                                            r"lanes \[\[0, 0, 4\], \[4, 8, 8\]\] .*only a Conv read by this Add alone"):
         driver.compile_onnx(m, load_config("small"), qnets.inputs((1, 12, 4, 4), 2))
+
+
+def test_per_layer_accuracy_files(tmp_path):
+    """cosim writes layers_accuracy.csv (one row per layer with an ONNX name, SQNR against
+    onnxruntime) and a PNG, and names the lowest-SQNR layer in the verdict."""
+    import csv
+
+    from tpucompile.fp32 import LAYER_COLUMNS
+    model = qnets.residual_add()
+    xs = qnets.inputs(qnets.in_shape(model), 4, seed=3)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="res")
+    rows = list(csv.DictReader((tmp_path / "layers_accuracy.csv").open()))
+    assert list(rows[0]) == list(LAYER_COLUMNS) and len(rows) == v.layer_accuracy["layers"] >= 3
+    assert [r["onnx_tensor"] for r in rows][-1] == "y"
+    assert all(float(r["sqnr_db"]) > 20 for r in rows), rows
+    worst = min(rows, key=lambda r: float(r["sqnr_db"]))
+    assert v.layer_accuracy["worst"]["layer"] == worst["layer"]
+    png = (tmp_path / "layers_accuracy.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

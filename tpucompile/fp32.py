@@ -6,7 +6,7 @@ import onnx
 
 from tpucompile.quantize.calibrate import session_input, session_with_outputs
 
-__all__ = ["run_fp32", "compare"]
+__all__ = ["run_fp32", "compare", "layer_accuracy", "LAYER_COLUMNS"]
 
 
 def run_fp32(model: onnx.ModelProto, x: np.ndarray, names=None) -> dict:
@@ -32,3 +32,56 @@ def compare(test: np.ndarray, ref: np.ndarray) -> dict:
     ta, tb = np.argsort(-a, kind="stable")[:k], np.argsort(-b, kind="stable")[:k]
     return {"cosine": cos, "max_abs": float(np.abs(a - b).max()), "top1": bool(ta[0] == tb[0]),
             "top5_overlap": len(set(ta) & set(tb)) / k, "top1_in_top5": bool(tb[0] in set(ta))}
+
+
+#: columns of ``layer_accuracy`` rows (the cosim's layers_accuracy.csv)
+LAYER_COLUMNS = ("index", "layer", "op", "onnx_tensor", "shape", "scale", "zero_point", "sqnr_db", "cosine",
+                 "max_abs_error", "fp32_min", "fp32_max", "saturated_fraction")
+
+
+def _onnx_names(qg, model: onnx.ModelProto) -> dict:
+    """device tensor -> an ONNX tensor name holding the same values (itself, or an alias of it)."""
+    names = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
+    out = {t: t for t in qg.tensors if t in names}
+    for a in qg.aliases:
+        if a in names:
+            out.setdefault(qg.resolve(a), a)
+    return out
+
+
+def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) -> list[dict]:
+    """Per layer, the int8 golden output (dequantized: ``(q - zero_point) * scale``) against the
+    FP32 tensor onnxruntime computes for the same ONNX name on input ``x`` (float32 NCHW).
+
+    qg: the QGraph; golden_env: ``golden.run_golden``'s {device tensor: int8 NCHW}; model: the
+    float ONNX model. Returns one dict per device op whose output has an ONNX name, in graph
+    order, with LAYER_COLUMNS: ``sqnr_db`` = 10 log10(sum f^2 / sum (q - f)^2) (inf if equal),
+    ``cosine`` (None for a constant FP32 tensor), ``saturated_fraction`` = share of int8 codes at
+    127, or -128 unless that is the zero point (clipping by the calibrated range shows here). Ops without an ONNX name (a Gemm's
+    internal (1, N, 1, 1) view) are left out. Raises ValueError if a tensor's sizes disagree.
+    """
+    onnx_of = _onnx_names(qg, model)
+    ops = [op for op in qg.ops if op.out in onnx_of]
+    ref = run_fp32(model, x, names=sorted({onnx_of[op.out] for op in ops}))
+    rows = []
+    for i, op in enumerate(qg.ops):
+        if op.out not in onnx_of:
+            continue
+        t, q = qg.tensors[op.out], np.asarray(golden_env[op.out])
+        f = np.asarray(ref[onnx_of[op.out]], np.float64)
+        if f.size != q.size:
+            raise ValueError(f"layer {op.name!r}: FP32 {onnx_of[op.out]!r} has {f.size} values, int8 {q.size}")
+        d = (q.astype(np.float64) - t.zero_point) * t.scale
+        f = f.reshape(d.shape)
+        err = float(((d - f) ** 2).sum())
+        sig = float((f ** 2).sum())
+        den = float(np.linalg.norm(d) * np.linalg.norm(f))
+        rows.append({"index": i, "layer": op.name, "op": type(op).__name__, "onnx_tensor": onnx_of[op.out],
+                     "shape": "x".join(str(int(s)) for s in t.shape), "scale": float(t.scale),
+                     "zero_point": int(t.zero_point),
+                     "sqnr_db": float("inf") if err == 0 else (10 * np.log10(sig / err) if sig > 0 else float("-inf")),
+                     "cosine": float((d.ravel() @ f.ravel()) / den) if den > 0 and np.ptp(f) > 0 else None,
+                     "max_abs_error": float(np.abs(d - f).max()), "fp32_min": float(f.min()),
+                     "fp32_max": float(f.max()),
+                     "saturated_fraction": float(((q == 127) | ((q == -128) & (t.zero_point != -128))).mean())})
+    return rows

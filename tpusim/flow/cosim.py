@@ -24,6 +24,7 @@ from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import save_npy_atomic
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.arch.retire import first_retire_difference
+from tpusim.flow import layer_report
 from tpusim.flow.stagecache import StageCache, make_key, source_digest
 from tpusim.flow.verdict import Verdict, count_mismatch, render
 from tpusim.sim import run_binary
@@ -183,6 +184,16 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
             m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
         v.mismatches[desc.name] = m
         save_npy_atomic(out / f"out_{desc.name}_simpy.npy", s)
+
+    # accuracy layer by layer: the golden int8 tensors (= SimPy's, checked above) vs FP32
+    t = time.perf_counter()
+    rows = fp32.layer_accuracy(qg, gold, onnx_model, x_float)
+    csv_path, png_path = out / "layers_accuracy.csv", out / "layers_accuracy.png"
+    layer_report.write_csv(rows, fp32.LAYER_COLUMNS, csv_path)
+    if rows:
+        layer_report.write_png(rows, f"{label} on '{cfg.name}': int8 vs FP32 per layer", png_path)
+    v.layer_accuracy = layer_report.summary(rows, csv_path, png_path)
+    v.times_s["fp32_layers"] = time.perf_counter() - t
 
     # accuracy on the logits (dequantized device output vs FP32)
     d0 = res.binary.outputs[0]

@@ -28,6 +28,7 @@ class Verdict:
     first_retire_diff: dict | None = None                 # {"index", "pc", "engine", "simpy_ps", "rtl_ps"}
     counter_diffs: dict = field(default_factory=dict)     # {counter: {"simpy": n, "rtl": n}} (must be empty)
     accuracy: dict = field(default_factory=dict)          # cosine, top1_agree, top5_agree, ...
+    layer_accuracy: dict = field(default_factory=dict)    # layers, worst {layer, sqnr_db}, csv, png
     times_s: dict = field(default_factory=dict)           # compile, golden, simpy, rtl_build, rtl_run, fp32
     simpy_cycles_per_s: float | None = None
     rtl_cycles_per_s: float | None = None
@@ -97,6 +98,15 @@ def accuracy_text(a: dict) -> str:
     return "int8 vs FP32 output: " + ", ".join(parts)
 
 
+def layer_accuracy_text(la: dict) -> str:
+    """The accuracy row's per-layer part: how many layers, the lowest SQNR and where."""
+    if not la.get("layers"):
+        return ""
+    w = la["worst"]
+    return (f"; per layer ({la['layers']} layers, {Path(la['csv']).name}): lowest SQNR "
+            f"{w['sqnr_db']:.1f} dB at {w['layer']!r} ({w['op']})")
+
+
 def render(v: Verdict) -> None:
     """Print the verdict table with rich."""
     from rich.console import Console
@@ -127,7 +137,7 @@ def render(v: Verdict) -> None:
     t.add_row("cycles", cyc, ok if v.cycles_ok else bad)
     a = v.accuracy
     if a:
-        t.add_row("accuracy", accuracy_text(a), "")
+        t.add_row("accuracy", accuracy_text(a) + layer_accuracy_text(v.layer_accuracy), "")
     tm = v.times_s
     parts = [f"{k} {tm[k]:.1f}" for k in ("compile", "golden", "fp32", "simpy", "rtl_build", "rtl_run") if k in tm]
     if v.simpy_cycles_per_s:
