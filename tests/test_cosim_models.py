@@ -111,5 +111,7 @@ def test_per_layer_accuracy_files(tmp_path):
     assert all(float(r["sqnr_db"]) > 20 for r in rows), rows
     worst = min(rows, key=lambda r: float(r["sqnr_db"]))
     assert v.layer_accuracy["worst"]["layer"] == worst["layer"]
+    first = next((r["layer"] for r in rows if float(r["sqnr_db"]) < 30 or float(r["cosine"] or 1) < 0.99), None)
+    assert (v.layer_accuracy["first_below"] or {}).get("layer") == first
     png = (tmp_path / "layers_accuracy.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

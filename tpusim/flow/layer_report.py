@@ -51,10 +51,25 @@ def write_png(rows: list[dict], title: str, path: Path) -> None:
     tmp.replace(path)
 
 
+#: a layer is "below threshold" under either (TPU-MLIR's compare uses cosine and SQNR-like limits)
+MIN_COSINE = 0.99
+MIN_SQNR_DB = 30.0
+_KEYS = ("layer", "op", "onnx_tensor", "sqnr_db", "cosine", "saturated_fraction")
+
+
+def below(r: dict, min_cosine: float = MIN_COSINE, min_sqnr_db: float = MIN_SQNR_DB) -> bool:
+    """The layer's SQNR is under ``min_sqnr_db`` or its cosine (when defined) under ``min_cosine``."""
+    return r["sqnr_db"] < min_sqnr_db or (r["cosine"] is not None and r["cosine"] < min_cosine)
+
+
 def summary(rows: list[dict], csv_path: Path, png_path: Path) -> dict:
-    """The verdict's ``layer_accuracy``: layer count, the lowest-SQNR layer, the two files."""
+    """The verdict's ``layer_accuracy``: layer count, the lowest-SQNR layer, the first layer in
+    graph order below the thresholds (None if none: where the error starts to grow), the files."""
     if not rows:
         return {}
     w = min(rows, key=lambda r: r["sqnr_db"])
+    first = next((r for r in rows if below(r)), None)
     return {"layers": len(rows), "csv": str(csv_path), "png": str(png_path),
-            "worst": {k: w[k] for k in ("layer", "op", "onnx_tensor", "sqnr_db", "saturated_fraction")}}
+            "worst": {k: w[k] for k in _KEYS},
+            "first_below": None if first is None else {k: first[k] for k in _KEYS},
+            "thresholds": {"cosine": MIN_COSINE, "sqnr_db": MIN_SQNR_DB}}

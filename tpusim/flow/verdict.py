@@ -102,9 +102,14 @@ def layer_accuracy_text(la: dict) -> str:
     """The accuracy row's per-layer part: how many layers, the lowest SQNR and where."""
     if not la.get("layers"):
         return ""
-    w = la["worst"]
-    return (f"; per layer ({la['layers']} layers, {Path(la['csv']).name}): lowest SQNR "
+    w, f, th = la["worst"], la.get("first_below"), la.get("thresholds", {})
+    text = (f"; per layer ({la['layers']} layers, {Path(la['csv']).name}): lowest SQNR "
             f"{w['sqnr_db']:.1f} dB at {w['layer']!r} ({w['op']})")
+    if f is None:
+        return text + f"; every layer at cosine >= {th.get('cosine')} and SQNR >= {th.get('sqnr_db')} dB"
+    cos = "" if f["cosine"] is None else f", cosine {f['cosine']:.4f}"
+    return text + (f"; first below cosine {th.get('cosine')} / SQNR {th.get('sqnr_db')} dB: {f['layer']!r} "
+                   f"(SQNR {f['sqnr_db']:.1f} dB{cos})")
 
 
 def render(v: Verdict) -> None:
