@@ -11,7 +11,7 @@ from tpusim.flow import bench, cosim
 
 def test_cosim_argument_ranges(capsys):
     assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--calib", "0"]) == 2
-    assert "cosim: error: --calib must be between 1 and 25 calibration images, got 0" in capsys.readouterr().err
+    assert "cosim: error: --calib must be between 1 and 25 built-in calibration images (or a folder / .npy/.npz file), got 0" in capsys.readouterr().err
     assert cosim.main(["--model", "resnet50-reduced", "--no-rtl", "--input-size", "-5"]) == 2
     assert "--input-size must be a positive multiple of 32, got -5" in capsys.readouterr().err
 

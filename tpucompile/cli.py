@@ -1,9 +1,10 @@
-"""tpucompile MODEL.onnx --hw CONFIG -o OUT.tpubin [--dump-ir DIR] [--calib N]
+"""tpucompile MODEL.onnx --hw CONFIG -o OUT.tpubin [--dump-ir DIR] [--calib N|DIR|FILE]
 
 Front end (import -> passes -> calibrate/quantize, tpucompile.quantize.compile_model) and back end
-(tpucompile.backend.compile.compile_qgraph). Calibration images: the real photographs of
-tpucompile.realdata at the model's input size (``--calib N`` of them, default 4); for a model
-whose input is not 3-channel, seeded normal noise. Every TpuError -> one line on stderr, exit 2.
+(tpucompile.backend.compile.compile_qgraph). Calibration samples (tpucompile.inputs): the real
+photographs of tpucompile.realdata at the model's input size (``--calib N`` of them, default 4;
+for a model whose input is not a 3-channel image, seeded normal noise), a folder of images or an
+.npy/.npz stack. Every TpuError -> one line on stderr, exit 2.
 """
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
+from tpucompile import inputs
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model
-from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize import compile_model
-from tpucompile.realdata import calibration_images
 from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
@@ -27,17 +25,9 @@ from tpusim.arch.errors import CompileError, TpuError
 from tpusim.arch.isa import decode_program
 
 
-def _calib_images(model, n: int):
-    dims = [d.dim_value for d in runtime_inputs(model)[0].type.tensor_type.shape.dim]
-    if len(dims) == 4 and dims[1] == 3 and dims[2] >= 16 and dims[3] >= 16:
-        try:
-            return calibration_images(min(n, 25), (dims[2], dims[3]))
-        except TpuError:
-            raise
-        except Exception:  # photographs unavailable: fall back to noise
-            pass
-    rng = np.random.default_rng(0)
-    return [rng.normal(0, 1, dims).astype(np.float32) for _ in range(n)]
+def _calib_samples(model, calib):
+    """``--calib``: a count of built-in photographs (noise for a non-image model) or a path."""
+    return inputs.model_data(model, None, calib)[1]
 
 
 @user_errors("tpucompile")
@@ -49,7 +39,9 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--output", required=True, help="output .tpubin")
     ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after every front-end and back-end "
                                                      "pass (NN_<pass>.mlir/.txt), the program and meta")
-    ap.add_argument("--calib", type=int, default=4, metavar="N", help="calibration images (default 4)")
+    ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
+                    help="N built-in photographs (default 4; seeded noise for a non-image model), a folder "
+                         "of images, or an .npy/.npz stack of samples")
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
@@ -57,8 +49,14 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         cfg = load_config(a.hw)
-        if a.calib < 1:
-            raise CompileError(f"--calib must be >= 1, got {a.calib}")
+        try:
+            calib = int(a.calib)
+        except ValueError:
+            calib = Path(a.calib)
+        else:
+            if not 1 <= calib <= 25:
+                raise CompileError(f"--calib must be between 1 and 25 built-in images (or a folder / .npy/.npz "
+                                   f"file), got {calib}")
         p = Path(a.model)
         if a.model in MODELS and not p.exists():
             model = load_model(a.model)
@@ -68,7 +66,7 @@ def main(argv=None) -> int:
             model = load_model(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
-        qg, _ = compile_model(model, lambda: _calib_images(model, a.calib), dumps)
+        qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)
         t3 = time.perf_counter()

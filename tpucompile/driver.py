@@ -10,9 +10,8 @@ from pathlib import Path
 
 import onnx
 
-from tpucompile import realdata
+from tpucompile import inputs, realdata
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.binary import TensorDesc, TpuBinary
@@ -57,13 +56,17 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
         raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
 
 
-def load_model_and_data(model: str | Path, calib: int = 4, size: int | None = None,
-                        synthetic_seed: int | None = None):
-    """(ONNX model, test image float32 NCHW, calibration images) for a model name or path."""
+def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
+                        synthetic_seed: int | None = None, input_path=None, notes: list | None = None):
+    """(ONNX model, test input float32, calibration samples) for a model name or path: the
+    built-in photographs for a 3-channel image model, else seeded noise, or the files given
+    (``input_path``; ``calib`` a count or a file/folder: tpucompile.inputs). Notes about the data
+    (noise) are appended to ``notes``."""
     m = load_model(model, synthetic_seed)
-    dims = runtime_inputs(m)[0].type.tensor_type.shape.dim
-    h = size or (dims[2].dim_value if len(dims) == 4 and dims[2].dim_value else 224)
-    return m, realdata.test_image(h), realdata.calibration_images(calib, h)
+    x, cal, n = inputs.model_data(m, input_path, calib, size)
+    if notes is not None:
+        notes.extend(n)
+    return m, x, cal
 
 
 def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,

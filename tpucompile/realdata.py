@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "test_image",
+__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image",
            "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
@@ -217,6 +217,12 @@ def _crop(img: np.ndarray, h: int, w: int, where: str) -> np.ndarray:
     ox = {"c": (rw - w) // 2, "tl": 0, "bl": 0, "tr": rw - w, "br": rw - w}[where]
     x = (r[oy:oy + h, ox:ox + w, :3] - IMAGENET_MEAN) / IMAGENET_STD
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None]).astype(np.float32)
+
+
+def crop_image(img: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Any uint8 HxWx3 picture -> float32 [1, 3, h, w]: resized, centre crop, ImageNet-normalised
+    (as the built-in photographs; ``--calib DIR`` images)."""
+    return _crop(img, h, w, "c")
 
 
 def images(size=224) -> dict:

@@ -75,7 +75,7 @@ def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[st
 
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
         waves: bool = False, data: tuple | None = None, name: str | None = None,
-        resume: bool = True, synthetic_seed: int | None = None) -> Verdict:
+        resume: bool = True, synthetic_seed: int | None = None, input_path=None) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
@@ -84,6 +84,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     earlier (possibly interrupted) run in ``out`` finished for the same binary, inputs and
     source (out/stages/, tpusim.flow.stagecache); False recomputes everything. synthetic_seed: a
     model file's weights replaced by seeded synthetic ones (tpucompile.driver.load_model).
+    input_path: the test input (.npy/.npz); calib: a count of built-in photographs or a folder /
+    array file of calibration samples (tpucompile.inputs).
     Raises TpuError subclasses for user mistakes.
     """
 
@@ -95,8 +97,9 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         task = prog.add_task("compile", total=None)
         t = time.perf_counter()
         if data is None:
-            onnx_model, x_float, calib_images = driver.load_model_and_data(model, calib=calib, size=input_hw,
-                                                                            synthetic_seed=synthetic_seed)
+            onnx_model, x_float, calib_images = driver.load_model_and_data(
+                model, calib=calib, size=input_hw, synthetic_seed=synthetic_seed, input_path=input_path,
+                notes=v.notes)
         else:
             onnx_model, (x_float, calib_images) = model, data
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
@@ -227,6 +230,18 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     return v
 
 
+def _calib_arg(text: str):
+    """``--calib``: an int count of built-in photographs (1..25) or a path."""
+    try:
+        n = int(text)
+    except ValueError:
+        return Path(text)
+    if not 1 <= n <= 25:
+        raise TpuError(f"--calib must be between 1 and 25 built-in calibration images (or a folder / "
+                       f".npy/.npz file), got {n}")
+    return n
+
+
 @user_errors("cosim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
@@ -235,7 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hw", default="seed", help="hardware config name or YAML path (default: the seed chip)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default runs/<model>-<hw>)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator RTL")
-    ap.add_argument("--calib", type=int, default=4, help="calibration images")
+    ap.add_argument("--input", type=Path, default=None, metavar="FILE",
+                    help="the test input: .npy, or .npz (under the input's name); default: a built-in "
+                         "photograph for an image model, else seeded noise")
+    ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
+                    help="N built-in photographs (1..25, default 4), a folder of images, or an .npy/.npz "
+                         "stack of samples")
     ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
     ap.add_argument("--fresh", action="store_true",
@@ -244,14 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
     a = ap.parse_args(argv)
-    if not 1 <= a.calib <= 25:
-        raise TpuError(f"--calib must be between 1 and 25 calibration images, got {a.calib}")
+    a.calib = _calib_arg(a.calib)
     if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
     out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
-                resume=not a.fresh, synthetic_seed=a.synthetic_weights)
+                resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2

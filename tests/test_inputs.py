@@ -1,0 +1,79 @@
+"""tpucompile.inputs and the --input / --calib options of cosim and tpucompile: user data from
+.npy/.npz files and image folders, seeded noise with a note for non-image models, and one-line
+errors naming the option, the file and the shapes."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import qnets
+from onnx import helper
+
+from tpucompile import inputs
+from tpusim.arch.errors import CompileError
+from tpusim.flow.cosim import main as cosim_main
+
+
+def _one_channel_model():
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    return qnets.make_model(nodes, {"w": qnets.conv_w(rng, 4, 1, 3)}, (1, 1, 8, 8), "y", None)
+
+
+def test_input_file_forms(tmp_path):
+    x = np.arange(48, dtype=np.float64).reshape(3, 4, 4)
+    np.save(tmp_path / "x.npy", x)                                       # batch dimension added
+    np.savez(tmp_path / "named.npz", other=np.zeros(3), x=x[None])
+    got = inputs.load_input(tmp_path / "x.npy", "x", (1, 3, 4, 4))
+    assert got.dtype == np.float32 and got.shape == (1, 3, 4, 4) and np.array_equal(got[0], x)
+    assert np.array_equal(inputs.load_input(tmp_path / "named.npz", "x", (1, 3, 4, 4)), got)
+    with pytest.raises(CompileError, match=r"holds arrays \['other', 'x'\], none named 'data'"):
+        inputs.load_input(tmp_path / "named.npz", "data", (1, 3, 4, 4))
+    np.save(tmp_path / "nan.npy", np.full((1, 3, 4, 4), np.nan))
+    with pytest.raises(CompileError, match=r"--input '.*nan.npy': 48 values are NaN or infinite"):
+        inputs.load_input(tmp_path / "nan.npy", "x", (1, 3, 4, 4))
+    (tmp_path / "junk.npy").write_bytes(b"not numpy")
+    with pytest.raises(CompileError, match=r"--input '.*junk.npy': not a readable .npy/.npz file"):
+        inputs.load_input(tmp_path / "junk.npy", "x", (1, 3, 4, 4))
+
+
+def test_calib_stacks_and_image_folders(tmp_path):
+    np.save(tmp_path / "stack.npy", np.ones((5, 3, 4, 4)))
+    assert len(inputs.load_calib(tmp_path / "stack.npy", (1, 3, 4, 4))) == 5
+    np.savez(tmp_path / "each.npz", a=np.ones((1, 3, 4, 4)), b=np.zeros((3, 4, 4)))
+    assert len(inputs.load_calib(tmp_path / "each.npz", (1, 3, 4, 4))) == 2
+    from skimage import data, io
+    (tmp_path / "imgs").mkdir()
+    io.imsave(tmp_path / "imgs" / "a.png", data.astronaut()[::8, ::8])
+    io.imsave(tmp_path / "imgs" / "b.png", data.camera()[::8, ::8])          # grey: made RGB
+    (tmp_path / "imgs" / "notes.txt").write_text("ignored")
+    cal = inputs.load_calib(tmp_path / "imgs", (1, 3, 32, 32))
+    assert [c.shape for c in cal] == [(1, 3, 32, 32)] * 2 and abs(float(cal[0].mean())) < 2.5
+    grey = inputs.load_calib(tmp_path / "imgs", (1, 1, 8, 8))
+    assert grey[0].shape == (1, 1, 8, 8) and 0 <= grey[0].min() and grey[0].max() <= 1
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CompileError, match=r"--calib '.*empty': no image files"):
+        inputs.load_calib(tmp_path / "empty", (1, 3, 32, 32))
+
+
+def test_cosim_on_user_files_and_noise_note(tmp_path, capsys):
+    model = qnets.conv_bn_relu()
+    onnx.save(model, tmp_path / "m.onnx")
+    xs = qnets.inputs((1, 3, 16, 16), 4, seed=5)
+    np.save(tmp_path / "x.npy", xs[0])
+    np.save(tmp_path / "cal.npy", np.concatenate(xs[1:]))
+    rc = cosim_main(["--model", str(tmp_path / "m.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "r"),
+                     "--input", str(tmp_path / "x.npy"), "--calib", str(tmp_path / "cal.npy")])
+    assert rc == 0
+    assert np.array_equal(np.load(tmp_path / "r" / "input_q.npy").shape, (1, 3, 16, 16))
+    onnx.save(_one_channel_model(), tmp_path / "one.onnx")
+    assert cosim_main(["--model", str(tmp_path / "one.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "n")]) == 0
+    notes = json.loads((tmp_path / "n" / "verdict.json").read_text())["notes"]
+    assert any("accuracy is measured on seeded noise" in n for n in notes), notes
+    capsys.readouterr()
+    np.save(tmp_path / "bad.npy", np.zeros((1, 3, 8, 8)))
+    assert cosim_main(["--model", str(tmp_path / "one.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "b"),
+                       "--input", str(tmp_path / "bad.npy")]) == 2
+    assert "array of shape (1, 3, 8, 8) does not fit the input of shape (1, 1, 8, 8)" in capsys.readouterr().err

@@ -1,0 +1,164 @@
+"""A model's run-time input and calibration data: from files (``--input``, ``--calib``), the
+built-in photographs, or seeded noise.
+
+  --input FILE.npy | FILE.npz      the test input, float32 of the graph input's shape (a missing
+                                   leading batch dimension of 1 is added); an .npz holds it under
+                                   the input's name, or as its only array
+  --calib N                        N of the built-in photographs (1..25), 3-channel image models
+  --calib DIR                      the image files of DIR (.png .jpg .jpeg .bmp .tif .tiff, sorted by
+                                   name): 3 channels: resized and centre-cropped like the built-in
+                                   photographs, ImageNet-normalised; 1 channel: grey, resized, in
+                                   [0, 1]
+  --calib FILE.npy | FILE.npz      a stack (N, *input shape without batch) or (N, *input shape), or
+                                   an .npz of one array per sample (or one stack)
+
+A model whose input is not a 3-channel image of at least 16x16 gets seeded standard-normal noise
+of its input shape when no file is given, with a note (accuracy is then measured on noise).
+Errors (CompileError) name the option, the file and the shapes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tpucompile import realdata
+from tpucompile.frontend.onnx_import import runtime_inputs
+from tpusim.arch.errors import CompileError
+
+__all__ = ["input_spec", "load_input", "load_calib", "model_data", "IMAGE_SUFFIXES", "MAX_CALIB"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+#: most calibration samples taken from a file or folder (calibration runs onnxruntime on each)
+MAX_CALIB = 256
+NOISE_NOTE = ("the model's input is not a 3-channel image: accuracy is measured on seeded noise "
+              "(--input FILE.npy and --calib DIR|FILE give it real data)")
+
+
+def input_spec(model) -> tuple[str, tuple]:
+    """(name, static shape) of the model's one run-time input; CompileError if it has none, several
+    or a dynamic dimension."""
+    ins = runtime_inputs(model)
+    if len(ins) != 1:
+        raise CompileError(f"the model has {len(ins)} run-time inputs {[i.name for i in ins]}; only one is supported")
+    dims = ins[0].type.tensor_type.shape.dim
+    shape = tuple(d.dim_value for d in dims)
+    if not shape or any(s <= 0 for s in shape):
+        raise CompileError(f"input {ins[0].name!r} has a dynamic or unknown dimension "
+                           f"({[d.dim_param or d.dim_value for d in dims]}); only static shapes are supported")
+    return ins[0].name, shape
+
+
+def _fit(a: np.ndarray, shape: tuple, what: str) -> np.ndarray:
+    if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
+        raise CompileError(f"{what}: array of dtype {a.dtype}, expected real numbers")
+    if tuple(a.shape) == tuple(shape[1:]) and shape[0] == 1:
+        a = a[None]
+    if tuple(a.shape) != tuple(shape):
+        raise CompileError(f"{what}: array of shape {tuple(a.shape)} does not fit the input of shape {tuple(shape)}")
+    a = a.astype(np.float32)
+    if not np.isfinite(a).all():
+        raise CompileError(f"{what}: {int((~np.isfinite(a)).sum())} values are NaN or infinite")
+    return a
+
+
+def _read(path: Path, what: str):
+    if not path.exists():
+        raise CompileError(f"{what} {str(path)!r}: no such file or folder")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise CompileError(f"{what} {str(path)!r}: not a readable .npy/.npz file ({e})") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            return {k: data[k] for k in data.files}
+    return data
+
+
+def load_input(path: str | Path, name: str, shape: tuple) -> np.ndarray:
+    """The test input from ``path`` (.npy, or .npz under ``name`` or as its only array)."""
+    p = Path(path)
+    data = _read(p, "--input")
+    if isinstance(data, dict):
+        if name in data:
+            data = data[name]
+        elif len(data) == 1:
+            data = next(iter(data.values()))
+        else:
+            raise CompileError(f"--input {str(p)!r}: holds arrays {sorted(data)}, none named {name!r} (the model's input)")
+    return _fit(np.asarray(data), shape, f"--input {str(p)!r}")
+
+
+def _image(path: Path, shape: tuple) -> np.ndarray:
+    from skimage import io
+    from skimage.color import gray2rgb, rgb2gray, rgba2rgb
+    from skimage.transform import resize
+    try:
+        img = io.imread(path)
+    except Exception as e:
+        raise CompileError(f"--calib image {str(path)!r}: cannot be read ({type(e).__name__}: {e})") from None
+    c, h, w = shape[1:]
+    if img.ndim == 3 and img.shape[2] == 4:
+        img = (rgba2rgb(img) * 255).astype(np.uint8)
+    if c == 3:
+        return realdata.crop_image(gray2rgb(img) if img.ndim == 2 else img, h, w)
+    g = rgb2gray(img) if img.ndim == 3 else img.astype(np.float64) / (255.0 if img.dtype == np.uint8 else 1.0)
+    return resize(g, (h, w), anti_aliasing=True).astype(np.float32)[None, None]
+
+
+def load_calib(path: str | Path, shape: tuple) -> list[np.ndarray]:
+    """Calibration samples (float32 arrays of ``shape``) from a folder of images or an array file."""
+    p = Path(path)
+    if p.is_dir():
+        if len(shape) != 4 or shape[0] != 1 or shape[1] not in (1, 3):
+            raise CompileError(f"--calib {str(p)!r}: image folders calibrate 1- or 3-channel NCHW inputs; "
+                               f"this one is {tuple(shape)} (give an .npy/.npz stack)")
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise CompileError(f"--calib {str(p)!r}: no image files ({', '.join(IMAGE_SUFFIXES)})")
+        return [_image(f, shape) for f in files[:MAX_CALIB]]
+    data = _read(p, "--calib")
+    arrays = list(data.values()) if isinstance(data, dict) else [np.asarray(data)]
+    out = []
+    for i, a in enumerate(arrays):
+        a = np.asarray(a)
+        stacked = a.ndim == len(shape) + 1 or (a.ndim == len(shape) and shape[0] == 1 and a.shape[0] != 1
+                                              and tuple(a.shape[1:]) == tuple(shape[1:]))
+        for j, s in enumerate(a if stacked else [a]):
+            out.append(_fit(np.asarray(s), shape, f"--calib {str(p)!r} sample {i if not stacked else j}"))
+    if not out:
+        raise CompileError(f"--calib {str(p)!r}: holds no samples")
+    return out[:MAX_CALIB]
+
+
+def _is_image(shape: tuple) -> bool:
+    return len(shape) == 4 and shape[0] == 1 and shape[1] == 3 and shape[2] >= 16 and shape[3] >= 16
+
+
+def model_data(model, input_path=None, calib=4, size=None) -> tuple:
+    """(test input, calibration samples, notes) for ``model``: ``input_path`` a file or None;
+    ``calib`` a count of built-in photographs (int) or a file/folder path; ``size`` overrides the
+    H, W of an image model's photographs."""
+    name, shape = input_spec(model)
+    if size and _is_image(shape):
+        shape = (1, 3, size, size)
+    notes = []
+    image = _is_image(shape)
+    if input_path is not None:
+        x = load_input(input_path, name, shape)
+    elif image:
+        x = realdata.test_image(shape[2:])
+    else:
+        x = np.random.default_rng(1).normal(0, 1, shape).astype(np.float32)
+        notes.append(NOISE_NOTE)
+    if isinstance(calib, (int, np.integer)):
+        if image:
+            cal = realdata.calibration_images(int(calib), shape[2:])
+        else:
+            rng = np.random.default_rng(0)
+            cal = [rng.normal(0, 1, shape).astype(np.float32) for _ in range(int(calib))]
+            if input_path is not None:
+                notes.append("calibrated on seeded noise (--calib DIR|FILE gives it real data)")
+    else:
+        cal = load_calib(calib, shape)
+    return x, cal, notes
