@@ -18,6 +18,7 @@ from tpucompile import inputs
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model
 from tpucompile.quantize import compile_model
+from tpucompile.quantize.calibrate import CALIB_METHODS
 from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
@@ -42,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
                     help="N built-in photographs (default 4; seeded noise for a non-image model), a folder "
                          "of images, or an .npy/.npz stack of samples")
+    ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
+                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
@@ -66,7 +69,7 @@ def main(argv=None) -> int:
             model = load_model(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
-        qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps)
+        qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps, calib_method=a.calib_method)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)
         t3 = time.perf_counter()

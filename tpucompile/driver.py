@@ -70,12 +70,12 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
 
 
 def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,
-                 keep_intermediates: bool = False) -> CompileResult:
+                 keep_intermediates: bool = False, calib_method: str = "minmax") -> CompileResult:
     """Front end (import, passes, calibration, quantization) then back end (layout, memory plan,
     tiling, emission, token check); with ``dump_ir`` the IR after every stage of both."""
     t0 = time.perf_counter()
     dumps = IrDumps.open(dump_ir)
-    qg, _ = compile_model(model, calib_images, dump_dir=dumps)
+    qg, _ = compile_model(model, calib_images, dump_dir=dumps, calib_method=calib_method)
     t1 = time.perf_counter()
     binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates, dump_ir=dumps)
     t2 = time.perf_counter()

@@ -189,13 +189,13 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
 
 
 def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
-                  dump_dir: Optional[Union[str, Path, IrDumps]] = None) -> tuple:
+                  dump_dir: Optional[Union[str, Path, IrDumps]] = None, calib_method: str = "minmax") -> tuple:
     """ONNX model -> (QGraph, float IR after passes): import, passes, calibrate, quantize.
 
     ``calib_images`` may also be a callable returning them, called only once the model has
     been imported and checked (so a refused model never makes calibration data).
     ``dump_dir``: a directory (or the IrDumps of a whole compile) for the IR after every pass
-    and ``NN_quantize.txt``, the QGraph."""
+    and ``NN_quantize.txt``, the QGraph. ``calib_method``: calibrate.CALIB_METHODS."""
     if not isinstance(model, onnx.ModelProto):
         try:
             model = onnx.load(str(model))
@@ -205,7 +205,7 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     g = run_passes(import_onnx(model), dumps)
     if callable(calib_images):
         calib_images = calib_images()
-    stats = calibrate(model, calib_images, calibration_names(g))
+    stats = calibrate(model, calib_images, calibration_names(g), method=calib_method)
     qg = quantize_graph(g, stats)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))

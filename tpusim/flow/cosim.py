@@ -18,6 +18,7 @@ import numpy as np
 
 from cocotb_tests.harness import run_rtl
 from tpucompile import driver, fp32, golden
+from tpucompile.quantize.calibrate import CALIB_METHODS
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
@@ -75,7 +76,8 @@ def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[st
 
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
         waves: bool = False, data: tuple | None = None, name: str | None = None,
-        resume: bool = True, synthetic_seed: int | None = None, input_path=None) -> Verdict:
+        resume: bool = True, synthetic_seed: int | None = None, input_path=None,
+        calib_method: str = "minmax") -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
@@ -85,7 +87,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     source (out/stages/, tpusim.flow.stagecache); False recomputes everything. synthetic_seed: a
     model file's weights replaced by seeded synthetic ones (tpucompile.driver.load_model).
     input_path: the test input (.npy/.npz); calib: a count of built-in photographs or a folder /
-    array file of calibration samples (tpucompile.inputs).
+    array file of calibration samples (tpucompile.inputs); calib_method: minmax, percentile, mse
+    or entropy (tpucompile.quantize.calibrate).
     Raises TpuError subclasses for user mistakes.
     """
 
@@ -103,7 +106,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         else:
             onnx_model, (x_float, calib_images) = model, data
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
-                                  keep_intermediates=True)
+                                  keep_intermediates=True, calib_method=calib_method)
         res.binary.write(out / f"{Path(label).stem}.tpubin")
         v.times_s["compile"] = time.perf_counter() - t
         qg = res.qgraph
@@ -256,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
                     help="N built-in photographs (1..25, default 4), a folder of images, or an .npy/.npz "
                          "stack of samples")
+    ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
+                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
     ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
     ap.add_argument("--fresh", action="store_true",
@@ -270,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
-                resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input)
+                resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input,
+                calib_method=a.calib_method)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2
