@@ -10,7 +10,7 @@ from pathlib import Path
 
 import onnx
 
-from tpucompile import inputs, realdata
+from tpucompile import digits, inputs, realdata
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
@@ -24,7 +24,14 @@ MODELS = {
     "resnet50-reduced": (realdata.resnet50_reduced, "stem + stage 1 of ResNet-50 on a 32x32 input (fast tests)"),
     **{name: ((lambda n=name: realdata.wheel_model(n)), f"{file}.onnx from the onnx wheel, synthetic weights")
        for name, file in realdata.WHEEL_MODELS.items()},
+    "digits": (digits.load, "a small CNN trained on scikit-learn's 8x8 digits (scripts/train_digits.py)"),
 }
+#: built-in models that come with a labelled dataset: name -> split() = ((x_train, y_train),
+#: (x_test, y_test)); calibration uses training images, the test input and the cosim's top-1
+#: report the held-out ones
+DATASETS = {"digits": digits.split}
+#: training images a dataset model is calibrated on (unless --calib gives a file or folder)
+DATASET_CALIB = 64
 
 
 @dataclass
@@ -60,9 +67,15 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
                         synthetic_seed: int | None = None, input_path=None, notes: list | None = None):
     """(ONNX model, test input float32, calibration samples) for a model name or path: the
     built-in photographs for a 3-channel image model, else seeded noise, or the files given
-    (``input_path``; ``calib`` a count or a file/folder: tpucompile.inputs). Notes about the data
-    (noise) are appended to ``notes``."""
+    (``input_path``; ``calib`` a count or a file/folder: tpucompile.inputs); a dataset model
+    (DATASETS) is calibrated on DATASET_CALIB training images and tested on the first held-out
+    one. Notes about the data (noise) are appended to ``notes``."""
     m = load_model(model, synthetic_seed)
+    if str(model) in DATASETS and input_path is None:
+        (xtr, _), (xte, _) = DATASETS[str(model)]()
+        cal = list(xtr[:DATASET_CALIB, None]) if isinstance(calib, int) else inputs.load_calib(
+            calib, inputs.input_spec(m)[1])
+        return m, xte[:1], cal
     x, cal, n = inputs.model_data(m, input_path, calib, size)
     if notes is not None:
         notes.extend(n)
@@ -95,5 +108,5 @@ def layer_tensors(binary: TpuBinary) -> list[TensorDesc]:
     return [TensorDesc.from_json(d) for d in binary.meta.get("tensors", [])]
 
 
-__all__ = ["MODELS", "CompileResult", "load_model", "load_model_and_data", "compile_onnx",
+__all__ = ["MODELS", "DATASETS", "CompileResult", "load_model", "load_model_and_data", "compile_onnx",
            "logits_name", "layer_tensors"]

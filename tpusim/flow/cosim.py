@@ -25,7 +25,7 @@ from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import save_npy_atomic
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.arch.retire import first_retire_difference
-from tpusim.flow import layer_report
+from tpusim.flow import dataset_eval, layer_report
 from tpusim.flow.stagecache import StageCache, make_key, source_digest
 from tpusim.flow.verdict import Verdict, count_mismatch, render
 from tpusim.sim import run_binary
@@ -77,7 +77,7 @@ def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[st
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
         waves: bool = False, data: tuple | None = None, name: str | None = None,
         resume: bool = True, synthetic_seed: int | None = None, input_path=None,
-        calib_method: str = "minmax") -> Verdict:
+        calib_method: str = "minmax", dataset_simpy: int | None = None, dataset_rtl: int = 10) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
@@ -88,7 +88,10 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     model file's weights replaced by seeded synthetic ones (tpucompile.driver.load_model).
     input_path: the test input (.npy/.npz); calib: a count of built-in photographs or a folder /
     array file of calibration samples (tpucompile.inputs); calib_method: minmax, percentile, mse
-    or entropy (tpucompile.quantize.calibrate).
+    or entropy (tpucompile.quantize.calibrate). For a built-in dataset model (``digits``) the
+    verdict's ``dataset`` row gives top-1 over the held-out images for FP32, the int8 golden
+    model, SimPy (the first ``dataset_simpy``, all by default) and the RTL (the first
+    ``dataset_rtl`` when ``rtl``), each device output checked bit-exact against golden.
     Raises TpuError subclasses for user mistakes.
     """
 
@@ -212,6 +215,13 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         v.notes.append("host ops after the device: " + ", ".join(h["op"] for h in qg.host_ops)
                        + " (no exponent unit on the chip); accuracy compares logits")
 
+    if isinstance(model, str) and model in driver.DATASETS and input_path is None:
+        _, (xte, yte) = driver.DATASETS[model]()
+        v.dataset = dataset_eval.evaluate(qg, res.binary, out / f"{Path(label).stem}.tpubin", cfg, onnx_model,
+                                          xte, yte, simpy_n=dataset_simpy, rtl_n=dataset_rtl if rtl else 0,
+                                          out=out)
+        v.times_s["dataset"] = v.dataset["wall_s"]
+
     # utilisation and roofline
     meta = res.binary.meta
     v.macs = int(sum(L.get("macs", 0) for L in meta.get("layers", [])))
@@ -261,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
                          "stack of samples")
     ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
                     help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
+    ap.add_argument("--dataset-simpy", type=int, default=None, metavar="N",
+                    help="dataset models (digits): held-out images run on SimPy (default all)")
+    ap.add_argument("--dataset-rtl", type=int, default=10, metavar="N",
+                    help="dataset models: held-out images run on the RTL too (default 10)")
     ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
     ap.add_argument("--fresh", action="store_true",
@@ -276,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
                 resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input,
-                calib_method=a.calib_method)
+                calib_method=a.calib_method, dataset_simpy=a.dataset_simpy, dataset_rtl=a.dataset_rtl)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2

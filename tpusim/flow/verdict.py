@@ -29,6 +29,7 @@ class Verdict:
     counter_diffs: dict = field(default_factory=dict)     # {counter: {"simpy": n, "rtl": n}} (must be empty)
     accuracy: dict = field(default_factory=dict)          # cosine, top1_agree, top5_agree, ...
     layer_accuracy: dict = field(default_factory=dict)    # layers, worst {layer, sqnr_db}, csv, png
+    dataset: dict = field(default_factory=dict)           # dataset models: top-1 FP32 / golden / SimPy / RTL
     times_s: dict = field(default_factory=dict)           # compile, golden, simpy, rtl_build, rtl_run, fp32
     simpy_cycles_per_s: float | None = None
     rtl_cycles_per_s: float | None = None
@@ -45,6 +46,7 @@ class Verdict:
     @property
     def outputs_ok(self) -> bool:
         n = sum(v.get("golden_vs_simpy", 0) + v.get("simpy_vs_rtl", 0) for v in self.mismatches.values())
+        n += self.dataset.get("simpy_vs_golden_images", 0) + self.dataset.get("rtl_vs_golden_images", 0)
         return n == 0 and sum(self.layer_mismatches.values()) == 0
 
     @property
@@ -143,6 +145,9 @@ def render(v: Verdict) -> None:
     a = v.accuracy
     if a:
         t.add_row("accuracy", accuracy_text(a) + layer_accuracy_text(v.layer_accuracy), "")
+    if v.dataset:
+        from tpusim.flow.dataset_eval import dataset_text
+        t.add_row("dataset", dataset_text(v.dataset), ok if v.outputs_ok else bad)
     tm = v.times_s
     parts = [f"{k} {tm[k]:.1f}" for k in ("compile", "golden", "fp32", "simpy", "rtl_build", "rtl_run") if k in tm]
     if v.simpy_cycles_per_s:
