@@ -61,3 +61,22 @@ def test_bad_method_and_percentile():
         calibrate(model, xs, ["x"], method="percentile", percentile=30)
     r = driver.compile_onnx(model, load_config("small"), xs, calib_method="entropy")
     assert r.binary.code
+
+
+def test_a_model_too_big_for_host_memory_is_refused_before_allocating():
+    """A 1x64x2048x2048 input (1 GiB of float32 per tensor, three tensors) on a machine said to
+    have 4 GiB free: refused before onnxruntime or the calibration images allocate anything."""
+    from onnx import helper
+
+    from tpucompile.frontend.onnx_import import import_onnx
+    from tpucompile.passes.pipeline import run_passes
+    from tpucompile.quantize.calibrate import check_host_memory
+    from tpucompile.quantize.quantize import calibration_names
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("MaxPool", ["r"], ["y"], name="mp",
+                                                                                     kernel_shape=[1, 1])]
+    g = run_passes(import_onnx(qnets.make_model(nodes, {}, (1, 64, 2048, 2048), "y", None)))
+    with pytest.raises(CompileError, match=r"calibration would need about \d+\.\d GiB of host memory \(\d+ float32 "
+                                           r"activations, the largest '.*' of shape \(1, 64, 2048, 2048\): 1.00 GiB\), "
+                                           r"more than 60% of the 4.0 GiB available; use a smaller input"):
+        check_host_memory(g, calibration_names(g), available=4 << 30)
+    check_host_memory(g, calibration_names(g), available=64 << 30)

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from tpucompile.frontend.onnx_import import runtime_inputs
 from tpusim.arch.errors import CompileError
 
-__all__ = ["calibrate", "session_input", "session_with_outputs", "CALIB_METHODS", "DEFAULT_PERCENTILE"]
+__all__ = ["calibrate", "check_host_memory", "session_input", "session_with_outputs", "CALIB_METHODS", "DEFAULT_PERCENTILE"]
 
 
 def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
@@ -44,6 +44,42 @@ SAMPLE_PER_IMAGE = 1 << 14
 #: ``percentile``'s default: the range is the median over the samples of their 0.01 % and 99.99 %
 #: points
 DEFAULT_PERCENTILE = 99.99
+
+
+#: share of the machine's available memory calibration may plan to use
+HOST_MEMORY_SHARE = 0.6
+#: bytes per float32 activation byte in all: the calibration samples (4 of the input's size by
+#: default), onnxruntime's working copies and numpy's. Measured: a 1x4096x512x512 input with a
+#: 1x1 Conv peaked at 24 GB resident for 4 GiB of float32 tensors
+HOST_MEMORY_FACTOR = 6
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable of /proc/meminfo (psutil's figure elsewhere)."""
+    try:
+        import psutil
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return 1 << 62
+
+
+def check_host_memory(graph, names, available: int | None = None) -> None:
+    """CompileError, before anything is allocated, if running the model with every tensor of
+    ``names`` (ONNX names) as an output would need more than HOST_MEMORY_SHARE of the available
+    memory: float32 values times HOST_MEMORY_FACTOR. Names the largest tensor and the sizes."""
+    shapes = {(t.onnx_name or t.name): t.shape for t in graph.tensors.values() if not t.is_const}
+    sizes = {n: int(np.prod(shapes[n], dtype=object)) * 4 for n in dict.fromkeys(names) if n in shapes}
+    if not sizes:
+        return
+    need = HOST_MEMORY_FACTOR * sum(sizes.values())
+    avail = available_memory_bytes() if available is None else available
+    if need > HOST_MEMORY_SHARE * avail:
+        big = max(sizes, key=sizes.get)
+        gib = 1 << 30
+        raise CompileError(f"calibration would need about {need / gib:.1f} GiB of host memory ({len(sizes)} "
+                           f"float32 activations, the largest {big!r} of shape {tuple(shapes[big])}: "
+                           f"{sizes[big] / gib:.2f} GiB), more than {HOST_MEMORY_SHARE:.0%} of the "
+                           f"{avail / gib:.1f} GiB available; use a smaller input")
 
 
 def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",

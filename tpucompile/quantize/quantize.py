@@ -30,7 +30,7 @@ from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor, dump_qgraph
-from tpucompile.quantize.calibrate import calibrate
+from tpucompile.quantize.calibrate import calibrate, check_host_memory
 from tpucompile.stages import IrDumps
 from tpusim.arch.errors import CompileError
 
@@ -203,9 +203,11 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
             raise CompileError(f"{model}: not a readable ONNX model ({type(e).__name__}: {e})") from None
     dumps = IrDumps.open(dump_dir)
     g = run_passes(import_onnx(model), dumps)
+    names = calibration_names(g)
+    check_host_memory(g, names)
     if callable(calib_images):
         calib_images = calib_images()
-    stats = calibrate(model, calib_images, calibration_names(g), method=calib_method)
+    stats = calibrate(model, calib_images, names, method=calib_method)
     qg = quantize_graph(g, stats)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))
