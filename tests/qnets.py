@@ -342,6 +342,17 @@ def shuffle_unit(seed=0):
     return make_model(nodes, inits, (1, 8, 8, 8), "y", (1, 12, 4, 4))
 
 
+def mlp(seed=0, k=784):
+    """An MLP on a (1, k) vector input: Gemm (k -> 32) + Relu, Gemm (32 -> 10): x [1,k] -> y [1,10]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": rng.normal(0, np.sqrt(2 / k), (32, k)).astype(np.float32), "b1": rng.normal(0, 0.1, 32).astype(np.float32),
+             "w2": rng.normal(0, 0.3, (10, 32)).astype(np.float32), "b2": rng.normal(0, 0.1, 10).astype(np.float32)}
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1", transB=1),
+             helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+             helper.make_node("Gemm", ["hr", "w2", "b2"], ["y"], name="fc2", transB=1)]
+    return make_model(nodes, inits, (1, k), "y", (1, 10))
+
+
 def inputs(shape, n, seed=1):
     rng = np.random.default_rng(seed)
     return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(n)]

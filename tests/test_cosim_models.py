@@ -24,6 +24,7 @@ from tpusim.flow.cosim import run
     ("grouped_dilated", qnets.grouped_dilated),    # group 2, dilation (2, 1), depthwise, Clips, ReduceMean
     ("clip_attrs_opset9", qnets.clip_attrs_opset9),
     ("shuffle_unit", qnets.shuffle_unit),          # channel shuffle, Relu(Concat), Add in its lanes
+    ("mlp_784", qnets.mlp),                        # a (1, 784) vector input
 ])
 def test_cosim_without_rtl_passes(name, build, tmp_path):
     model = build()

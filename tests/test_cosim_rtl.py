@@ -32,6 +32,7 @@ GRAPHS = {
     "concat_input_nested": qnets.concat_mixed,
     "grouped_dilated": qnets.grouped_dilated,
     "shuffle_unit": qnets.shuffle_unit,
+    "mlp_784": qnets.mlp,
 }
 
 

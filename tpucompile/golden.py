@@ -20,7 +20,10 @@ def quantize_input(qg: QGraph, x: np.ndarray, name: str | None = None) -> np.nda
     """float32 NCHW -> int8 with the input tensor's params (ONNX QuantizeLinear:
     round half to even, add zp, saturate to [-128, 127])."""
     t = qg.tensor(name or qg.inputs[0])
-    q = np.round(np.asarray(x, np.float64) / t.scale) + t.zero_point
+    x = np.asarray(x, np.float64)
+    if x.shape != tuple(t.shape) and x.size == int(np.prod(t.shape)) and x.ndim == 2:
+        x = x.reshape(t.shape)                   # a (1, K) model input, on the device (1, K, 1, 1)
+    q = np.round(x / t.scale) + t.zero_point
     return np.clip(q, -128, 127).astype(np.int8)
 
 

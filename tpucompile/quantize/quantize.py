@@ -170,7 +170,7 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
         for name in g.inputs:
             shape = tuple(g.tensors[name].shape)
             if len(shape) != 4:
-                raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW)")
+                raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images and (1, K) vectors)")
             qg.tensors[name] = QTensor(name, shape, *activation_params(*q.stats[name]))
             qg.inputs.append(name)
         for node in g.nodes:
