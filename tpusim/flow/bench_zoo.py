@@ -1,0 +1,80 @@
+"""`make bench-zoo`: every built-in model through cosim (SimPy, no RTL) on one config, one table.
+
+    python -m tpusim.flow.bench_zoo [--hw seed] [--models a,b,...] [--out runs/zoo] [--json FILE]
+
+Per model: compile s, SimPy s, cycles, utilisation, cosine / SQNR of the int8 output against
+onnxruntime FP32, top-1 / top-5 agreement, and the verdict (golden = SimPy on every layer); a
+model the compiler refuses gets its one-line reason instead. Budgets (issue 9): compile <= 5 s and
+SimPy <= 30 s per model on seed; the figures are printed, not asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tpucompile import driver
+from tpusim.arch.cliutil import user_errors
+from tpusim.arch.errors import TpuError
+from tpusim.flow.cosim import run
+
+BUDGETS_S = {"compile": 5.0, "simpy": 30.0}
+
+
+def _row(name: str, hw: str, out: Path) -> dict:
+    t = time.perf_counter()
+    try:
+        v = run(name, hw, out / name, rtl=False, calib=2, resume=False)
+    except TpuError as e:
+        return {"model": name, "error": str(e).splitlines()[0], "wall_s": time.perf_counter() - t}
+    a = v.accuracy
+    return {"model": name, "passed": v.passed, "compile_s": v.times_s.get("compile"), "simpy_s": v.times_s.get("simpy"),
+            "cycles": v.cycles_simpy, "utilisation": v.utilisation, "cosine": a.get("cosine"), "sqnr_db": a.get("sqnr_db"),
+            "top1": a.get("top1_agree"), "top5": a.get("top5_overlap"),
+            "dataset_top1": (v.dataset or {}).get("golden_top1"), "wall_s": time.perf_counter() - t}
+
+
+@user_errors("bench-zoo")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench-zoo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hw", default="seed")
+    ap.add_argument("--models", default=",".join(m for m in driver.MODELS if m != "resnet50-reduced"))
+    ap.add_argument("--out", type=Path, default=Path("runs/zoo"))
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    a = ap.parse_args(argv)
+    names = [m for m in a.models.split(",") if m]
+    unknown = [m for m in names if m not in driver.MODELS]
+    if unknown:
+        raise TpuError(f"--models: unknown {unknown}; known: {', '.join(driver.MODELS)}")
+    rows = []
+    for name in names:
+        print(f"bench-zoo: {name} ...", file=sys.stderr, flush=True)
+        rows.append(_row(name, a.hw, a.out))
+
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title=f"zoo on '{a.hw}' (SimPy; budgets compile <= {BUDGETS_S['compile']:g} s, "
+                    f"SimPy <= {BUDGETS_S['simpy']:g} s)")
+    for c in ("model", "compile s", "SimPy s", "cycles", "util.", "cosine", "SQNR dB", "top-1", "top-5", "verdict"):
+        t.add_column(c, justify="left" if c in ("model", "verdict") else "right")
+    f = lambda x, fmt: "-" if x is None else format(x, fmt)  # noqa: E731
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["model"], "", "", "", "", "", "", "", "", f"refused: {r['error'][:90]}")
+            continue
+        t.add_row(r["model"], f(r["compile_s"], ".1f"), f(r["simpy_s"], ".1f"), f(r["cycles"], ","),
+                  f(r["utilisation"], ".1%"), f(r["cosine"], ".4f"), f(r["sqnr_db"], ".1f"),
+                  "-" if r["top1"] is None else ("agree" if r["top1"] else "differ"),
+                  "-" if r["top5"] is None else f"{r['top5']}/5",
+                  ("PASS" if r["passed"] else "FAIL") + ("" if r["dataset_top1"] is None
+                                                        else f" (held-out top-1 {r['dataset_top1']:.1%})"))
+    Console(width=200).print(t)
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all(r.get("passed", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
