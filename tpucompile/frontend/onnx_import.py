@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper, shape_inference
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import one_line, resolve_auto_pad
+from tpucompile.ops.reshape import vector_inputs_as_nchw
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
@@ -133,7 +134,7 @@ def _import(model: onnx.ModelProto) -> Graph:
     for nd in nodes:
         if nd.attrs.get("auto_pad") is not None:
             nd.attrs = resolve_auto_pad(nd, tensors)
-    nodes = _vector_inputs_as_nchw(tensors, nodes, inputs)
+    nodes = vector_inputs_as_nchw(tensors, nodes, inputs)
     graph = prune(Graph(tensors, nodes, inputs, [o.name for o in g.output]))
     for name in graph.inputs:
         if graph.tensors[name].dtype != "float32":
@@ -142,24 +143,6 @@ def _import(model: onnx.ModelProto) -> Graph:
     verify(graph)
     check_activation_footprint(graph)
     return graph
-
-
-def _vector_inputs_as_nchw(tensors: dict, nodes: list, inputs: list) -> list:
-    """A (1, K) graph input (an MLP's) becomes the NCHW tensor (1, K, 1, 1) of the same name and
-    bytes, read by the graph through an ``Alias`` with the (1, K) view (so a Gemm on it is a 1x1
-    Conv on the input itself). The binary's input is then (1, K, 1, 1); ``golden.quantize_input``
-    and the cosim accept the (1, K) array."""
-    out = list(nodes)
-    for name in inputs:
-        t = tensors[name]
-        if len(t.shape) == 2 and t.shape[0] == 1:
-            flat = f"{name}__2d"
-            tensors[flat] = Tensor(flat, t.shape, t.dtype, onnx_name=name)
-            tensors[name] = Tensor(name, (1, t.shape[1], 1, 1), t.dtype)
-            for nd in out:
-                nd.inputs = [flat if i == name else i for i in nd.inputs]
-            out.insert(0, Node("Alias", f"{name}__view", [name], [flat]))
-    return out
 
 
 def _check_node(idx: int, n, opset: int) -> str:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpucompile.ir import Node
+from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import bad_attr, is_fc_view
 from tpucompile.ops.registry import OpDef
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "vector_inputs_as_nchw"]
 
 
 def _import_reshape(node, a: dict, opset: int) -> dict:
@@ -70,6 +70,24 @@ def _canonicalize(graph, node, producers) -> list:
     if is_fc_view(a, b) or is_fc_view(b, a):
         return [Node("Alias", node.name, [node.inputs[0]], node.outputs)]
     return [node]
+
+
+def vector_inputs_as_nchw(tensors: dict, nodes: list, inputs: list) -> list:
+    """A (1, K) graph input (an MLP's) becomes the NCHW tensor (1, K, 1, 1) of the same name and
+    bytes, read by the graph through an ``Alias`` with the (1, K) view (so a Gemm on it is a 1x1
+    Conv on the input itself). The binary's input is then (1, K, 1, 1); ``golden.quantize_input``
+    and the cosim accept the (1, K) array."""
+    out = list(nodes)
+    for name in inputs:
+        t = tensors[name]
+        if len(t.shape) == 2 and t.shape[0] == 1:
+            flat = f"{name}__2d"
+            tensors[flat] = Tensor(flat, t.shape, t.dtype, onnx_name=name)
+            tensors[name] = Tensor(name, (1, t.shape[1], 1, 1), t.dtype)
+            for nd in out:
+                nd.inputs = [flat if i == name else i for i in nd.inputs]
+            out.insert(0, Node("Alias", f"{name}__view", [name], [flat]))
+    return out
 
 
 def _quantize_alias(q, node) -> None:

@@ -11,6 +11,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from tpucompile.frontend.onnx_import import runtime_inputs
+from tpucompile.ops.common import activation_params
 from tpusim.arch.errors import CompileError
 
 __all__ = ["calibrate", "check_host_memory", "session_input", "session_with_outputs", "CALIB_METHODS", "DEFAULT_PERCENTILE"]
@@ -137,7 +138,6 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
 
 
 def _qdq(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    from tpucompile.ops.common import activation_params
     scale, zp = activation_params(lo, hi)
     return (np.clip(np.round(v / scale) + zp, -128, 127) - zp) * scale
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
+from cocotb_tests.harness import run_rtl
 from tpucompile import golden
 from tpucompile.driver import logits_name
 from tpucompile.quantize.calibrate import session_input, session_with_outputs
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.sim import run_binary
 
-__all__ = ["evaluate", "dataset_text"]
+__all__ = ["evaluate"]
 
 
 def _top1(logits) -> int:
@@ -50,7 +51,6 @@ def evaluate(qg, binary, binary_path: Path, cfg, onnx_model, xs, ys, simpy_n: in
             res["simpy_correct"] += _top1(s) == ys[i]
             res["simpy_vs_golden_images"] += not np.array_equal(s, g)
         if i < rtl_n:
-            from cocotb_tests.harness import run_rtl
             r = run_rtl(binary_path, cfg, {in_name: x_dev}, (out or binary_path.parent) / "rtl_dataset")
             o = r.outputs.get(d0.name)
             res["rtl_correct"] += o is not None and _top1(o) == ys[i]
@@ -61,14 +61,3 @@ def evaluate(qg, binary, binary_path: Path, cfg, onnx_model, xs, ys, simpy_n: in
     res["simpy_top1"] = res["simpy_correct"] / simpy_n if simpy_n else None
     res["rtl_top1"] = res["rtl_correct"] / rtl_n if rtl_n else None
     return res
-
-
-def dataset_text(d: dict) -> str:
-    """The verdict's dataset row."""
-    parts = [f"top-1 over {d['images']} held-out images: FP32 {d['fp32_top1']:.2%}, int8 golden {d['golden_top1']:.2%}"]
-    if d.get("simpy_images"):
-        parts.append(f"SimPy {d['simpy_top1']:.2%} on {d['simpy_images']} ({d['simpy_vs_golden_images']} differ "
-                     "from golden)")
-    if d.get("rtl_images"):
-        parts.append(f"RTL {d['rtl_top1']:.2%} on {d['rtl_images']} ({d['rtl_vs_golden_images']} differ from golden)")
-    return ", ".join(parts)

@@ -100,6 +100,17 @@ def accuracy_text(a: dict) -> str:
     return "int8 vs FP32 output: " + ", ".join(parts)
 
 
+def dataset_text(d: dict) -> str:
+    """The verdict's dataset row."""
+    parts = [f"top-1 over {d['images']} held-out images: FP32 {d['fp32_top1']:.2%}, int8 golden {d['golden_top1']:.2%}"]
+    if d.get("simpy_images"):
+        parts.append(f"SimPy {d['simpy_top1']:.2%} on {d['simpy_images']} ({d['simpy_vs_golden_images']} differ "
+                     "from golden)")
+    if d.get("rtl_images"):
+        parts.append(f"RTL {d['rtl_top1']:.2%} on {d['rtl_images']} ({d['rtl_vs_golden_images']} differ from golden)")
+    return ", ".join(parts)
+
+
 def layer_accuracy_text(la: dict) -> str:
     """The accuracy row's per-layer part: how many layers, the lowest SQNR and where."""
     if not la.get("layers"):
@@ -146,7 +157,6 @@ def render(v: Verdict) -> None:
     if a:
         t.add_row("accuracy", accuracy_text(a) + layer_accuracy_text(v.layer_accuracy), "")
     if v.dataset:
-        from tpusim.flow.dataset_eval import dataset_text
         t.add_row("dataset", dataset_text(v.dataset), ok if v.outputs_ok else bad)
     tm = v.times_s
     parts = [f"{k} {tm[k]:.1f}" for k in ("compile", "golden", "fp32", "simpy", "rtl_build", "rtl_run") if k in tm]
