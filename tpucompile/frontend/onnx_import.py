@@ -99,7 +99,7 @@ def _import(model: onnx.ModelProto) -> Graph:
             errors.append((n.op_type, e))
     if errors:
         raise unsupported_report(errors)
-    model = _checked_and_inferred(model)
+    inferred = _checked_and_inferred(model).graph
     g = model.graph
     tensors: dict = {}
     for init in g.initializer:
@@ -112,7 +112,7 @@ def _import(model: onnx.ModelProto) -> Graph:
             raise CompileError(f"initializer {init.name!r} (dims {list(init.dims)}) holds "
                                f"{int((~np.isfinite(arr)).sum())} non-finite values (NaN or infinity)")
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), str(arr.dtype), arr)
-    infos = {v.name: v for v in list(g.input) + list(g.value_info) + list(g.output)}
+    infos = {v.name: v for v in list(inferred.input) + list(inferred.value_info) + list(inferred.output)}
     inputs = [i.name for i in g.input if i.name not in tensors]
     if len(inputs) != 1:
         raise CompileError(f"the model has {len(inputs)} graph inputs {inputs} (initializers excluded); "
@@ -196,15 +196,17 @@ def _check_input_dtypes(model: onnx.ModelProto) -> None:
 
 def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     """Graph inputs with a shape, then onnx.checker, then strict shape/type inference; returns
-    the model with inferred shapes. The checker runs on a copy whose untyped-shape graph outputs
-    get an empty shape (many exporters leave output shapes to inference, which the checker
-    would refuse). Any failure is a CompileError quoting the ONNX message (naming the node)."""
+    the model with inferred shapes, its large weights as typed graph inputs instead of
+    initializers (``_without_big_weights``: the checks and inference never serialize them; their
+    data is checked where the importer reads it). The checker runs on a copy whose untyped-shape
+    graph outputs get an empty shape (many exporters leave output shapes to inference, which the
+    checker would refuse). Any failure is a CompileError quoting the ONNX message (naming the
+    node)."""
     inits = {i.name for i in model.graph.initializer}
     for vi in model.graph.input:
         if vi.name not in inits and not vi.type.tensor_type.HasField("shape"):
             raise CompileError(f"graph input {vi.name!r} has no shape; only static shapes are supported")
-    c = onnx.ModelProto()
-    c.CopyFrom(model)
+    c = _without_big_weights(model)
     for vi in c.graph.output:
         if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
             vi.type.tensor_type.shape.SetInParent()
@@ -212,15 +214,49 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(c)
     except Exception as e:  # onnx.checker.ValidationError (and a few C++ exceptions)
         raise CompileError(f"model fails onnx.checker: {one_line(e)}") from None
+    light = _without_big_weights(model)
     try:
-        shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        return shape_inference.infer_shapes(model)
+        shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
+        return shape_inference.infer_shapes(light)
     except Exception as e:  # onnx.shape_inference.InferenceError
         first = one_line(e).replace("[ShapeInferenceError] Inference error(s): ", "")
         first = "(op_type:" + first.split("(op_type:")[1].strip() if "(op_type:" in first else first
         raise CompileError(f"ONNX shape/type inference failed: {first}") from None
 
 
+
+
+#: initializers of more elements than this leave the model the checker and shape inference see
+#: (shapes that depend on values -- Reshape shapes, axes, pads -- come from small ones)
+BIG_WEIGHT_ELEMENTS = 4096
+
+
+def _without_big_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose float initializers of more than BIG_WEIGHT_ELEMENTS elements are
+    typed graph inputs of the same name, dtype and shape (vgg19: 548 MB that onnx.checker and
+    shape inference would otherwise serialize three times)."""
+    c = onnx.ModelProto()
+    g = model.graph
+    big = [i for i in g.initializer if i.data_type == onnx.TensorProto.FLOAT and int(np.prod(i.dims, dtype=np.int64)) > BIG_WEIGHT_ELEMENTS]
+    if not big:
+        c.CopyFrom(model)
+        return c
+    names = {i.name for i in big}
+    keep = [i for i in g.initializer if i.name not in names]
+    c.CopyFrom(onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
+                               producer_name=model.producer_name, domain=model.domain,
+                               model_version=model.model_version))
+    c.graph.name = g.name
+    c.graph.node.extend(g.node)
+    c.graph.initializer.extend(keep)
+    c.graph.input.extend(g.input)
+    listed = {vi.name for vi in g.input}
+    c.graph.input.extend(helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+                         for i in big if i.name not in listed)
+    c.graph.output.extend(g.output)
+    c.graph.value_info.extend(g.value_info)
+    c.functions.extend(model.functions)
+    return c
 
 
 def check_activation_footprint(graph: Graph) -> None:

@@ -155,7 +155,7 @@ def _quantize(q, node) -> None:
         raise CompileError(f"node {node.name!r} (Conv): weight of shape {w.shape} and bias of shape "
                            f"{b.shape} do not describe a 2-D convolution with {w.shape[0]} outputs")
     sy, zy = q.out_params(node)
-    qw, sw = weight_params(w.astype(np.float64))
+    qw, sw = weight_params(w)          # float64 arithmetic inside, no float64 copy of w
     bq = np.round(b.astype(np.float64) / (qt.scale * sw))
     beff = bq - qt.zero_point * qw.reshape(qw.shape[0], -1).astype(np.int64).sum(axis=1)
     if np.abs(beff).max(initial=0) > arith.INT32_MAX:
