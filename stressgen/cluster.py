@@ -57,6 +57,10 @@ class ClusterSpec:
             raise CampaignError(f"--jobs must be at least 1, got {self.jobs}")
         if self.connect_timeout_s <= 0:
             raise CampaignError(f"--connect-timeout must be positive seconds, got {self.connect_timeout_s}")
+        if self.scheduler is not None and "://" in self.scheduler and \
+                self.scheduler.split("://", 1)[0] not in SCHEDULER_SCHEMES:
+            raise CampaignError(f"--scheduler {self.scheduler}: unknown address scheme "
+                                f"{self.scheduler.split('://', 1)[0]!r} (tcp://HOST:PORT or tls://HOST:PORT)")
         tls = {"--tls-ca-file": self.tls_ca_file, "--tls-cert": self.tls_cert, "--tls-key": self.tls_key}
         given = {k: v for k, v in tls.items() if v}
         if given and self.scheduler is None:
@@ -76,6 +80,10 @@ class ClusterSpec:
             return Security()
         return Security(tls_ca_file=self.tls_ca_file, tls_client_cert=self.tls_cert,
                         tls_client_key=self.tls_key, require_encryption=True)
+
+
+#: Dask's communication schemes a --scheduler address may name
+SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 
 
 def local_cluster(jobs: int, local_directory: str | Path | None = None, **kw) -> LocalCluster:

@@ -174,6 +174,8 @@ class ResultsDb:
         self.path = Path(path)
         if self.path.is_dir():
             raise DbError(f"{self.path}: is a folder, expected a results database file")
+        if self.path.exists() and not self.path.is_file():
+            raise DbError(f"{self.path}: not a regular file (a device or a pipe), expected a results database file")
         if (read_only or not create) and not self.path.is_file():
             raise DbError(f"{self.path}: no such results database")
         if read_only:

@@ -191,3 +191,8 @@ def test_run_refuses_a_foreign_sqlite_database(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{db}: an SQLite database of something else (tables: foo)" in err and err.count("\n") == 1
     assert db.read_bytes() == before
+
+
+def test_db_that_is_a_device_is_named_so(capsys):
+    assert main(["report", "--db", "/dev/null"]) == 2
+    assert "/dev/null: not a regular file (a device or a pipe)" in capsys.readouterr().err

@@ -415,3 +415,10 @@ def test_ctrl_c_to_the_process_group_is_one_line(tmp_path):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert err.startswith("stressgen: interrupted: ") and err.count("\n") == 1, err
+
+
+def test_unknown_scheduler_scheme_is_refused_at_once(tmp_path, capsys):
+    assert main(["run", "--seed", "1", "--count", "2", "--no-rtl", "--db", str(tmp_path / "s.db"),
+                 "--scheduler", "bogus://x", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--scheduler bogus://x: unknown address scheme 'bogus' (tcp://HOST:PORT or tls://HOST:PORT)" in err
