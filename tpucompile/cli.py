@@ -18,7 +18,6 @@ from tpucompile import inputs
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model
 from tpucompile.quantize import compile_model
-from tpucompile.quantize.calibrate import CALIB_METHODS
 from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
@@ -40,11 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--output", required=True, help="output .tpubin")
     ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after every front-end and back-end "
                                                      "pass (NN_<pass>.mlir/.txt), the program and meta")
-    ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
-                    help="N built-in photographs (default 4; seeded noise for a non-image model), a folder "
-                         "of images, or an .npy/.npz stack of samples")
-    ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
-                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
+    inputs.add_calib_options(ap)
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
@@ -52,14 +47,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         cfg = load_config(a.hw)
-        try:
-            calib = int(a.calib)
-        except ValueError:
-            calib = Path(a.calib)
-        else:
-            if not 1 <= calib <= 25:
-                raise CompileError(f"--calib must be between 1 and 25 built-in images (or a folder / .npy/.npz "
-                                   f"file), got {calib}")
+        calib = inputs.calib_arg(a.calib)
         p = Path(a.model)
         if a.model in MODELS and not p.exists():
             model = load_model(a.model)

@@ -24,15 +24,38 @@ import numpy as np
 
 from tpucompile import realdata
 from tpucompile.frontend.onnx_import import runtime_inputs
+from tpucompile.quantize.calibrate import CALIB_METHODS
 from tpusim.arch.errors import CompileError
 
-__all__ = ["input_spec", "load_input", "load_calib", "model_data", "IMAGE_SUFFIXES", "MAX_CALIB"]
+__all__ = ["input_spec", "load_input", "load_calib", "model_data", "calib_arg", "add_calib_options", "IMAGE_SUFFIXES", "MAX_CALIB"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 #: most calibration samples taken from a file or folder (calibration runs onnxruntime on each)
 MAX_CALIB = 256
 NOISE_NOTE = ("the model's input is not a 3-channel image: accuracy is measured on seeded noise "
               "(--input FILE.npy and --calib DIR|FILE give it real data)")
+
+
+def add_calib_options(ap) -> None:
+    """``--calib N|DIR|FILE`` (read with ``calib_arg``) and ``--calib-method`` on an argparse parser."""
+    ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
+                    help="N built-in photographs (1..25, default 4; seeded noise for a non-image model), "
+                         "a folder of images, or an .npy/.npz stack of samples")
+    ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
+                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
+
+
+def calib_arg(text: str):
+    """The ``--calib`` option: an int count of built-in photographs (1..25) or a path (Path);
+    CompileError for a count out of range."""
+    try:
+        n = int(text)
+    except ValueError:
+        return Path(text)
+    if not 1 <= n <= 25:
+        raise CompileError(f"--calib must be between 1 and 25 built-in calibration images (or a folder / "
+                           f".npy/.npz file), got {n}")
+    return n
 
 
 def input_spec(model) -> tuple[str, tuple]:

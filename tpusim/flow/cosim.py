@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cocotb_tests.harness import run_rtl
-from tpucompile import driver, fp32, golden
-from tpucompile.quantize.calibrate import CALIB_METHODS
+from tpucompile import driver, fp32, golden, inputs
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
@@ -243,18 +242,6 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     return v
 
 
-def _calib_arg(text: str):
-    """``--calib``: an int count of built-in photographs (1..25) or a path."""
-    try:
-        n = int(text)
-    except ValueError:
-        return Path(text)
-    if not 1 <= n <= 25:
-        raise TpuError(f"--calib must be between 1 and 25 built-in calibration images (or a folder / "
-                       f".npy/.npz file), got {n}")
-    return n
-
-
 @user_errors("cosim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
@@ -266,11 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", type=Path, default=None, metavar="FILE",
                     help="the test input: .npy, or .npz (under the input's name); default: a built-in "
                          "photograph for an image model, else seeded noise")
-    ap.add_argument("--calib", default="4", metavar="N|DIR|FILE",
-                    help="N built-in photographs (1..25, default 4), a folder of images, or an .npy/.npz "
-                         "stack of samples")
-    ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
-                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
+    inputs.add_calib_options(ap)
     ap.add_argument("--dataset-simpy", type=int, default=None, metavar="N",
                     help="dataset models (digits): held-out images run on SimPy (default all)")
     ap.add_argument("--dataset-rtl", type=int, default=10, metavar="N",
@@ -283,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
     a = ap.parse_args(argv)
-    a.calib = _calib_arg(a.calib)
+    a.calib = inputs.calib_arg(a.calib)
     if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
     out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
