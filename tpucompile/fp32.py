@@ -6,7 +6,7 @@ import onnx
 
 from tpucompile.quantize.calibrate import session_input, session_with_outputs
 
-__all__ = ["run_fp32", "compare", "layer_accuracy", "LAYER_COLUMNS"]
+__all__ = ["run_fp32", "compare", "error_metrics", "layer_accuracy", "LAYER_COLUMNS"]
 
 
 def run_fp32(model: onnx.ModelProto, x: np.ndarray, names=None) -> dict:
@@ -34,6 +34,22 @@ def compare(test: np.ndarray, ref: np.ndarray) -> dict:
             "top5_overlap": len(set(ta) & set(tb)) / k, "top1_in_top5": bool(tb[0] in set(ta))}
 
 
+def error_metrics(test: np.ndarray, ref: np.ndarray) -> dict:
+    """A dequantized int8 tensor against its FP32 reference (any shapes of one size): ``max_abs``,
+    ``sqnr_db`` = 10 log10(sum f^2 / sum (q - f)^2) (inf if equal, -inf for an all-zero reference
+    that differs), and ``cosine``, or ``constant_fp32`` True instead when the reference is constant
+    (peak-to-peak <= 1e-6 of its magnitude: a cosine would say nothing)."""
+    a = np.asarray(test, np.float64).reshape(-1)
+    b = np.asarray(ref, np.float64).reshape(-1)
+    err, sig = float(np.sum((a - b) ** 2)), float(np.sum(b ** 2))
+    out = {"max_abs": float(np.abs(a - b).max(initial=0.0)),
+           "sqnr_db": float("inf") if err == 0 else (float(10 * np.log10(sig / err)) if sig > 0 else float("-inf"))}
+    if np.ptp(b) <= 1e-6 * max(1.0, float(np.abs(b).max(initial=0.0))):
+        return {**out, "constant_fp32": True}
+    out["cosine"] = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+    return out
+
+
 #: columns of ``layer_accuracy`` rows (the cosim's layers_accuracy.csv)
 LAYER_COLUMNS = ("index", "layer", "op", "onnx_tensor", "shape", "scale", "zero_point", "sqnr_db", "cosine",
                  "max_abs_error", "fp32_min", "fp32_max", "saturated_fraction")
@@ -55,8 +71,8 @@ def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) 
 
     qg: the QGraph; golden_env: ``golden.run_golden``'s {device tensor: int8 NCHW}; model: the
     float ONNX model. Returns one dict per device op whose output has an ONNX name, in graph
-    order, with LAYER_COLUMNS: ``sqnr_db`` = 10 log10(sum f^2 / sum (q - f)^2) (inf if equal),
-    ``cosine`` (None for a constant FP32 tensor), ``saturated_fraction`` = share of int8 codes at
+    order, with LAYER_COLUMNS: ``sqnr_db``, ``cosine`` (None for a constant FP32 tensor) and
+    ``max_abs_error`` of ``error_metrics``, ``saturated_fraction`` = share of int8 codes at
     127, or -128 unless that is the zero point (clipping by the calibrated range shows here). Ops without an ONNX name (a Gemm's
     internal (1, N, 1, 1) view) are left out. Raises ValueError if a tensor's sizes disagree.
     """
@@ -72,16 +88,10 @@ def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) 
         if f.size != q.size:
             raise ValueError(f"layer {op.name!r}: FP32 {onnx_of[op.out]!r} has {f.size} values, int8 {q.size}")
         d = (q.astype(np.float64) - t.zero_point) * t.scale
-        f = f.reshape(d.shape)
-        err = float(((d - f) ** 2).sum())
-        sig = float((f ** 2).sum())
-        den = float(np.linalg.norm(d) * np.linalg.norm(f))
+        m = error_metrics(d, f)
         rows.append({"index": i, "layer": op.name, "op": type(op).__name__, "onnx_tensor": onnx_of[op.out],
                      "shape": "x".join(str(int(s)) for s in t.shape), "scale": float(t.scale),
-                     "zero_point": int(t.zero_point),
-                     "sqnr_db": float("inf") if err == 0 else (10 * np.log10(sig / err) if sig > 0 else float("-inf")),
-                     "cosine": float((d.ravel() @ f.ravel()) / den) if den > 0 and np.ptp(f) > 0 else None,
-                     "max_abs_error": float(np.abs(d - f).max()), "fp32_min": float(f.min()),
-                     "fp32_max": float(f.max()),
+                     "zero_point": int(t.zero_point), "sqnr_db": m["sqnr_db"], "cosine": m.get("cosine"),
+                     "max_abs_error": m["max_abs"], "fp32_min": float(f.min()), "fp32_max": float(f.max()),
                      "saturated_fraction": float(((q == 127) | ((q == -128) & (t.zero_point != -128))).mean())})
     return rows

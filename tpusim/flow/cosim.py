@@ -37,17 +37,13 @@ def _progress():
 
 
 def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
-    """Dequantized device output vs onnxruntime FP32: max |error|, SQNR (dB) = 10 log10(sum f^2 /
-    sum (q - f)^2); cosine unless the FP32 output is constant (then ``constant_fp32``: a cosine
-    would say nothing); top-1/top-5 only for a classifier output, shape (1, N) with N >= 2."""
+    """Dequantized device output vs onnxruntime FP32: ``fp32.error_metrics`` (max |error|, SQNR,
+    cosine or ``constant_fp32``), and top-1/top-5 for a classifier output, shape (1, N), N >= 2."""
+    out = fp32.error_metrics(logits_q, logits_f)
+    if out.get("constant_fp32"):
+        return out
     a = logits_q.reshape(-1).astype(np.float64)
     b = logits_f.reshape(-1).astype(np.float64)
-    err = float(np.sum((a - b) ** 2))
-    out = {"max_abs": float(np.abs(a - b).max(initial=0.0)),
-           "sqnr_db": float(10 * np.log10(np.sum(b ** 2) / err)) if err > 0 else float("inf")}
-    if np.ptp(b) <= 1e-6 * max(1.0, float(np.abs(b).max(initial=0.0))):
-        return {**out, "constant_fp32": True}
-    out["cosine"] = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
     if np.asarray(logits_f).ndim == 2 and logits_f.shape[0] == 1 and logits_f.shape[1] >= 2:
         t5a, t5b = np.argsort(-a)[:5], np.argsort(-b)[:5]
         out.update({"top1_int8": int(t5a[0]), "top1_fp32": int(t5b[0]),
