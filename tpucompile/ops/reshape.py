@@ -11,7 +11,7 @@ from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import bad_attr, is_fc_view
 from tpucompile.ops.registry import OpDef
 
-__all__ = ["OPS", "vector_inputs_as_nchw"]
+__all__ = ["OPS", "fold_reshape", "vector_inputs_as_nchw"]
 
 
 def _import_reshape(node, a: dict, opset: int) -> dict:
@@ -24,7 +24,7 @@ def _import_flatten(node, a: dict, opset: int) -> dict:
     return {"axis": 1}
 
 
-def _fold_reshape(node, x, shape):
+def fold_reshape(node, x, shape):
     """ONNX Reshape: a 0 copies the input's dimension."""
     shape = [int(s) for s in shape]
     shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
@@ -96,7 +96,7 @@ def _quantize_alias(q, node) -> None:
 
 
 OPS = (
-    OpDef("Reshape", import_node=_import_reshape, fold=_fold_reshape, canonicalize=_canonicalize),
+    OpDef("Reshape", import_node=_import_reshape, fold=fold_reshape, canonicalize=_canonicalize),
     OpDef("Flatten", import_node=_import_flatten, fold=_fold_flatten, canonicalize=_canonicalize),
     OpDef("Unsqueeze", import_node=_import_axes, fold=_fold_unsqueeze),
     OpDef("Squeeze", import_node=_import_axes, fold=_fold_squeeze),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpucompile.ops import reshape
 from tpucompile.ops.common import bad_attr
 from tpucompile.ops.registry import OpDef
 
@@ -27,17 +28,6 @@ def _import(node, a: dict, opset: int) -> dict:
 
 def _fold(node, x):
     return np.transpose(x, node.attrs.get("perm"))
-
-
-def _reshape_target(graph, node, shape_in) -> tuple | None:
-    shape = graph.const(node.inputs[1]) if len(node.inputs) > 1 else None
-    if shape is None:
-        return None
-    dims = [shape_in[i] if int(s) == 0 else int(s) for i, s in enumerate(np.asarray(shape).reshape(-1))]
-    if dims.count(-1) == 1:
-        known = int(np.prod([d for d in dims if d != -1]))
-        dims[dims.index(-1)] = int(np.prod(shape_in)) // max(known, 1)
-    return tuple(dims) if int(np.prod(dims)) == int(np.prod(shape_in)) else None
 
 
 def channel_permutation(graph, producers, name: str):
@@ -66,10 +56,13 @@ def channel_permutation(graph, producers, name: str):
                 return None
             idx = np.transpose(idx, perm)
         else:
-            target = _reshape_target(graph, n, idx.shape)
-            if target is None:
+            shape = graph.const(n.inputs[1]) if len(n.inputs) > 1 else None
+            if shape is None:
                 return None
-            idx = idx.reshape(target)
+            try:
+                idx = reshape.fold_reshape(n, idx, shape)    # ONNX Reshape (0 copies a dimension)
+            except ValueError:
+                return None
     if tuple(idx.shape) != tuple(src_shape):
         return None
     c, hw = src_shape[1], src_shape[2] * src_shape[3]
