@@ -90,14 +90,17 @@ def local_cluster(jobs: int, local_directory: str | Path | None = None, **kw) ->
     """J worker processes, 1 thread each, everything on 127.0.0.1, no dashboard. The worker
     processes start with SIGINT ignored (a disposition that survives exec), so a Ctrl-C at the
     terminal, sent to the whole process group, reaches the client alone: it stops the campaign
-    and closes the cluster, without a KeyboardInterrupt traceback from every worker."""
+    and closes the cluster, without a KeyboardInterrupt traceback from every worker. Dask's own
+    logs are silenced below CRITICAL: while the cluster closes, a worker whose heartbeat meets the
+    closed scheduler logs a CommClosedError traceback at ERROR, which is shutdown noise; a task's
+    real failure reaches the campaign as the task's exception, not through these logs."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")      # e.g. "Port 8787 is already in use"
             return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
                                 dashboard_address=None, local_directory=local_directory and str(local_directory),
-                                silence_logs=logging.ERROR, **kw)
+                                silence_logs=logging.CRITICAL, **kw)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
