@@ -112,7 +112,8 @@ module tpu_decoder
       OP_LOAD_QREG,
       OP_REQUANT,
       OP_POOL,
-      OP_ADD:          engine = 2'(ENG_VPU);
+      OP_ADD,
+      OP_LUT:          engine = 2'(ENG_VPU);
       default:         begin is_engine = 1'b0; is_reserved = 1'b1; end
     endcase
   end

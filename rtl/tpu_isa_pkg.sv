@@ -87,6 +87,7 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_REQUANT                    = 8'h08;
   localparam logic [7:0] OP_POOL                       = 8'h09;
   localparam logic [7:0] OP_ADD                        = 8'h0A;
+  localparam logic [7:0] OP_LUT                        = 8'h0B;
 
   // device error codes (error_code_o; 0 = no error), docs/architecture.md "Device errors"
   localparam logic [7:0] ERR_RESERVED_OPCODE           = 8'd1;  // decoder, at dispatch
@@ -360,6 +361,27 @@ package tpu_isa_pkg;
     return add_t'(w[ADD_USED_BITS-1:HEADER_BITS]);
   endfunction
 
+  // LUT (opcode 0x0B, VPU)
+  localparam int unsigned LUT_SRC_ADDR_LSB                   = 16;  // [31:16]
+  localparam int unsigned LUT_SRC_ADDR_BITS                  = 16;
+  localparam int unsigned LUT_DST_ADDR_LSB                   = 32;  // [47:32]
+  localparam int unsigned LUT_DST_ADDR_BITS                  = 16;
+  localparam int unsigned LUT_COUNT_LSB                      = 48;  // [63:48]
+  localparam int unsigned LUT_COUNT_BITS                     = 16;
+  localparam int unsigned LUT_TABLE_ADDR_LSB                 = 64;  // [79:64]
+  localparam int unsigned LUT_TABLE_ADDR_BITS                = 16;
+  localparam int unsigned LUT_USED_BITS                      = 80;  // bits above are zero
+  // lut_t = lut_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [15:0] table_addr;  // [79:64]
+    logic [15:0] count;       // [63:48]
+    logic [15:0] dst_addr;    // [47:32]
+    logic [15:0] src_addr;    // [31:16]
+  } lut_t;
+  function automatic lut_t lut_fields(input logic [INSTR_BITS-1:0] w);
+    return lut_t'(w[LUT_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
   // unused_bits_set(instr): a bit above the opcode's last field is set (ERR_UNUSED_BITS;
   // 0 for a reserved opcode)
   function automatic logic unused_bits_set(input logic [INSTR_BITS-1:0] w);
@@ -375,6 +397,7 @@ package tpu_isa_pkg;
       OP_REQUANT:      set = |w[INSTR_BITS-1:REQUANT_USED_BITS];
       OP_POOL:         set = |w[INSTR_BITS-1:POOL_USED_BITS];
       OP_ADD:          set = |w[INSTR_BITS-1:ADD_USED_BITS];
+      OP_LUT:          set = |w[INSTR_BITS-1:LUT_USED_BITS];
       default:         set = 1'b0;
     endcase
     return set;

@@ -1,4 +1,4 @@
-// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL and ADD (start/done protocol), drives
+// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD and LUT (start/done protocol), drives
 // SRAM requester 3, reads the accumulator through the MXU's read port, contains tpu_quant_regs.
 //
 // Ports:
@@ -23,8 +23,11 @@
 //   REQUANT: k < P: read table word param_addr+k; then write dst_addr+i (i = k-P).
 //   POOL:    per output (y, x): win_w*win_h tap reads (ty outer, tx inner), then 1 write.
 //   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
-// The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i]
-// arrives in the same cycle as the write that needs it and is used combinationally.
+//   LUT:     k < LUT_WORDS: read table word table_addr+k; then per i: read src_addr+i, write
+//            dst_addr+i.
+// The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i] /
+// src[i] arrives in the same cycle as the write that needs it and is used combinationally (the
+// LUT table's last word arrives one cycle before the first write and is registered).
 // Arithmetic: bit-exact tpusim/arch/arith.py (gemmlowp SRDHM + RoundingDivideByPOT), defined for every
 // int8 shift: a left shift above 31 saturates (x != 0), a right shift above 31 gives 0 (exact:
 // |SRDHM result| < 2^31; tpusim.arch.arith.shift_amounts).
@@ -39,6 +42,7 @@ module tpu_vpu
   parameter int unsigned Banks      = tpu_cfg_pkg::SRAM_BANKS,
   parameter int unsigned BankWords  = tpu_cfg_pkg::BANK_WORDS,
   parameter int unsigned ParamWords = tpu_cfg_pkg::PARAM_WORDS,
+  parameter int unsigned LutWords   = tpu_cfg_pkg::LUT_WORDS,
   localparam int unsigned WordBits  = WordBytes * 8
 ) (
   input  logic                 clk_i,
@@ -61,9 +65,13 @@ module tpu_vpu
 );
 
   localparam int unsigned P = ParamWords;
+  localparam int unsigned T = LutWords;
 
   if (Cols != WordBytes) begin : g_check_square
     $error("tpu_vpu: Cols (%0d) must equal WordBytes (%0d)", Cols, WordBytes);
+  end
+  if (T * WordBytes < 256 || (T - 1) * WordBytes >= 256) begin : g_check_lut
+    $error("tpu_vpu: LutWords (%0d) != ceil(256 / WordBytes (%0d))", T, WordBytes);
   end
   if (P * WordBytes != 9 * Cols) begin : g_check_param
     $error("tpu_vpu: ParamWords*WordBytes (%0d) != 9*Cols (%0d)", P * WordBytes, 9 * Cols);
@@ -131,20 +139,23 @@ module tpu_vpu
 
   // ================================================================ instruction fields
   logic [7:0] opcode;
-  logic       is_lq, is_rq, is_pool, is_add;
+  logic       is_lq, is_rq, is_pool, is_add, is_lut;
   load_qreg_t lq;
   requant_t   rq;
   pool_t      pl;           // pl.mode: 0 max, 1 average
   add_t       ad;
+  lut_t       lu;
   assign opcode  = opcode_of(instr_i);
   assign is_lq   = opcode == OP_LOAD_QREG;
   assign is_rq   = opcode == OP_REQUANT;
   assign is_pool = opcode == OP_POOL;
   assign is_add  = opcode == OP_ADD;
+  assign is_lut  = opcode == OP_LUT;
   assign lq      = load_qreg_fields(instr_i);
   assign rq      = requant_fields(instr_i);
   assign pl      = pool_fields(instr_i);
   assign ad      = add_fields(instr_i);
+  assign lu      = lut_fields(instr_i);
 
   // ================================================================ quant registers
   logic [2:0]       q_en;
@@ -237,6 +248,11 @@ module tpu_vpu
              | span(34'(ad.src_b), 34'(ad.src_b) + 34'(ad.count) - 34'd1)
              | span(34'(ad.dst_addr), 34'(ad.dst_addr) + 34'(ad.count) - 34'd1);
       end
+    end else if (is_lut) begin
+      len  = 17'(T) + 17'(lu.count) * 17'd2;
+      mask = span(34'(lu.table_addr), 34'(lu.table_addr) + 34'(T - 1));
+      if (lu.count != '0) mask |= span(34'(lu.src_addr), 34'(lu.src_addr) + 34'(lu.count) - 34'd1)
+                               | span(34'(lu.dst_addr), 34'(lu.dst_addr) + 34'(lu.count) - 34'd1);
     end
   end
   assign sram_len_o  = len;
@@ -244,7 +260,7 @@ module tpu_vpu
 
   logic need_req;
   logic pend_q, pend_d;
-  assign need_req   = (is_rq || is_pool || is_add) && len != '0;
+  assign need_req   = (is_rq || is_pool || is_add || is_lut) && len != '0;
   assign pend_d     = (pend_q || (start_i && need_req)) && !sram_gnt_i;
   assign sram_req_o = (start_i && need_req) || pend_q;
 
@@ -342,6 +358,8 @@ module tpu_vpu
 
   logic [15:0] rq_i;          // REQUANT output index of a write slot
   assign rq_i = 16'(k_q - 17'(P));
+  logic [16:0] lu_j;          // LUT access after the table: 2i read src[i], 2i+1 write dst[i]
+  assign lu_j = k_q - 17'(T);
 
   always_comb begin
     sram_addr_o = '0;
@@ -359,6 +377,10 @@ module tpu_vpu
         2'd1:    sram_addr_o = ad.src_b + i_q;
         default: sram_addr_o = ad.dst_addr + i_q;
       endcase
+    end else if (is_lut) begin
+      sram_we_o   = k_q >= 17'(T) && lu_j[0];
+      if (k_q < 17'(T)) sram_addr_o = lu.table_addr + 16'(k_q);
+      else              sram_addr_o = (lu_j[0] ? lu.dst_addr : lu.src_addr) + 16'(lu_j[16:1]);
     end
     if (!acc_on) sram_we_o = 1'b0;
   end
@@ -371,6 +393,7 @@ module tpu_vpu
   logic [16:0] rd_k_q;
   logic [P-1:0][WordBits-1:0] tbl_q, tbl_view;
   logic [WordBits-1:0] a_q;
+  logic [255:0][7:0]   lut_q;     // LUT table: entry k = output for input byte k
 
   for (genvar j = 0; j < P; j++) begin : g_tbl
     assign tbl_view[j] = (is_rq && rd_v_q && rd_k_q == 17'(j)) ? sram_rdata_i : tbl_q[j];
@@ -447,6 +470,8 @@ module tpu_vpu
           sram_wdata_o[n*8 +: 8] = pl.mode ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
                                                       q_shift[1], zp1)
                                            : fin_max[n];
+        end else if (is_lut) begin
+          sram_wdata_o[n*8 +: 8] = lut_q[sram_rdata_i[n*8 +: 8]];
         end else if (is_add) begin
           sram_wdata_o[n*8 +: 8] = add_lane(a_q[n*8 +: 8], sram_rdata_i[n*8 +: 8], zp0, zp1,
                                             q_mult[0], q_shift[0], q_mult[1], q_shift[1],
@@ -511,6 +536,17 @@ module tpu_vpu
   // Per-channel table: data registers, no reset; they only change when a table word arrives.
   always_ff @(posedge clk_i) begin
     if (is_rq && rd_v_q) tbl_q <= tbl_view;
+  end
+
+  // LUT table: data registers, no reset; table word j (access j < T) holds entries j*WordBytes
+  // and up (the first 256 bytes of the T words).
+  always_ff @(posedge clk_i) begin
+    if (is_lut && rd_v_q && rd_k_q < 17'(T)) begin
+      for (int b = 0; b < int'(WordBytes); b++) begin
+        if (32'(rd_k_q) * WordBytes + 32'(b) < 32'd256)
+          lut_q[8'(32'(rd_k_q) * WordBytes + 32'(b))] <= sram_rdata_i[b*8 +: 8];
+      end
+    end
   end
 
   // ================================================================ done

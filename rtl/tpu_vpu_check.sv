@@ -12,6 +12,8 @@
 //                               qreg_in or qreg_out was never loaded.
 //   ADD with count > 0:         ERR_VPU_SRAM_RANGE src_a, src_b or dst_addr + count - 1 >=
 //                               SRAM_WORDS; ERR_QREG_UNLOADED for qreg_a, qreg_b or qreg_out.
+//   LUT:     ERR_VPU_SRAM_RANGE table table_addr + LUT_WORDS - 1 (even for count 0), or (count > 0)
+//            src_addr or dst_addr + count - 1, >= SRAM_WORDS.
 // LOAD_QREG and NOP are never errors; POOL without outputs and ADD with count 0 neither.
 
 `default_nettype none
@@ -35,11 +37,13 @@ module tpu_vpu_check
   requant_t   rq;
   pool_t      pl;
   add_t       ad;
+  lut_t       lu;
   assign opcode = opcode_of(instr_i);
   assign lq     = load_qreg_fields(instr_i);
   assign rq     = requant_fields(instr_i);
   assign pl     = pool_fields(instr_i);
   assign ad     = add_fields(instr_i);
+  assign lu     = lut_fields(instr_i);
 
   logic unused_fields;  // fields that cannot make an instruction an error
   assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu};
@@ -82,6 +86,11 @@ module tpu_vpu_check
                     || past_end(w_t'(ad.dst_addr), w_t'(ad.count));
   assign ad_q_bad    = !(valid_q[ad.qreg_a] && valid_q[ad.qreg_b] && valid_q[ad.qreg_out]);
 
+  logic lu_sram_bad;
+  assign lu_sram_bad = past_end(w_t'(lu.table_addr), w_t'(LUT_WORDS))
+                    || (lu.count != '0 && (past_end(w_t'(lu.src_addr), w_t'(lu.count))
+                                           || past_end(w_t'(lu.dst_addr), w_t'(lu.count))));
+
   always_comb begin
     code_o = '0;
     unique case (opcode)
@@ -102,6 +111,7 @@ module tpu_vpu_check
           else if (ad_q_bad)  code_o = ERR_QREG_UNLOADED;
         end
       end
+      OP_LUT: if (lu_sram_bad) code_o = ERR_VPU_SRAM_RANGE;
       default: ;
     endcase
   end

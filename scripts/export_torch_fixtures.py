@@ -16,6 +16,9 @@ covered.
                                   1x3x32x32: depthwise Conv (group = C), Clip(0, 6) (ReLU6), Add
   convmix_16.*.onnx               a small net: grouped Conv (groups=4), dilated Conv (dilation 2),
                                   depthwise Conv, Hardtanh (Clip(-1, 1)), mean over H, W -> Linear
+  actmix_16.*.onnx                activations as the exporters write them: SiLU (Mul(x,
+                                  Sigmoid(x))), GELU (the Erf form), Hardswish, Hardsigmoid,
+                                  LeakyReLU, ELU, Tanh, Mish, a residual Add -> mean -> Linear
 """
 from __future__ import annotations
 
@@ -38,6 +41,29 @@ class ConvMix(nn.Module):
 
     def forward(self, x):
         x = self.depthwise(self.dilated(self.grouped(self.stem(x))))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+class ActMix(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+        def block(cin, cout, act, **kw):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, **kw), nn.BatchNorm2d(cout), act)
+        self.b1 = block(3, 16, nn.SiLU())
+        self.b2 = block(16, 16, nn.GELU())
+        self.b3 = block(16, 24, nn.Hardswish(), stride=2)
+        self.b4 = block(24, 24, nn.LeakyReLU(0.1))
+        self.b5 = block(24, 24, nn.ELU())
+        self.gate = nn.Hardsigmoid()
+        self.b6 = block(24, 32, nn.Mish(), stride=2)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.b2(self.b1(x))
+        x = self.b3(x)
+        x = x + self.b5(self.b4(x))
+        x = torch.tanh(self.b6(self.gate(x) * 2 - 1))
         return self.fc(x.mean(dim=(2, 3)))
 
 
@@ -75,6 +101,10 @@ def main() -> None:
     mix = ConvMix()
     _settle_batchnorm(mix, (1, 3, 16, 16), 3)
     _export(mix, (1, 3, 16, 16), a.out / "convmix_16")
+    torch.manual_seed(0)
+    act = ActMix()
+    _settle_batchnorm(act, (1, 3, 16, 16), 4)
+    _export(act, (1, 3, 16, 16), a.out / "actmix_16")
 
 
 if __name__ == "__main__":

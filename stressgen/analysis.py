@@ -90,6 +90,12 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         if n:
             acc += [("sram", a[f] * w, (a[f] + n) * w, False) for f in ("src_a", "src_b")]
             acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
+    elif op == "LUT":
+        n = a["count"]
+        acc.append(("sram", a["table_addr"] * w, (a["table_addr"] + cfg.lut_words) * w, False))
+        if n:
+            acc.append(("sram", a["src_addr"] * w, (a["src_addr"] + n) * w, False))
+            acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
     return acc
 
 

@@ -48,6 +48,9 @@ STATIC_BINS = (
     "dma_both_directions", "dma_compute_overlap", "ddr_raw_chain", "long_chain",
     # operations
     "pool_max", "pool_avg", "add", "relu",
+    # LUT: any, in place (dst = src), count 0 (table read only), two in a row through one output
+    # lut_index_wrap: one LUT reads inputs -128, -1, 0 and 127 (docstring of _Observer._lut)
+    "lut", "lut_in_place", "lut_count0", "lut_chain", "lut_index_wrap",
     # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
     "nop_load", "nop_store", "nop_mxu", "nop_vpu",
 )
@@ -129,6 +132,12 @@ class _Observer:
 
     def __call__(self, ev, i, **k):
         getattr(self, "_" + ev)(i, **k)
+
+    def _lut(self, i, x, table):
+        """lut_index_wrap: one LUT looks up inputs -1 and 0, entries 255 and 0 of its table (where
+        the signed input byte wraps as an unsigned index) and both extremes -128 and 127."""
+        vals = set(np.unique(x).tolist())
+        self.bins["lut_index_wrap"] += {-128, -1, 0, 127} <= vals
 
     def _weights(self, i, wts):
         nz = np.nonzero(wts)
@@ -217,7 +226,7 @@ class _Observer:
 def _static(prog, cfg, instrs, b: Counter) -> None:
     W, bank_bytes = cfg.word_bytes, cfg.bank_bytes
     feet = [footprint(ins, cfg) for ins in instrs]
-    banks, loaded, qbanks = set(), set(), set()
+    banks, loaded, qbanks, lut_outs = set(), set(), set(), set()
     for i, ins in enumerate(instrs):
         a = getattr(ins, "args", {})
         for sp, lo, hi, wr in feet[i]:
@@ -250,6 +259,12 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["pool_avg" if a["mode"] else "pool_max"] += 1
         elif ins.op == "ADD":
             b["add"] += 1
+        elif ins.op == "LUT":
+            b["lut"] += 1
+            b["lut_in_place"] += a["count"] > 0 and a["src_addr"] == a["dst_addr"]
+            b["lut_count0"] += a["count"] == 0
+            b["lut_chain"] += a["count"] > 0 and (a["src_addr"], a["count"]) in lut_outs
+            lut_outs.add((a["dst_addr"], a["count"]))
         elif ins.op == "NOP" and 0 <= a.get("engine", -1) < len(ENGINE_KEYS):
             b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):

@@ -22,7 +22,7 @@ class Ctx:
     """State of one program under construction."""
 
     def __init__(self, seed: int, cfg, chain_p: float):
-        self.cfg = cfg
+        self.cfg, self.seed = cfg, seed
         self.r = random.Random(seed)
         self.nrng = np.random.default_rng(seed)
         self.side = random.Random(f"tpusim-stress-extreme-shift:{seed}")   # only extreme shifts

@@ -171,12 +171,12 @@ def _acc_rq(prog, i, cfg, r):
     _replace(prog, i, count=n, acc_addr=max(0, cfg.acc_depth_rows - n + _past(r)))
 
 
-def _words_past(field: str, count_field: str | None = None):
-    """A VPU operand of n words (``count_field``, or the REQUANT table's param_words) that
-    runs ``_past`` words past the last SRAM word."""
+def _words_past(field: str, count_field: str | None = None, table: str = "param_words"):
+    """A VPU operand of n words (``count_field``, or the table's ``table`` words: REQUANT's
+    param_words, LUT's lut_words) that runs ``_past`` words past the last SRAM word."""
     def mutate(prog, i, cfg, r):
         a = prog.instrs[i].args
-        n = max(1, a[count_field]) if count_field else cfg.param_words
+        n = max(1, a[count_field]) if count_field else getattr(cfg, table)
         extra = {count_field: n} if count_field else {}
         _replace(prog, i, **{field: cfg.sram_words - n + _past(r)}, **extra)
     return mutate
@@ -210,6 +210,9 @@ SRAM_SUBKINDS = (
     ("vpu_sram_add_a", lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
     ("vpu_sram_add_b", lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
     ("vpu_sram_add_dst", lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
+    ("vpu_sram_lut_table", lambda ins: ins.op == "LUT", _words_past("table_addr", table="lut_words")),
+    ("vpu_sram_lut_src", lambda ins: ins.op == "LUT", _words_past("src_addr", "count")),
+    ("vpu_sram_lut_dst", lambda ins: ins.op == "LUT", _words_past("dst_addr", "count")),
     ("vpu_sram_pool_src", lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0, _pool_src),
     ("vpu_sram_pool_dst", _is_pool, _pool_dst),
 )
@@ -244,7 +247,8 @@ def _deadlock(prog, cfg, r):
 
 #: one range fault per instruction kind, for ``double_fault``
 _FAULT_OF = {"DMA_LOAD": _sram_dma, "DMA_STORE": _sram_dma, "LOAD_WEIGHTS": _sram_lw, "MATMUL": _acc_mm,
-             "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst}
+             "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst,
+             "LUT": _words_past("table_addr", table="lut_words")}
 
 
 def _faultable(ins) -> bool:

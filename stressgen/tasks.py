@@ -243,6 +243,56 @@ def qreg_alias_task(ctx):
     return task
 
 
+def lut_table_values(r, nrng) -> np.ndarray:
+    """A LUT table (int8[256], entry k for input byte k): random, identity, constant, or a
+    tabulated sigmoid-like step (what the compiler writes for Sigmoid / Tanh)."""
+    kind = r.choice(["random", "random", "identity", "constant", "sigmoid"])
+    x = (np.arange(256) + 128) % 256 - 128                         # input value of entry k
+    if kind == "identity":
+        return x.astype(np.int8)
+    if kind == "constant":
+        return np.full(256, r.randint(-128, 127), np.int8)
+    if kind == "sigmoid":
+        s = r.uniform(0.02, 0.3)
+        return np.clip(np.round(255 / (1 + np.exp(-s * x)) - 128), -128, 127).astype(np.int8)
+    return rand_i8(nrng, 256)
+
+
+def lut_task(ctx, r, nrng):
+    """LUT of ``count`` loaded words through a loaded table (1 or 2 LUTs, the second through
+    the first's output, sometimes in place; count 0 reads the table only), then store. Drawn
+    from ``r`` / ``nrng`` (side streams) apart from the space and DMA layouts."""
+    W, tw = ctx.W, ctx.cfg.lut_words
+    n = 0 if r.random() < 0.2 else r.randint(1, 24)
+    twice, in_place = r.random() < 0.3, r.random() < 0.3
+    tables = [lut_table_values(r, nrng) for _ in range(1 + twice)]
+    data = rand_i8(nrng, (max(n, 1), W))
+    task = Task(ctx, 4 + 2 * twice)
+    src = dst = 0
+    taddr: list[int] = []
+
+    def loads():
+        nonlocal src, dst
+        taddr[:] = [ctx.alloc(task, "sram", tw) for _ in tables]
+        src = ctx.alloc(task, "sram", max(n, 1))
+        dst = src if in_place else ctx.alloc(task, "sram", max(n, 1))
+        for a, t in zip(taddr, tables):
+            ctx.load(a, np.resize(t, tw * W))
+        if n:
+            ctx.load(src, data)
+
+    def compute():
+        ctx.em.emit("LUT", src_addr=src, dst_addr=dst, count=n, table_addr=taddr[0])
+        if twice:
+            ctx.em.emit("LUT", src_addr=dst, dst_addr=dst, count=n, table_addr=taddr[1])
+
+    def stores():
+        if n:
+            ctx.store(dst, n * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
 def fill_task(ctx):
     """One DMA_LOAD that writes every SRAM byte, then stores of 1-3 random chunks of it."""
     cfg, r, W = ctx.cfg, ctx.r, ctx.W
@@ -265,5 +315,5 @@ def fill_task(ctx):
     return task
 
 
-__all__ = ["matmul_task", "pool_task", "add_task", "qreg_alias_task", "fill_task", "pick_m",
+__all__ = ["matmul_task", "pool_task", "add_task", "lut_task", "qreg_alias_task", "fill_task", "pick_m",
            "PRIME_K"]

@@ -73,7 +73,7 @@ def checker_failure():
 
 
 def unsupported_op():
-    return model([helper.make_node("Sigmoid", ["x"], ["y"], name="sig0")], {})
+    return model([helper.make_node("Hardmax", ["x"], ["y"], name="sig0")], {})
 
 
 def bad_attribute(kind: str):

@@ -360,3 +360,28 @@ def inputs(shape, n, seed=1):
 
 def in_shape(model: onnx.ModelProto) -> tuple:
     return tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+
+
+def unary_lut(seed=0, opset=18):
+    """Element-wise functions on the vector unit's LUT, after Convs and after each other:
+    Conv + SiLU (Mul(x, Sigmoid(x))), Conv + HardSwish + Tanh + LeakyRelu(0.1), Conv +
+    Mul(HardSigmoid(0.25, 0.4)(x), x) + Elu + Softplus + Mish + Sigmoid:
+    x [1,3,9,10] -> y [1,6,9,10] (opset 18)."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": conv_w(rng, 6, 3, 3), "w2": conv_w(rng, 6, 6, 1), "w3": conv_w(rng, 6, 6, 3)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             n("Sigmoid", ["c1"], ["s1"], name="sig1"),
+             n("Mul", ["c1", "s1"], ["silu"], name="silu"),
+             n("Conv", ["silu", "w2"], ["c2"], name="conv2"),
+             n("HardSwish", ["c2"], ["hs"], name="hswish"),
+             n("Tanh", ["hs"], ["th"], name="tanh"),
+             n("LeakyRelu", ["th"], ["lr"], name="leaky", alpha=0.1),
+             n("Conv", ["lr", "w3"], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
+             n("HardSigmoid", ["c3"], ["hsg"], name="hsig", alpha=0.25, beta=0.4),
+             n("Mul", ["hsg", "c3"], ["hsw2"], name="x_hsig"),
+             n("Elu", ["hsw2"], ["elu"], name="elu"),
+             n("Softplus", ["elu"], ["sp"], name="softplus"),
+             n("Mish", ["sp"], ["mish"], name="mish"),
+             n("Sigmoid", ["mish"], ["y"], name="sig_out")]
+    return make_model(nodes, inits, (1, 3, 9, 10), "y", (1, 6, 9, 10), opset=opset)

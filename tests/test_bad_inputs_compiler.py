@@ -75,7 +75,7 @@ def test_readme_lists_every_supported_op():
 
 def test_unsupported_op_names_node_and_lists_ops(tmp_path, capsys):
     _, err = compile_cli(tmp_path, capsys, B.unsupported_op())
-    assert err == f"tpucompile: error: node 'sig0': op Sigmoid unsupported; supported ops: {SUPPORTED}"
+    assert err == f"tpucompile: error: node 'sig0': op Hardmax unsupported; supported ops: {SUPPORTED}"
 
 
 @pytest.mark.parametrize("kind,msg", [

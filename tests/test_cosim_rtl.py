@@ -33,6 +33,7 @@ GRAPHS = {
     "grouped_dilated": qnets.grouped_dilated,
     "shuffle_unit": qnets.shuffle_unit,
     "mlp_784": qnets.mlp,
+    "unary_lut": qnets.unary_lut,       # LUT: SiLU, HardSwish, Tanh, LeakyRelu, x*HardSigmoid, Elu, ...
 }
 
 

@@ -20,8 +20,8 @@ def test_light_resnet50_pipeline(tmp_path):
     assert sum(n.attrs["relu"] for n in convs) == 33          # stem + 2 per block (16 blocks)
     assert all(n.attrs["relu"] for n in g.nodes if n.op == "Add")
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fold_affine.mlir",
-                     "03_canonicalize.mlir", "04_fuse_relu.mlir"]
+    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fuse_elementwise.mlir",
+                     "03_fold_affine.mlir", "04_canonicalize.mlir", "05_fuse_relu.mlir"]
     assert "tpu.constantofshape" in (tmp_path / "00_import.mlir").read_text()
     assert "constantofshape" not in (tmp_path / "01_constant_fold.mlir").read_text()
     # the FC: 1x1 conv on the pooled (1, 2048, 1, 1) tensor, aliased back to (1, 1000)
@@ -105,14 +105,16 @@ def test_standalone_bn_is_a_diagonal_conv_that_mul_and_relu_fold_into():
 
 @pytest.mark.parametrize("const_shape, first", [((1, 1, 1, 8), True), ((8,), True), ((8, 1, 1), False)])
 def test_mul_not_per_channel_or_of_activations_is_refused_by_name(const_shape, first):
+    """A Mul by a constant that varies along W, or (first=False) of two different convs' outputs
+    (not functions of one tensor: the square of one is a table lookup, tests/test_ops_lut.py)."""
     from onnx import helper
 
     from tpucompile.quantize import compile_model
     rng = np.random.default_rng(0)
     inits = {"w": qnets.conv_w(rng, 8, 3, 1), "c": np.full(const_shape, 0.5, np.float32)}
-    a, b = ("c2", "c") if first else ("x2", "x2")       # else: the square of an activation
+    a, b = ("c2", "c") if first else ("c2", "x2")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c2"], name="conv", kernel_shape=[1, 1]),
-             helper.make_node("Relu", ["c2"], ["x2"], name="relu"),
+             helper.make_node("Conv", ["x", "w"], ["x2"], name="conv_b", kernel_shape=[1, 1]),
              helper.make_node("Mul", [a, b], ["y"], name="scale7")]
     if first:
         del nodes[1]

@@ -1,11 +1,11 @@
-"""VPU: REQUANT / POOL / ADD against tpusim.arch.arith, quant registers, VPU timing.
+"""VPU: REQUANT / POOL / ADD / LUT against tpusim.arch.arith, quant registers, VPU timing.
 
 Config 'small': C = W = 8 lanes; param_words = 9*8/8 = 9; core 1000 ps.
 """
 import numpy as np
 import pytest
 
-from tpusim.arch.arith import add_int8, add_multipliers, pool_avg, quantize_multiplier, requant_conv
+from tpusim.arch.arith import add_int8, add_multipliers, lut_int8, pool_avg, quantize_multiplier, requant_conv
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import make
@@ -104,3 +104,35 @@ def test_requant_table_past_end_is_an_error():
             make("HALT")]
     with pytest.raises(SimulationError, match=r"\(REQUANT\): param_addr=0x7fd \(2045\) \+ 9 words"):
         run_program(prog, CFG)
+
+
+def test_lut_vs_arith_and_timing():
+    """LUT on small (W = 8): table of 256/8 = 32 words; D = 32 + 2*count; in place works."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (6, W), dtype=np.int8)
+    x[0] = [-128, -1, 0, 1, 127, -127, 64, -64]
+    table = rng.integers(-128, 128, 256, dtype=np.int8)
+    assert CFG.lut_words == 32
+    prog = [make("LUT", src_addr=40, dst_addr=40, count=6, table_addr=300), make("HALT")]
+    run, tpu = run_program(prog, CFG, sram_segments=[(40 * W, _i8(x)), (300 * W, _i8(table))])
+    got = tpu.sram.words[40:46]
+    assert (got == lut_int8(x, table)).all()
+    assert got[0].tolist() == [table[128], table[255], table[0], table[1], table[127], table[129],
+                               table[64], table[192]]
+    # granted at 21 (the first instruction starts at 20 on small), c = 21 + 32 + 2*6 = 65
+    assert (0, "VPU", 65000) in run.retire
+    run2, _ = run_program([make("LUT", src_addr=40, dst_addr=40, count=0, table_addr=300), make("HALT")], CFG)
+    assert (0, "VPU", 65000 - 12000) in run2.retire
+
+
+def test_lut_table_past_end_is_an_error_even_for_count_0():
+    prog = [make("LUT", src_addr=0, dst_addr=0, count=0, table_addr=2030), make("HALT")]
+    with pytest.raises(SimulationError, match=r"\(LUT\): table_addr=0x7ee \(2030\) \+ 32 words"):
+        run_program(prog, CFG)
+
+
+def test_lut_arith_refuses_bad_tables():
+    with pytest.raises(ValueError, match=r"LUT table has shape \(255,\), need \(256,\)"):
+        lut_int8([1], np.zeros(255, np.int8))
+    with pytest.raises(ValueError, match="LUT input 200 is outside int8"):
+        lut_int8([200], np.zeros(256, np.int8))

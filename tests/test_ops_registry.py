@@ -47,20 +47,20 @@ def test_lookups():
     assert SUPPORTED_OPS == OP_TABLE.onnx_types
     assert SUPPORTED_OPS[:3] == ("Conv", "BatchNormalization", "Relu")     # the messages' order
     assert OP_TABLE.get("Alias").import_node is None                      # made by the passes only
-    assert OP_TABLE.get("Sigmoid") is None
+    assert OP_TABLE.get("Hardmax") is None
     conv = OP_TABLE.get("Conv")
     assert OP_TABLE.importer("Conv", "c0") is conv.import_node
     z = np.zeros(1, np.int32)
     op = QConv("c0", "x", "y", np.zeros((1, 1, 1, 1), np.int8), z, z, z, (1, 1), (0, 0, 0, 0), False, 0, 0)
     assert OP_TABLE.device(op) is conv.device
-    assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {"QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat"}
+    assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {"QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut"}
 
 
 def test_unknown_onnx_op_refused_with_node_name():
-    with pytest.raises(CompileError, match=r"node 'act7': op Sigmoid unsupported; supported ops: Conv, "):
-        OP_TABLE.importer("Sigmoid", "act7")
-    m = qnets.make_model([helper.make_node("Sigmoid", ["x"], ["y"], name="act7")], {}, (1, 2, 4, 4), "y", None)
-    with pytest.raises(CompileError, match=r"node 'act7': op Sigmoid unsupported; supported ops: "
+    with pytest.raises(CompileError, match=r"node 'act7': op Hardmax unsupported; supported ops: Conv, "):
+        OP_TABLE.importer("Hardmax", "act7")
+    m = qnets.make_model([helper.make_node("Hardmax", ["x"], ["y"], name="act7")], {}, (1, 2, 4, 4), "y", None)
+    with pytest.raises(CompileError, match=r"node 'act7': op Hardmax unsupported; supported ops: "
                                            + ", ".join(SUPPORTED_OPS)):
         import_onnx(m)
 

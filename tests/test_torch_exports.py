@@ -2,8 +2,10 @@
 2.14 / torchvision 0.29): each network by the TorchScript exporter and by the dynamo exporter.
 
 MobileNetV2 (torchvision, width 0.25, 10 classes, 32x32: depthwise Conv, ReLU6 = Clip(0, 6),
-residual Add) and ConvMix (grouped, dilated and depthwise Conv, Hardtanh = Clip(-1, 1),
-mean over H, W). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
+residual Add), ConvMix (grouped, dilated and depthwise Conv, Hardtanh = Clip(-1, 1),
+mean over H, W) and ActMix (SiLU, GELU, Hardswish, Hardsigmoid, LeakyReLU, ELU, Mish, Tanh: the
+TorchScript exporter writes SiLU as Mul(x, Sigmoid(x)), GELU in its Erf form and Mish as
+x * Tanh(Softplus(x)); the dynamo one (opset 20) has Gelu and Mish ops: each group one LUT). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
 ReduceMean / Reshape idioms differ, the network does not; the scales differ in the last bits, as
 dynamo leaves BatchNorm to the compiler to fold), every layer
 golden = SimPy, and the int8 result must track FP32 (onnxruntime) on a real photograph.
@@ -25,7 +27,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: inverted residuals, 41 dB after the stem, 8.6 dB at the pool), so its top-1 flips with the
 #: calibration images
 @pytest.mark.parametrize("stem, min_cosine, top1", [("convmix_16", 0.97, True),
-                                                    ("mobilenetv2_w025_c10_32", 0.8, False)])
+                                                    ("mobilenetv2_w025_c10_32", 0.8, False),
+                                                    ("actmix_16", 0.99, True)])
 def test_both_exporters_compile_to_one_program_bit_exact(stem, min_cosine, top1, tmp_path):
     verdicts, programs = [], []
     for exporter in ("ts", "dynamo"):
@@ -46,3 +49,13 @@ def test_convmix_three_way(tmp_path):
     v = run(str(FIXTURES / "convmix_16.ts.onnx"), "small", tmp_path, rtl=True, calib=2)
     assert v.passed and v.cycles_simpy == v.cycles_rtl and not v.counter_diffs, (v.notes, v.counter_diffs)
     assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
+
+
+@pytest.mark.rtl
+def test_actmix_three_way(tmp_path):
+    """The activation zoo (every function one LUT instruction) on golden, SimPy and the RTL."""
+    v = run(str(FIXTURES / "actmix_16.ts.onnx"), "small", tmp_path, rtl=True, calib=2)
+    assert v.passed and v.cycles_simpy == v.cycles_rtl and not v.counter_diffs, (v.notes, v.counter_diffs)
+    assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
+    b = TpuBinary.read(tmp_path / "actmix_16.ts.tpubin")
+    assert sum(L["op"] == "QLut" for L in b.meta["layers"]) == 7

@@ -190,6 +190,14 @@ class Program:
             return self.add(op, ws=[(lo, hi)], rd=[buf] if buf is not None else [], nin=nbytes, **kw)
         return self.add(op, rs=[(lo, hi)], wd=[buf] if buf is not None else [], nout=nbytes, **kw)
 
+    def tile_dma(self, op, T, sram_word, t) -> int:
+        """DMA_LOAD / DMA_STORE of tile ``t`` (``backend.tiling.EltTile``) of the blocked tensor
+        layout ``T`` (``backend.layout.ActLayout``) to / from dense SRAM words from ``sram_word``
+        (blocks outer, rows, pixels)."""
+        W = self.cfg.word_bytes
+        return self.dma(op, T.iaddr(t.k0, t.oy0, t.ox0), sram_word, t.tw * W, t.th, T.row_bytes, t.tw * W,
+                        t.nk, T.block_bytes, t.th * t.tw * W, buf=T.buf_id)
+
 
 class QregAlloc:
     """Quant-register cache over the 64 entries: (mult, shift, zp) -> entry, LRU replacement.

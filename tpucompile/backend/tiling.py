@@ -19,6 +19,7 @@ one slot) and ``acc_rows`` (accumulator rows per half), which the tiling verifie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tpucompile.backend.layout import align_px, ceil_div, round_up
 from tpusim.arch.config import HwConfig
@@ -272,6 +273,35 @@ def place_slot_groups(tl: EltTiling, sizes: dict, cfg: HwConfig) -> None:
         if a.top <= cfg.sram_words:
             break
     tl.regions, tl.slot_words = regs, dict(sizes)
+
+
+class EltTile(NamedTuple):
+    """One tile of a lane-wise op: channel blocks k0 .. k0 + nk - 1, output rows oy0 .. oy0 + th - 1,
+    columns ox0 .. ox0 + tw - 1, in slot group ``slot`` (0 / 1, alternating); ``words`` = nk*th*tw."""
+    k0: int
+    nk: int
+    oy0: int
+    th: int
+    ox0: int
+    tw: int
+    slot: int
+
+    @property
+    def words(self) -> int:
+        return self.nk * self.th * self.tw
+
+
+def elt_tiles(nblocks: int, oh: int, ow: int, tl: EltTiling):
+    """The tiles of a lane-wise op (Add, LUT) over ``nblocks`` channel blocks of an oh x ow
+    output, in emission order: channel groups outer, rows, then columns; slots alternate."""
+    slot = 0
+    for k0 in range(0, nblocks, tl.kbg):
+        nk = min(nblocks, k0 + tl.kbg) - k0
+        for oy0 in range(0, oh, tl.th):
+            th = min(tl.th, oh - oy0)
+            for ox0 in range(0, ow, tl.tw):
+                yield EltTile(k0, nk, oy0, th, ox0, min(tl.tw, ow - ox0), slot)
+                slot ^= 1
 
 
 def untileable(what: str, kernel, oh: int, ow: int, cfg: HwConfig) -> CompileError:

@@ -18,6 +18,10 @@
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
+  lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
+                LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
+                Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
+                Abs, Neg, Pow (-> Lut: fuse_elementwise)   functions of x)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
@@ -34,6 +38,7 @@ from tpucompile.ops import (
                             conv,
                             gemm,
                             identity,
+                            lut,
                             pool,
                             relu,
                             reshape,
@@ -44,10 +49,13 @@ from tpucompile.ops import (
 from tpucompile.ops.add import QAdd
 from tpucompile.ops.concat import QConcat
 from tpucompile.ops.conv import QConv
+from tpucompile.ops.lut import QLut
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 
-FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale, concat, transpose)
+FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale, concat, transpose,
+            lut)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
+lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut"]

@@ -19,9 +19,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend.channels import ChannelMapRequest
-from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
+from tpucompile.backend.tiling import (
+    EltTiling,
+    elt_tiles,
+    field_max,
+    load_bw,
+    place_slot_groups,
+    tile_vector,
+    untileable,
+)
 from tpucompile.ir import Node
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
+from tpucompile.ops.lut import elementwise_binary
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
@@ -155,31 +164,20 @@ def _describe(op: QAdd, tl: EltTiling) -> dict:
 
 def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
     """Per tile: LOAD both operands, ADD, STORE."""
-    cfg = P.cfg
     A, B, Y = lays[op.a], lays[op.b], lays[op.out]
-    W = cfg.word_bytes
     _, _, Ho, Wo = Y.shape
     qa = P.qregs.get(op.mult_a, op.shift_a, op.zp_a)
     qb = P.qregs.get(op.mult_b, op.shift_b, op.zp_b, pinned=(qa,))
     qo = P.qregs.get(op.mult_out, op.shift_out, op.zp_out, pinned=(qa, qb))
     reg = tl.regions
-    slot = 0
-    for k0 in range(0, Y.nblocks, tl.kbg):
-        nk = min(Y.nblocks, k0 + tl.kbg) - k0
-        for oy0 in range(0, Ho, tl.th):
-            th = min(tl.th, Ho - oy0)
-            for ox0 in range(0, Wo, tl.tw):
-                tw = min(tl.tw, Wo - ox0)
-                n = nk * th * tw
-                sa, sb, so = reg["a"][slot], reg["b"][slot], reg["o"][slot]
-                slot ^= 1
-                for T, s in ((A, sa), (B, sb)):
-                    P.dma("DMA_LOAD", T.iaddr(k0, oy0, ox0), s, tw * W, th, T.row_bytes, tw * W,
-                          nk, T.block_bytes, th * tw * W, buf=T.buf_id)
-                P.add("ADD", rs=[(sa, sa + n), (sb, sb + n)], ws=[(so, so + n)], src_a=sa, src_b=sb,
-                      dst_addr=so, count=n, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.relu))
-                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), so, tw * W, th, Y.row_bytes, tw * W,
-                      nk, Y.block_bytes, th * tw * W, buf=Y.buf_id)
+    for t in elt_tiles(Y.nblocks, Ho, Wo, tl):
+        n = t.words
+        sa, sb, so = reg["a"][t.slot], reg["b"][t.slot], reg["o"][t.slot]
+        P.tile_dma("DMA_LOAD", A, sa, t)
+        P.tile_dma("DMA_LOAD", B, sb, t)
+        P.add("ADD", rs=[(sa, sa + n), (sb, sb + n)], ws=[(so, so + n)], src_a=sa, src_b=sb,
+              dst_addr=so, count=n, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.relu))
+        P.tile_dma("DMA_STORE", Y, so, t)
 
 
 DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform,
@@ -188,5 +186,5 @@ DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform,
 OPS = (
     OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),
     OpDef("Add", import_node=no_attrs, fold=_fold_add, canonicalize=_canonicalize_add, affine=_affine,
-          fuses_relu=True, quantize=_quantize, device=DEVICE),
+          fuses_relu=True, quantize=_quantize, elementwise=elementwise_binary, device=DEVICE),
 )

@@ -93,6 +93,12 @@ class OpDef:
         them as one range (the union). None: no constraint.
     range_from_zero(node) -> bool: the group of ``shared_range`` starts at 0 (a Relu fused into a
         Concat: every producer's saturation at zero point -128 is the clamp). None: never.
+    elementwise(graph, node) -> True / False / None: the node is an element-wise function of its
+        one non-constant input (or of two that are functions of one tensor) that may join a table
+        lookup (``passes/fuse_elementwise``): True if it is non-linear enough to be worth a table
+        on its own (Sigmoid, x * y), False if it only joins one (Relu, Clip, Mul by a scalar:
+        alone they fold into their producer), None if not element-wise that way (e.g. Mul by a
+        per-channel constant). None (the default hook): never.
     device: the DeviceOp of the QGraph op it quantizes to, if any.
     host(h, x) -> float32 output: a host op (dict ``h`` of ``QGraph.host_ops``) on dequantized ``x``.
     """
@@ -106,10 +112,12 @@ class OpDef:
     calibrated: bool = True
     shared_range: Optional[Callable] = None
     range_from_zero: Optional[Callable] = None
+    elementwise: Optional[Callable] = None
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
 
-    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero", "host")
+    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero",
+             "elementwise", "host")
 
 
 class OpTable:

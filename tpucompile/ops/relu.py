@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from tpucompile.ops.common import bad_attr, no_attrs
+from tpucompile.ops.lut import is_scalar
 from tpucompile.ops.registry import OpDef
 from tpusim.arch.errors import CompileError
 
@@ -71,5 +72,15 @@ def _canonicalize_clip(graph, node, producers) -> list:
     return [node]
 
 
-OPS = (OpDef("Relu", import_node=no_attrs, fold=_fold),
-       OpDef("Clip", import_node=_import_clip, fold=_fold_clip, canonicalize=_canonicalize_clip))
+def _elementwise_relu(graph, node) -> bool:
+    return False
+
+
+def _elementwise_clip(graph, node):
+    """Joins a table lookup when its bounds are constant scalars (or absent)."""
+    return False if all(not b or is_scalar(graph, b) for b in node.inputs[1:3]) else None
+
+
+OPS = (OpDef("Relu", import_node=no_attrs, fold=_fold, elementwise=_elementwise_relu),
+       OpDef("Clip", import_node=_import_clip, fold=_fold_clip, canonicalize=_canonicalize_clip,
+             elementwise=_elementwise_clip))

@@ -5,15 +5,18 @@ densenet121 are ``Mul``/``Add`` of ``Unsqueeze``d constants), or folded outright
   Mul  x * c  -> s = c,  t = 0          Sub  x - c -> s = 1,  t = -c;   c - x -> s = -1, t = c
   Div  x / c  -> s = 1/c, t = 0 (c / x is not affine: refused)
 
-The constant must be a scalar or vary along channels only (``ops.common.per_channel``). Anything
-else (element-wise Mul of two activations, one not after a Conv) has no int8 mapping yet and is
-refused by name. Opset < 7 ``broadcast``/``axis`` attributes are refused.
+The constant must be a scalar or vary along channels only (``ops.common.per_channel``).
+A Mul/Add/Sub/Div inside a group of element-wise functions of one tensor (SiLU
+``x * Sigmoid(x)``, GELU's ``0.5 * x * (1 + Erf(x / sqrt 2))``) becomes part of one table lookup
+(``passes/fuse_elementwise``, ``ops/lut.py``). Anything else (element-wise Mul of two activations, one not after a Conv)
+has no int8 mapping yet and is refused by name. Opset < 7 ``broadcast``/``axis`` attributes are refused.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tpucompile.ops.common import affine_of_constant, no_attrs
+from tpucompile.ops.lut import elementwise_binary
 from tpucompile.ops.registry import OpDef
 
 __all__ = ["OPS"]
@@ -50,9 +53,9 @@ def _div_affine(graph, node, cout: int, bias):
 
 
 OPS = (
-    OpDef("Mul", import_node=no_attrs, fold=_binary_fold(np.multiply),
+    OpDef("Mul", import_node=no_attrs, fold=_binary_fold(np.multiply), elementwise=elementwise_binary,
           affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _mul)),
-    OpDef("Sub", import_node=no_attrs, fold=_binary_fold(np.subtract),
+    OpDef("Sub", import_node=no_attrs, fold=_binary_fold(np.subtract), elementwise=elementwise_binary,
           affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _sub)),
-    OpDef("Div", import_node=no_attrs, fold=_fold_div, affine=_div_affine),
+    OpDef("Div", import_node=no_attrs, fold=_fold_div, affine=_div_affine, elementwise=elementwise_binary),
 )

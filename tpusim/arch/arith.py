@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
-           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers",
+           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "lut_int8",
            "matmul_acc"]
 
 INT32_MIN = -(2 ** 31)
@@ -215,3 +215,20 @@ def matmul_acc(x, w) -> np.ndarray:
     else:
         acc = x.astype(np.int64) @ w.astype(np.int64)
     return wrap32(acc).astype(np.int32)
+
+
+def lut_int8(x, table) -> np.ndarray:
+    """The LUT instruction, lane-wise: ``table[x & 0xFF]``, i.e. the input int8 byte read as an
+    unsigned index into a 256-entry int8 table (entry k is the output for input value k for
+    k < 128, k - 256 for k >= 128). x: any int array of int8 values; table: int8[256]. Returns
+    int8 of x's shape. Any unary function of an int8 value is exact this way: the compiler
+    tabulates f over the 256 inputs with the input and output quantization (TFLite's LUT
+    kernels for Logistic/Tanh/HardSwish on int8 do the same). ValueError if the table does not
+    have 256 entries or x holds a value outside int8."""
+    table = np.asarray(table)
+    if table.shape != (256,):
+        raise ValueError(f"LUT table has shape {table.shape}, need (256,)")
+    x = np.asarray(x, dtype=np.int64)
+    if x.size and (x.min() < -128 or x.max() > 127):
+        raise ValueError(f"LUT input {int(x[(x < -128) | (x > 127)].flat[0])} is outside int8")
+    return table.astype(np.int8)[x & 0xFF]

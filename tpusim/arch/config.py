@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from tpusim.arch.errors import ConfigError, TimebaseError
-from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL
+from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, lut_words
 from tpusim.arch.timebase import Timebase
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
@@ -80,6 +80,11 @@ class HwConfig:
     def param_words(self) -> int:
         """SRAM words of one per-channel requant table: bias int32[cols], mult int32[cols], shift int8[cols]."""
         return (REQUANT_TABLE_BYTES_PER_CHANNEL * self.array_cols) // self.word_bytes
+
+    @property
+    def lut_words(self) -> int:
+        """SRAM words of one LUT table (256 int8 entries): ceil(256 / word_bytes)."""
+        return lut_words(self.word_bytes)
 
     @property
     def pes(self) -> int:

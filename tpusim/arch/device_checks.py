@@ -178,10 +178,18 @@ def add_fault(a: dict, cfg, loaded) -> DeviceFault | None:
                   *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg_a", "qreg_b", "qreg_out")))
 
 
+def lut_fault(a: dict, cfg, loaded=frozenset()) -> DeviceFault | None:
+    """vpu_sram_range: the table of ``lut_words`` words (even for count 0), then with count > 0
+    the ``count`` source and destination words. LUT reads no quant register."""
+    n = a["count"]
+    return _first(_vpu_words("table_addr", a, cfg.lut_words, cfg),
+                  _vpu_words("src_addr", a, n, cfg), _vpu_words("dst_addr", a, n, cfg))
+
+
 # ------------------------------------------------------------------ by opcode
 _CONFIG_ONLY = {"DMA_LOAD": dma_fault, "DMA_STORE": dma_fault, "LOAD_WEIGHTS": load_weights_fault,
                 "MATMUL": matmul_fault}
-_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault}
+_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "LUT": lut_fault}
 
 
 def start_fault(ins, cfg, loaded=frozenset()) -> DeviceFault | None:
@@ -225,6 +233,6 @@ def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault
 
 
 __all__ = ["DeviceFault", "DDR_ALIGN_MIN_BYTES", "where", "ddr_align_bytes", "dma_fault",
-           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault",
+           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "lut_fault",
            "qreg_fault", "start_fault", "reserved_opcode_fault", "unused_bits_fault", "decode_fault",
            "token_overflow_fault"]

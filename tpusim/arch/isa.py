@@ -29,7 +29,7 @@ class Engine(IntEnum):
     LOAD = 0   # DMA read channel: DDR -> SRAM (DMA clock domain)
     STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
     MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
-    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD (core clock domain)
+    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, LUT (core clock domain)
 
 
 #: Engine names in Engine order: ("LOAD", "STORE", "MXU", "VPU"); lower case in counter and
@@ -126,6 +126,10 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
         _f("src_a", 16), _f("src_b", 16), _f("dst_addr", 16), _f("count", 16),
         _f("qreg_a", 6), _f("qreg_b", 6), _f("qreg_out", 6),
         _f("relu", 1),
+    )),
+    OpSpec("LUT", 0x0B, Engine.VPU, (
+        _f("src_addr", 16), _f("dst_addr", 16), _f("count", 16),
+        _f("table_addr", 16),    # word address of the 256-byte table (lut_words words)
     )),
 )}
 

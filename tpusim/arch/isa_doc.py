@@ -156,6 +156,24 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
          "qreg_b": "quant register of operand b",
          "qreg_out": "quant register of the output",
          "relu": "1: clamp below at the output zero point"}),
+    "LUT": (
+        "Element-wise int8 -> int8 function by table lookup, lane-wise. Reads the table: the "
+        "first 256 bytes of the `lut_words = ceil(256/W)` words at `table_addr` (entry `k` is "
+        "the output for the input byte `k`, i.e. input value `k` for `k < 128` and `k - 256` "
+        "above), then for `i < count` writes SRAM word `dst_addr + i` = "
+        "`lut_int8(src[src_addr + i], table)` (`tpusim.arch.arith.lut_int8`). The compiler "
+        "tabulates any unary function (Sigmoid, Tanh, SiLU, HardSwish, LeakyRelu, ...) over the "
+        "256 inputs with the input and output quantization, so the result is exact on int8. "
+        "The table is read by each instruction, as REQUANT's per-channel table: no table state "
+        "survives an instruction.",
+        "SRAM transaction `D = lut_words + 2*count` (ranges: the table, `src`, `dst`, `count` "
+        "words each; access order: the table words, then per `i` read `src_addr + i`, write "
+        "`dst_addr + i`): request at `s`, grant `g`, completion `c = g + D` (core). The table "
+        "is read even for count 0.",
+        {"src_addr": "SRAM word address of the first input word",
+         "dst_addr": "SRAM word address of the first output word (may equal `src_addr`)",
+         "count": "words",
+         "table_addr": "SRAM word address of the table (`lut_words` words)"}),
 }
 
 

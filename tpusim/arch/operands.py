@@ -13,6 +13,9 @@ import numpy as np
 #: Bytes per channel of the REQUANT table: bias int32, multiplier int32, shift int8.
 REQUANT_TABLE_BYTES_PER_CHANNEL = 9
 
+#: Entries (= bytes) of a LUT instruction's table: one int8 output per int8 input.
+LUT_TABLE_BYTES = 256
+
 
 def dma_runs(a: dict) -> list[tuple[int, int, int]]:
     """DMA_LOAD / DMA_STORE: (ddr_byte, sram_byte, bytes) of each run, run ``(o2, o1)`` in
@@ -63,6 +66,21 @@ def pool_last_tap(a: dict) -> int:
             + (a["win_h"] - 1) * a["win_stride_y"] + (a["win_w"] - 1) * a["win_stride_x"])
 
 
+def lut_words(word_bytes: int) -> int:
+    """SRAM words of a LUT table: ceil(LUT_TABLE_BYTES / word_bytes); the table is the first
+    LUT_TABLE_BYTES bytes of those words."""
+    return -(-LUT_TABLE_BYTES // word_bytes)
+
+
+def lut_table(raw: bytes) -> np.ndarray:
+    """Parse a LUT table (the ``lut_words`` words at ``table_addr``): int8[256], entry ``k`` the
+    output for the input byte ``k`` (input int8 value ``k - 256`` for ``k >= 128``). ValueError
+    if ``raw`` is shorter than LUT_TABLE_BYTES."""
+    if len(raw) < LUT_TABLE_BYTES:
+        raise ValueError(f"LUT table of {len(raw)} bytes, need {LUT_TABLE_BYTES}")
+    return np.frombuffer(raw, np.int8, LUT_TABLE_BYTES)
+
+
 def requant_table(raw: bytes, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Parse REQUANT's per-channel table (``REQUANT_TABLE_BYTES_PER_CHANNEL * cols`` bytes at
     word ``param_addr``): (bias int32[cols], multiplier int32[cols], shift int8[cols]), little
@@ -74,5 +92,5 @@ def requant_table(raw: bytes, cols: int) -> tuple[np.ndarray, np.ndarray, np.nda
             np.frombuffer(raw, np.int8, cols, 8 * cols))
 
 
-__all__ = ["REQUANT_TABLE_BYTES_PER_CHANNEL", "dma_runs", "dma_ddr_end", "dma_sram_end",
+__all__ = ["REQUANT_TABLE_BYTES_PER_CHANNEL", "LUT_TABLE_BYTES", "lut_words", "lut_table", "dma_runs", "dma_ddr_end", "dma_sram_end",
            "matmul_words", "matmul_last_word", "pool_taps", "pool_last_tap", "requant_table"]

@@ -207,6 +207,7 @@ def cfg_pkg_text(cfg: HwConfig) -> str:
         ("QUEUE_DEPTH", cfg.queue_depth, "per-engine instruction queue"),
         ("FETCH_LINE_BUFFERS", cfg.fetch_line_buffers, ""),
         ("PARAM_WORDS", cfg.param_words, "words of one requant table (9*COLS/WORD_BYTES)"),
+        ("LUT_WORDS", cfg.lut_words, "words of one LUT table (ceil(256/WORD_BYTES))"),
         ("QREG_BANKS", cfg.qreg_banks, ""),
         ("QREG_ENTRIES", cfg.qreg_entries, ""),
         ("NUM_QREGS", cfg.qreg_count, ""),

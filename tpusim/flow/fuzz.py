@@ -326,6 +326,13 @@ def seed_models() -> list:
                 helper.make_node("ReduceMean", ["d"], ["y"], name="mean", axes=[2, 3], keepdims=1)],
                {"w": w(8, 2, 3, 3), "zero": np.array(0.0, np.float32), "s5": np.array([1, 2, 4, 6, 6], np.int64),
                 "s4": np.array([1, 8, 6, 6], np.int64), "w2": w(8, 1, 3, 3)}, (1, 4, 6, 6)),
+            mk([helper.make_node("Conv", ["x", "w"], ["u0"], name="conv", kernel_shape=[1, 1])]
+               + [helper.make_node(op, [f"u{i}"], [f"u{i + 1}"], name=f"f{i}")
+                  for i, op in enumerate(["Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu",
+                                          "Selu", "Softplus", "Softsign", "Erf", "Gelu", "Mish", "Exp", "Abs",
+                                          "Sqrt", "Reciprocal", "Neg"])]
+               + [helper.make_node("Pow", ["u17", "two"], ["y"], name="pow")],
+               {"w": w(8, 4, 1, 1), "two": np.array(2.0, np.float32)}, (1, 4, 5, 5), opset=20),
         ])
     return _SEED_MODELS
 

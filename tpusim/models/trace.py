@@ -118,9 +118,9 @@ def fold32(total: int) -> int:
 
 
 def vpu_dst_words(instr) -> tuple[int, int]:
-    """(first SRAM word, word count) a REQUANT / POOL / ADD writes; (0, 0) for other opcodes."""
+    """(first SRAM word, word count) a REQUANT / POOL / ADD / LUT writes; (0, 0) for other opcodes."""
     a = instr.args
-    if instr.op in ("REQUANT", "ADD"):
+    if instr.op in ("REQUANT", "ADD", "LUT"):
         return a["dst_addr"], a["count"]
     if instr.op == "POOL":
         return a["dst_addr"], a["out_w"] * a["out_h"]

@@ -1,11 +1,12 @@
-"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD; integer arithmetic from tpusim.arch.arith.
+"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, LUT; integer arithmetic from tpusim.arch.arith.
 
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
-  REQUANT / POOL / ADD: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
+  REQUANT / POOL / ADD / LUT: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
     REQUANT D = param_words + count;      ranges: table, destination
     POOL    D = out_w*out_h*(win_w*win_h + 1); ranges: source (first..last tap), destination
     ADD     D = 3*count;                  ranges: src_a, src_b, dst (count words each)
+    LUT     D = lut_words + 2*count;      ranges: table, src, dst (count words each)
   D = 0 (POOL/ADD with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
   Zero-word ranges are left out of the bank mask. POOL with a 0-tap window: max gives -128 in
   every lane, average gives pool_avg(0, 0, ...).
@@ -21,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arch.arith import add_int8, pool_avg, requant_conv
-from tpusim.arch.device_checks import add_fault, pool_fault, requant_fault
+from tpusim.arch.arith import add_int8, lut_int8, pool_avg, requant_conv
+from tpusim.arch.device_checks import add_fault, lut_fault, pool_fault, requant_fault
 from tpusim.arch.errors import SimulationError
-from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, requant_table
+from tpusim.arch.operands import LUT_TABLE_BYTES, REQUANT_TABLE_BYTES_PER_CHANNEL, lut_table, requant_table
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
@@ -49,7 +50,7 @@ class Vpu(EngineBase):
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
-        elif op in ("REQUANT", "POOL", "ADD"):
+        elif op in ("REQUANT", "POOL", "ADD", "LUT"):
             ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
@@ -145,6 +146,19 @@ class Vpu(EngineBase):
                            qo.zero_point, qo.multiplier, qo.shift, bool(a["relu"]))
             w[a["dst_addr"]:a["dst_addr"] + n] = out
         return ranges, 3 * n, effect
+
+    # ------------------------------------------------------------------ LUT
+    def _plan_lut(self, entry: QueueEntry):
+        a = entry.instr.args
+        n, t = a["count"], self.cfg.lut_words
+        self._check(entry, lut_fault)
+        ranges = [self._span(a["table_addr"], t), self._span(a["src_addr"], n), self._span(a["dst_addr"], n)]
+
+        def effect():
+            table = lut_table(self.sram.read_bytes(a["table_addr"] * self.sram.word_bytes, LUT_TABLE_BYTES))
+            w = self.sram.words
+            w[a["dst_addr"]:a["dst_addr"] + n] = lut_int8(w[a["src_addr"]:a["src_addr"] + n], table)
+        return [r for r in ranges if r], t + 2 * n, effect
 
 
 __all__ = ["Vpu"]

@@ -10,15 +10,15 @@ State (``cfg`` = the HwConfig; W = word_bytes = array_rows = R, C = array_cols):
 Arithmetic: ``tpusim.arch.arith`` only. Operand addresses: ``tpusim.arch.operands``. Before
 anything else, ``execute`` runs the instruction's device checks (``tpusim.arch.device_checks``)
 and raises their ``DeviceError``. Zero-size operations follow docs/architecture.md,
-clarification 6: MATMUL with M = 0, POOL and ADD with no output do nothing (REQUANT with
-count 0 still reads its table); a POOL window of 0 taps gives -128 (max) and
+clarification 6: MATMUL with M = 0, POOL and ADD with no output do nothing (REQUANT and LUT
+with count 0 still read their table); a POOL window of 0 taps gives -128 (max) and
 ``pool_avg(0, 0, ...)`` (average), as the SimPy model and the RTL.
 
 ``observe``: optional callable(event: str, index: int, **info), told what the data looked like
 (stressgen's coverage bins): ``weights`` (wts), ``matmul`` (args), ``qreg_load`` (qreg, value),
 ``qreg_read`` (qreg, value, field; each quant register read, in field order), ``requant`` /
 ``add`` (x: the int32 values requantised last, mult, shift, zp, relu), ``pool_avg`` (x, mult,
-shift, zp).
+shift, zp), ``lut`` (x: the int8 inputs, table: int8[256]).
 """
 from __future__ import annotations
 
@@ -28,7 +28,15 @@ from tpusim.arch import arith
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.device_checks import start_fault, where
 from tpusim.arch.isa import INSTR_BYTES, Instruction
-from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, dma_runs, matmul_words, pool_taps, requant_table
+from tpusim.arch.operands import (
+    LUT_TABLE_BYTES,
+    REQUANT_TABLE_BYTES_PER_CHANNEL,
+    dma_runs,
+    lut_table,
+    matmul_words,
+    pool_taps,
+    requant_table,
+)
 
 #: The max-pool result of a window without taps (every lane).
 POOL_MAX_EMPTY = -128
@@ -141,6 +149,15 @@ class Machine:
         self.observe("add", i, x=s, mult=mo, shift=so, zp=zo, relu=a["relu"])
         self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.add_int8(
             x_a, x_b, za, ma, sa, zb, mb, sb, zo, mo, so, bool(a["relu"]))
+
+    def _lut(self, i, a):
+        n, start = a["count"], a["table_addr"] * self.W
+        table = lut_table(self._flat_sram()[start:start + LUT_TABLE_BYTES].tobytes())
+        if n == 0:
+            return
+        x = self.sram[a["src_addr"]:a["src_addr"] + n]
+        self.observe("lut", i, x=x, table=table)
+        self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.lut_int8(x, table)
 
 
 __all__ = ["Machine", "POOL_MAX_EMPTY"]
