@@ -113,6 +113,7 @@ module tpu_decoder
       OP_REQUANT,
       OP_POOL,
       OP_ADD,
+      OP_MUL,
       OP_LUT:          engine = 2'(ENG_VPU);
       default:         begin is_engine = 1'b0; is_reserved = 1'b1; end
     endcase

@@ -87,6 +87,7 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_REQUANT                    = 8'h08;
   localparam logic [7:0] OP_POOL                       = 8'h09;
   localparam logic [7:0] OP_ADD                        = 8'h0A;
+  localparam logic [7:0] OP_MUL                        = 8'h0C;
   localparam logic [7:0] OP_LUT                        = 8'h0B;
 
   // device error codes (error_code_o; 0 = no error), docs/architecture.md "Device errors"
@@ -361,6 +362,42 @@ package tpu_isa_pkg;
     return add_t'(w[ADD_USED_BITS-1:HEADER_BITS]);
   endfunction
 
+  // MUL (opcode 0x0C, VPU)
+  localparam int unsigned MUL_SRC_A_LSB                      = 16;  // [31:16]
+  localparam int unsigned MUL_SRC_A_BITS                     = 16;
+  localparam int unsigned MUL_SRC_B_LSB                      = 32;  // [47:32]
+  localparam int unsigned MUL_SRC_B_BITS                     = 16;
+  localparam int unsigned MUL_DST_ADDR_LSB                   = 48;  // [63:48]
+  localparam int unsigned MUL_DST_ADDR_BITS                  = 16;
+  localparam int unsigned MUL_COUNT_LSB                      = 64;  // [79:64]
+  localparam int unsigned MUL_COUNT_BITS                     = 16;
+  localparam int unsigned MUL_STRIDE_B_LSB                   = 80;  // [80:80]
+  localparam int unsigned MUL_STRIDE_B_BITS                  = 1;
+  localparam int unsigned MUL_QREG_A_LSB                     = 81;  // [86:81]
+  localparam int unsigned MUL_QREG_A_BITS                    = 6;
+  localparam int unsigned MUL_QREG_B_LSB                     = 87;  // [92:87]
+  localparam int unsigned MUL_QREG_B_BITS                    = 6;
+  localparam int unsigned MUL_QREG_OUT_LSB                   = 93;  // [98:93]
+  localparam int unsigned MUL_QREG_OUT_BITS                  = 6;
+  localparam int unsigned MUL_RELU_LSB                       = 99;  // [99:99]
+  localparam int unsigned MUL_RELU_BITS                      = 1;
+  localparam int unsigned MUL_USED_BITS                      = 100;  // bits above are zero
+  // mul_t = mul_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic        relu;      // [99:99]
+    logic [5:0]  qreg_out;  // [98:93]
+    logic [5:0]  qreg_b;    // [92:87]
+    logic [5:0]  qreg_a;    // [86:81]
+    logic        stride_b;  // [80:80]
+    logic [15:0] count;     // [79:64]
+    logic [15:0] dst_addr;  // [63:48]
+    logic [15:0] src_b;     // [47:32]
+    logic [15:0] src_a;     // [31:16]
+  } mul_t;
+  function automatic mul_t mul_fields(input logic [INSTR_BITS-1:0] w);
+    return mul_t'(w[MUL_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
   // LUT (opcode 0x0B, VPU)
   localparam int unsigned LUT_SRC_ADDR_LSB                   = 16;  // [31:16]
   localparam int unsigned LUT_SRC_ADDR_BITS                  = 16;
@@ -397,6 +434,7 @@ package tpu_isa_pkg;
       OP_REQUANT:      set = |w[INSTR_BITS-1:REQUANT_USED_BITS];
       OP_POOL:         set = |w[INSTR_BITS-1:POOL_USED_BITS];
       OP_ADD:          set = |w[INSTR_BITS-1:ADD_USED_BITS];
+      OP_MUL:          set = |w[INSTR_BITS-1:MUL_USED_BITS];
       OP_LUT:          set = |w[INSTR_BITS-1:LUT_USED_BITS];
       default:         set = 1'b0;
     endcase

@@ -1,4 +1,4 @@
-// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD and LUT (start/done protocol), drives
+// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD, MUL and LUT (start/done protocol), drives
 // SRAM requester 3, reads the accumulator through the MXU's read port, contains tpu_quant_regs.
 //
 // Ports:
@@ -23,6 +23,7 @@
 //   REQUANT: k < P: read table word param_addr+k; then write dst_addr+i (i = k-P).
 //   POOL:    per output (y, x): win_w*win_h tap reads (ty outer, tx inner), then 1 write.
 //   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
+//   MUL:     as ADD, reading src_b (stride_b = 0) or src_b+i (stride_b = 1).
 //   LUT:     k < LUT_WORDS: read table word table_addr+k; then per i: read src_addr+i, write
 //            dst_addr+i.
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i] /
@@ -139,22 +140,26 @@ module tpu_vpu
 
   // ================================================================ instruction fields
   logic [7:0] opcode;
-  logic       is_lq, is_rq, is_pool, is_add, is_lut;
+  logic       is_lq, is_rq, is_pool, is_add, is_mul, is_lut, is_ab;
   load_qreg_t lq;
   requant_t   rq;
   pool_t      pl;           // pl.mode: 0 max, 1 average
   add_t       ad;
+  mul_t       mu;
   lut_t       lu;
   assign opcode  = opcode_of(instr_i);
   assign is_lq   = opcode == OP_LOAD_QREG;
   assign is_rq   = opcode == OP_REQUANT;
   assign is_pool = opcode == OP_POOL;
   assign is_add  = opcode == OP_ADD;
+  assign is_mul  = opcode == OP_MUL;
+  assign is_ab   = is_add || is_mul;       // two-operand word ops: a, b, write per i
   assign is_lut  = opcode == OP_LUT;
   assign lq      = load_qreg_fields(instr_i);
   assign rq      = requant_fields(instr_i);
   assign pl      = pool_fields(instr_i);
   assign ad      = add_fields(instr_i);
+  assign mu      = mul_fields(instr_i);
   assign lu      = lut_fields(instr_i);
 
   // ================================================================ quant registers
@@ -179,6 +184,11 @@ module tpu_vpu
       q_idx[0] = ad.qreg_a;
       q_idx[1] = ad.qreg_b;
       q_idx[2] = ad.qreg_out;
+    end else if (is_mul) begin
+      q_en     = 3'b111;
+      q_idx[0] = mu.qreg_a;
+      q_idx[1] = mu.qreg_b;
+      q_idx[2] = mu.qreg_out;
     end
   end
 
@@ -248,6 +258,13 @@ module tpu_vpu
              | span(34'(ad.src_b), 34'(ad.src_b) + 34'(ad.count) - 34'd1)
              | span(34'(ad.dst_addr), 34'(ad.dst_addr) + 34'(ad.count) - 34'd1);
       end
+    end else if (is_mul) begin
+      len = 17'(mu.count) * 17'd3;
+      if (mu.count != '0) begin
+        mask = span(34'(mu.src_a), 34'(mu.src_a) + 34'(mu.count) - 34'd1)
+             | span(34'(mu.src_b), 34'(mu.src_b) + (mu.stride_b ? 34'(mu.count) - 34'd1 : 34'd0))
+             | span(34'(mu.dst_addr), 34'(mu.dst_addr) + 34'(mu.count) - 34'd1);
+      end
     end else if (is_lut) begin
       len  = 17'(T) + 17'(lu.count) * 17'd2;
       mask = span(34'(lu.table_addr), 34'(lu.table_addr) + 34'(T - 1));
@@ -260,7 +277,7 @@ module tpu_vpu
 
   logic need_req;
   logic pend_q, pend_d;
-  assign need_req   = (is_rq || is_pool || is_add || is_lut) && len != '0;
+  assign need_req   = (is_rq || is_pool || is_ab || is_lut) && len != '0;
   assign pend_d     = (pend_q || (start_i && need_req)) && !sram_gnt_i;
   assign sram_req_o = (start_i && need_req) || pend_q;
 
@@ -377,6 +394,13 @@ module tpu_vpu
         2'd1:    sram_addr_o = ad.src_b + i_q;
         default: sram_addr_o = ad.dst_addr + i_q;
       endcase
+    end else if (is_mul) begin
+      sram_we_o   = ph_q == 2'd2;
+      unique case (ph_q)
+        2'd0:    sram_addr_o = mu.src_a + i_q;
+        2'd1:    sram_addr_o = mu.src_b + (mu.stride_b ? i_q : 16'd0);
+        default: sram_addr_o = mu.dst_addr + i_q;
+      endcase
     end else if (is_lut) begin
       sram_we_o   = k_q >= 17'(T) && lu_j[0];
       if (k_q < 17'(T)) sram_addr_o = lu.table_addr + 16'(k_q);
@@ -446,6 +470,15 @@ module tpu_vpu
     return clamp8(requant(sm, mo, so), zpo, relu ? zpo : -8'sd128);
   endfunction
 
+  function automatic logic [7:0] mul_lane(input logic signed [7:0] xa, input logic signed [7:0] xb,
+                                          input logic signed [7:0] zpa, input logic signed [7:0] zpb,
+                                          input logic signed [31:0] mo, input logic signed [7:0] so,
+                                          input logic signed [7:0] zpo, input logic relu);
+    logic signed [31:0] p;
+    p = (32'(xa) - 32'(zpa)) * (32'(xb) - 32'(zpb));     // |p| <= 255 * 255
+    return clamp8(requant(p, mo, so), zpo, relu ? zpo : -8'sd128);
+  endfunction
+
   // POOL running max / sum including the tap whose data arrives this cycle.
   always_comb begin
     fin_max = max_q;
@@ -472,6 +505,9 @@ module tpu_vpu
                                            : fin_max[n];
         end else if (is_lut) begin
           sram_wdata_o[n*8 +: 8] = lut_q[sram_rdata_i[n*8 +: 8]];
+        end else if (is_mul) begin
+          sram_wdata_o[n*8 +: 8] = mul_lane(a_q[n*8 +: 8], sram_rdata_i[n*8 +: 8], zp0, zp1,
+                                            q_mult[2], q_shift[2], zp2, mu.relu);
         end else if (is_add) begin
           sram_wdata_o[n*8 +: 8] = add_lane(a_q[n*8 +: 8], sram_rdata_i[n*8 +: 8], zp0, zp1,
                                             q_mult[0], q_shift[0], q_mult[1], q_shift[1],
@@ -520,7 +556,7 @@ module tpu_vpu
       wph_q   <= wph_d;
       rd_v_q  <= acc_on && !sram_we_o;
       rd_k_q  <= k_q;
-      if (is_add && rd_v_q && ph_q == 2'd1) a_q <= sram_rdata_i;
+      if (is_ab && rd_v_q && ph_q == 2'd1) a_q <= sram_rdata_i;
       if (is_pool && (start_i || acc_on || rd_v_q)) begin
         if (start_i || wph_q) begin
           max_q <= {Lanes{8'h80}};

@@ -12,6 +12,7 @@
 //                               qreg_in or qreg_out was never loaded.
 //   ADD with count > 0:         ERR_VPU_SRAM_RANGE src_a, src_b or dst_addr + count - 1 >=
 //                               SRAM_WORDS; ERR_QREG_UNLOADED for qreg_a, qreg_b or qreg_out.
+//   MUL with count > 0:         as ADD; src_b spans count words (stride_b = 1) or one word.
 //   LUT:     ERR_VPU_SRAM_RANGE table table_addr + LUT_WORDS - 1 (even for count 0), or (count > 0)
 //            src_addr or dst_addr + count - 1, >= SRAM_WORDS.
 // LOAD_QREG and NOP are never errors; POOL without outputs and ADD with count 0 neither.
@@ -37,16 +38,18 @@ module tpu_vpu_check
   requant_t   rq;
   pool_t      pl;
   add_t       ad;
+  mul_t       mu;
   lut_t       lu;
   assign opcode = opcode_of(instr_i);
   assign lq     = load_qreg_fields(instr_i);
   assign rq     = requant_fields(instr_i);
   assign pl     = pool_fields(instr_i);
   assign ad     = add_fields(instr_i);
+  assign mu     = mul_fields(instr_i);
   assign lu     = lut_fields(instr_i);
 
   logic unused_fields;  // fields that cannot make an instruction an error
-  assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu};
+  assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu, mu.relu};
 
   // ---- the check's copy of the quant registers' valid bits --------------------------------
   logic [NUM_QREGS-1:0] valid_q;
@@ -86,6 +89,12 @@ module tpu_vpu_check
                     || past_end(w_t'(ad.dst_addr), w_t'(ad.count));
   assign ad_q_bad    = !(valid_q[ad.qreg_a] && valid_q[ad.qreg_b] && valid_q[ad.qreg_out]);
 
+  logic mu_sram_bad, mu_q_bad;
+  assign mu_sram_bad = past_end(w_t'(mu.src_a), w_t'(mu.count))
+                    || past_end(w_t'(mu.src_b), mu.stride_b ? w_t'(mu.count) : w_t'(1))
+                    || past_end(w_t'(mu.dst_addr), w_t'(mu.count));
+  assign mu_q_bad    = !(valid_q[mu.qreg_a] && valid_q[mu.qreg_b] && valid_q[mu.qreg_out]);
+
   logic lu_sram_bad;
   assign lu_sram_bad = past_end(w_t'(lu.table_addr), w_t'(LUT_WORDS))
                     || (lu.count != '0 && (past_end(w_t'(lu.src_addr), w_t'(lu.count))
@@ -109,6 +118,12 @@ module tpu_vpu_check
         if (ad.count != '0) begin
           if (ad_sram_bad)    code_o = ERR_VPU_SRAM_RANGE;
           else if (ad_q_bad)  code_o = ERR_QREG_UNLOADED;
+        end
+      end
+      OP_MUL: begin
+        if (mu.count != '0) begin
+          if (mu_sram_bad)    code_o = ERR_VPU_SRAM_RANGE;
+          else if (mu_q_bad)  code_o = ERR_QREG_UNLOADED;
         end
       end
       OP_LUT: if (lu_sram_bad) code_o = ERR_VPU_SRAM_RANGE;

@@ -90,6 +90,12 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         if n:
             acc += [("sram", a[f] * w, (a[f] + n) * w, False) for f in ("src_a", "src_b")]
             acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
+    elif op == "MUL":
+        n = a["count"]
+        if n:
+            acc.append(("sram", a["src_a"] * w, (a["src_a"] + n) * w, False))
+            acc.append(("sram", a["src_b"] * w, (a["src_b"] + (n if a["stride_b"] else 1)) * w, False))
+            acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
     elif op == "LUT":
         n = a["count"]
         acc.append(("sram", a["table_addr"] * w, (a["table_addr"] + cfg.lut_words) * w, False))

@@ -36,7 +36,7 @@ STATIC_BINS = (
     # a shift outside the compiler's [-31, 30] applied (REQUANT channel, POOL average, ADD)
     "shift_extreme",
     # rounding ties that reach an unclamped output
-    "tie_requant_pos", "tie_requant_neg", "tie_pool", "tie_add",
+    "tie_requant_pos", "tie_requant_neg", "tie_pool", "tie_add", "tie_mul",
     # DDR addressing
     "ddr_ge_2_36", "dma_store_ge_2_36", "ddr_top_64k", "ddr_end_2_40", "dma_cross_4k",
     "dma_cross_4g", "dma_strided",
@@ -51,6 +51,8 @@ STATIC_BINS = (
     # LUT: any, in place (dst = src), count 0 (table read only), two in a row through one output
     # lut_index_wrap: one LUT reads inputs -128, -1, 0 and 127 (docstring of _Observer._lut)
     "lut", "lut_in_place", "lut_count0", "lut_chain", "lut_index_wrap",
+    # MUL: any, b broadcast (stride_b = 0), a product of magnitude 255 * 255 (the int8 extremes)
+    "mul", "mul_broadcast", "mul_max_product",
     # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
     "nop_load", "nop_store", "nop_mxu", "nop_vpu",
 )
@@ -196,6 +198,10 @@ class _Observer:
     def _add(self, i, x, mult, shift, zp, relu):
         self._ties(("tie_add",), x, mult, shift, zp, relu)
 
+    def _mul(self, i, x, mult, shift, zp, relu):
+        self._ties(("tie_mul",), x, mult, shift, zp, relu)
+        self.bins["mul_max_product"] += int((np.abs(x) == 255 * 255).sum())
+
     def _qreg_load(self, i, qreg, value):
         prev = self.qval.get(qreg)
         if prev is not None and prev != value and qreg in self.epoch.get("read", set()):
@@ -259,6 +265,9 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["pool_avg" if a["mode"] else "pool_max"] += 1
         elif ins.op == "ADD":
             b["add"] += 1
+        elif ins.op == "MUL":
+            b["mul"] += 1
+            b["mul_broadcast"] += a["count"] > 0 and not a["stride_b"]
         elif ins.op == "LUT":
             b["lut"] += 1
             b["lut_in_place"] += a["count"] > 0 and a["src_addr"] == a["dst_addr"]
@@ -269,7 +278,7 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):
             b["relu"] += 1
-        if ins.op in ("REQUANT", "ADD") or ins.op == "POOL" and a["mode"]:
+        if ins.op in ("REQUANT", "ADD", "MUL") or ins.op == "POOL" and a["mode"]:
             qbanks.update(a[f] // 16 for f in ("qreg", "qreg_a", "qreg_b", "qreg_out", "qreg_in") if f in a)
     b["sram_all_banks"] += len(banks) == cfg.sram_banks
     b["sram_full"] += len(loaded) == cfg.sram_words

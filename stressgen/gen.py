@@ -1,7 +1,7 @@
 """``generate(seed, cfg, invalid_rate)``: a random, valid, race-free stress program.
 
 A program is a few *tasks* (stressgen.tasks: matrix problems with prime/odd K, M and partial N
-tiles; POOL; ADD; LUT; quant-register aliasing; a whole-SRAM fill; a DDR round trip that reloads an
+tiles; POOL; ADD; MUL; LUT; quant-register aliasing; a whole-SRAM fill; a DDR round trip that reloads an
 earlier output) whose load / compute / store phases are interleaved (sequential, software
 pipelined or all-loads-first) so that DMA overlaps compute. The Emitter (stressgen.emit) adds
 the tokens; random extra tokens make long dependency chains. Everything is drawn from
@@ -20,7 +20,17 @@ from stressgen.ctx import Ctx
 from stressgen.data import Ring
 from stressgen.invalid import make_invalid
 from stressgen.program import StressProgram
-from stressgen.tasks import PRIME_K, add_task, fill_task, lut_task, matmul_task, pick_m, pool_task, qreg_alias_task
+from stressgen.tasks import (
+    PRIME_K,
+    add_task,
+    fill_task,
+    lut_task,
+    matmul_task,
+    mul_task,
+    pick_m,
+    pool_task,
+    qreg_alias_task,
+)
 from stressgen.validate import validate
 from tpusim.arch.isa import make
 
@@ -40,6 +50,8 @@ NOP_P = 0.35
 #: Chance that a program gets 1-2 LUT tasks, decided and drawn from side streams, so a program
 #: without one is drawn exactly as before the LUT instruction existed.
 LUT_P = 0.4
+#: Chance that a program gets 1-2 MUL tasks, likewise from side streams of their own.
+MUL_P = 0.4
 
 
 def _matmul(ctx, big: bool):
@@ -137,6 +149,11 @@ def _tasks(ctx) -> list:
         nrng = np.random.default_rng([ctx.seed, 0x107])
         for _ in range(side.randint(1, 2)):
             add(lut_task(ctx, side, nrng))
+    side = random.Random(f"tpusim-stress-mul:{ctx.seed}")
+    if side.random() < MUL_P:
+        nrng = np.random.default_rng([ctx.seed, 0x3A1])
+        for _ in range(side.randint(1, 2)):
+            add(mul_task(ctx, side, nrng))
     misses = 0
     while sum(t.est for t in tasks) < target and misses < 4:
         k = r.random()

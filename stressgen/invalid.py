@@ -119,14 +119,15 @@ def _ddr(prog, cfg, r):
 
 
 #: quant-register fields a VPU instruction reads (POOL: average mode only)
-_QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out")}
+_QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out"),
+                "MUL": ("qreg_a", "qreg_b", "qreg_out")}
 
 
 def _qreg(prog, cfg, r):
     loaded = {ins.args["qreg"] for ins in prog.instrs if ins.op == "LOAD_QREG"}
     free = [q for q in range(cfg.qreg_count) if q not in loaded]
     cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in _QREG_FIELDS.get(ins.op, ())
-             if ins.op == "REQUANT" or ins.op == "ADD" and ins.args["count"]
+             if ins.op == "REQUANT" or ins.op in ("ADD", "MUL") and ins.args["count"]
              or ins.op == "POOL" and ins.args["mode"] and _is_pool(ins)]
     if not free or not cands:
         return False
@@ -210,6 +211,9 @@ SRAM_SUBKINDS = (
     ("vpu_sram_add_a", lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
     ("vpu_sram_add_b", lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
     ("vpu_sram_add_dst", lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
+    ("vpu_sram_mul_a", lambda ins: ins.op == "MUL", _words_past("src_a", "count")),
+    ("vpu_sram_mul_b", lambda ins: ins.op == "MUL" and ins.args["stride_b"], _words_past("src_b", "count")),
+    ("vpu_sram_mul_dst", lambda ins: ins.op == "MUL", _words_past("dst_addr", "count")),
     ("vpu_sram_lut_table", lambda ins: ins.op == "LUT", _words_past("table_addr", table="lut_words")),
     ("vpu_sram_lut_src", lambda ins: ins.op == "LUT", _words_past("src_addr", "count")),
     ("vpu_sram_lut_dst", lambda ins: ins.op == "LUT", _words_past("dst_addr", "count")),
@@ -248,7 +252,7 @@ def _deadlock(prog, cfg, r):
 #: one range fault per instruction kind, for ``double_fault``
 _FAULT_OF = {"DMA_LOAD": _sram_dma, "DMA_STORE": _sram_dma, "LOAD_WEIGHTS": _sram_lw, "MATMUL": _acc_mm,
              "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst,
-             "LUT": _words_past("table_addr", table="lut_words")}
+             "LUT": _words_past("table_addr", table="lut_words"), "MUL": _words_past("dst_addr", "count")}
 
 
 def _faultable(ins) -> bool:
@@ -256,7 +260,7 @@ def _faultable(ins) -> bool:
         return ins.args["count_x"] * ins.args["count_y"] > 0
     if ins.op == "POOL":
         return _is_pool(ins)
-    return ins.op in _FAULT_OF and (ins.op != "ADD" or ins.args["count"] > 0)
+    return ins.op in _FAULT_OF and (ins.op not in ("ADD", "MUL") or ins.args["count"] > 0)
 
 
 def _double_dma(prog, cfg, r) -> bool:

@@ -37,6 +37,7 @@ SIZE_FIELDS: dict[str, tuple[str, ...]] = {
     "REQUANT": ("count",),
     "POOL": ("out_h", "out_w", "win_h", "win_w"),
     "ADD": ("count",),
+    "MUL": ("count",),
     "LUT": ("count",),
 }
 
@@ -60,7 +61,7 @@ def _work(ins: Instruction) -> int:
         return a["inner_bytes"] * a["count1"] * a["count2"]
     if ins.op == "MATMUL":
         return a["count_x"] * a["count_y"]
-    if ins.op in ("REQUANT", "ADD", "LUT"):
+    if ins.op in ("REQUANT", "ADD", "MUL", "LUT"):
         return a["count"]
     if ins.op == "POOL":
         return a["out_w"] * a["out_h"] * a["win_w"] * a["win_h"]

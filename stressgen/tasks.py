@@ -10,7 +10,7 @@ import numpy as np
 
 from stressgen.ctx import Task
 from stressgen.data import rand_i8, rand_qreg, requant_table
-from tpusim.arch.arith import add_multipliers
+from tpusim.arch.arith import add_multipliers, quantize_multiplier
 
 PRIME_K = (101, 103, 107, 127, 131)
 
@@ -243,6 +243,46 @@ def qreg_alias_task(ctx):
     return task
 
 
+def mul_task(ctx, r, nrng):
+    """MUL of two loaded inputs (b one word for all, stride_b = 0, a third of the time), then
+    store; zero points often at the int8 ends with data at the other end (the largest product
+    255 * 255). Drawn from ``r`` / ``nrng`` (side streams) apart from space, layouts and
+    quant-register reuse."""
+    W = ctx.W
+    n = r.randint(1, 24)
+    stride_b = int(r.random() >= 1 / 3)
+    extreme = r.random() < 0.3
+    a = rand_i8(nrng, (n, W))
+    b = rand_i8(nrng, (n if stride_b else 1, W))
+    if extreme:
+        a[: max(1, n // 2)] = -128
+        b[0] = 127
+        za, zb = 127, -128
+    else:
+        za, zb = r.randint(-128, 127), r.choice([0, r.randint(-128, 127)])
+    mo, so = quantize_multiplier(10 ** r.uniform(-5, -1.5))
+    vals = [(r.randint(0, 1 << 30), r.randint(-5, 5), za), (0, 0, zb), (mo, so, r.randint(-128, 127))]
+    relu = int(r.random() < 0.3)
+    task = Task(ctx, 7)
+    sa = sb = dst = 0
+
+    def loads():
+        nonlocal sa, sb, dst
+        sa, sb, dst = ctx.alloc(task, "sram", n), ctx.alloc(task, "sram", len(b)), ctx.alloc(task, "sram", n)
+        ctx.load(sa, a)
+        ctx.load(sb, b)
+
+    def compute():
+        qs = [ctx.ensure_qreg(v) for v in vals]
+        ctx.em.emit("MUL", src_a=sa, src_b=sb, dst_addr=dst, count=n, stride_b=stride_b, qreg_a=qs[0],
+                    qreg_b=qs[1], qreg_out=qs[2], relu=relu)
+
+    def stores():
+        ctx.store(dst, n * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
 def lut_table_values(r, nrng) -> np.ndarray:
     """A LUT table (int8[256], entry k for input byte k): random, identity, constant, or a
     tabulated sigmoid-like step (what the compiler writes for Sigmoid / Tanh)."""
@@ -315,5 +355,5 @@ def fill_task(ctx):
     return task
 
 
-__all__ = ["matmul_task", "pool_task", "add_task", "lut_task", "qreg_alias_task", "fill_task", "pick_m",
+__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "qreg_alias_task", "fill_task", "pick_m",
            "PRIME_K"]

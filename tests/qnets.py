@@ -385,3 +385,25 @@ def unary_lut(seed=0, opset=18):
              n("Mish", ["sp"], ["mish"], name="mish"),
              n("Sigmoid", ["mish"], ["y"], name="sig_out")]
     return make_model(nodes, inits, (1, 3, 9, 10), "y", (1, 6, 9, 10), opset=opset)
+
+
+def se_block(seed=0, gate_first=False):
+    """Squeeze-and-excite (MobileNetV3 / EfficientNet): Conv 3x3 + Relu -> x; GlobalAveragePool ->
+    1x1 Conv + Relu -> 1x1 Conv -> HardSigmoid -> Mul(x, gate) (a (1, C, 1, 1) channel gate; the
+    gate first with ``gate_first``), then Mul of two convs' outputs + Relu:
+    x [1,3,8,7] -> y [1,12,8,7]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, 12, 3, 3), "wr": conv_w(rng, 4, 12, 1), "br": rng.normal(0, 0.1, 4).astype(np.float32),
+             "we": conv_w(rng, 12, 4, 1), "be": rng.normal(0, 0.5, 12).astype(np.float32),
+             "w2": conv_w(rng, 12, 12, 1), "w3": conv_w(rng, 12, 12, 3)}
+    nodes = [n("Conv", ["x", "w1"], ["c"], name="conv", pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"], name="relu"),
+             n("GlobalAveragePool", ["r"], ["p"], name="squeeze"),
+             n("Conv", ["p", "wr", "br"], ["q"], name="reduce"), n("Relu", ["q"], ["qr"], name="relu_r"),
+             n("Conv", ["qr", "we", "be"], ["e"], name="expand"),
+             n("HardSigmoid", ["e"], ["g"], name="gate", alpha=1 / 6, beta=0.5),
+             n("Mul", ["g", "r"] if gate_first else ["r", "g"], ["s"], name="excite"),
+             n("Conv", ["s", "w2"], ["a"], name="conv_a"),
+             n("Conv", ["s", "w3"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+             n("Mul", ["a", "b"], ["m"], name="product"), n("Relu", ["m"], ["y"], name="relu_out")]
+    return make_model(nodes, inits, (1, 3, 8, 7), "y", (1, 12, 8, 7))

@@ -1,11 +1,11 @@
-"""VPU: REQUANT / POOL / ADD / LUT against tpusim.arch.arith, quant registers, VPU timing.
+"""VPU: REQUANT / POOL / ADD / MUL / LUT against tpusim.arch.arith, quant registers, VPU timing.
 
 Config 'small': C = W = 8 lanes; param_words = 9*8/8 = 9; core 1000 ps.
 """
 import numpy as np
 import pytest
 
-from tpusim.arch.arith import add_int8, add_multipliers, lut_int8, pool_avg, quantize_multiplier, requant_conv
+from tpusim.arch.arith import add_int8, add_multipliers, lut_int8, mul_int8, pool_avg, quantize_multiplier, requant_conv
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import make
@@ -136,3 +136,36 @@ def test_lut_arith_refuses_bad_tables():
         lut_int8([1], np.zeros(255, np.int8))
     with pytest.raises(ValueError, match="LUT input 200 is outside int8"):
         lut_int8([200], np.zeros(256, np.int8))
+
+
+@pytest.mark.parametrize("stride_b", [1, 0])
+def test_mul_vs_arith_and_broadcast(stride_b):
+    rng = np.random.default_rng(11)
+    a = rng.integers(-128, 128, (7, W), dtype=np.int8)
+    b = rng.integers(-128, 128, (7 if stride_b else 1, W), dtype=np.int8)
+    mo, so = quantize_multiplier(0.004)
+    prog = [make("LOAD_QREG", qreg=1, multiplier=123, shift=9, zero_point=3),
+            make("LOAD_QREG", qreg=2, zero_point=-9),
+            make("LOAD_QREG", qreg=3, multiplier=mo, shift=so, zero_point=-20),
+            make("MUL", src_a=10, src_b=30, dst_addr=50, count=7, stride_b=stride_b, qreg_a=1, qreg_b=2,
+                 qreg_out=3, relu=1),
+            make("HALT")]
+    run, tpu = run_program(prog, CFG, sram_segments=[(10 * W, _i8(a)), (30 * W, _i8(b))])
+    want = mul_int8(a, b, 3, -9, -20, mo, so, True)
+    assert (tpu.sram.words[50:57] == want).all()
+    assert want.min() == -20                       # relu clamps at the output zero point
+    # count 0 completes at s + 1, count 7 at g + 3*7 = s + 1 + 21 (same start: the same LOAD_QREGs before)
+    empty = run_program(prog[:3] + [make("MUL", qreg_a=1, qreg_b=2, qreg_out=3), make("HALT")], CFG)[0]
+    c7, c0 = ([c for pc, e, c in r.retire if pc == 96][0] for r in (run, empty))
+    assert c7 - c0 == 3 * 7 * 1000
+
+
+def test_mul_broadcast_reads_one_b_word_so_b_at_the_last_word_is_valid():
+    last = CFG.sram_words - 1
+    prog = [make("LOAD_QREG", qreg=0), make("MUL", src_a=0, src_b=last, dst_addr=8, count=4, stride_b=0),
+            make("HALT")]
+    run_program(prog, CFG)
+    bad = [make("LOAD_QREG", qreg=0), make("MUL", src_a=0, src_b=last, dst_addr=8, count=4, stride_b=1),
+           make("HALT")]
+    with pytest.raises(SimulationError, match=r"\(MUL\): src_b=0x7ff \(2047\) \+ 4 words"):
+        run_program(bad, CFG)

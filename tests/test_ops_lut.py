@@ -125,13 +125,6 @@ def test_element_wise_groups_become_one_lut_each(name, body, exprs, tmp_path):
     assert v.accuracy["cosine"] > 0.99, v.accuracy
 
 
-def test_mul_of_two_different_tensors_is_refused_by_name(tmp_path):
-    model = _graph([n("Conv", ["c", "w2"], ["c2"], name="conv2"), n("Mul", ["c", "c2"], ["y"], name="mul")])
-    with pytest.raises(CompileError, match="node 'mul' \\(Mul\\) has no int8 device mapping"):
-        xs = qnets.inputs(qnets.in_shape(model), 2, seed=2)
-        run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="m")
-
-
 @pytest.mark.parametrize("op, attrs, msg", [
     ("Sigmoid", {"alpha": 1.0}, "node 'f' (Sigmoid): attribute 'alpha' is not defined for Sigmoid in opset 18"),
     ("Gelu", {"approximate": "erf"}, "node 'f' (Gelu): attribute approximate='erf' is not one of 'none', 'tanh'"),

@@ -1,4 +1,4 @@
-"""VPU (LOAD_QREG, REQUANT, POOL, ADD, LUT) vs tpusim.arch.arith on random data, and its completion edges.
+"""VPU (LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT) vs tpusim.arch.arith on random data, and its completion edges.
 
 Thousands of lanes per op, including INT32 extremes, saturating shifts, negative values and
 rounding ties. pytest builds dp_tb_top (8x8 'small' config). DP_SEED=<n> replays.
@@ -217,6 +217,44 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
             assert np.array_equal(got, want), f"trial {trial} avg={avg}: got {got} want {want}"
             lanes += got.size
         dut._log.info(f"pool_random: {lanes} lanes bit-exact")
+
+    @cocotb.test()
+    async def mul_random(dut):
+        """MUL: random operands and quant registers, b per word and broadcast (stride_b = 0),
+        relu, extreme zero points (products up to 255 * 255)."""
+        tb = await _setup(dut)
+        rng = _rng()
+        lanes = 0
+        for trial in range(12):
+            count = int(rng.integers(1, 60))
+            stride_b = int(trial % 3 != 0)
+            a = rng.integers(-128, 128, size=(count, tb.W))
+            b = rng.integers(-128, 128, size=(count if stride_b else 1, tb.W))
+            if trial % 4 == 1:
+                za, zb = 127, -128
+                a[:] = -128
+                b[:] = 127
+            else:
+                za, zb = (int(v) for v in rng.integers(-128, 128, size=2))
+            if trial % 2:
+                mo, so = arith.quantize_multiplier(float(rng.uniform(1e-5, 0.05)))
+            else:
+                mo, so, _ = _qreg(rng)
+            zo, relu = int(rng.integers(-128, 128)), int(rng.integers(0, 2))
+            await _load_qreg(tb, 3, int(rng.integers(0, 1 << 30)), 5, za)
+            await _load_qreg(tb, 40, 0, 0, zb)
+            await _load_qreg(tb, 63, mo, so, zo)
+            await tb.write_words(0, _words(tb, a))
+            await tb.write_words(400, _words(tb, b))
+            s, g, c = await tb.run("vpu", isa.make("MUL", src_a=0, src_b=400, dst_addr=900, count=count,
+                                                   stride_b=stride_b, qreg_a=3, qreg_b=40, qreg_out=63, relu=relu))
+            assert tb.last_err == (0, 0)
+            assert g == s + 1 and c == g + 3 * count, (s, g, c, count)
+            got = np.array([tb.int_word(v) for v in await tb.read_words(900, count)])
+            want = arith.mul_int8(a, b, za, zb, zo, mo, so, bool(relu))
+            assert np.array_equal(got, want), f"trial {trial}: got {got} want {want}"
+            lanes += got.size
+        dut._log.info(f"mul_random: {lanes} lanes bit-exact")
 
     @cocotb.test()
     async def lut_random(dut):

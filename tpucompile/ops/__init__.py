@@ -13,7 +13,10 @@
   softmax       Softmax                                   (host op)     host, float32
   constant      Constant, ConstantOfShape (folded)        -             -
   identity      Identity, Dropout (inference; -> Alias)   (alias)       -
-  scale         Mul, Sub, Div by constants (folded into   -             -
+  mul           Mul: by constants (folded into the Conv     QMul          vector unit
+                as a per-channel affine), of two tensors
+                (also a (1, C, 1, 1) channel gate)
+  scale         Sub, Div by constants (folded into        -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
   transpose     Transpose (folded; a channel shuffle is   -             -
@@ -39,6 +42,7 @@ from tpucompile.ops import (
                             gemm,
                             identity,
                             lut,
+                            mul,
                             pool,
                             relu,
                             reshape,
@@ -50,12 +54,13 @@ from tpucompile.ops.add import QAdd
 from tpucompile.ops.concat import QConcat
 from tpucompile.ops.conv import QConv
 from tpucompile.ops.lut import QLut
+from tpucompile.ops.mul import QMul
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 
-FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, scale, concat, transpose,
-            lut)
+FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
+            transpose, lut)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul"]

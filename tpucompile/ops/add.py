@@ -36,7 +36,7 @@ from tpucompile.qgraph import QOp
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
-__all__ = ["QAdd", "OPS"]
+__all__ = ["QAdd", "OPS", "two_operand_channels"]
 
 
 @dataclass(frozen=True)
@@ -121,22 +121,22 @@ def _layout(op: QAdd, qg, lays) -> None:
                            f"{qg.tensors[op.b].shape} differ from output {y.shape}")
 
 
-def _remap_channels(op: QAdd, maps: dict, blk: int):
+def two_operand_channels(op, maps: dict, blk: int):
     """Lane-wise: both operands must have one channel map, which the output takes. With one
     operand mapped and the other not, ``ChannelMapRequest`` asks for the plain one in the map
     (``backend.channels.remap_graph`` has its producer write it so, if it can)."""
     ma, mb = maps.get(op.a), maps.get(op.b)
     if (ma is None) != (mb is None):
         plain, m = (op.a, mb) if ma is None else (op.b, ma)
-        raise ChannelMapRequest(plain, m, f"QAdd {op.name!r}: operand {plain!r} has its channels in order, the "
+        raise ChannelMapRequest(plain, m, f"{type(op).__name__} {op.name!r}: operand {plain!r} has its channels in order, the "
                                 f"other one in lanes {m.as_json()} ([logical, lane, count]), and the producer of "
                                 f"{plain!r} cannot write that layout (only a Conv read by this Add alone can)")
     if ma != mb:
         def text(m):
             return "the identity" if m is None else m.as_json()
-        raise CompileError(f"QAdd {op.name!r}: operands {op.a!r} and {op.b!r} place their channels "
+        raise CompileError(f"{type(op).__name__} {op.name!r}: operands {op.a!r} and {op.b!r} place their channels "
                            f"differently in DDR ({text(ma)} vs {text(mb)}, [logical, lane, count]); "
-                           "an Add of two differently laid out Concat results is unsupported")
+                           f"an {type(op).__name__[1:]} of two differently laid out Concat results is unsupported")
     return op, ma
 
 
@@ -181,7 +181,7 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
 
 
 DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform,
-                  remap_channels=_remap_channels, plan_layout=_layout,
+                  remap_channels=two_operand_channels, plan_layout=_layout,
                   constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
 OPS = (
     OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),

@@ -1,15 +1,16 @@
-"""Mul, Sub and Div with a constant operand: folded into the preceding Conv as a per-channel affine
-(``passes/fold_affine.py``; the scale and shift of a Caffe2-style BatchNorm in inception_v2 and
-densenet121 are ``Mul``/``Add`` of ``Unsqueeze``d constants), or folded outright on constants.
+"""Sub and Div with a constant operand (Mul: ``ops/mul.py``): folded into the preceding Conv as a
+per-channel affine (``passes/fold_affine.py``; the shift of a Caffe2-style BatchNorm in
+inception_v2 and densenet121 is an ``Add`` of an ``Unsqueeze``d constant), or folded outright on
+constants.
 
-  Mul  x * c  -> s = c,  t = 0          Sub  x - c -> s = 1,  t = -c;   c - x -> s = -1, t = c
-  Div  x / c  -> s = 1/c, t = 0 (c / x is not affine: refused)
+  Sub  x - c -> s = 1,  t = -c;   c - x -> s = -1, t = c
+  Div  x / c -> s = 1/c, t = 0 (c / x is not affine: refused)
 
-The constant must be a scalar or vary along channels only (``ops.common.per_channel``).
-A Mul/Add/Sub/Div inside a group of element-wise functions of one tensor (SiLU
-``x * Sigmoid(x)``, GELU's ``0.5 * x * (1 + Erf(x / sqrt 2))``) becomes part of one table lookup
-(``passes/fuse_elementwise``, ``ops/lut.py``). Anything else (element-wise Mul of two activations, one not after a Conv)
-has no int8 mapping yet and is refused by name. Opset < 7 ``broadcast``/``axis`` attributes are refused.
+The constant must be a scalar or vary along channels only (``ops.common.per_channel``). A Sub or
+Div inside a group of element-wise functions of one tensor (GELU's ``Div(x, sqrt 2)``) becomes
+part of one table lookup (``passes/fuse_elementwise``, ``ops/lut.py``). Anything else (of two
+activations) has no int8 mapping and is refused by name. Opset < 7 ``broadcast``/``axis``
+attributes are refused.
 """
 from __future__ import annotations
 
@@ -35,10 +36,6 @@ def _fold_div(node, a, b):
     return np.divide(a, b).astype(np.result_type(a, b))
 
 
-def _mul(c, x_first):
-    return c, 0.0
-
-
 def _sub(c, x_first):
     return (1.0, -c) if x_first else (-1.0, c)
 
@@ -53,8 +50,6 @@ def _div_affine(graph, node, cout: int, bias):
 
 
 OPS = (
-    OpDef("Mul", import_node=no_attrs, fold=_binary_fold(np.multiply), elementwise=elementwise_binary,
-          affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _mul)),
     OpDef("Sub", import_node=no_attrs, fold=_binary_fold(np.subtract), elementwise=elementwise_binary,
           affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _sub)),
     OpDef("Div", import_node=no_attrs, fold=_fold_div, affine=_div_affine, elementwise=elementwise_binary),

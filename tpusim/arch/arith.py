@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
-           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "lut_int8",
+           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "mul_int8", "lut_int8",
            "matmul_acc"]
 
 INT32_MIN = -(2 ** 31)
@@ -194,6 +194,17 @@ def add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu: bool) -> np.n
     b2 = (np.asarray(b, dtype=np.int64) - int(zp_b)) << ADD_LEFT_SHIFT
     s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb))
     y = requant(s, mo, so) + int(zp_o)
+    lo = int(zp_o) if relu else -128
+    return np.clip(y, lo, 127).astype(np.int8)
+
+
+def mul_int8(a, b, zp_a, zp_b, zp_o, mo, so, relu: bool) -> np.ndarray:
+    """TFLite-style int8 element-wise multiply (``reference_ops::Mul`` / ``MulElementwise`` for
+    int8): p = (a - zp_a) * (b - zp_b) (|p| <= 255 * 255, exact in int32),
+    y = requant(p, mo, so) + zp_o, clamp [zp_o if relu else -128, 127]. mo/so =
+    quantize_multiplier(s_a * s_b / s_out). a and b broadcast (numpy rules)."""
+    p = (np.asarray(a, dtype=np.int64) - int(zp_a)) * (np.asarray(b, dtype=np.int64) - int(zp_b))
+    y = requant(p, mo, so) + int(zp_o)
     lo = int(zp_o) if relu else -128
     return np.clip(y, lo, 127).astype(np.int8)
 

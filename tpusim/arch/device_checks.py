@@ -178,6 +178,17 @@ def add_fault(a: dict, cfg, loaded) -> DeviceFault | None:
                   *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg_a", "qreg_b", "qreg_out")))
 
 
+def mul_fault(a: dict, cfg, loaded) -> DeviceFault | None:
+    """With count > 0 only: vpu_sram_range (src_a and dst_addr ``count`` words; src_b ``count``
+    words, or 1 with stride_b = 0), then qreg_unloaded (qreg_a, qreg_b, qreg_out)."""
+    n = a["count"]
+    if n == 0:
+        return None
+    return _first(_vpu_words("src_a", a, n, cfg), _vpu_words("src_b", a, n if a["stride_b"] else 1, cfg),
+                  _vpu_words("dst_addr", a, n, cfg),
+                  *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg_a", "qreg_b", "qreg_out")))
+
+
 def lut_fault(a: dict, cfg, loaded=frozenset()) -> DeviceFault | None:
     """vpu_sram_range: the table of ``lut_words`` words (even for count 0), then with count > 0
     the ``count`` source and destination words. LUT reads no quant register."""
@@ -189,7 +200,7 @@ def lut_fault(a: dict, cfg, loaded=frozenset()) -> DeviceFault | None:
 # ------------------------------------------------------------------ by opcode
 _CONFIG_ONLY = {"DMA_LOAD": dma_fault, "DMA_STORE": dma_fault, "LOAD_WEIGHTS": load_weights_fault,
                 "MATMUL": matmul_fault}
-_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "LUT": lut_fault}
+_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "MUL": mul_fault, "LUT": lut_fault}
 
 
 def start_fault(ins, cfg, loaded=frozenset()) -> DeviceFault | None:
@@ -233,6 +244,6 @@ def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault
 
 
 __all__ = ["DeviceFault", "DDR_ALIGN_MIN_BYTES", "where", "ddr_align_bytes", "dma_fault",
-           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "lut_fault",
+           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault",
            "qreg_fault", "start_fault", "reserved_opcode_fault", "unused_bits_fault", "decode_fault",
            "token_overflow_fault"]

@@ -29,7 +29,7 @@ class Engine(IntEnum):
     LOAD = 0   # DMA read channel: DDR -> SRAM (DMA clock domain)
     STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
     MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
-    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, LUT (core clock domain)
+    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT (core clock domain)
 
 
 #: Engine names in Engine order: ("LOAD", "STORE", "MXU", "VPU"); lower case in counter and
@@ -124,6 +124,12 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
     )),
     OpSpec("ADD", 0x0A, Engine.VPU, (
         _f("src_a", 16), _f("src_b", 16), _f("dst_addr", 16), _f("count", 16),
+        _f("qreg_a", 6), _f("qreg_b", 6), _f("qreg_out", 6),
+        _f("relu", 1),
+    )),
+    OpSpec("MUL", 0x0C, Engine.VPU, (
+        _f("src_a", 16), _f("src_b", 16), _f("dst_addr", 16), _f("count", 16),
+        _f("stride_b", 1),       # 1: b[i] = word src_b + i; 0: word src_b for every i (broadcast)
         _f("qreg_a", 6), _f("qreg_b", 6), _f("qreg_out", 6),
         _f("relu", 1),
     )),

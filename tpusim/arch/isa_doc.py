@@ -156,6 +156,25 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
          "qreg_b": "quant register of operand b",
          "qreg_out": "quant register of the output",
          "relu": "1: clamp below at the output zero point"}),
+    "MUL": (
+        "Quantised element-wise multiply of `count` words, lane-wise: "
+        "`dst[i] = mul_int8(a[i], b, zp(qreg_a), zp(qreg_b), qreg_out, relu)` with `b` = word "
+        "`src_b + i` (`stride_b` = 1) or word `src_b` for every `i` (`stride_b` = 0: one channel "
+        "vector times a whole tile, e.g. squeeze-and-excite): `(a - zp_a)(b - zp_b)` (exact in "
+        "int32), requantised by `qreg_out` (`tpusim.arch.arith.mul_int8`, TFLite int8 Mul). "
+        "Only the zero points of `qreg_a` and `qreg_b` are used.",
+        "SRAM transaction `D = 3*count` (ranges: `src_a` and `dst`, `count` words each, `src_b` "
+        "`count` words or 1; per `i`: read `a`, read `b`, write): request at `s`, grant `g`, "
+        "completion `c = g + D` (core).",
+        {"src_a": "SRAM word address of operand a",
+         "src_b": "SRAM word address of operand b",
+         "dst_addr": "SRAM word address of the result",
+         "count": "words",
+         "stride_b": "1: operand b advances with a; 0: the one word `src_b` for every `i`",
+         "qreg_a": "quant register whose zero point is operand a's",
+         "qreg_b": "quant register whose zero point is operand b's",
+         "qreg_out": "quant register of the output (multiplier, shift, zero point)",
+         "relu": "1: clamp below at the output zero point"}),
     "LUT": (
         "Element-wise int8 -> int8 function by table lookup, lane-wise. Reads the table: the "
         "first 256 bytes of the `lut_words = ceil(256/W)` words at `table_addr` (entry `k` is "
@@ -179,7 +198,7 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
 
 _REQUANT_TEXT = [
     "", "## Requant arithmetic", "",
-    "REQUANT, POOL (average) and ADD scale int32 values with `requant(x, mult, shift)` "
+    "REQUANT, POOL (average), ADD and MUL scale int32 values with `requant(x, mult, shift)` "
     "(`tpusim.arch.arith.requant`, gemmlowp `MultiplyByQuantizedMultiplier`): "
     "`t = sat32(x * 2^left)`, `v = SaturatingRoundingDoublingHighMul(t, mult)` "
     "(`x*mult / 2^31`, ties toward +inf, `INT32_MAX` for `INT32_MIN * INT32_MIN`), "

@@ -1,13 +1,14 @@
-"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, LUT; integer arithmetic from tpusim.arch.arith.
+"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT; integer arithmetic from tpusim.arch.arith.
 
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
-  REQUANT / POOL / ADD / LUT: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
+  REQUANT / POOL / ADD / MUL / LUT: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
     REQUANT D = param_words + count;      ranges: table, destination
     POOL    D = out_w*out_h*(win_w*win_h + 1); ranges: source (first..last tap), destination
     ADD     D = 3*count;                  ranges: src_a, src_b, dst (count words each)
+    MUL     D = 3*count;                  ranges: src_a, src_b (count words, 1 if stride_b = 0), dst
     LUT     D = lut_words + 2*count;      ranges: table, src, dst (count words each)
-  D = 0 (POOL/ADD with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
+  D = 0 (POOL/ADD/MUL with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
   Zero-word ranges are left out of the bank mask. POOL with a 0-tap window: max gives -128 in
   every lane, average gives pool_avg(0, 0, ...).
 Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. The requant table
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arch.arith import add_int8, lut_int8, pool_avg, requant_conv
-from tpusim.arch.device_checks import add_fault, lut_fault, pool_fault, requant_fault
+from tpusim.arch.arith import add_int8, lut_int8, mul_int8, pool_avg, requant_conv
+from tpusim.arch.device_checks import add_fault, lut_fault, mul_fault, pool_fault, requant_fault
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.operands import LUT_TABLE_BYTES, REQUANT_TABLE_BYTES_PER_CHANNEL, lut_table, requant_table
 from tpusim.models import sram as sram_mod
@@ -50,7 +51,7 @@ class Vpu(EngineBase):
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
-        elif op in ("REQUANT", "POOL", "ADD", "LUT"):
+        elif op in ("REQUANT", "POOL", "ADD", "MUL", "LUT"):
             ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
@@ -144,6 +145,24 @@ class Vpu(EngineBase):
                            qa.zero_point, qa.multiplier, qa.shift,
                            qb.zero_point, qb.multiplier, qb.shift,
                            qo.zero_point, qo.multiplier, qo.shift, bool(a["relu"]))
+            w[a["dst_addr"]:a["dst_addr"] + n] = out
+        return ranges, 3 * n, effect
+
+    # ------------------------------------------------------------------ MUL
+    def _plan_mul(self, entry: QueueEntry):
+        a = entry.instr.args
+        n = a["count"]
+        if n == 0:
+            return [], 0, None
+        self._check(entry, mul_fault)
+        nb = n if a["stride_b"] else 1
+        ranges = [self._span(a["src_a"], n), self._span(a["src_b"], nb), self._span(a["dst_addr"], n)]
+        qa, qb, qo = (self.qregs.get(a[f]) for f in ("qreg_a", "qreg_b", "qreg_out"))
+
+        def effect():
+            w = self.sram.words
+            out = mul_int8(w[a["src_a"]:a["src_a"] + n], w[a["src_b"]:a["src_b"] + nb], qa.zero_point,
+                           qb.zero_point, qo.zero_point, qo.multiplier, qo.shift, bool(a["relu"]))
             w[a["dst_addr"]:a["dst_addr"] + n] = out
         return ranges, 3 * n, effect
 

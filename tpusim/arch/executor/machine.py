@@ -10,7 +10,7 @@ State (``cfg`` = the HwConfig; W = word_bytes = array_rows = R, C = array_cols):
 Arithmetic: ``tpusim.arch.arith`` only. Operand addresses: ``tpusim.arch.operands``. Before
 anything else, ``execute`` runs the instruction's device checks (``tpusim.arch.device_checks``)
 and raises their ``DeviceError``. Zero-size operations follow docs/architecture.md,
-clarification 6: MATMUL with M = 0, POOL and ADD with no output do nothing (REQUANT and LUT
+clarification 6: MATMUL with M = 0, POOL, ADD and MUL with no output do nothing (REQUANT and LUT
 with count 0 still read their table); a POOL window of 0 taps gives -128 (max) and
 ``pool_avg(0, 0, ...)`` (average), as the SimPy model and the RTL.
 
@@ -18,7 +18,8 @@ with count 0 still read their table); a POOL window of 0 taps gives -128 (max) a
 (stressgen's coverage bins): ``weights`` (wts), ``matmul`` (args), ``qreg_load`` (qreg, value),
 ``qreg_read`` (qreg, value, field; each quant register read, in field order), ``requant`` /
 ``add`` (x: the int32 values requantised last, mult, shift, zp, relu), ``pool_avg`` (x, mult,
-shift, zp), ``lut`` (x: the int8 inputs, table: int8[256]).
+shift, zp), ``mul`` (x: the int32 products requantised, mult, shift, zp, relu), ``lut`` (x: the
+int8 inputs, table: int8[256]).
 """
 from __future__ import annotations
 
@@ -149,6 +150,18 @@ class Machine:
         self.observe("add", i, x=s, mult=mo, shift=so, zp=zo, relu=a["relu"])
         self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.add_int8(
             x_a, x_b, za, ma, sa, zb, mb, sb, zo, mo, so, bool(a["relu"]))
+
+    def _mul(self, i, a):
+        n = a["count"]
+        if n == 0:
+            return
+        za = self._qreg(i, "qreg_a", a["qreg_a"])[2]
+        zb = self._qreg(i, "qreg_b", a["qreg_b"])[2]
+        mo, so, zo = self._qreg(i, "qreg_out", a["qreg_out"])
+        x_a = self.sram[a["src_a"]:a["src_a"] + n].astype(np.int64)
+        x_b = self.sram[a["src_b"]:a["src_b"] + (n if a["stride_b"] else 1)].astype(np.int64)
+        self.observe("mul", i, x=(x_a - za) * (x_b - zb), mult=mo, shift=so, zp=zo, relu=a["relu"])
+        self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.mul_int8(x_a, x_b, za, zb, zo, mo, so, bool(a["relu"]))
 
     def _lut(self, i, a):
         n, start = a["count"], a["table_addr"] * self.W
