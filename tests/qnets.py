@@ -407,3 +407,17 @@ def se_block(seed=0, gate_first=False):
              n("Conv", ["s", "w3"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
              n("Mul", ["a", "b"], ["m"], name="product"), n("Relu", ["m"], ["y"], name="relu_out")]
     return make_model(nodes, inits, (1, 3, 8, 7), "y", (1, 12, 8, 7))
+
+
+def lrn_net(seed=0, size=5):
+    """AlexNet's conv + Relu + LRN(size, alpha 1e-4 scaled up to 1e-2 so the normalization shows,
+    beta 0.75, bias 2) + MaxPool + Conv + LRN (defaults): x [1,3,12,12] -> y [1,10,6,6]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"], name="relu1"),
+             n("LRN", ["r1"], ["l1"], name="norm1", size=size, alpha=1e-2, beta=0.75, bias=2.0),
+             n("MaxPool", ["l1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             n("LRN", ["c2"], ["y"], name="norm2", size=3)]
+    inits = {"w1": conv_w(rng, 12, 3, 3) * 3, "w2": conv_w(rng, 10, 12, 3)}
+    return make_model(nodes, inits, (1, 3, 12, 12), "y", (1, 10, 6, 6))

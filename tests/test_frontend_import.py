@@ -220,14 +220,14 @@ def test_auto_pad_resolved_into_pads(mode, hw, k, s, pads):
 
 def test_every_refused_node_reported_at_once_grouped_by_op():
     nodes = [helper.make_node("Hardmax", ["x"], ["a"], name="sig1"),
-             helper.make_node("LRN", ["a"], ["b"], name="lrn1", size=3),
+             helper.make_node("LpNormalization", ["a"], ["b"], name="lrn1"),
              helper.make_node("Hardmax", ["b"], ["c"], name="sig2"),
              helper.make_node("Conv", ["c", "w"], ["y"], name="conv1", kernel_shape=[1, 1], group=-2)]
     m = qnets.make_model(nodes, {"w": np.ones((4, 1, 1, 1), np.float32)}, (1, 2, 4, 4), "y", None)
     with pytest.raises(CompileError) as e:
         import_onnx(m)
     lines = str(e.value).splitlines()
-    assert lines[0] == "4 nodes cannot be compiled (by op: Hardmax x2, LRN x1, Conv x1):"
+    assert lines[0] == "4 nodes cannot be compiled (by op: Hardmax x2, LpNormalization x1, Conv x1):"
     assert [ln.split("'")[1] for ln in lines[1:]] == ["sig1", "lrn1", "sig2", "conv1"]
     assert "attribute group=-2 invalid" in lines[4]
 

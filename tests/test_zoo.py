@@ -8,7 +8,7 @@ from onnx import numpy_helper
 
 from tpucompile import driver, realdata
 from tpucompile.frontend.onnx_import import import_onnx
-from tpusim.arch.errors import CompileError
+from tpusim.flow.cosim import run
 
 
 def test_every_wheel_graph_is_a_builtin_name():
@@ -36,9 +36,11 @@ def test_vgg19_imports():
     import_onnx(driver.load_model("vgg19"))       # 143 M synthetic weights: ~10 s
 
 
-def test_a_refused_wheel_model_names_its_ops():
-    with pytest.raises(CompileError, match=r"^\d+ nodes cannot be compiled \(by op: .*LRN x2"):
-        import_onnx(driver.load_model("inception_v1"))
+def test_lrn_wheel_model_compiles_bit_exact(tmp_path):
+    """inception_v1 (GoogLeNet: two LRNs, 9 inception Concats) with synthetic weights on 'seed'
+    through SimPy: every layer golden = SimPy (each LRN four device ops)."""
+    v = run("inception_v1", "seed", tmp_path, rtl=False, calib=1)
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.layer_mismatches)
 
 
 def test_unknown_wheel_model():

@@ -16,6 +16,8 @@
   mul           Mul: by constants (folded into the Conv     QMul          vector unit
                 as a per-channel affine), of two tensors
                 (also a (1, C, 1, 1) channel gate)
+  lrn           LRN (-> LUT x^2, band 1x1 Conv, LUT       QLut, QConv,  vector unit,
+                d^-beta, MUL)                             QMul          systolic array
   scale         Sub, Div by constants (folded into        -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
@@ -41,6 +43,7 @@ from tpucompile.ops import (
                             conv,
                             gemm,
                             identity,
+                            lrn,
                             lut,
                             mul,
                             pool,
@@ -59,7 +62,7 @@ from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 
 FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut)
+            transpose, lut, lrn)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 

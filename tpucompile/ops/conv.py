@@ -53,7 +53,7 @@ from tpucompile.qgraph import QOp, QTensor, check_array
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
-__all__ = ["QConv", "conv_int8", "OPS"]
+__all__ = ["QConv", "conv_int8", "conv_qop", "OPS"]
 
 
 @dataclass(frozen=True)
@@ -155,18 +155,26 @@ def _quantize(q, node) -> None:
         raise CompileError(f"node {node.name!r} (Conv): weight of shape {w.shape} and bias of shape "
                            f"{b.shape} do not describe a 2-D convolution with {w.shape[0]} outputs")
     sy, zy = q.out_params(node)
+    out = q.add_tensor(node.outputs[0], sy, zy)
+    q.add_op(conv_qop(node.name, qt, w, b, out, tuple(node.attrs["strides"]), tuple(node.attrs["pads"]),
+                      bool(node.attrs["relu"])))
+
+
+def conv_qop(name: str, qt, w: np.ndarray, b: np.ndarray, out, strides, pads, relu: bool) -> "QConv":
+    """The QConv of float weight ``w`` [Cout, Cin, kh, kw] and bias ``b`` [Cout] from int8 input
+    ``qt`` to the device tensor ``out`` (QTensors): per-output-channel symmetric int8 weights
+    (``weight_params``), bias in the accumulator's scale with the input zero point folded in;
+    CompileError naming ``name`` if the bias does not fit int32 or a multiplier is unsupported."""
     qw, sw = weight_params(w)          # float64 arithmetic inside, no float64 copy of w
     bq = np.round(b.astype(np.float64) / (qt.scale * sw))
     beff = bq - qt.zero_point * qw.reshape(qw.shape[0], -1).astype(np.int64).sum(axis=1)
     if np.abs(beff).max(initial=0) > arith.INT32_MAX:
-        raise CompileError(f"node {node.name!r} (Conv): bias {beff[np.argmax(np.abs(beff))]:.0f} "
+        raise CompileError(f"node {name!r} (Conv): bias {beff[np.argmax(np.abs(beff))]:.0f} "
                            "does not fit int32")
-    ms = [requant_multiplier(node.name, qt.scale * s / sy) for s in sw]
-    out = q.add_tensor(node.outputs[0], sy, zy)
-    q.add_op(QConv(node.name, qt.name, out.name, qw, beff.astype(np.int32),
-                   np.array([m for m, _ in ms], np.int32), np.array([s for _, s in ms], np.int32),
-                   tuple(node.attrs["strides"]), tuple(node.attrs["pads"]), bool(node.attrs["relu"]),
-                   qt.zero_point, zy))
+    ms = [requant_multiplier(name, qt.scale * s / out.scale) for s in sw]
+    return QConv(name, qt.name, out.name, qw, beff.astype(np.int32),
+                 np.array([m for m, _ in ms], np.int32), np.array([s for _, s in ms], np.int32),
+                 tuple(strides), tuple(pads), relu, qt.zero_point, out.zero_point)
 
 
 # ---------------------------------------------------------------- golden

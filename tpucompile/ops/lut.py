@@ -48,7 +48,7 @@ from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 from tpusim.arch.operands import LUT_TABLE_BYTES
 
-__all__ = ["QLut", "OPS", "FUNCTIONS", "FOLDS", "lut_table", "unary_function", "evaluate", "is_scalar",
+__all__ = ["QLut", "OPS", "FUNCTIONS", "FOLDS", "lut_table", "lut_qop", "unary_function", "evaluate", "is_scalar",
            "elementwise_unary", "elementwise_binary"]
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -170,12 +170,18 @@ def _folder(op_type: str):
 def _quantize(q, node) -> None:
     x = q.input(node)
     sy, zy = q.out_params(node)
-    try:
-        table = lut_table(lambda v: evaluate(node.attrs, v), x.scale, x.zero_point, sy, zy)
-    except ValueError as e:
-        raise CompileError(f"node {node.name!r} (Lut {node.attrs['expr']}): {e}") from None
     out = q.add_tensor(node.outputs[0], sy, zy, shape=x.shape)
-    q.add_op(QLut(node.name, x.name, out.name, node.attrs["expr"], table))
+    q.add_op(lut_qop(node.name, x, out, lambda v: evaluate(node.attrs, v), node.attrs["expr"]))
+
+
+def lut_qop(name: str, x, out, f, text: str) -> "QLut":
+    """The QLut of function ``f`` (float64 -> float64, ``text`` its formula) from int8 device tensor
+    ``x`` to ``out`` (QTensors); CompileError naming ``name`` and the input where f is not finite."""
+    try:
+        table = lut_table(f, x.scale, x.zero_point, out.scale, out.zero_point)
+    except ValueError as e:
+        raise CompileError(f"node {name!r} (Lut {text}): {e}") from None
+    return QLut(name, x.name, out.name, text, table)
 
 
 # ---------------------------------------------------------------- golden

@@ -37,7 +37,7 @@ from tpucompile.qgraph import QOp
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
-__all__ = ["QMul", "OPS"]
+__all__ = ["QMul", "OPS", "mul_qop"]
 
 
 @dataclass(frozen=True)
@@ -90,13 +90,19 @@ def _quantize(q, node) -> None:
         raise CompileError(f"node {node.name!r} (Mul): broadcasting {a.shape} * {b.shape} unsupported (shapes "
                            "must match, or one operand must be a (1, C, 1, 1) channel gate of the other)")
     sy, zy = q.out_params(node)
-    try:
-        m, s = arith.quantize_multiplier(a.scale * b.scale / sy)
-    except ValueError as e:
-        raise CompileError(f"node {node.name!r} (Mul): {e}") from e
     out = q.add_tensor(node.outputs[0], sy, zy, shape=a.shape)
-    q.add_op(QMul(node.name, a.name, b.name, out.name, a.zero_point, b.zero_point, zy, m, s,
-                  bool(node.attrs.get("relu")), gate))
+    q.add_op(mul_qop(node.name, a, b, out, bool(node.attrs.get("relu"))))
+
+
+def mul_qop(name: str, a, b, out, relu: bool) -> "QMul":
+    """The QMul of int8 device tensors ``a`` and ``b`` (b equal in shape or a (1, C, 1, 1) gate of a)
+    into ``out`` (QTensors); CompileError naming ``name`` for an unsupported multiplier."""
+    try:
+        m, s = arith.quantize_multiplier(a.scale * b.scale / out.scale)
+    except ValueError as e:
+        raise CompileError(f"node {name!r} (Mul): {e}") from e
+    return QMul(name, a.name, b.name, out.name, a.zero_point, b.zero_point, out.zero_point, m, s, relu,
+                a.shape != b.shape)
 
 
 # ---------------------------------------------------------------- golden

@@ -331,7 +331,8 @@ def seed_models() -> list:
                   for i, op in enumerate(["Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu",
                                           "Selu", "Softplus", "Softsign", "Erf", "Gelu", "Mish", "Exp", "Abs",
                                           "Sqrt", "Reciprocal", "Neg"])]
-               + [helper.make_node("Pow", ["u17", "two"], ["y"], name="pow")],
+               + [helper.make_node("Pow", ["u17", "two"], ["u18"], name="pow"),
+                  helper.make_node("LRN", ["u18"], ["y"], name="lrn", size=3, alpha=1e-3, beta=0.5, bias=1.5)],
                {"w": w(8, 4, 1, 1), "two": np.array(2.0, np.float32)}, (1, 4, 5, 5), opset=20),
         ])
     return _SEED_MODELS
