@@ -51,6 +51,9 @@ STATIC_BINS = (
     # LUT: any, in place (dst = src), count 0 (table read only), two in a row through one output
     # lut_index_wrap: one LUT reads inputs -128, -1, 0 and 127 (docstring of _Observer._lut)
     "lut", "lut_in_place", "lut_count0", "lut_chain", "lut_index_wrap",
+    # the compiler's nearest upsampling: a POOL reading one word for several outputs
+    # (out_stride_x = 0) and a DMA_STORE writing one SRAM run to several DDR runs (sram_stride1 = 0)
+    "pool_stride0", "dma_sram_repeat",
     # MUL: any, b broadcast (stride_b = 0), a product of magnitude 255 * 255 (the int8 extremes)
     "mul", "mul_broadcast", "mul_max_product",
     # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
@@ -249,6 +252,7 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
                 b["ddr_end_2_40"] += d + n == DDR_ADDR_LIMIT
                 b["dma_cross_4k"] += d // 4096 != (d + n - 1) // 4096
                 b["dma_cross_4g"] += d < 1 << 32 < d + n
+            b["dma_sram_repeat"] += a["count1"] > 1 and a["sram_stride1"] == 0
             b["dma_strided"] += len(runs) > 1 and a["ddr_stride1" if a["count1"] > 1 else "ddr_stride2"] > a["inner_bytes"]
             if ins.op == "DMA_LOAD":
                 for _, s, n in runs:
@@ -263,6 +267,7 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["mm_strided"] += a["count_x"] > 1 and a["stride_x"] > 1
         elif ins.op == "POOL":
             b["pool_avg" if a["mode"] else "pool_max"] += 1
+            b["pool_stride0"] += a["out_w"] > 1 and a["out_h"] > 0 and a["out_stride_x"] == 0
         elif ins.op == "ADD":
             b["add"] += 1
         elif ins.op == "MUL":

@@ -140,6 +140,22 @@ class Ctx:
         self.outputs.append(reg)
         return reg
 
+    def store_repeat(self, word: int, inner_bytes: int, rows: int, repeat: int) -> OutputRegion:
+        """One DMA_STORE writing each of ``rows`` SRAM rows of ``inner_bytes`` (from word ``word``,
+        dense) to ``repeat`` consecutive DDR rows (``sram_stride1 = 0``: the compiler's nearest
+        upsampling), into a new output region."""
+        al = ddr_align_bytes(self.cfg)
+        row = -(-inner_bytes // al) * al
+        size = -(-(rows * repeat * row) // self.cfg.array_rows) * self.cfg.array_rows
+        base = self.ddr.place(size, None)
+        self.ddr_init.append((base, rand_i8(self.nrng, size).tobytes()))
+        d = dict(inner_bytes=inner_bytes, count1=repeat, ddr_stride1=row, sram_stride1=0, count2=rows,
+                 ddr_stride2=repeat * row, sram_stride2=inner_bytes, sram_off=0)
+        self._emit_dma("DMA_STORE", base, word * self.W, d)
+        reg = OutputRegion(f"out{len(self.outputs)}", base, size)
+        self.outputs.append(reg)
+        return reg
+
     def _emit_dma(self, op: str, ddr_addr: int, sram_addr: int, d: dict) -> None:
         args = {k: v for k, v in d.items() if k != "sram_off"}
         self.em.emit(op, ddr_addr=ddr_addr, sram_addr=sram_addr, **args)

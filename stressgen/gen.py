@@ -30,6 +30,7 @@ from stressgen.tasks import (
     pick_m,
     pool_task,
     qreg_alias_task,
+    upsample_task,
 )
 from stressgen.validate import validate
 from tpusim.arch.isa import make
@@ -52,6 +53,9 @@ NOP_P = 0.35
 LUT_P = 0.4
 #: Chance that a program gets 1-2 MUL tasks, likewise from side streams of their own.
 MUL_P = 0.4
+#: Chance of an upsampling task (POOL with out_stride_x = 0, DMA_STORE with sram_stride1 = 0: the
+#: compiler's Resize), from side streams of its own.
+UPSAMPLE_P = 0.3
 
 
 def _matmul(ctx, big: bool):
@@ -154,6 +158,9 @@ def _tasks(ctx) -> list:
         nrng = np.random.default_rng([ctx.seed, 0x3A1])
         for _ in range(side.randint(1, 2)):
             add(mul_task(ctx, side, nrng))
+    side = random.Random(f"tpusim-stress-upsample:{ctx.seed}")
+    if side.random() < UPSAMPLE_P:
+        add(upsample_task(ctx, side, np.random.default_rng([ctx.seed, 0x5A4])))
     misses = 0
     while sum(t.est for t in tasks) < target and misses < 4:
         k = r.random()

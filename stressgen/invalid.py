@@ -223,14 +223,19 @@ SRAM_SUBKINDS = (
 
 
 def _sram(prog, cfg, r):
-    """One SRAM / accumulator range fault, the sub-kind drawn among those the program can
-    express (SRAM_SUBKINDS), at the edge with probability EDGE_P."""
+    """One SRAM / accumulator range fault: a device error, then one of its sub-kinds, drawn among
+    those the program can express (SRAM_SUBKINDS), at the edge with probability EDGE_P."""
     options = [(name, i, mut) for name, want, mut in SRAM_SUBKINDS
                for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and want(ins)]
     if not options:
         return False
-    kinds = sorted({name for name, _, _ in options})
-    pick = r.choice(kinds)
+    # the device error first (dma_sram, mxu_sram, mxu_acc, vpu_acc, vpu_sram: the sub-kind's
+    # first two words), so the VPU's many SRAM sub-kinds do not crowd out the others
+    def error_of(name):
+        return "_".join(name.split("_")[:2])
+    errors = sorted({error_of(name) for name, _, _ in options})
+    err = r.choice(errors)
+    pick = r.choice(sorted({name for name, _, _ in options if error_of(name) == err}))
     _, i, mut = r.choice([o for o in options if o[0] == pick])
     mut(prog, i, cfg, r)
     return True

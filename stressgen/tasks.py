@@ -243,6 +243,32 @@ def qreg_alias_task(ctx):
     return task
 
 
+def upsample_task(ctx, r, nrng):
+    """Nearest upsampling as the compiler lowers Resize: LOAD h x w pixels, one POOL (max, 1x1
+    window, ``out_stride_x = 0``) writing each pixel sw times, one DMA_STORE repeating every
+    widened row sh times (``sram_stride1 = 0``). Drawn from ``r`` / ``nrng`` (side streams)."""
+    W = ctx.W
+    h, w, sh, sw = r.randint(1, 4), r.randint(1, 5), r.randint(1, 3), r.randint(1, 3)
+    img = rand_i8(nrng, (h * w, W))
+    task = Task(ctx, 3)
+    src = dst = 0
+
+    def loads():
+        nonlocal src, dst
+        src, dst = ctx.alloc(task, "sram", h * w), ctx.alloc(task, "sram", h * w * sw)
+        ctx.load(src, img)
+
+    def compute():
+        ctx.em.emit("POOL", mode=0, src_addr=src, win_w=1, win_h=1, win_stride_x=1, win_stride_y=1,
+                    out_w=sw, out_stride_x=0, out_h=h * w, out_stride_y=1, dst_addr=dst,
+                    qreg_in=r.randrange(ctx.cfg.qreg_count), qreg_out=r.randrange(ctx.cfg.qreg_count))
+
+    def stores():
+        ctx.store_repeat(dst, w * sw * W, h, sh)
+    task.phases = [loads, compute, stores]
+    return task
+
+
 def mul_task(ctx, r, nrng):
     """MUL of two loaded inputs (b one word for all, stride_b = 0, a third of the time), then
     store; zero points often at the int8 ends with data at the other end (the largest product
@@ -355,5 +381,5 @@ def fill_task(ctx):
     return task
 
 
-__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "qreg_alias_task", "fill_task", "pick_m",
+__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "qreg_alias_task", "fill_task", "pick_m",
            "PRIME_K"]

@@ -421,3 +421,23 @@ def lrn_net(seed=0, size=5):
              n("LRN", ["c2"], ["y"], name="norm2", size=3)]
     inits = {"w1": conv_w(rng, 12, 3, 3) * 3, "w2": conv_w(rng, 10, 12, 3)}
     return make_model(nodes, inits, (1, 3, 12, 12), "y", (1, 10, 6, 6))
+
+
+def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
+    """A YOLO / FPN neck: Conv s2 + SiLU (Mul(x, Sigmoid(x))) -> deep; Resize nearest x2 of the
+    deep map (scales constant input; ``coord`` / ``nearest`` modes), Concat with the shallow
+    Conv + SiLU map, Conv + SiLU: x [1,3,12,10] -> y [1,8,12,10]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, 6, 3, 3), "w2": conv_w(rng, 8, 6, 3), "w3": conv_w(rng, 8, 14, 3),
+             "scales": np.array([1, 1, 2, 2], np.float32), "roi": np.zeros(0, np.float32)}
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             n("Sigmoid", ["c1"], ["g1"], name="sig1"), n("Mul", ["c1", "g1"], ["s1"], name="silu1"),
+             n("Conv", ["s1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Sigmoid", ["c2"], ["g2"], name="sig2"), n("Mul", ["c2", "g2"], ["s2"], name="silu2"),
+             n("Resize", ["s2", "roi", "scales"], ["up"], name="up", mode="nearest",
+               coordinate_transformation_mode=coord, nearest_mode=nearest),
+             n("Concat", ["up", "s1"], ["cat"], name="cat", axis=1),
+             n("Conv", ["cat", "w3"], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
+             n("Sigmoid", ["c3"], ["g3"], name="sig3"), n("Mul", ["c3", "g3"], ["y"], name="silu3")]
+    return make_model(nodes, inits, (1, 3, 12, 10), "y", (1, 8, 12, 10), opset=opset)

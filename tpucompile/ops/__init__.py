@@ -18,6 +18,8 @@
                 (also a (1, C, 1, 1) channel gate)
   lrn           LRN (-> LUT x^2, band 1x1 Conv, LUT       QLut, QConv,  vector unit,
                 d^-beta, MUL)                             QMul          systolic array
+  resize        Resize, Upsample (nearest, integer        QResize       vector unit
+                factors)                                  (POOL copy) + DMA
   scale         Sub, Div by constants (folded into        -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
@@ -49,6 +51,7 @@ from tpucompile.ops import (
                             pool,
                             relu,
                             reshape,
+                            resize,
                             scale,
                             softmax,
                             transpose,
@@ -60,10 +63,11 @@ from tpucompile.ops.lut import QLut
 from tpucompile.ops.mul import QMul
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
+from tpucompile.ops.resize import QResize
 
 FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn)
+            transpose, lut, lrn, resize)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize"]
