@@ -19,6 +19,11 @@ covered.
   actmix_16.*.onnx                activations as the exporters write them: SiLU (Mul(x,
                                   Sigmoid(x))), GELU (the Erf form), Hardswish, Hardsigmoid,
                                   LeakyReLU, ELU, Tanh, Mish, a residual Add -> mean -> Linear
+  neck_16.*.onnx                  a YOLO / FPN-style neck with squeeze-and-excite: SiLU, nearest
+                                  upsampling by scale_factor and by the size of another map
+                                  (shape subgraphs: Shape, Slice / Gather, Concat), Concat,
+                                  AdaptiveAvgPool -> 1x1 Convs -> Hardsigmoid gate (Mul), and
+                                  x.view(x.size(0), -1) before the Linear head
 """
 from __future__ import annotations
 
@@ -67,6 +72,32 @@ class ActMix(nn.Module):
         return self.fc(x.mean(dim=(2, 3)))
 
 
+class Neck(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+        def cbs(cin, cout, stride=1):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1), nn.BatchNorm2d(cout), nn.SiLU())
+        self.p3, self.p4, self.p5 = cbs(3, 8), cbs(8, 16, 2), cbs(16, 24, 2)
+        self.lat4 = cbs(24 + 16, 16)
+        self.lat3 = cbs(16 + 8, 16)
+        self.se_reduce, self.se_expand = nn.Conv2d(16, 4, 1), nn.Conv2d(4, 16, 1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        p3 = self.p3(x)
+        p4 = self.p4(p3)
+        p5 = self.p5(p4)
+        u4 = nn.functional.interpolate(p5, scale_factor=2.0, mode="nearest")
+        t4 = self.lat4(torch.cat([u4, p4], 1))
+        u3 = nn.functional.interpolate(t4, size=p3.shape[-2:], mode="nearest")
+        t3 = self.lat3(torch.cat([u3, p3], 1))
+        g = nn.functional.adaptive_avg_pool2d(t3, 1)
+        g = nn.functional.hardsigmoid(self.se_expand(torch.relu(self.se_reduce(g))))
+        y = nn.functional.adaptive_avg_pool2d(t3 * g, 1)
+        return self.fc(y.view(y.size(0), -1))
+
+
 def _settle_batchnorm(model: nn.Module, shape, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     model.train()
@@ -105,6 +136,10 @@ def main() -> None:
     act = ActMix()
     _settle_batchnorm(act, (1, 3, 16, 16), 4)
     _export(act, (1, 3, 16, 16), a.out / "actmix_16")
+    torch.manual_seed(0)
+    neck = Neck()
+    _settle_batchnorm(neck, (1, 3, 16, 16), 5)
+    _export(neck, (1, 3, 16, 16), a.out / "neck_16")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ MobileNetV2 (torchvision, width 0.25, 10 classes, 32x32: depthwise Conv, ReLU6 =
 residual Add), ConvMix (grouped, dilated and depthwise Conv, Hardtanh = Clip(-1, 1),
 mean over H, W) and ActMix (SiLU, GELU, Hardswish, Hardsigmoid, LeakyReLU, ELU, Mish, Tanh: the
 TorchScript exporter writes SiLU as Mul(x, Sigmoid(x)), GELU in its Erf form and Mish as
-x * Tanh(Softplus(x)); the dynamo one (opset 20) has Gelu and Mish ops: each group one LUT). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
+x * Tanh(Softplus(x)); the dynamo one (opset 20) has Gelu and Mish ops: each group one LUT), and
+Neck (SiLU, nearest upsampling by a factor and to another map's size, which the TorchScript
+exporter computes with Shape -> Slice -> Concat, a squeeze-and-excite gate, view(size(0), -1)). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
 ReduceMean / Reshape idioms differ, the network does not; the scales differ in the last bits, as
 dynamo leaves BatchNorm to the compiler to fold), every layer
 golden = SimPy, and the int8 result must track FP32 (onnxruntime) on a real photograph.
@@ -28,7 +30,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: calibration images
 @pytest.mark.parametrize("stem, min_cosine, top1", [("convmix_16", 0.97, True),
                                                     ("mobilenetv2_w025_c10_32", 0.8, False),
-                                                    ("actmix_16", 0.99, True)])
+                                                    ("actmix_16", 0.99, True),
+                                                    ("neck_16", 0.99, True)])
 def test_both_exporters_compile_to_one_program_bit_exact(stem, min_cosine, top1, tmp_path):
     verdicts, programs = [], []
     for exporter in ("ts", "dynamo"):
@@ -52,10 +55,12 @@ def test_convmix_three_way(tmp_path):
 
 
 @pytest.mark.rtl
-def test_actmix_three_way(tmp_path):
-    """The activation zoo (every function one LUT instruction) on golden, SimPy and the RTL."""
-    v = run(str(FIXTURES / "actmix_16.ts.onnx"), "small", tmp_path, rtl=True, calib=2)
+@pytest.mark.parametrize("stem, ops", [("actmix_16", {"QLut": 7}), ("neck_16", {"QLut": 6, "QResize": 2, "QMul": 1})])
+def test_three_way(stem, ops, tmp_path):
+    """The activation zoo (every function one LUT instruction) and the neck (LUT, Resize, MUL) on
+    golden, SimPy and the RTL."""
+    v = run(str(FIXTURES / f"{stem}.ts.onnx"), "small", tmp_path, rtl=True, calib=2)
     assert v.passed and v.cycles_simpy == v.cycles_rtl and not v.counter_diffs, (v.notes, v.counter_diffs)
     assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
-    b = TpuBinary.read(tmp_path / "actmix_16.ts.tpubin")
-    assert sum(L["op"] == "QLut" for L in b.meta["layers"]) == 7
+    layers = TpuBinary.read(tmp_path / f"{stem}.ts.tpubin").meta["layers"]
+    assert {k: sum(L["op"] == k for L in layers) for k in ops} == ops

@@ -100,6 +100,9 @@ def _import(model: onnx.ModelProto) -> Graph:
     if errors:
         raise unsupported_report(errors)
     inferred = _checked_and_inferred(model).graph
+    if not _all_static(inferred):
+        model = _fold_shape_subgraphs(model, opset)
+        inferred = _checked_and_inferred(model).graph
     g = model.graph
     tensors: dict = {}
     for init in g.initializer:
@@ -143,6 +146,75 @@ def _import(model: onnx.ModelProto) -> Graph:
     verify(graph)
     check_activation_footprint(graph)
     return graph
+
+
+def _static_shapes(graph) -> dict:
+    """tensor name -> static shape of the inferred tensors whose every dimension is known."""
+    out = {}
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in tt.shape.dim):
+            out[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    return out
+
+
+def _all_static(graph) -> bool:
+    """Every node output the importer keeps (the first, and any other one read) has a static shape."""
+    shapes = _static_shapes(graph)
+    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    return all(o in shapes for n in graph.node for k, o in enumerate(n.output) if o and (k == 0 or o in used))
+
+
+def _fold_shape_subgraphs(model: onnx.ModelProto, opset: int, rounds: int = 16) -> onnx.ModelProto:
+    """A copy of ``model`` whose shape computations are constants: repeatedly infer shapes (with
+    data propagation), then replace by an initializer every node the op table can evaluate
+    (``fold_shape`` from its inputs' static shapes, or ``fold`` of constant inputs) whose value
+    is shape-like (integer or boolean of at most BIG_WEIGHT_ELEMENTS elements, or at most
+    SHAPE_FLOAT_ELEMENTS floats: a Resize's scales), until nothing changes; weights are left to
+    the constant-folding pass. For exporter output whose
+    Reshape / Resize / Slice operands come from ``Shape`` and whose shapes ONNX inference alone
+    leaves unknown (torch's ``x.view(x.size(0), -1)``)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer
+              if int(np.prod(i.dims, dtype=np.int64)) <= BIG_WEIGHT_ELEMENTS}
+    for _ in range(rounds):
+        shapes = _static_shapes(shape_inference.infer_shapes(_without_big_weights(m), data_prop=True).graph)
+        keep, folded = [], False
+        for idx, n in enumerate(m.graph.node):
+            value = _fold_node(n, idx, opset, shapes, consts)
+            if value is None or value.size > (BIG_WEIGHT_ELEMENTS if value.dtype.kind in "biu" else SHAPE_FLOAT_ELEMENTS):
+                keep.append(n)
+                continue
+            consts[n.output[0]] = value
+            m.graph.initializer.append(numpy_helper.from_array(value, n.output[0]))
+            if m.ir_version < 4:                    # IR < 4: every initializer is a graph input
+                m.graph.input.append(helper.make_tensor_value_info(
+                    n.output[0], helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape)))
+            folded = True
+        if not folded:
+            break
+        del m.graph.node[:]
+        m.graph.node.extend(keep)
+    return m
+
+
+def _fold_node(n, idx: int, opset: int, shapes: dict, consts: dict):
+    """The constant value of ONNX node ``n`` if the op table can evaluate it now, else None."""
+    d = OP_TABLE.get(n.op_type)
+    outs = [o for o in n.output if o]
+    if d is None or len(outs) != 1 or (d.fold is None and d.fold_shape is None):
+        return None
+    ins = [i for i in n.input if i]
+    node = Node(n.op_type, n.name or f"{n.op_type}_{idx}", list(n.input), outs, d.import_node(n, _attrs(n), opset))
+    try:
+        if d.fold_shape is not None and all(i in shapes for i in ins):
+            return np.asarray(d.fold_shape(node, [shapes[i] for i in ins]))
+        if d.fold is not None and all(i in consts for i in ins):
+            return np.asarray(d.fold(node, *(consts[i] for i in ins)))
+    except (ValueError, TypeError, IndexError) as e:
+        raise CompileError(f"node {node.name!r} ({n.op_type}): cannot evaluate on its constant inputs: {e}") from None
+    return None
 
 
 def _check_node(idx: int, n, opset: int) -> str:
@@ -217,7 +289,7 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     light = _without_big_weights(model)
     try:
         shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
-        return shape_inference.infer_shapes(light)
+        return shape_inference.infer_shapes(light, data_prop=True)   # shape subgraphs: Shape -> Slice -> Concat
     except Exception as e:  # onnx.shape_inference.InferenceError
         first = one_line(e).replace("[ShapeInferenceError] Inference error(s): ", "")
         first = "(op_type:" + first.split("(op_type:")[1].strip() if "(op_type:" in first else first
@@ -225,6 +297,9 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 
+
+#: float values of at most this many elements count as shape computations (Resize scales)
+SHAPE_FLOAT_ELEMENTS = 64
 
 #: initializers of more elements than this leave the model the checker and shape inference see
 #: (shapes that depend on values -- Reshape shapes, axes, pads -- come from small ones)

@@ -20,6 +20,9 @@
                 d^-beta, MUL)                             QMul          systolic array
   resize        Resize, Upsample (nearest, integer        QResize       vector unit
                 factors)                                  (POOL copy) + DMA
+  shapes        Shape, Size, Gather, Slice, Cast, Expand,  -             - (folded)
+                Range, Equal, Less, Greater, And, Or, Not,
+                Where (exporters' shape subgraphs)
   scale         Sub, Div by constants (folded into        -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
@@ -53,6 +56,7 @@ from tpucompile.ops import (
                             reshape,
                             resize,
                             scale,
+                            shapes,
                             softmax,
                             transpose,
 )
@@ -66,7 +70,7 @@ from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
 
 FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize)
+            transpose, lut, lrn, resize, shapes)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 

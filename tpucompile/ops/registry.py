@@ -77,6 +77,8 @@ class OpDef:
     import_node(node, attrs, opset) -> normalised attrs for ``ir.Node.attrs``; CompileError naming
         the node, attribute and value if unsupported. None: not an ONNX op, never imported.
     fold(node, *constant inputs) -> ndarray: constant folding (numpy). None: never folded.
+    fold_shape(node, input shapes) -> ndarray: the value from the inputs' static shapes alone
+        (Shape, Size), folded whatever the inputs hold. None: not such an op.
     canonicalize(graph, node, producers) -> [Node, ...]: the nodes replacing ``node`` (e.g. Gemm ->
         Conv on a (1, K, 1, 1) view). None: kept as it is.
     affine(graph, node, cout, bias) -> (s, b') or None: the op is y = s * x + t per channel on the
@@ -105,6 +107,7 @@ class OpDef:
     op_type: str
     import_node: Optional[Callable] = None
     fold: Optional[Callable] = None
+    fold_shape: Optional[Callable] = None
     canonicalize: Optional[Callable] = None
     affine: Optional[Callable] = None
     fuses_relu: bool = False
@@ -116,7 +119,7 @@ class OpDef:
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
 
-    HOOKS = ("import_node", "fold", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero",
+    HOOKS = ("import_node", "fold", "fold_shape", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero",
              "elementwise", "host")
 
 

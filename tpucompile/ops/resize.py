@@ -100,7 +100,10 @@ def _import(node, a: dict, opset: int) -> dict:
             out["nearest"] = v
         elif k in ("scales", "height_scale", "width_scale"):     # Upsample opset 7 / 1
             out[k] = v
-        elif k == "axes" or k == "keep_aspect_ratio_policy":
+        elif k == "keep_aspect_ratio_policy":
+            if v != "stretch":
+                raise bad_attr(node, k, v, "is not supported (only the default 'stretch' with explicit scales)")
+        elif k == "axes":
             raise bad_attr(node, k, v, "is not supported")
         elif k not in _IGNORED:
             raise bad_attr(node, k, v, "is not supported")

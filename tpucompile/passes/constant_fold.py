@@ -1,6 +1,7 @@
 """Constant folding: evaluate with numpy every node whose inputs are all constants.
 
-Each op's ``fold`` hook of the op table (``tpucompile.ops``) evaluates it: ConstantOfShape (the
+Each op's ``fold`` hook of the op table (``tpucompile.ops``) evaluates it, and ``fold_shape``
+evaluates Shape and Size from their input's static shape whatever it holds: ConstantOfShape (the
 placeholder weights of the onnx "light" models), Constant, Reshape, Flatten, Relu, Clip, Add, Sum. Other
 all-constant nodes are left in place (they then fail later, by name).
 """
@@ -22,7 +23,11 @@ def run(graph: Graph) -> Graph:
     for node in graph.nodes:
         vals = [graph.const(i) for i in node.inputs if i]
         d = OP_TABLE.get(node.op)
-        if d is not None and d.fold is not None and (vals or not node.inputs) and \
+        if d is not None and d.fold_shape is not None and len(node.outputs) == 1:
+            out = np.asarray(d.fold_shape(node, [graph.tensors[i].shape for i in node.inputs if i]))
+            t = graph.tensors[node.outputs[0]]
+            t.value, t.shape, t.dtype = out, tuple(out.shape), str(out.dtype)
+        elif d is not None and d.fold is not None and (vals or not node.inputs) and \
                 all(v is not None for v in vals) and len(node.outputs) == 1:
             t = graph.tensors.get(node.outputs[0])
             n_out = int(np.prod(t.shape, dtype=object)) if t is not None and t.shape else 0
