@@ -404,19 +404,25 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception (autocommit connection)."""
+    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception (autocommit connection). A Ctrl-C
+    (KeyboardInterrupt) can land between BEGIN and the block, or inside COMMIT, leaving the
+    connection in a transaction that no ``__exit__`` ends: the next transaction first rolls it
+    back (its block never ran, or its COMMIT did not finish), instead of failing with "cannot
+    start a transaction within a transaction"."""
 
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
 
     def __enter__(self):
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
         self.conn.execute("BEGIN IMMEDIATE")
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             self.conn.execute("COMMIT")
-        else:
+        elif self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
         return False
 

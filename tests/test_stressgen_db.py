@@ -43,6 +43,17 @@ def test_record_and_read_back(tmp_path):
         assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_transaction_left_open_by_an_interrupt_is_rolled_back_by_the_next(tmp_path):
+    """Ctrl-C between BEGIN and the block (no __exit__ runs): the next write still works, and the
+    interrupted transaction's partial write is not kept."""
+    with ResultsDb(tmp_path / "r.db") as db:
+        cid = db.ensure_campaign(_camp())
+        db.conn.execute("BEGIN IMMEDIATE")
+        db.conn.execute("DELETE FROM programs")          # a write that must not survive
+        db.record(cid, None, ProgramRow(4, 1, "small", None, "pass"))
+        assert db.done_indices(cid) == {4} and not db.conn.in_transaction
+
+
 def test_rerecord_replaces(tmp_path):
     with ResultsDb(tmp_path / "r.db") as db:
         cid = db.ensure_campaign(_camp())
