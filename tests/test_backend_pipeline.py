@@ -158,10 +158,10 @@ def test_dump_ir_writes_every_stage(tmp_path):
     shape = qnets.in_shape(m)
     driver.compile_onnx(m, CFG, qnets.inputs(shape, 2, seed=1), dump_ir=tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fuse_elementwise.mlir", "03_fold_affine.mlir",
-                     "04_canonicalize.mlir", "05_fuse_relu.mlir", "06_quantize.txt",
-                     "07_host_transforms.txt", "08_layout.txt", "09_memplan.txt", "10_tiling.txt",
-                     "11_emission.txt", "12_token_check.txt"]
+    assert names == ["00_import.mlir", "01_fold_qdq.mlir", "02_constant_fold.mlir", "03_fuse_elementwise.mlir",
+                     "04_fold_affine.mlir", "05_canonicalize.mlir", "06_fuse_relu.mlir", "07_quantize.txt",
+                     "08_host_transforms.txt", "09_layout.txt", "10_memplan.txt", "11_tiling.txt",
+                     "12_emission.txt", "13_token_check.txt"]
     text = {p.name[3:-4]: p.read_text() for p in tmp_path.iterdir()}
     assert "%y = QMaxPool(%c) {kernel=[3,3], strides=[2,2], pads=[1,1,1,1]}  // pool" in text["quantize"]
     assert "host transform im2col" not in text["host_transforms"] and "QConv(%x)" in text["host_transforms"]

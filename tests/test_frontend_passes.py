@@ -21,10 +21,10 @@ def test_light_resnet50_pipeline(tmp_path):
     assert sum(n.attrs["relu"] for n in convs) == 33          # stem + 2 per block (16 blocks)
     assert all(n.attrs["relu"] for n in g.nodes if n.op == "Add")
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00_import.mlir", "01_constant_fold.mlir", "02_fuse_elementwise.mlir",
-                     "03_fold_affine.mlir", "04_canonicalize.mlir", "05_fuse_relu.mlir"]
+    assert names == ["00_import.mlir", "01_fold_qdq.mlir", "02_constant_fold.mlir", "03_fuse_elementwise.mlir",
+                     "04_fold_affine.mlir", "05_canonicalize.mlir", "06_fuse_relu.mlir"]
     assert "tpu.constantofshape" in (tmp_path / "00_import.mlir").read_text()
-    assert "constantofshape" not in (tmp_path / "01_constant_fold.mlir").read_text()
+    assert "constantofshape" not in (tmp_path / "02_constant_fold.mlir").read_text()
     # the FC: 1x1 conv on the pooled (1, 2048, 1, 1) tensor, aliased back to (1, 1000)
     fc = next(n for n in g.nodes if n.name == "n174")
     assert fc.inputs[0] == "r172" and g.tensors[fc.outputs[0]].shape == (1, 1000, 1, 1)

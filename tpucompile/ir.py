@@ -20,12 +20,15 @@ __all__ = ["Tensor", "Node", "Graph", "verify", "dump", "prune", "consumers", "p
 class Tensor:
     """A value: shape (tuple of ints, elements), dtype (numpy dtype name, e.g. 'float32'),
     value (np.ndarray for a constant, else None), onnx_name (name of the ONNX tensor holding the
-    same values, used for calibration; defaults to name)."""
+    same values, used for calibration; defaults to name), qparams ((scale, int8 zero point)
+    pinned by a pre-quantized model's QuantizeLinear / DequantizeLinear pair, used instead of
+    calibration; None otherwise)."""
     name: str
     shape: tuple
     dtype: str = "float32"
     value: Optional[np.ndarray] = None
     onnx_name: Optional[str] = None
+    qparams: Optional[tuple] = None
 
     @property
     def is_const(self) -> bool:

@@ -4,8 +4,8 @@ stage into the next, a verifier run after every pass, and numbered text dumps.
 A ``Pass`` is (name, run, verify, dump): ``run(state) -> state``; ``verify(state)`` raises
 CompileError naming the node, tensor or address at fault; ``dump(state) -> str`` is readable
 text. ``IrDumps`` writes ``NN_<name>.<ext>`` into one directory, numbering on across every
-pipeline of one compile (front end ``00_import.mlir`` .. ``05_fuse_relu.mlir``,
-``06_quantize.txt``, then the back end's stages).
+pipeline of one compile (front end ``00_import.mlir`` .. ``06_fuse_relu.mlir``,
+``07_quantize.txt``, then the back end's stages).
 """
 from __future__ import annotations
 

@@ -179,7 +179,11 @@ def _fold_shape_subgraphs(model: onnx.ModelProto, opset: int, rounds: int = 16) 
     consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer
               if int(np.prod(i.dims, dtype=np.int64)) <= BIG_WEIGHT_ELEMENTS}
     for _ in range(rounds):
-        shapes = _static_shapes(shape_inference.infer_shapes(_without_big_weights(m), data_prop=True).graph)
+        try:
+            inferred = shape_inference.infer_shapes(_without_big_weights(m), data_prop=True)
+        except Exception as e:  # onnx.shape_inference.InferenceError
+            raise CompileError(f"ONNX shape inference failed while folding shape computations: {one_line(e)}") from None
+        shapes = _static_shapes(inferred.graph)
         keep, folded = [], False
         for idx, n in enumerate(m.graph.node):
             value = _fold_node(n, idx, opset, shapes, consts)

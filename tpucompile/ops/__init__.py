@@ -23,6 +23,9 @@
   shapes        Shape, Size, Gather, Slice, Cast, Expand,  -             - (folded)
                 Range, Equal, Less, Greater, And, Or, Not,
                 Where (exporters' shape subgraphs)
+  qdq           QuantizeLinear, DequantizeLinear (pairs   -             - (params pinned,
+                pin their params: passes/fold_qdq;                      weights folded)
+                on constants folded)
   scale         Sub, Div by constants (folded into        -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
@@ -52,6 +55,7 @@ from tpucompile.ops import (
                             lut,
                             mul,
                             pool,
+                            qdq,
                             relu,
                             reshape,
                             resize,
@@ -70,7 +74,7 @@ from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
 
 FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize, shapes)
+            transpose, lut, lrn, resize, shapes, qdq)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 

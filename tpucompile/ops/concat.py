@@ -33,6 +33,7 @@ from tpucompile.backend.channels import ChannelMap
 from tpucompile.backend.layout import ceil_div
 from tpucompile.ir import Node
 from tpucompile.ops.common import bad_attr, no_constants, no_input_transform, no_macs
+from tpucompile.ops.lut import lut_qop
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
 from tpusim.arch.errors import CompileError
@@ -136,10 +137,20 @@ def _quantize(q, node) -> None:
                                "part only")
         seen[x.name] = name
     sy, zy = q.out_params(node)
+    xs = [x if (x.scale, x.zero_point) == (sy, zy) else _requantized(q, node, x, sy, zy) for x in xs]
     counts = tuple(int(x.shape[1]) for x in xs)
     offsets = tuple(int(o) for o in np.cumsum((0,) + counts[:-1]))
     out = q.add_tensor(node.outputs[0], sy, zy, shape=(1, sum(counts)) + tuple(xs[0].shape[2:]))
     q.add_op(QConcat(node.name, tuple(x.name for x in xs), out.name, offsets, counts))
+
+
+def _requantized(q, node, x, sy: float, zy: int):
+    """A part whose scale or zero point differs from the output's (a pre-quantized model pins
+    each tensor's own; calibrated parts share the output's range already): a LUT that maps it onto
+    the output's grid (``y = clamp(round(s_x (x - zp_x) / s_y) + zp_y)``) writes the part instead."""
+    part = q.add_tensor(f"{x.name}__to_{node.outputs[0]}", sy, zy, shape=x.shape)
+    q.add_op(lut_qop(f"{node.name}__requant_{x.name}", x, part, lambda v: v, "x"))
+    return part
 
 
 # ---------------------------------------------------------------- golden

@@ -1,6 +1,6 @@
 """Run the front-end passes in order, verifying the IR after each and optionally dumping it.
 
-Order: constant_fold, fuse_elementwise, fold_affine, canonicalize, fuse_relu. With ``dump_dir``, writes
+Order: fold_qdq, constant_fold, fuse_elementwise, fold_affine, canonicalize, fuse_relu. With ``dump_dir``, writes
 ``00_import.mlir`` and ``NN_<pass>.mlir`` after each pass (``tpucompile.stages``).
 """
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Optional, Union
 
 from tpucompile.ir import Graph, dump, verify
-from tpucompile.passes import canonicalize, constant_fold, fold_affine, fuse_elementwise, fuse_relu
+from tpucompile.passes import canonicalize, constant_fold, fold_affine, fold_qdq, fuse_elementwise, fuse_relu
 from tpucompile.stages import IrDumps, Pass, run_pipeline
 
-PASSES = (constant_fold, fuse_elementwise, fold_affine, canonicalize, fuse_relu)
+PASSES = (fold_qdq, constant_fold, fuse_elementwise, fold_affine, canonicalize, fuse_relu)
 
 
 def _ir_pass(name: str, run) -> Pass:

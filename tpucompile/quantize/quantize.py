@@ -124,9 +124,16 @@ class Quantizer:
         return self.qg.tensors[r]
 
     def out_params(self, node) -> tuple:
-        """(scale, zero_point) of the node's output from its calibrated range."""
-        out = node.outputs[0]
-        return activation_params(*self.stats[self.g.tensors[out].onnx_name or out])
+        """(scale, zero_point) of the node's output: pinned by the model's own quantization
+        (``ir.Tensor.qparams``), else from its calibrated range."""
+        return self.params(node.outputs[0])
+
+    def params(self, name: str) -> tuple:
+        """(scale, zero_point) of IR tensor ``name`` (see ``out_params``)."""
+        t = self.g.tensors[name]
+        if t.qparams is not None:
+            return t.qparams
+        return activation_params(*self.stats[t.onnx_name or name])
 
     def add_tensor(self, name: str, scale: float, zero_point: int, shape: tuple | None = None) -> QTensor:
         """A new device tensor (shape: the IR's unless given)."""
@@ -171,7 +178,7 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
             shape = tuple(g.tensors[name].shape)
             if len(shape) != 4:
                 raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images and (1, K) vectors)")
-            qg.tensors[name] = QTensor(name, shape, *activation_params(*q.stats[name]))
+            qg.tensors[name] = QTensor(name, shape, *q.params(name))
             qg.inputs.append(name)
         for node in g.nodes:
             d = OP_TABLE.get(node.op)

@@ -36,10 +36,13 @@ def _progress():
                     MofNCompleteColumn(), TimeElapsedColumn())
 
 
-def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray) -> dict:
+def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray, scale: float) -> dict:
     """Dequantized device output vs onnxruntime FP32: ``fp32.error_metrics`` (max |error|, SQNR,
-    cosine or ``constant_fp32``), and top-1/top-5 for a classifier output, shape (1, N), N >= 2."""
+    cosine or ``constant_fp32``), ``max_lsb`` (max |error| in units of the output's ``scale``: for
+    a pre-quantized QDQ model, whose onnxruntime output lies on the same grid, the difference in
+    LSB), and top-1/top-5 for a classifier output, shape (1, N), N >= 2."""
     out = fp32.error_metrics(logits_q, logits_f)
+    out["max_lsb"] = out["max_abs"] / scale
     if out.get("constant_fp32"):
         return out
     a = logits_q.reshape(-1).astype(np.float64)
@@ -202,7 +205,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     # accuracy on the logits (dequantized device output vs FP32)
     d0 = res.binary.outputs[0]
     logits_q = (sim["outputs"][d0.name].astype(np.float32) - d0.zero_point) * d0.scale
-    v.accuracy = _accuracy(logits_q, logits_f)
+    v.accuracy = _accuracy(logits_q, logits_f, d0.scale)
     if v.accuracy.get("constant_fp32"):
         v.notes.append("the FP32 output is constant (placeholder weights?): no cosine or top-k; "
                        "--synthetic-weights SEED gives a model file seeded weights")

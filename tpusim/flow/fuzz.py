@@ -260,9 +260,9 @@ def seed_models() -> list:
         from onnx import TensorProto, helper, numpy_helper
         rng = np.random.default_rng(0)
 
-        def mk(nodes, inits, shape, opset=13):
+        def mk(nodes, inits, shape, opset=13, out_shape=None):
             g = helper.make_graph(nodes, "f", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                                   [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
             m.ir_version = 8
@@ -338,6 +338,38 @@ def seed_models() -> list:
                (1, 4, 5, 5), opset=20),
             mk([helper.make_node("Upsample", ["x", "s"], ["y"], name="up", mode="nearest")],
                {"s": np.array([1, 1, 2, 3], np.float32)}, (1, 4, 3, 3), opset=9),
+            mk([helper.make_node("GlobalAveragePool", ["x"], ["p"], name="gap"),
+                helper.make_node("Shape", ["p"], ["s"], name="shape"),
+                helper.make_node("Size", ["p"], ["sz"], name="size"),
+                helper.make_node("Gather", ["s", "i0"], ["g0"], name="batch", axis=0),
+                helper.make_node("Slice", ["s", "one", "two"], ["sl"], name="chans"),
+                helper.make_node("Equal", ["sl", "eight"], ["e"], name="eq"),
+                helper.make_node("Not", ["e"], ["ne"], name="not"),
+                helper.make_node("And", ["e", "ne"], ["a"], name="and"),
+                helper.make_node("Or", ["a", "e"], ["o"], name="or"),
+                helper.make_node("Less", ["sl", "nine"], ["lt"], name="lt"),
+                helper.make_node("Greater", ["sl", "one"], ["gt"], name="gt"),
+                helper.make_node("And", ["lt", "gt"], ["lg"], name="and2"),
+                helper.make_node("And", ["lg", "o"], ["ok"], name="and3"),
+                helper.make_node("Where", ["ok", "sz", "zero"], ["w"], name="where"),
+                helper.make_node("Range", ["i0", "one_s", "one_s"], ["r"], name="range"),
+                helper.make_node("Expand", ["r", "one"], ["ex"], name="expand"),
+                helper.make_node("Add", ["ex", "one"], ["ex1"], name="add"),
+                helper.make_node("Cast", ["w"], ["wc"], name="cast", to=TensorProto.INT64),
+                helper.make_node("Unsqueeze", ["g0", "ax0"], ["g1"], name="unsq"),
+                helper.make_node("Mul", ["g1", "ex1"], ["b1"], name="mul"),
+                helper.make_node("Concat", ["b1", "wc"], ["target"], name="target", axis=0),
+                helper.make_node("Reshape", ["p", "target"], ["y"], name="flat")],
+               {"i0": np.array(0, np.int64), "one": np.array([1], np.int64), "two": np.array([2], np.int64),
+                "eight": np.array([8], np.int64), "nine": np.array([9], np.int64), "zero": np.array(0, np.int64),
+                "one_s": np.array(1, np.int64), "ax0": np.array([0], np.int64)}, (1, 8, 3, 3), opset=13,
+               out_shape=[1, 8]),
+            mk([helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q_x"),
+                helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq_x"),
+                helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dq_w", axis=0),
+                helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv", kernel_shape=[1, 1])],
+               {"xs": np.float32(0.05), "xz": np.uint8(128), "wq": rng.integers(-127, 128, (8, 4, 1, 1)).astype(np.int8),
+                "ws": np.abs(w(8)) + 0.01, "wz": np.zeros(8, np.int8)}, (1, 4, 3, 3), opset=13),
         ])
     return _SEED_MODELS
 

@@ -94,7 +94,8 @@ def count_mismatch(a: np.ndarray | None, b: np.ndarray | None) -> int:
 def accuracy_text(a: dict) -> str:
     """The verdict's accuracy row: cosine (or why not), SQNR, max error, top-k of classifiers."""
     parts = ["FP32 output constant: no cosine" if a.get("constant_fp32") else f"cosine {a.get('cosine', float('nan')):.4f}",
-             f"SQNR {a.get('sqnr_db', float('nan')):.1f} dB", f"max |error| {a.get('max_abs', float('nan')):.4g}"]
+             f"SQNR {a.get('sqnr_db', float('nan')):.1f} dB", f"max |error| {a.get('max_abs', float('nan')):.4g}"
+             + (f" = {a['max_lsb']:.3g} LSB of the output" if "max_lsb" in a else "")]
     if "top1_agree" in a:
         parts += [f"top-1 {'agree' if a['top1_agree'] else 'differ'}", f"top-5 overlap {a['top5_overlap']}/5"]
     return "int8 vs FP32 output: " + ", ".join(parts)

@@ -1,0 +1,85 @@
+"""Pre-quantized QDQ models (onnxruntime.quantization.quantize_static, QDQ format, per-channel
+int8 weights, int8 or uint8 activations): the model's own scales and zero points are kept (not
+calibrated), golden = SimPy, and the device output is within a few LSB of onnxruntime running
+the QDQ model; malformed pairs are refused naming the node."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+from tests import qnets
+from tpucompile.frontend.onnx_import import import_onnx
+from tpucompile.passes.pipeline import run_passes
+from tpucompile.quantize import compile_model
+from tpusim.arch.errors import CompileError
+from tpusim.flow.cosim import run
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, xs):
+        self.it = iter([{"x": x} for x in xs])
+
+    def get_next(self):
+        return next(self.it, None)
+
+
+def _qdq(tmp_path, build, act=QuantType.QInt8):
+    model = build()
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(model, src)
+    xs = qnets.inputs(qnets.in_shape(model), 6, seed=4)
+    quantize_static(str(src), str(dst), _Reader(xs), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=act, weight_type=QuantType.QInt8)
+    return onnx.load(dst), xs
+
+
+def _scales(m: onnx.ModelProto) -> dict:
+    """activation tensor -> (scale, int8 zero point) of every QuantizeLinear of the QDQ model."""
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    out = {}
+    for n in m.graph.node:
+        if n.op_type == "QuantizeLinear" and n.input[0] not in inits:
+            z = inits[n.input[2]]
+            out[n.input[0]] = (float(inits[n.input[1]]), int(z) - (128 if z.dtype == np.uint8 else 0))
+    return out
+
+
+#: (graph, largest |device - onnxruntime QDQ| in output LSB measured): residual Add, Conv + BN +
+#: Relu, the Concat of a fire module, and a YOLO-style neck (SiLU tables, Resize, a Concat whose
+#: parts the QDQ model quantizes apart: requantized by an identity LUT)
+QDQ_CASES = [(qnets.residual_add, 2), (qnets.conv_bn_relu, 1), (qnets.fire, 1), (qnets.yolo_neck, 3)]
+
+
+@pytest.mark.parametrize("build, lsb", QDQ_CASES, ids=[b.__name__ for b, _ in QDQ_CASES])
+@pytest.mark.parametrize("act", [QuantType.QInt8, QuantType.QUInt8], ids=["int8", "uint8"])
+def test_qdq_model_keeps_its_quantization(build, lsb, act, tmp_path):
+    m, xs = _qdq(tmp_path, build, act)
+    pinned = _scales(m)
+    qg, _ = compile_model(m, xs[1:2])              # one calibration image: the pins must win
+    kept = {t: (qg.tensors[t].scale, qg.tensors[t].zero_point) for t in pinned if t in qg.tensors}
+    assert kept and all(np.isclose(kept[t][0], pinned[t][0], rtol=1e-7) and kept[t][1] == pinned[t][1]
+                        for t in kept), (kept, pinned)
+    v = run(m, "small", tmp_path / "run", rtl=False, data=(xs[0], xs[1:]), name="q")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    assert v.accuracy["max_lsb"] <= lsb + 0.01, v.accuracy    # integer requantization vs float QDQ
+
+
+def test_pairs_are_removed_and_pin_their_tensor(tmp_path):
+    m, _ = _qdq(tmp_path, qnets.conv_bn_relu)
+    g = run_passes(import_onnx(m))
+    assert not {"QuantizeLinear", "DequantizeLinear"} & {n.op for n in g.nodes}, [n.op for n in g.nodes]
+    assert g.tensors[g.inputs[0]].qparams is not None
+
+
+def test_mismatched_pair_is_refused_naming_the_node(tmp_path):
+    m, xs = _qdq(tmp_path, qnets.conv_bn_relu)
+    dq = next(n for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0].endswith("_QuantizeLinear_Output"))
+    other = next(i for i in m.graph.initializer if i.name == dq.input[1])
+    bad = numpy_helper.from_array(numpy_helper.to_array(other) * 2, other.name + "_x2")
+    m.graph.initializer.append(bad)
+    dq.input[1] = bad.name
+    with pytest.raises(CompileError, match=rf"node '{dq.name}' \(DequantizeLinear\): scale / zero point differ"):
+        compile_model(m, xs[1:2])
