@@ -441,3 +441,12 @@ def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
              n("Conv", ["cat", "w3"], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
              n("Sigmoid", ["c3"], ["g3"], name="sig3"), n("Mul", ["c3", "g3"], ["y"], name="silu3")]
     return make_model(nodes, inits, (1, 3, 12, 10), "y", (1, 8, 12, 10), opset=opset)
+
+
+def wide_fc(seed=0, n_out=2008, k=64):
+    """A (1, k) vector through a Gemm with ``n_out`` outputs: on 'small' (8 columns) 251 cout
+    blocks, more than one accumulator group may hold under the token limit: x [1,64] -> y [1,2008]."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)]
+    inits = {"w": rng.normal(0, 0.1, (n_out, k)).astype(np.float32), "b": rng.normal(0, 0.1, n_out).astype(np.float32)}
+    return make_model(nodes, inits, (1, k), "y", (1, n_out))

@@ -25,7 +25,8 @@ from tpusim.flow.cosim import run
     ("clip_attrs_opset9", qnets.clip_attrs_opset9),
     ("shuffle_unit", qnets.shuffle_unit),          # channel shuffle, Relu(Concat), Add in its lanes
     ("mlp_784", qnets.mlp),                        # a (1, 784) vector input
-    ("unary_lut", qnets.unary_lut),                # 9 LUT ops incl. SiLU and x*HardSigmoid(x) patterns
+    ("unary_lut", qnets.unary_lut),
+    ("wide_fc_2008", qnets.wide_fc),               # 251 cout blocks on 'small': groups under the token limit                # 9 LUT ops incl. SiLU and x*HardSigmoid(x) patterns
 ])
 def test_cosim_without_rtl_passes(name, build, tmp_path):
     model = build()

@@ -25,6 +25,7 @@ from tpucompile.backend.layout import align_px, ceil_div, round_up
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES
+from tpusim.arch.limits import TOKEN_MAX
 
 
 @dataclass
@@ -158,6 +159,18 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     return a.regions if a.top <= cfg.sram_words else None
 
 
+#: tokens below the token limit a conv group leaves for other pairs in flight at its boundaries
+TOKEN_MARGIN = 4
+
+
+def max_cout_blocks_per_group(cfg: HwConfig) -> int:
+    """Most cout blocks one accumulator group may hold: every block's last MATMUL signals the VPU
+    once and the group's REQUANTs only follow all its MATMULs, so nbg MXU->VPU tokens are
+    outstanding at once; they must stay under the token limit (a wide FC layer, M = 1, could
+    otherwise put 251+ blocks in one group: ``emit.Program.token_limit``)."""
+    return TOKEN_MAX - cfg.queue_depth - 1 - TOKEN_MARGIN
+
+
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> ConvTiling:
     R, C = cfg.array_rows, cfg.array_cols
     W = cfg.word_bytes
@@ -181,7 +194,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
             s_out = out_slot_words(cfg, M)
             pogrp = round_up(2 * pw + 2 * s_out, bwd)
             for nbg in _pow_cands(NB):
-                if M * nbg > cfg.acc_depth_rows:
+                if M * nbg > cfg.acc_depth_rows or nbg > max_cout_blocks_per_group(cfg):
                     continue
                 ngrp = ceil_div(NB, nbg)
                 for kbg in _pow_cands(KB):
