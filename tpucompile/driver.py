@@ -21,6 +21,8 @@ from tpusim.arch.errors import CompileError
 MODELS = {
     "resnet50": (realdata.resnet50_model, "ResNet-50 graph from the onnx wheel (opset 9), synthetic weights"),
     "resnet50-modern": (realdata.resnet50_modern, "the same network exported as opset 13 (Add, GlobalAveragePool, Flatten)"),
+    "resnet50-qdq": (realdata.resnet50_qdq, "resnet50-modern pre-quantized by onnxruntime quantize_static (QDQ, "
+                     "per-channel int8): its own scales and zero points"),
     "resnet50-reduced": (realdata.resnet50_reduced, "stem + stage 1 of ResNet-50 on a 32x32 input (fast tests)"),
     **{name: ((lambda n=name: realdata.wheel_model(n)), f"{file}.onnx from the onnx wheel, synthetic weights")
        for name, file in realdata.WHEEL_MODELS.items()},

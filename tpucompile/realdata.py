@@ -20,11 +20,13 @@ test image.
 """
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 __all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image",
            "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
@@ -160,6 +162,31 @@ def resnet50_modern(seed: int = 0) -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+#: calibration crops of the built-in QDQ ResNet-50 (onnxruntime.quantization calibrates on them)
+QDQ_CALIB_IMAGES = 8
+
+
+def resnet50_qdq(seed: int = 0) -> onnx.ModelProto:
+    """:func:`resnet50_modern` pre-quantized by ``onnxruntime.quantization.quantize_static`` in
+    QDQ format (per-channel symmetric int8 weights, int8 activations, min-max over the first
+    QDQ_CALIB_IMAGES :func:`calibration_images`): a model that brings its own scales and zero
+    points (the compiler keeps them: ``tpucompile.ops.qdq``). About 10 s."""
+    model = resnet50_modern(seed)
+    name = model.graph.input[0].name
+    batches = iter([{name: x} for x in calibration_images(QDQ_CALIB_IMAGES)])
+
+    class _Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(batches, None)
+
+    with tempfile.TemporaryDirectory(prefix="tpusim-qdq-") as d:
+        src, dst = Path(d) / "float.onnx", Path(d) / "qdq.onnx"
+        onnx.save(model, src)
+        quantize_static(str(src), str(dst), _Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        return onnx.load(str(dst))
 
 
 #: Output tensor of each ResNet-50 stage (after the Relu that follows its last residual Sum).
