@@ -110,3 +110,14 @@ def test_a_gather_of_an_activation_is_refused_by_name(tmp_path):
     xs = qnets.inputs(qnets.in_shape(m), 2, seed=1)
     with pytest.raises(CompileError, match=r"node 'pick' \(Gather\) has no int8 device mapping"):
         run(m, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="g")
+
+
+def test_malformed_initializer_in_a_model_with_shape_subgraphs_is_named():
+    """Folding shape subgraphs reads the small initializers; a malformed one (data size against
+    dims, as the fuzzer makes) is still reported by name, not as a numpy traceback."""
+    m = _flatten_by_shape()
+    junk = numpy_helper.from_array(np.arange(3, dtype=np.int64), "junk")
+    junk.dims[0] = 2                                        # 3 values, dims say 2
+    m.graph.initializer.append(junk)
+    with pytest.raises(CompileError, match=r"initializer 'junk' \(dims \[2\]\) is malformed"):
+        import_onnx(m)

@@ -176,8 +176,13 @@ def _fold_shape_subgraphs(model: onnx.ModelProto, opset: int, rounds: int = 16) 
     leaves unknown (torch's ``x.view(x.size(0), -1)``)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer
-              if int(np.prod(i.dims, dtype=np.int64)) <= BIG_WEIGHT_ELEMENTS}
+    consts = {}
+    for i in m.graph.initializer:
+        if int(np.prod(i.dims, dtype=np.int64)) <= BIG_WEIGHT_ELEMENTS:
+            try:
+                consts[i.name] = numpy_helper.to_array(i)
+            except Exception:       # malformed: the importer's initializer check names it
+                pass
     for _ in range(rounds):
         try:
             inferred = shape_inference.infer_shapes(_without_big_weights(m), data_prop=True)
@@ -216,8 +221,9 @@ def _fold_node(n, idx: int, opset: int, shapes: dict, consts: dict):
             return np.asarray(d.fold_shape(node, [shapes[i] for i in ins]))
         if d.fold is not None and all(i in consts for i in ins):
             return np.asarray(d.fold(node, *(consts[i] for i in ins)))
-    except (ValueError, TypeError, IndexError) as e:
-        raise CompileError(f"node {node.name!r} ({n.op_type}): cannot evaluate on its constant inputs: {e}") from None
+    except Exception as e:  # numpy errors of a malformed model (shapes, dtypes, overflow)
+        raise CompileError(f"node {node.name!r} ({n.op_type}): cannot evaluate on its constant inputs: "
+                           f"{type(e).__name__}: {e}") from None
     return None
 
 
