@@ -105,6 +105,13 @@ PATTERNS = [
      ["Add(Mul(x, Sigmoid(x)), Sigmoid(x))"]),
     ("square_of_relu", [n("Relu", ["c"], ["r"], name="relu"), n("Mul", ["r", "r"], ["y"], name="sq")],
      ["Mul(Relu(x), Relu(x))"]),
+    # comparisons and Where join the group (a leaky ReLU written out; torch dynamo's Softplus)
+    ("where_leaky", [n("Greater", ["c", "zero"], ["g"], name="gt"), n("Mul", ["c", "half"], ["h"], name="mul"),
+                     n("Where", ["g", "c", "h"], ["y"], name="where")],
+     ["Where(Greater(x, 0), x, Mul(x, 0.5))"]),
+    ("where_softplus", [n("Greater", ["c", "three"], ["g"], name="gt"), n("Softplus", ["c"], ["sp"], name="sp"),
+                        n("Where", ["g", "c", "sp"], ["y"], name="where")],
+     ["Where(Greater(x, 3), x, Softplus(x))"]),
     # Relu(c) is read by a Conv too: it stays a Relu (fused into the Conv), the Lut reads it
     ("after_shared_relu", [n("Relu", ["c"], ["r"], name="relu"), n("Tanh", ["r"], ["t"], name="tanh"),
                            n("Conv", ["r", "w2"], ["c2"], name="conv2"), n("Add", ["t", "c2"], ["y"], name="add")],
@@ -118,7 +125,7 @@ def test_element_wise_groups_become_one_lut_each(name, body, exprs, tmp_path):
     g = run_passes(import_onnx(model))
     luts = [nd for nd in g.nodes if nd.op == "Lut"]
     assert [nd.attrs["expr"] for nd in luts] == exprs, [(nd.op, nd.attrs.get("expr")) for nd in g.nodes]
-    assert not {nd.op for nd in g.nodes} & {"Sigmoid", "Erf", "Mul", "Div", "Tanh", "Clip"}
+    assert not {nd.op for nd in g.nodes} & {"Sigmoid", "Erf", "Mul", "Div", "Tanh", "Clip", "Where", "Greater"}
     xs = qnets.inputs(qnets.in_shape(model), 4, seed=2)
     v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name=name)
     assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 from tests import qnets
@@ -93,3 +93,61 @@ def test_builtin_resnet50_qdq_keeps_onnxruntime_quantization(tmp_path):
     v = run("resnet50-qdq", "seed", tmp_path, rtl=False)
     assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.layer_mismatches)
     assert v.accuracy["max_lsb"] <= 3 and v.accuracy["top1_agree"], v.accuracy
+
+
+def _conv_qdq(pairs, w_scale=None, opset=13):
+    """Conv (int8 weights, DequantizeLinear of per-tensor scale ``w_scale`` or max|q| = 127
+    per channel) then the (scale, zero point) activation pairs of ``pairs`` back to back."""
+    rng = np.random.default_rng(3)
+    n = helper.make_node
+    q = rng.integers(-60, 61, (4, 3, 3, 3)).astype(np.int8) if w_scale else \
+        rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = {"wq": q, "ws": np.float32(w_scale or 0.01), "wz": np.int8(0)}
+    nodes = [n("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dq_w"),
+             n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    t = "c"
+    for k, (s, z) in enumerate(pairs):
+        inits[f"s{k}"], inits[f"z{k}"] = np.float32(s), np.int8(z)
+        nodes += [n("QuantizeLinear", [t, f"s{k}", f"z{k}"], [f"q{k}"], name=f"q{k}"),
+                  n("DequantizeLinear", [f"q{k}", f"s{k}", f"z{k}"], [f"d{k}"], name=f"dq{k}")]
+        t = f"d{k}"
+    nodes.append(n("Identity", [t], ["y"], name="out"))
+    return qnets.make_model(nodes, inits, (1, 3, 6, 6), "y", None, opset=opset)
+
+
+def _ort(m, x):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL      # ONNX semantics
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def test_two_pairs_back_to_back_keep_both_clamps(tmp_path):
+    """Q/DQ(0.05, 0) then Q/DQ(0.13, 3): the first clamps to [-6.4, 6.35], the second requantizes
+    (an identity table): within 1 LSB of onnxruntime, not the 80 of keeping the second alone."""
+    m = _conv_qdq([(0.05, 0), (0.13, 3)])
+    x = qnets.inputs((1, 3, 6, 6), 1, seed=7)[0] * 4
+    v = run(m, "small", tmp_path, rtl=False, data=(x, [x]), name="dd")
+    assert v.passed, v.notes
+    got = (np.load(tmp_path / "out_d1_simpy.npy").astype(np.float32).reshape(1, 4, 6, 6) - 3) * np.float32(0.13)
+    ref = _ort(m, x)
+    assert ref.min() >= -6.5 and np.abs(got - ref).max() <= 0.13 * 1.01, (got.min(), ref.min())
+
+
+def test_weights_with_max_below_127_keep_their_integers():
+    """The model's int8 weights come back exactly even when no channel reaches 127 (its scale, not
+    max|w| / 127)."""
+    m = _conv_qdq([(0.05, 0)], w_scale=1e-3)
+    qg, _ = compile_model(m, qnets.inputs((1, 3, 6, 6), 1, seed=1))
+    conv = next(op for op in qg.ops if type(op).__name__ == "QConv")
+    wq = numpy_helper.to_array(next(i for i in m.graph.initializer if i.name == "wq"))
+    assert np.array_equal(conv.weight, wq)
+
+
+def test_int16_activations_are_refused_naming_the_node():
+    m = _conv_qdq([(0.05, 0)], opset=21)          # int16 Q/DQ: opset 21
+    m.ir_version = 10
+    z = next(i for i in m.graph.initializer if i.name == "z0")
+    z.CopyFrom(numpy_helper.from_array(np.int16(0), "z0"))
+    with pytest.raises(CompileError, match=r"node 'dq0' \(DequantizeLinear\): int16 activations unsupported"):
+        compile_model(m, qnets.inputs((1, 3, 6, 6), 1))

@@ -22,13 +22,15 @@ class Tensor:
     value (np.ndarray for a constant, else None), onnx_name (name of the ONNX tensor holding the
     same values, used for calibration; defaults to name), qparams ((scale, int8 zero point)
     pinned by a pre-quantized model's QuantizeLinear / DequantizeLinear pair, used instead of
-    calibration; None otherwise)."""
+    calibration; None otherwise), weight_scale (float64 [Cout]: the per-output-channel scales
+    of a pre-quantized model's symmetric int8 weights, so the compiler keeps its integers)."""
     name: str
     shape: tuple
     dtype: str = "float32"
     value: Optional[np.ndarray] = None
     onnx_name: Optional[str] = None
     qparams: Optional[tuple] = None
+    weight_scale: Optional[np.ndarray] = None
 
     @property
     def is_const(self) -> bool:

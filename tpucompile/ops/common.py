@@ -202,13 +202,16 @@ def activation_params(lo: float, hi: float) -> tuple:
     return float(scale), zp
 
 
-def weight_params(w: np.ndarray) -> tuple:
+def weight_params(w: np.ndarray, scale: np.ndarray | None = None) -> tuple:
     """float weight [Cout, ...] -> (q int8 [Cout, ...], scale float64 [Cout]): per output channel
-    symmetric, zp 0, scale = max|w[n]| / 127, q = clip(round_half_even(w / scale), -127, 127);
+    symmetric, zp 0, scale = max|w[n]| / 127 (or the given ``scale``: a pre-quantized model's,
+    whose integers then come back exactly), q = clip(round_half_even(w / scale), -127, 127);
     an all-zero channel gets scale 1.0."""
-    flat = w.reshape(w.shape[0], -1)
-    amax = np.maximum(flat.max(axis=1), -flat.min(axis=1)).astype(np.float64)   # = max |w|, no copy
-    scale = np.where(amax / 127.0 >= _TINY, amax / 127.0, 1.0)
+    if scale is None:
+        flat = w.reshape(w.shape[0], -1)
+        amax = np.maximum(flat.max(axis=1), -flat.min(axis=1)).astype(np.float64)   # = max |w|, no copy
+        scale = np.where(amax / 127.0 >= _TINY, amax / 127.0, 1.0)
+    scale = np.asarray(scale, np.float64)
     q = np.divide(w, scale.reshape(-1, *([1] * (w.ndim - 1))), dtype=np.float64)  # float64 as before
     np.rint(q, out=q)                     # round half to even, in place (ResNet/VGG weights: 1 GB)
     np.clip(q, -127, 127, out=q)

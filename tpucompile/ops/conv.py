@@ -157,15 +157,17 @@ def _quantize(q, node) -> None:
     sy, zy = q.out_params(node)
     out = q.add_tensor(node.outputs[0], sy, zy)
     q.add_op(conv_qop(node.name, qt, w, b, out, tuple(node.attrs["strides"]), tuple(node.attrs["pads"]),
-                      bool(node.attrs["relu"])))
+                      bool(node.attrs["relu"]), q.g.tensors[node.inputs[1]].weight_scale))
 
 
-def conv_qop(name: str, qt, w: np.ndarray, b: np.ndarray, out, strides, pads, relu: bool) -> "QConv":
+def conv_qop(name: str, qt, w: np.ndarray, b: np.ndarray, out, strides, pads, relu: bool,
+             weight_scale: np.ndarray | None = None) -> "QConv":
     """The QConv of float weight ``w`` [Cout, Cin, kh, kw] and bias ``b`` [Cout] from int8 input
     ``qt`` to the device tensor ``out`` (QTensors): per-output-channel symmetric int8 weights
-    (``weight_params``), bias in the accumulator's scale with the input zero point folded in;
-    CompileError naming ``name`` if the bias does not fit int32 or a multiplier is unsupported."""
-    qw, sw = weight_params(w)          # float64 arithmetic inside, no float64 copy of w
+    (``weight_params``; with ``weight_scale``, a pre-quantized model's scales, its integers),
+    bias in the accumulator's scale with the input zero point folded in; CompileError naming
+    ``name`` if the bias does not fit int32 or a multiplier is unsupported."""
+    qw, sw = weight_params(w, weight_scale)          # float64 arithmetic inside, no float64 copy of w
     bq = np.round(b.astype(np.float64) / (qt.scale * sw))
     beff = bq - qt.zero_point * qw.reshape(qw.shape[0], -1).astype(np.int64).sum(axis=1)
     if np.abs(beff).max(initial=0) > arith.INT32_MAX:

@@ -6,7 +6,8 @@ the activations' shapes: ``Shape -> Gather / Slice -> Unsqueeze -> Concat -> Res
 read only their input's (static) shape (``fold_shape`` hook, ``passes/constant_fold``); the
 others fold once their inputs are constants (``fold``, numpy, with the ONNX spec's semantics).
 None of them has a device mapping: one left over (e.g. a Slice or Gather of an activation) is
-refused by name after the passes.
+refused by name after the passes. Comparisons, logic and Where of functions of one tensor join
+that tensor's table lookup (``passes/fuse_elementwise``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 from onnx import helper
 
 from tpucompile.ops.common import bad_attr, no_attrs
+from tpucompile.ops.lut import elementwise_binary
 from tpucompile.ops.registry import OpDef
 from tpusim.arch.errors import CompileError
 
@@ -127,6 +129,21 @@ def _fold_not(node, x):
     return np.logical_not(x)
 
 
+def _elementwise_select(graph, node):
+    """Where (a piecewise function: worth a table alone, e.g. a leaky ReLU written
+    Where(x > 0, x, 0.1 x)) and Not (joins one): element-wise when every operand is a function of
+    the group's tensor or a scalar constant (torch's dynamo export of Softplus:
+    Where(Greater(x, 20), x, Softplus(x)))."""
+    if any(graph.const(i) is not None and np.asarray(graph.const(i)).size != 1 for i in node.inputs if i):
+        return None
+    return node.op == "Where"
+
+
+def _elementwise_compare(graph, node):
+    """Equal, Less, Greater, And, Or: like arithmetic, but never worth a table alone."""
+    return None if elementwise_binary(graph, node) is None else False
+
+
 OPS = (
     OpDef("Shape", import_node=_import_shape, fold_shape=_fold_shape),
     OpDef("Size", import_node=no_attrs, fold_shape=_fold_size),
@@ -135,11 +152,11 @@ OPS = (
     OpDef("Cast", import_node=_import_cast, fold=_fold_cast),
     OpDef("Expand", import_node=no_attrs, fold=_fold_expand),
     OpDef("Range", import_node=no_attrs, fold=_fold_range),
-    OpDef("Equal", import_node=no_attrs, fold=_binary(np.equal)),
-    OpDef("Less", import_node=no_attrs, fold=_binary(np.less)),
-    OpDef("Greater", import_node=no_attrs, fold=_binary(np.greater)),
-    OpDef("And", import_node=no_attrs, fold=_binary(np.logical_and)),
-    OpDef("Or", import_node=no_attrs, fold=_binary(np.logical_or)),
-    OpDef("Not", import_node=no_attrs, fold=_fold_not),
-    OpDef("Where", import_node=no_attrs, fold=_fold_where),
+    OpDef("Equal", import_node=no_attrs, elementwise=_elementwise_compare, fold=_binary(np.equal)),
+    OpDef("Less", import_node=no_attrs, elementwise=_elementwise_compare, fold=_binary(np.less)),
+    OpDef("Greater", import_node=no_attrs, elementwise=_elementwise_compare, fold=_binary(np.greater)),
+    OpDef("And", import_node=no_attrs, elementwise=_elementwise_compare, fold=_binary(np.logical_and)),
+    OpDef("Or", import_node=no_attrs, elementwise=_elementwise_compare, fold=_binary(np.logical_or)),
+    OpDef("Not", import_node=no_attrs, fold=_fold_not, elementwise=_elementwise_select),
+    OpDef("Where", import_node=no_attrs, fold=_fold_where, elementwise=_elementwise_select),
 )

@@ -11,7 +11,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from tpucompile.frontend.onnx_import import runtime_inputs
-from tpucompile.ops.common import activation_params
+from tpucompile.ops.common import activation_params, one_line
 from tpusim.arch.errors import CompileError
 
 __all__ = ["calibrate", "check_host_memory", "session_input", "session_with_outputs", "CALIB_METHODS", "DEFAULT_PERCENTILE"]
@@ -26,7 +26,11 @@ def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
         m.graph.output.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime's Fail / InvalidArgument / NotImplemented
+        raise CompileError(f"onnxruntime (the FP32 reference and calibrator) cannot run the model: "
+                           f"{one_line(e)[:600]}") from None
 
 
 def session_input(sess: ort.InferenceSession, model: onnx.ModelProto):

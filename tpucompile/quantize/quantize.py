@@ -40,12 +40,15 @@ __all__ = ["activation_params", "weight_params", "quantize_graph", "calibration_
 
 def calibration_names(graph: Graph) -> list:
     """ONNX names of every tensor needing calibrated ranges (inputs and outputs of every op whose
-    op-table entry is ``calibrated``, and of ops the table does not know)."""
+    op-table entry is ``calibrated``, and of ops the table does not know), float tensors only (a
+    boolean or integer tensor left over is refused by its node's missing mapping, not fed to
+    onnxruntime as a float output)."""
     names = list(graph.inputs)
     for n in graph.nodes:
         d = OP_TABLE.get(n.op)
         if d is None or d.calibrated:
-            names += [graph.tensors[o].onnx_name or o for o in n.outputs]
+            names += [graph.tensors[o].onnx_name or o for o in n.outputs
+                      if graph.tensors[o].dtype.startswith("float")]
     return names
 
 
