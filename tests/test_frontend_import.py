@@ -228,8 +228,10 @@ def test_every_refused_node_reported_at_once_grouped_by_op():
         import_onnx(m)
     lines = str(e.value).splitlines()
     assert lines[0] == "4 nodes cannot be compiled (by op: Hardmax x2, LpNormalization x1, Conv x1):"
-    assert [ln.split("'")[1] for ln in lines[1:]] == ["sig1", "lrn1", "sig2", "conv1"]
+    assert [ln.split("'")[1] for ln in lines[1:5]] == ["sig1", "lrn1", "sig2", "conv1"]
     assert "attribute group=-2 invalid" in lines[4]
+    assert lines[1] == "  node 'sig1': op Hardmax unsupported"            # the op list once, last
+    assert lines[5].startswith("supported ops: Conv, ") and len(lines) == 6
 
 
 def _dropout_model(outputs=("d", "mask"), graph_out="y", extra_inputs=(), inits=None, opset=9):

@@ -54,7 +54,16 @@ def unsupported_report(errors: list) -> CompileError:
     for op, _ in errors:
         by_op[op] = by_op.get(op, 0) + 1
     counts = ", ".join(f"{op} x{n}" for op, n in by_op.items())
-    lines = "\n".join(f"  {e}" for _, e in errors)
+    tail = "; supported ops: "
+    msgs = [str(e) for _, e in errors]
+    lists = {m[m.index(tail):] for m in msgs if tail in m}
+    if len(lists) == 1:                 # the same list of supported ops on every line: say it once
+        (ops,) = lists
+        msgs = [m.replace(ops, "") for m in msgs]
+        lines = "\n".join(f"  {m}" for m in msgs)
+        return CompileError(f"{len(errors)} nodes cannot be compiled (by op: {counts}):\n{lines}\n"
+                            f"supported ops: {ops[len(tail):]}")
+    lines = "\n".join(f"  {m}" for m in msgs)
     return CompileError(f"{len(errors)} nodes cannot be compiled (by op: {counts}):\n{lines}")
 
 
