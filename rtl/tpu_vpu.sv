@@ -574,14 +574,13 @@ module tpu_vpu
     if (is_rq && rd_v_q) tbl_q <= tbl_view;
   end
 
-  // LUT table: data registers, no reset; table word j (access j < T) holds entries j*WordBytes
-  // and up (the first 256 bytes of the T words).
+  // LUT table: data registers, no reset; table word j (access j < T) holds entries
+  // j*WordBytes .. j*WordBytes + TB - 1: T*TB = 256 (TB = WordBytes, or 256 for words wider than
+  // the table, whose first 256 bytes are the table).
+  localparam int unsigned TB = (WordBytes < 256) ? WordBytes : 256;
   always_ff @(posedge clk_i) begin
     if (is_lut && rd_v_q && rd_k_q < 17'(T)) begin
-      for (int b = 0; b < int'(WordBytes); b++) begin
-        if (32'(rd_k_q) * WordBytes + 32'(b) < 32'd256)
-          lut_q[8'(32'(rd_k_q) * WordBytes + 32'(b))] <= sram_rdata_i[b*8 +: 8];
-      end
+      for (int b = 0; b < int'(TB); b++) lut_q[8'(32'(rd_k_q) * TB + 32'(b))] <= sram_rdata_i[b*8 +: 8];
     end
   end
 

@@ -54,8 +54,9 @@ STATIC_BINS = (
     # the compiler's nearest upsampling: a POOL reading one word for several outputs
     # (out_stride_x = 0) and a DMA_STORE writing one SRAM run to several DDR runs (sram_stride1 = 0)
     "pool_stride0", "dma_sram_repeat",
-    # MUL: any, b broadcast (stride_b = 0), a product of magnitude 255 * 255 (the int8 extremes)
-    "mul", "mul_broadcast", "mul_max_product",
+    # MUL: any, b broadcast (stride_b = 0), a product of magnitude 255 * 255 (the int8 extremes),
+    # count 0 (no SRAM request: completes at s + 1)
+    "mul", "mul_broadcast", "mul_max_product", "mul_count0",
     # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
     "nop_load", "nop_store", "nop_mxu", "nop_vpu",
 )
@@ -273,6 +274,7 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
         elif ins.op == "MUL":
             b["mul"] += 1
             b["mul_broadcast"] += a["count"] > 0 and not a["stride_b"]
+            b["mul_count0"] += a["count"] == 0
         elif ins.op == "LUT":
             b["lut"] += 1
             b["lut_in_place"] += a["count"] > 0 and a["src_addr"] == a["dst_addr"]
