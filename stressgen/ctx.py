@@ -38,12 +38,13 @@ class Ctx:
                                                # program's, never memory addresses (replay)
 
     # ------------------------------------------------------------------ space
-    def alloc(self, task, space: str, n: int) -> int:
-        """``n`` SRAM words or accumulator rows for ``task``. Space still live in another task
-        (started, store phase not yet emitted) is reclaimed by emitting that task's remaining
-        phases first; the Emitter then orders the reuse with tokens."""
+    def alloc(self, task, space: str, n: int, at: int | None = None) -> int:
+        """``n`` SRAM words or accumulator rows for ``task`` (from word ``at`` if given, else where
+        the ring puts them). Space still live in another task (started, store phase not yet
+        emitted) is reclaimed by emitting that task's remaining phases first; the Emitter then
+        orders the reuse with tokens."""
         ring = self.sram if space == "sram" else self.acc
-        start = ring.take(n)
+        start = ring.take(n) if at is None else at
         for _ in range(8):
             own = [(lo, hi) for sp, lo, hi in task.live if sp == space and lo < start + n and start < hi]
             if not own:

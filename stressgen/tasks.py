@@ -289,14 +289,32 @@ def mul_task(ctx, r, nrng):
     mo, so = quantize_multiplier(10 ** r.uniform(-5, -1.5))
     vals = [(r.randint(0, 1 << 30), r.randint(-5, 5), za), (0, 0, zb), (mo, so, r.randint(-128, 127))]
     relu = int(r.random() < 0.3)
-    task = Task(ctx, 7)
-    sa = sb = dst = 0
+    bw = ctx.cfg.bank_words
+    # bank edge with a neighbour: b's last word is the first of a bank, and a long DMA_LOAD into
+    # the words after it (same bank), issued right after b's own load and with no hazard with the
+    # MUL, so its bursts land while the MUL runs: the SRAM arbiters must hold that bank for the
+    # MUL's whole transaction (its src_b mask)
+    edge = stride_b and len(b) >= 2 and bw >= 3 and r.random() < 0.8
+    nb_words = r.randint(min(8, bw - 2), min(64, bw - 2)) if edge else 0
+    nb_data = rand_i8(nrng, (max(nb_words, 1), W))
+    task = Task(ctx, 9 if edge else 7)
+    sa = sb = dst = nb = 0
 
     def loads():
-        nonlocal sa, sb, dst
-        sa, sb, dst = ctx.alloc(task, "sram", len(a)), ctx.alloc(task, "sram", len(b)), ctx.alloc(task, "sram", len(a))
+        nonlocal sa, sb, dst, nb
+        sa = ctx.alloc(task, "sram", len(a))
+        at = None
+        if edge:
+            banks = ctx.cfg.sram_words // bw
+            at = bw * r.randint(1, banks - 1) - (len(b) - 1)
+            at = at if at >= 0 and at + len(b) + nb_words <= ctx.cfg.sram_words else None
+        sb = ctx.alloc(task, "sram", len(b), at=at)
+        nb = ctx.alloc(task, "sram", nb_words, at=sb + len(b)) if edge and at is not None else -1
+        dst = ctx.alloc(task, "sram", len(a))
         ctx.load(sa, a)
         ctx.load(sb, b)
+        if nb >= 0 and edge:
+            ctx.load(nb, nb_data)
 
     def compute():
         qs = [ctx.ensure_qreg(v) for v in vals]
@@ -306,6 +324,8 @@ def mul_task(ctx, r, nrng):
     def stores():
         if n:
             ctx.store(dst, n * W)
+        if nb >= 0 and edge:
+            ctx.store(nb, nb_words * W)
     task.phases = [loads, compute, stores]
     return task
 
