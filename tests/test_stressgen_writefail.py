@@ -171,14 +171,19 @@ def test_campaign_under_a_file_size_limit_then_resume(tmp_path):
     from stressgen.campaign import derive_seed
     from tpusim.arch.config import load_config
     cfg = load_config("small")
-    count, root = 6, 11
-    sizes = _sizes([derive_seed(root, i) for i in range(count)], cfg, tmp_path)
-    # above every program file and the database (< 100 KB), below some model VCDs; the other
-    # programs' dumps (RTL arch.vcd ~1.2x, merged.vcd ~2.2x the model VCD) fit
-    limit = max(100_000, max(max(a, t) for _, a, t in sizes) + 4096)
-    too_big = {i for i, (v, _, _) in enumerate(sizes) if v >= limit}
-    fits = {i for i, (v, _, _) in enumerate(sizes) if 3 * v < limit}
-    assert 1 <= len(too_big) and len(fits) >= 1 and len(too_big | fits) == count, (sizes, limit)
+    count = 6
+    # the first campaign root whose 6 programs split cleanly: each model VCD either above the
+    # limit or so far below that the other dumps (RTL arch.vcd ~1.2x, merged.vcd ~2.2x the model
+    # VCD) fit; the limit is above every program file and the database (< 100 KB)
+    for root in range(11, 60):
+        sizes = _sizes([derive_seed(root, i) for i in range(count)], cfg, tmp_path)
+        limit = max(100_000, max(max(a, t) for _, a, t in sizes) + 4096)
+        too_big = {i for i, (v, _, _) in enumerate(sizes) if v >= limit}
+        fits = {i for i, (v, _, _) in enumerate(sizes) if 3 * v < limit}
+        if 1 <= len(too_big) and len(fits) >= 1 and len(too_big | fits) == count:
+            break
+    else:
+        pytest.fail(f"no campaign root in 11..59 splits its programs around the limit ({sizes}, {limit})")
     db, home = tmp_path / "s.db", tmp_path / "runs"
     cmd = ["-m", "stressgen", "run", "--seed", str(root), "--count", str(count), "--jobs", "2",
            "--db", str(db), "--bundles", str(home / "bundles"), "--no-minimize", "--quiet"]
