@@ -125,3 +125,25 @@ def test_resnet50_qgraph_ranges():
             assert np.all(op.shift <= 30)
     assert qg.aliases == {"r174": "r174__nchw"} and qg.outputs == ["r174__nchw"]
     assert qg.host_ops[0]["op"] == "Softmax" and qg.host_ops[0]["shape"] == (1, 1000)
+
+
+def test_every_refused_node_after_the_passes_is_reported_at_once():
+    """Two nodes the quantizer refuses (a fractional Resize, a Mul broadcasting over H, W) come in
+    one message; nodes reading a refused node's output are not tried (no follow-on errors)."""
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             n("Resize", ["c", "roi", "sc"], ["r"], name="rz_frac", mode="nearest"),
+             n("Conv", ["x", "w1"], ["a"], name="spatial", pads=[1, 1, 1, 1]),
+             n("Mul", ["c", "a"], ["m"], name="mul_hw"),
+             n("Add", ["m", "m"], ["y"], name="add_after")]
+    inits = {"w": qnets.conv_w(rng, 4, 3, 3), "w1": qnets.conv_w(rng, 1, 3, 3), "roi": np.zeros(0, np.float32),
+             "sc": np.array([1, 1, 1.5, 1.5], np.float32)}
+    m = qnets.make_model(nodes, inits, (1, 3, 6, 6), "y", None)
+    m.graph.output.append(helper.make_tensor_value_info("r", 1, None))
+    with pytest.raises(CompileError) as e:
+        compile_model(m, qnets.inputs((1, 3, 6, 6), 1))
+    lines = str(e.value).splitlines()
+    assert lines[0] == "2 nodes have no int8 device mapping or are refused (by op: Resize x1, Mul x1):"
+    assert lines[1].startswith("  node 'rz_frac' (Resize): axis 2 6 -> 9") and "mul_hw" in lines[2]
+    assert lines[3].startswith("supported after passes: Conv, ") and len(lines) == 4

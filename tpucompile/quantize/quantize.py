@@ -161,18 +161,37 @@ class Quantizer:
         self.host_outs.add(h["out"])
 
 
-def _no_mapping(node) -> CompileError:
+def _mapped_ops() -> str:
     device = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is None]
     host = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is not None]
-    return CompileError(f"node {node.name!r} ({node.op}) has no int8 device mapping "
-                        f"(supported after passes: {', '.join(device)}; host: {', '.join(host)})")
+    return f"supported after passes: {', '.join(device)}; host: {', '.join(host)}"
+
+
+def _no_mapping(node) -> CompileError:
+    return CompileError(f"node {node.name!r} ({node.op}) has no int8 device mapping ({_mapped_ops()})")
+
+
+def _refusals(errors: list) -> CompileError:
+    """One CompileError for every node the quantizer refused (a node reading a refused node's
+    output is not tried): the single message when there is one; else a count by op, each
+    node's message on its own line, and the mapped ops once."""
+    if len(errors) == 1:
+        return errors[0][1]
+    by_op: dict = {}
+    for op, _ in errors:
+        by_op[op] = by_op.get(op, 0) + 1
+    tail = f" ({_mapped_ops()})"
+    lines = "\n".join(f"  {str(e).replace(tail, '')}" for _, e in errors)
+    counts = ", ".join(f"{op} x{n}" for op, n in by_op.items())
+    return CompileError(f"{len(errors)} nodes have no int8 device mapping or are refused (by op: {counts}):\n"
+                        f"{lines}\n{_mapped_ops()}")
 
 
 def quantize_graph(g: Graph, stats: dict) -> QGraph:
     """Build the QGraph from a passed float IR and {onnx_name: (min, max)} ranges.
 
-    Raises CompileError naming any node that has no device mapping (e.g. an unfolded
-    BatchNormalization, a broadcasting Add, a general Reshape) or a missing range.
+    Raises CompileError naming every node that has no device mapping or that its op refuses
+    (e.g. a broadcasting Add, a general Reshape), all at once, or a missing range.
     """
     q = Quantizer(g, shared_ranges(g, stats))
     qg = q.qg
@@ -183,11 +202,21 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
                 raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images and (1, K) vectors)")
             qg.tensors[name] = QTensor(name, shape, *q.params(name))
             qg.inputs.append(name)
+        errors, refused = [], set()
         for node in g.nodes:
+            if refused & set(node.inputs):
+                refused.update(node.outputs)          # its inputs never became device tensors
+                continue
             d = OP_TABLE.get(node.op)
-            if d is None or d.quantize is None:
-                raise _no_mapping(node)
-            d.quantize(q, node)
+            try:
+                if d is None or d.quantize is None:
+                    raise _no_mapping(node)
+                d.quantize(q, node)
+            except CompileError as e:
+                errors.append((node.op, e))
+                refused.update(node.outputs)
+        if errors:
+            raise _refusals(errors)
     except KeyError as e:
         raise CompileError(f"no calibration range for tensor {e.args[0]!r}") from None
     for o in g.outputs:
