@@ -45,26 +45,30 @@ def runtime_inputs(model: onnx.ModelProto) -> list:
     return [vi for vi in model.graph.input if vi.name not in inits]
 
 
-def unsupported_report(errors: list) -> CompileError:
-    """One CompileError for every refused node: the single message when there is one; else a
-    count by op type (in order of appearance) and each node's message on its own line."""
+def grouped_report(errors: list, what: str, common: str | None = None, footer: str = "") -> CompileError:
+    """One CompileError for the (op type, CompileError) pairs of every refused node: the single
+    message when there is one; else "N nodes <what> (by op: ...)" with the count by op type (in
+    order of appearance), each node's message on its own line with ``common`` (a text every
+    message ends with, such as the supported-op list) removed, and ``footer`` last."""
     if len(errors) == 1:
         return errors[0][1]
     by_op: dict = {}
     for op, _ in errors:
         by_op[op] = by_op.get(op, 0) + 1
     counts = ", ".join(f"{op} x{n}" for op, n in by_op.items())
+    lines = "\n".join(f"  {str(e).replace(common, '') if common else e}" for _, e in errors)
+    return CompileError(f"{len(errors)} nodes {what} (by op: {counts}):\n{lines}" + (f"\n{footer}" if footer else ""))
+
+
+def unsupported_report(errors: list) -> CompileError:
+    """The importer's ``grouped_report``: the list of supported ops, when every refusal ends with
+    the same one, is said once after the nodes."""
     tail = "; supported ops: "
-    msgs = [str(e) for _, e in errors]
-    lists = {m[m.index(tail):] for m in msgs if tail in m}
-    if len(lists) == 1:                 # the same list of supported ops on every line: say it once
+    lists = {str(e)[str(e).index(tail):] for _, e in errors if tail in str(e)}
+    if len(lists) == 1:
         (ops,) = lists
-        msgs = [m.replace(ops, "") for m in msgs]
-        lines = "\n".join(f"  {m}" for m in msgs)
-        return CompileError(f"{len(errors)} nodes cannot be compiled (by op: {counts}):\n{lines}\n"
-                            f"supported ops: {ops[len(tail):]}")
-    lines = "\n".join(f"  {m}" for m in msgs)
-    return CompileError(f"{len(errors)} nodes cannot be compiled (by op: {counts}):\n{lines}")
+        return grouped_report(errors, "cannot be compiled", ops, f"supported ops: {ops[len(tail):]}")
+    return grouped_report(errors, "cannot be compiled")
 
 
 def _shape_of(vi, name: str) -> tuple:

@@ -48,7 +48,7 @@ from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 from tpusim.arch.operands import LUT_TABLE_BYTES
 
-__all__ = ["QLut", "OPS", "FUNCTIONS", "FOLDS", "lut_table", "lut_qop", "unary_function", "evaluate", "is_scalar",
+__all__ = ["QLut", "OPS", "FUNCTIONS", "FOLDS", "lut_table", "lut_qop", "lut_node", "unary_function", "evaluate", "is_scalar",
            "elementwise_unary", "elementwise_binary"]
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -105,6 +105,26 @@ def evaluate(attrs: dict, x: np.ndarray) -> np.ndarray:
         vals = [env[i] if i in env else np.float64(consts[i]) for i in inputs if i]
         env[output] = np.asarray(FOLDS[op](node, *vals), np.float64)
     return env[attrs["output"]]
+
+
+def lut_node(graph, name: str, x: str, y: str, steps=()) -> Node:
+    """The IR ``Lut`` node computing ``y`` from ``x`` by the IR nodes ``steps`` (topological order;
+    their constant operands are scalars, inlined by value; none: ``y`` is ``x`` requantized to its
+    own grid), with its ``expr`` text for dumps and the layer report (``evaluate`` reads it)."""
+    consts = {}
+    for n in steps:
+        for i in n.inputs:
+            if i and graph.const(i) is not None:
+                consts[i] = float(graph.const(i).reshape(-1)[0])
+    text = {x: "x"}
+    for n in steps:
+        args = [text.get(i, f"{consts[i]:g}" if i in consts else i) for i in n.inputs if i]
+        text[n.outputs[0]] = f"{n.op}({', '.join(args)})"
+    out = y if steps else x
+    attrs = {"input": x, "output": out, "expr": text[out],
+             "steps": tuple((n.op, tuple(n.inputs), n.outputs[0], tuple(sorted(n.attrs.items()))) for n in steps),
+             "consts": tuple(sorted(consts.items()))}
+    return Node("Lut", name, [x], [y], attrs)
 
 
 def lut_table(f, x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:

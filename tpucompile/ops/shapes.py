@@ -15,7 +15,7 @@ import numpy as np
 from onnx import helper
 
 from tpucompile.ops.common import bad_attr, no_attrs
-from tpucompile.ops.lut import elementwise_binary
+from tpucompile.ops.lut import elementwise_binary, is_scalar
 from tpucompile.ops.registry import OpDef
 from tpusim.arch.errors import CompileError
 
@@ -134,7 +134,7 @@ def _elementwise_select(graph, node):
     Where(x > 0, x, 0.1 x)) and Not (joins one): element-wise when every operand is a function of
     the group's tensor or a scalar constant (torch's dynamo export of Softplus:
     Where(Greater(x, 20), x, Softplus(x)))."""
-    if any(graph.const(i) is not None and np.asarray(graph.const(i)).size != 1 for i in node.inputs if i):
+    if any(graph.const(i) is not None and not is_scalar(graph, i) for i in node.inputs if i):
         return None
     return node.op == "Where"
 

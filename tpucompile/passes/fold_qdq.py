@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpucompile.ir import Graph, Node, consumers, producers, prune
+from tpucompile.ir import Graph, consumers, producers, prune
+from tpucompile.ops.lut import lut_node
 from tpucompile.ops.qdq import pinned_params
 from tpusim.arch.errors import CompileError
 
@@ -86,8 +87,7 @@ def run(graph: Graph) -> Graph:
             # x is already quantized (an earlier pair): this pair requantizes it, clamping to
             # both grids, which an identity table lookup from x's grid to this one does
             graph.tensors[y].qparams = p
-            out.append(Node("Lut", n.name, [x], [y], {"input": x, "output": x, "expr": "x", "steps": (),
-                                                      "consts": ()}))
+            out.append(lut_node(graph, n.name, x, y))
             prod[y] = out[-1]
             continue
         if [c.op for c in cons.get(x, [])] == [Q] and x in prod and x not in graph.outputs:

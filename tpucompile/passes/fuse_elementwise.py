@@ -18,8 +18,9 @@ scalar Mul inside GELU is not first made a diagonal 1x1 Conv.
 """
 from __future__ import annotations
 
-from tpucompile.ir import Graph, Node, consumers, prune
+from tpucompile.ir import Graph, consumers, prune
 from tpucompile.ops import OP_TABLE
+from tpucompile.ops.lut import lut_node
 
 NAME = "fuse_elementwise"
 
@@ -73,7 +74,7 @@ def run(graph: Graph) -> Graph:
             if steps is not None and (best is None or len(steps) < len(best[1])):
                 best = (a, steps)
         a, steps = best
-        luts[t] = _lut_node(graph, n.name, a, t, steps)
+        luts[t] = lut_node(graph, n.name, a, t, steps)
     graph.nodes = [luts.get(n.outputs[0], n) if n.outputs else n for n in graph.nodes]
     return prune(graph)
 
@@ -98,19 +99,3 @@ def _cone_from(graph, t: str, anchor: str, member: dict) -> list | None:
         order.append(n)
         return True
     return order if visit(t) else None
-
-
-def _lut_node(graph, name: str, x: str, y: str, steps: list) -> Node:
-    consts = {}
-    for n in steps:
-        for i in n.inputs:
-            if i and graph.const(i) is not None:
-                consts[i] = float(graph.const(i).reshape(-1)[0])
-    text = {x: "x"}
-    for n in steps:
-        args = [text.get(i, f"{consts[i]:g}" if i in consts else i) for i in n.inputs if i]
-        text[n.outputs[0]] = f"{n.op}({', '.join(args)})"
-    attrs = {"input": x, "output": y, "expr": text[y],
-             "steps": tuple((n.op, tuple(n.inputs), n.outputs[0], tuple(sorted(n.attrs.items()))) for n in steps),
-             "consts": tuple(sorted(consts.items()))}
-    return Node("Lut", name, [x], [y], attrs)

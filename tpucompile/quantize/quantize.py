@@ -24,7 +24,7 @@ from typing import Optional, Union
 
 import onnx
 
-from tpucompile.frontend.onnx_import import import_onnx
+from tpucompile.frontend.onnx_import import grouped_report, import_onnx
 from tpucompile.ir import Graph
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
@@ -175,16 +175,7 @@ def _refusals(errors: list) -> CompileError:
     """One CompileError for every node the quantizer refused (a node reading a refused node's
     output is not tried): the single message when there is one; else a count by op, each
     node's message on its own line, and the mapped ops once."""
-    if len(errors) == 1:
-        return errors[0][1]
-    by_op: dict = {}
-    for op, _ in errors:
-        by_op[op] = by_op.get(op, 0) + 1
-    tail = f" ({_mapped_ops()})"
-    lines = "\n".join(f"  {str(e).replace(tail, '')}" for _, e in errors)
-    counts = ", ".join(f"{op} x{n}" for op, n in by_op.items())
-    return CompileError(f"{len(errors)} nodes have no int8 device mapping or are refused (by op: {counts}):\n"
-                        f"{lines}\n{_mapped_ops()}")
+    return grouped_report(errors, "have no int8 device mapping or are refused", f" ({_mapped_ops()})", _mapped_ops())
 
 
 def quantize_graph(g: Graph, stats: dict) -> QGraph:
