@@ -384,14 +384,24 @@ def _at_edge(ins, kind: str, cfg) -> bool:
     return kind.endswith("_range") and _fault_code(ins, _Resized(cfg, 1)) != kind
 
 
+def path_bin(kind: str, op: str, field: str) -> str:
+    """The bin of one checker path: ``path_<device error>_<opcode>_<field>`` (lower case), e.g.
+    ``path_vpu_sram_range_mul_dst_addr``; a deadlock's field is the wait."""
+    return f"path_{kind}_{op.lower()}_{field}"
+
+
 def error_bins(prog, cfg, instrs) -> dict[str, int]:
-    """ERROR_BINS of an invalid program (the fault ``validate`` finds first)."""
+    """ERROR_BINS of an invalid program (the fault ``validate`` finds first), and the path_bin
+    of that fault's checker path (reported, not required)."""
     try:
         validate(prog, cfg)
     except StressError as e:
         if e.kind not in ERROR_KINDS:
             return {}
         out = {f"err_{e.kind}": 1}
+        if e.index is not None and e.index < len(instrs) and not isinstance(instrs[e.index], RawWord) \
+                and e.field is not None:
+            out[path_bin(e.kind, instrs[e.index].op, e.field)] = 1
         faulty = {engine_of(ins) for ins in instrs if not isinstance(ins, RawWord) and _fault_code(ins, cfg)}
         if len(faulty) >= 2:
             out["err_double"] = 1
@@ -439,4 +449,4 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
 
 
 __all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS",
-           "required_bins", "bins_of", "error_bins", "edge_bins", "observed_bins", "tie_mask"]
+           "required_bins", "bins_of", "error_bins", "path_bin", "edge_bins", "observed_bins", "tie_mask"]

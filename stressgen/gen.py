@@ -18,7 +18,7 @@ import numpy as np
 from stressgen.coverage import ALL_BINS, bins_of
 from stressgen.ctx import Ctx
 from stressgen.data import Ring
-from stressgen.invalid import make_invalid
+from stressgen.invalid import invalid_path_of, make_invalid
 from stressgen.program import StressProgram
 from stressgen.tasks import (
     PRIME_K,
@@ -194,9 +194,9 @@ def _plain_nops(instrs: list, seed: int) -> list:
 
 
 def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
-    """A deterministic random stress program for ``cfg`` (module docstring). With probability
-    ``invalid_rate`` it is made invalid in one class of stressgen.invalid.INVALID_CLASSES
-    (``prog.invalid`` names it). ``prog.bins`` = stressgen.coverage.bins_of(prog, cfg)."""
+    """A deterministic random stress program for ``cfg`` (module docstring). For a fraction
+    ``invalid_rate`` of the seeds it is made invalid along one checker path of one class of
+    stressgen.invalid.INVALID_CLASSES (``invalid_path_of``; ``prog.invalid`` names the class). ``prog.bins`` = stressgen.coverage.bins_of(prog, cfg)."""
     chain_p = (seed * 2654435761 % 7) / 20.0        # 0 .. 0.3, fixed per seed
     ctx = Ctx(seed, cfg, chain_p)
     ctx.acc = EdgeRing(ctx.acc, random.Random(f"tpusim-stress-acc-edge:{seed}"), ACC_EDGE_P)
@@ -206,8 +206,9 @@ def generate(seed: int, cfg, invalid_rate: float = 0.0) -> StressProgram:
         if task.pos < 3:
             task.step()
     prog = StressProgram(seed, cfg.name, _plain_nops(ctx.em.finish(), seed), ctx.ddr_init, ctx.outputs)
-    if invalid_rate > 0 and ctx.r.random() < invalid_rate:
-        make_invalid(prog, cfg, ctx.r)
+    bad = invalid_path_of(seed, invalid_rate)
+    if bad is not None:
+        make_invalid(prog, cfg, ctx.r, *bad)
     prog.bins = bins_of(prog, cfg)
     return prog
 

@@ -13,6 +13,11 @@ zero-length DMA_STORE inserted after it, or range faults on two instructions of 
 each other in program order; the decoder's lowest-pc choice between engine errors; the
 sub-kinds of ``sram_out_of_range`` are in SRAM_SUBKINDS). ``to_binary`` still encodes them (raw words verbatim), so SimPy and the RTL can be
 run on them and must both flag the fault.
+
+Each class has checker paths (CLASS_PATHS: the opcode and field at fault, or the range
+sub-kind); ``generate`` picks one of the 54 of INVALID_PATHS per invalid seed with
+``invalid_path_of`` (a low-discrepancy sequence, so a hunt over consecutive seeds meets every path
+early), and a path whose opcode the program does not use gets a fresh instruction (``_fresh``).
 """
 from __future__ import annotations
 
@@ -58,19 +63,44 @@ def _of(prog, ops):
 
 
 def _pick(prog, r, ops=_DMA_OPS):
-    """Index of a random instruction with an opcode in ``ops``, or None if there is none."""
-    cands = _of(prog, ops)
-    return r.choice(cands) if cands else None
+    """Index of a random instruction with an opcode in ``ops`` (the opcode drawn first, so a rare
+    one is as likely as a common one), or None if there is none."""
+    present = [op for op in ops if _of(prog, (op,))]
+    return r.choice(_of(prog, (r.choice(present),))) if present else None
 
 
-def _reserved(prog, cfg, r):
+#: in-range fields of a fresh instruction of each opcode (the rest 0): one word or row each,
+#: a POOL of one 1x1 window, a DMA of one word
+_FRESH = {"DMA_LOAD": {"count1": 1, "count2": 1}, "DMA_STORE": {"count1": 1, "count2": 1},
+          "LOAD_WEIGHTS": {}, "MATMUL": {"count_x": 1, "count_y": 1, "stride_x": 1},
+          "REQUANT": {"count": 1}, "ADD": {"count": 1}, "MUL": {"count": 1, "stride_b": 1},
+          "LUT": {"count": 1}, "POOL": {"win_w": 1, "win_h": 1, "out_w": 1, "out_h": 1}}
+
+
+def _fresh(prog, cfg, r, op: str, **args) -> int:
+    """Insert a new ``op`` instruction (in range, no wait, no signal; ``args`` override) after the
+    last LOAD_QREG and before HALT, and return its index: the fault it is then given is met at its
+    start, so it accesses nothing and races with nothing. Its quant-register fields name a loaded
+    register (if there is one). A checker path of an opcode the valid
+    program does not use (a LUT, a MUL, an average POOL) is thereby as likely as any other."""
+    loaded = sorted(ins.args["qreg"] for ins in prog.instrs if getattr(ins, "op", None) == "LOAD_QREG")
+    full = {**_FRESH[op], **{f: loaded[0] for f in _QREG_FIELDS.get(op, ()) if loaded}, **args}
+    if op in _DMA_OPS:
+        full.setdefault("inner_bytes", cfg.word_bytes)
+    last_q = max((k for k, ins in enumerate(prog.instrs) if getattr(ins, "op", None) == "LOAD_QREG"), default=-1)
+    i = r.randint(last_q + 1, len(prog.instrs) - 1)
+    prog.instrs.insert(i, instruction_from(op, full, 0, 0))
+    return i
+
+
+def _reserved(prog, cfg, r, path=None):
     code = r.choice([c for c in range(256) if c not in BY_CODE])
     word = bytes([code]) + bytes(r.getrandbits(8) for _ in range(INSTR_BYTES - 1))
     prog.instrs.insert(r.randrange(len(prog.instrs)), RawWord(word))
     return True
 
 
-def _unused(prog, cfg, r):
+def _unused(prog, cfg, r, path=None):
     """One instruction (HALT included) as a raw word with 1 to 3 bits set above its fields."""
     i = r.randrange(len(prog.instrs))
     ins = prog.instrs[i]
@@ -83,30 +113,30 @@ def _unused(prog, cfg, r):
     return True
 
 
-def _misaligned(prog, cfg, r):
-    i = _pick(prog, r)
-    if i is None:
-        return False
+def _dma_of(prog, cfg, r, op: str) -> int:
+    """A random ``op`` (DMA_LOAD / DMA_STORE) of the program, or a fresh one."""
+    i = _pick(prog, r, (op,))
+    return _fresh(prog, cfg, r, op) if i is None else i
+
+
+def _misaligned(prog, cfg, r, path):
+    op, f = path                                    # strides: even if unused
+    i = _dma_of(prog, cfg, r, op)
     a, w, al = prog.instrs[i].args, cfg.word_bytes, ddr_align_bytes(cfg)
-    f = r.choice(DMA_SRAM_ALIGNED_FIELDS + DMA_DDR_ALIGNED_FIELDS)     # strides: even if unused
     off = r.randrange(1, w) if f in DMA_SRAM_ALIGNED_FIELDS else r.randrange(1, al)
     val = a[f] + off if f != "ddr_addr" or a[f] + a["inner_bytes"] + off < DDR_ADDR_LIMIT else a[f] - off
     _replace(prog, i, **{f: val})
     return True
 
 
-def _zero(prog, cfg, r):
-    i = _pick(prog, r)
-    if i is None:
-        return False
-    _replace(prog, i, **{r.choice(["inner_bytes", "count1", "count2"]): 0})
+def _zero(prog, cfg, r, path):
+    op, f = path
+    _replace(prog, _dma_of(prog, cfg, r, op), **{f: 0})
     return True
 
 
-def _ddr(prog, cfg, r):
-    i = _pick(prog, r)
-    if i is None:
-        return False
+def _ddr(prog, cfg, r, path):
+    i = _dma_of(prog, cfg, r, path)
     a, al = prog.instrs[i].args, ddr_align_bytes(cfg)
     ext = (a["count2"] - 1) * a["ddr_stride2"] + (a["count1"] - 1) * a["ddr_stride1"] + a["inner_bytes"]
     if ext <= al:          # one short run: repeat it one 32-byte step further, same SRAM bytes
@@ -123,15 +153,31 @@ _QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "
                 "MUL": ("qreg_a", "qreg_b", "qreg_out")}
 
 
-def _qreg(prog, cfg, r):
+#: the quant-register checker paths: (opcode, field)
+QREG_PATHS = tuple((op, f) for op, fields in _QREG_FIELDS.items() for f in fields)
+
+
+def _reads_qregs(ins) -> bool:
+    """``ins`` reads its quant registers (REQUANT always; ADD, MUL with count > 0; POOL average
+    with outputs)."""
+    a = ins.args
+    return (ins.op == "REQUANT" or ins.op in ("ADD", "MUL") and a["count"] > 0
+            or ins.op == "POOL" and a["mode"] == 1 and _is_pool(ins))
+
+
+def _qreg(prog, cfg, r, path):
+    """A quant-register field read before any LOAD_QREG wrote it: the path (opcode, field) drawn
+    first, on an instruction of the program or a fresh one."""
     loaded = {ins.args["qreg"] for ins in prog.instrs if ins.op == "LOAD_QREG"}
     free = [q for q in range(cfg.qreg_count) if q not in loaded]
-    cands = [(i, f) for i, ins in enumerate(prog.instrs) for f in _QREG_FIELDS.get(ins.op, ())
-             if ins.op == "REQUANT" or ins.op in ("ADD", "MUL") and ins.args["count"]
-             or ins.op == "POOL" and ins.args["mode"] and _is_pool(ins)]
-    if not free or not cands:
+    if not free or not loaded:
         return False
-    i, f = r.choice(cands)
+    op, f = path
+    cands = [i for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) == op and _reads_qregs(ins)]
+    if cands:
+        i = r.choice(cands)
+    else:
+        i = _fresh(prog, cfg, r, op, mode=int(op == "POOL"))
     _replace(prog, i, **{f: r.choice(free)})
     return True
 
@@ -197,51 +243,46 @@ def _is_pool(ins) -> bool:
     return ins.op == "POOL" and ins.args["out_w"] * ins.args["out_h"] > 0
 
 
-#: sram_out_of_range sub-kinds: (name, which instructions, mutation); the device error each gives
-#: is in the name (dma/mxu/vpu, sram/acc). Each valid program's instruction is changed so that
-#: only the named range check fails (the earlier checks of the same instruction still pass).
+#: sram_out_of_range sub-kinds, one per range checker path: (name, opcodes of a fresh instruction,
+#: which instructions, mutation); the device error each gives is in the name (dma/mxu/vpu,
+#: sram/acc). The instruction is changed so that only the named range check fails (the earlier
+#: checks of the same instruction still pass).
 SRAM_SUBKINDS = (
-    ("dma_sram", lambda ins: ins.op in _DMA_OPS, _sram_dma),
-    ("mxu_sram_lw", lambda ins: ins.op == "LOAD_WEIGHTS", _sram_lw),
-    ("mxu_sram_act", lambda ins: ins.op == "MATMUL", _sram_mm_act),
-    ("mxu_acc", lambda ins: ins.op == "MATMUL" and ins.args["count_x"] * ins.args["count_y"] > 0, _acc_mm),
-    ("vpu_acc", lambda ins: ins.op == "REQUANT", _acc_rq),
-    ("vpu_sram_param", lambda ins: ins.op == "REQUANT", _words_past("param_addr")),
-    ("vpu_sram_rq_dst", lambda ins: ins.op == "REQUANT", _words_past("dst_addr", "count")),
-    ("vpu_sram_add_a", lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
-    ("vpu_sram_add_b", lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
-    ("vpu_sram_add_dst", lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
-    ("vpu_sram_mul_a", lambda ins: ins.op == "MUL", _words_past("src_a", "count")),
-    ("vpu_sram_mul_b", lambda ins: ins.op == "MUL" and ins.args["stride_b"], _words_past("src_b", "count")),
-    ("vpu_sram_mul_dst", lambda ins: ins.op == "MUL", _words_past("dst_addr", "count")),
-    ("vpu_sram_lut_table", lambda ins: ins.op == "LUT", _words_past("table_addr", table="lut_words")),
-    ("vpu_sram_lut_src", lambda ins: ins.op == "LUT", _words_past("src_addr", "count")),
-    ("vpu_sram_lut_dst", lambda ins: ins.op == "LUT", _words_past("dst_addr", "count")),
-    ("vpu_sram_pool_src", lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0, _pool_src),
-    ("vpu_sram_pool_dst", _is_pool, _pool_dst),
+    ("dma_sram", _DMA_OPS, lambda ins: ins.op in _DMA_OPS, _sram_dma),
+    ("mxu_sram_lw", ("LOAD_WEIGHTS",), lambda ins: ins.op == "LOAD_WEIGHTS", _sram_lw),
+    ("mxu_sram_act", ("MATMUL",), lambda ins: ins.op == "MATMUL", _sram_mm_act),
+    ("mxu_acc", ("MATMUL",), lambda ins: ins.op == "MATMUL" and ins.args["count_x"] * ins.args["count_y"] > 0,
+     _acc_mm),
+    ("vpu_acc", ("REQUANT",), lambda ins: ins.op == "REQUANT", _acc_rq),
+    ("vpu_sram_param", ("REQUANT",), lambda ins: ins.op == "REQUANT", _words_past("param_addr")),
+    ("vpu_sram_rq_dst", ("REQUANT",), lambda ins: ins.op == "REQUANT", _words_past("dst_addr", "count")),
+    ("vpu_sram_add_a", ("ADD",), lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
+    ("vpu_sram_add_b", ("ADD",), lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
+    ("vpu_sram_add_dst", ("ADD",), lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
+    ("vpu_sram_mul_a", ("MUL",), lambda ins: ins.op == "MUL", _words_past("src_a", "count")),
+    ("vpu_sram_mul_b", ("MUL",), lambda ins: ins.op == "MUL" and ins.args["stride_b"], _words_past("src_b", "count")),
+    ("vpu_sram_mul_dst", ("MUL",), lambda ins: ins.op == "MUL", _words_past("dst_addr", "count")),
+    ("vpu_sram_lut_table", ("LUT",), lambda ins: ins.op == "LUT", _words_past("table_addr", table="lut_words")),
+    ("vpu_sram_lut_src", ("LUT",), lambda ins: ins.op == "LUT", _words_past("src_addr", "count")),
+    ("vpu_sram_lut_dst", ("LUT",), lambda ins: ins.op == "LUT", _words_past("dst_addr", "count")),
+    ("vpu_sram_pool_src", ("POOL",), lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0,
+     _pool_src),
+    ("vpu_sram_pool_dst", ("POOL",), _is_pool, _pool_dst),
 )
 
 
-def _sram(prog, cfg, r):
-    """One SRAM / accumulator range fault: a device error, then one of its sub-kinds, drawn among
-    those the program can express (SRAM_SUBKINDS), at the edge with probability EDGE_P."""
-    options = [(name, i, mut) for name, want, mut in SRAM_SUBKINDS
-               for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and want(ins)]
-    if not options:
-        return False
-    # the device error first (dma_sram, mxu_sram, mxu_acc, vpu_acc, vpu_sram: the sub-kind's
-    # first two words), so the VPU's many SRAM sub-kinds do not crowd out the others
-    def error_of(name):
-        return "_".join(name.split("_")[:2])
-    errors = sorted({error_of(name) for name, _, _ in options})
-    err = r.choice(errors)
-    pick = r.choice(sorted({name for name, _, _ in options if error_of(name) == err}))
-    _, i, mut = r.choice([o for o in options if o[0] == pick])
+def _sram(prog, cfg, r, path):
+    """One SRAM / accumulator range fault of the sub-kind ``path`` (an SRAM_SUBKINDS entry), on an
+    instruction of the program that can express it or on a fresh one, at the edge with
+    probability EDGE_P."""
+    _, ops, want, mut = path
+    cands = [i for i, ins in enumerate(prog.instrs) if getattr(ins, "op", None) and want(ins)]
+    i = r.choice(cands) if cands else _fresh(prog, cfg, r, r.choice(ops))
     mut(prog, i, cfg, r)
     return True
 
 
-def _deadlock(prog, cfg, r):
+def _deadlock(prog, cfg, r, path=None):
     engines = sorted({engine_of(ins) for ins in prog.instrs} - {None})
     pairs = []
     for e in engines:
@@ -280,7 +321,7 @@ def _double_dma(prog, cfg, r) -> bool:
     return True
 
 
-def _double(prog, cfg, r):
+def _double(prog, cfg, r, path=None):
     """Two faults on two engines, so that the decoder's lowest-pc choice between engine errors
     (tpu_decoder) is exercised: half the time ``_double_dma``, else a random faultable
     instruction and the nearest one of another engine, both with a range fault."""
@@ -304,10 +345,36 @@ MUTATORS = {"reserved_opcode": _reserved, "unused_bits": _unused, "dma_misaligne
             "deadlock": _deadlock, "double_fault": _double}
 
 
-#: Relative chance of each class (``make_invalid`` without ``cls``): sram_out_of_range has twelve
-#: sub-kinds (five device errors) and qreg_unloaded six fields, so they come up more often.
-CLASS_WEIGHTS = {"reserved_opcode": 1, "unused_bits": 1, "dma_misaligned": 1.5, "dma_zero_length": 1, "ddr_out_of_range": 1,
-                 "qreg_unloaded": 1.5, "sram_out_of_range": 4, "deadlock": 1, "double_fault": 1.5}
+_DMA_ZERO_FIELDS = ("inner_bytes", "count1", "count2")
+#: The checker paths of each class, each drawn as often as any other (INVALID_PATHS): the
+#: instruction kind and field, or the SRAM_SUBKINDS entry; one each for the classes without
+#: (a reserved opcode, unused bits, a deadlock) and two for double_fault (its DMA pair and its
+#: range pairs).
+CLASS_PATHS = {
+    "reserved_opcode": (None,), "unused_bits": (None,),
+    "dma_misaligned": tuple((op, f) for op in _DMA_OPS for f in DMA_SRAM_ALIGNED_FIELDS + DMA_DDR_ALIGNED_FIELDS),
+    "dma_zero_length": tuple((op, f) for op in _DMA_OPS for f in _DMA_ZERO_FIELDS),
+    "ddr_out_of_range": _DMA_OPS, "qreg_unloaded": QREG_PATHS, "sram_out_of_range": SRAM_SUBKINDS,
+    "deadlock": (None,), "double_fault": (None, None),
+}
+#: every (class, path), in a fixed order
+INVALID_PATHS = tuple((cls, path) for cls in INVALID_CLASSES for path in CLASS_PATHS[cls])
+#: 2^64 / golden ratio (Fibonacci hashing): ``(seed * GOLDEN_64) mod 2^64 / 2^64`` for
+#: consecutive seeds is a low-discrepancy sequence in [0, 1), exact for any seed size
+GOLDEN_64 = 0x9E3779B97F4A7C15
+
+
+def invalid_path_of(seed: int, invalid_rate: float):
+    """The (class, path) a program of ``seed`` is made invalid with, or None for a valid one:
+    ``u = (seed * GOLDEN_64 mod 2^64) / 2^64``; invalid if u < invalid_rate, the path INVALID_PATHS[u /
+    invalid_rate * len]. Consecutive seeds (a mutant hunt's 0, 1, 2, ...) thereby spread over
+    the paths evenly, every path within about len / invalid_rate seeds, which random draws do
+    not (some paths would wait several times as long); derived campaign seeds draw them
+    uniformly at random."""
+    u = (seed * GOLDEN_64 % (1 << 64)) / (1 << 64)
+    if invalid_rate <= 0 or u >= invalid_rate:
+        return None
+    return INVALID_PATHS[min(len(INVALID_PATHS) - 1, int(u / invalid_rate * len(INVALID_PATHS)))]
 
 
 def fault_kind(prog: StressProgram, cfg) -> str | None:
@@ -320,14 +387,18 @@ def fault_kind(prog: StressProgram, cfg) -> str | None:
     return None
 
 
-def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None) -> str:
-    """Mutate ``prog`` in place into one invalid class (drawn with CLASS_WEIGHTS if ``cls`` is
-    None); sets and returns prog.invalid. A class the program cannot express, or a mutation that
-    does not give one of the class's device errors (CLASS_KINDS; e.g. a field out of its range),
-    is undone and falls back to ``reserved_opcode``."""
-    cls = cls or r.choices(INVALID_CLASSES, weights=[CLASS_WEIGHTS[c] for c in INVALID_CLASSES])[0]
+def make_invalid(prog: StressProgram, cfg, r, cls: str | None = None, path=None) -> str:
+    """Mutate ``prog`` in place into one invalid class along one of its checker paths
+    (CLASS_PATHS; ``cls`` with a random path of it, or both given, or neither: a random entry of
+    INVALID_PATHS); sets and returns prog.invalid. A class the program cannot express, or a
+    mutation that does not give one of the class's device errors (CLASS_KINDS; e.g. a field out of
+    its range), is undone and falls back to ``reserved_opcode``."""
+    if cls is None:
+        cls, path = r.choice(INVALID_PATHS)
+    elif path is None:
+        path = r.choice(CLASS_PATHS[cls])
     before = list(prog.instrs)
-    if not MUTATORS[cls](prog, cfg, r) or fault_kind(prog, cfg) not in CLASS_KINDS[cls]:
+    if not MUTATORS[cls](prog, cfg, r, path) or fault_kind(prog, cfg) not in CLASS_KINDS[cls]:
         prog.instrs = before
         cls = "reserved_opcode"
         _reserved(prog, cfg, r)
@@ -352,5 +423,5 @@ def assembler_rejects(prog: StressProgram, cfg) -> str:
     return ""
 
 
-__all__ = ["INVALID_CLASSES", "CLASS_KINDS", "CLASS_WEIGHTS", "SRAM_SUBKINDS", "EDGE_P", "make_invalid",
+__all__ = ["INVALID_CLASSES", "CLASS_KINDS", "CLASS_PATHS", "INVALID_PATHS", "invalid_path_of", "SRAM_SUBKINDS", "QREG_PATHS", "EDGE_P", "make_invalid",
            "assembler_rejects", "fault_kind"]

@@ -5,9 +5,10 @@
 
 Programs: stress programs ``stressgen.gen.generate(seed, cfg, invalid_rate)`` for seeds 0, 1,
 2, ... through ``stressgen.runner.run_one`` until the first failing one or ``--max-programs``.
-The invalid rate defaults to MUTANT_INVALID_RATE (0.3, not the campaign's 0.05): an error
-checker's path is one of about 25 (device error x sub-kind x edge, stressgen.invalid), and
-each needs a few invalid programs to be seen within 200. Clean-compared: a failing seed counts
+The invalid rate defaults to MUTANT_INVALID_RATE (0.5, not the campaign's 0.05): an error
+checker's path (device error x opcode x field, bins ``path_*``, stressgen.coverage.path_bin) is
+one of about 60, each drawn about equally often (stressgen.invalid), and each needs a few
+invalid programs to be seen within 200. Clean-compared: a failing seed counts
 as a detection only if the same program passes on the clean RTL (run once per seed and cached);
 a seed that fails on the clean RTL too is skipped and counted.
 
@@ -67,7 +68,7 @@ from waves.reader import read_dump
 
 PROG = "python -m stressgen.mutants"
 #: --invalid-rate default (module docstring)
-MUTANT_INVALID_RATE = 0.3
+MUTANT_INVALID_RATE = 0.5
 DEFAULT_OUT = Path("stress_runs/mutants")
 PATH_BINS = ERROR_BINS + EDGE_BINS
 
@@ -178,16 +179,20 @@ def hunt(bug: str, cfg, max_programs: int, out: Path, clean: CleanCache, waves: 
 
 
 def path_bins(cfg, n: int, invalid_rate: float) -> dict[str, int]:
-    """Programs among seeds 0 .. n-1 hitting each ERROR_BINS / EDGE_BINS bin (static bins only)."""
+    """Programs among seeds 0 .. n-1 hitting each ERROR_BINS / EDGE_BINS bin and each checker
+    path bin (``path_*``) hit at all (static bins only)."""
     hits = Counter()
     for seed in range(n):
-        hits.update(b for b in generate(seed, cfg, invalid_rate=invalid_rate).bins if b in PATH_BINS)
-    return {b: hits[b] for b in PATH_BINS}
+        hits.update(b for b in generate(seed, cfg, invalid_rate=invalid_rate).bins
+                    if b in PATH_BINS or b.startswith("path_"))
+    return {b: hits[b] for b in PATH_BINS} | {b: hits[b] for b in sorted(hits) if b.startswith("path_")}
 
 
 def format_path_bins(hits: dict[str, int], n: int, invalid_rate: float) -> str:
     cells = ", ".join(f"{b} {k}" for b, k in hits.items())
-    return f"error-path bins of seeds 0..{n - 1} (invalid rate {invalid_rate:g}): {cells}"
+    paths = [k for b, k in hits.items() if b.startswith("path_")]
+    least = f"; {len(paths)} checker paths, each hit {min(paths)} to {max(paths)} times" if paths else ""
+    return f"error-path bins of seeds 0..{n - 1} (invalid rate {invalid_rate:g}): {cells}{least}"
 
 
 def format_table(rows: list[Row]) -> str:

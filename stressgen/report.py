@@ -106,8 +106,11 @@ def render(s: CampaignSummary, bins_required: tuple[str, ...] | None = None, max
     w = max((len(b) for b in bins_required), default=10)
     for b in bins_required:
         L.append(f"  {b:<{w}}  {s.bin_programs.get(b, 0):7d} programs  {s.bin_hits.get(b, 0):9d} hits")
+    other = [b for b in s.extra_bins if not b.startswith("path_")]
+    paths = len(s.extra_bins) - len(other)
     if s.extra_bins:
-        L.append("  (also hit, not required: " + ", ".join(s.extra_bins) + ")")
+        L.append("  (also hit, not required: " + ", ".join(other)
+                 + (f"; {paths} checker paths, bins path_*" if paths else "") + ")")
     mean = s.program_s / s.programs if s.programs else 0.0
     wall = (f", {s.programs / s.session_s * 3600:,.0f} programs/hour of wall clock"
             if s.session_s > 0 else "")

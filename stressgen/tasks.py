@@ -269,6 +269,27 @@ def upsample_task(ctx, r, nrng):
     return task
 
 
+def neighbour_words(ctx, r) -> int:
+    """Length of a bank_edge_neighbour block: 8 .. 64 words, at most a bank less two."""
+    bw = ctx.cfg.bank_words
+    return r.randint(min(8, bw - 2), min(64, bw - 2)) if bw >= 3 else 0
+
+
+def bank_edge_neighbour(ctx, task, r, n: int, nb_words: int) -> tuple[int, int]:
+    """Space for an ``n``-word operand whose last word is the first word of a bank (half the
+    time) or the last one, and for ``nb_words`` words right after it: (operand, neighbour) word
+    addresses, the neighbour -1 if it does not fit. Loaded last and with no hazard with the
+    vector instruction, the neighbour's DMA bursts land while it runs, in the operand's last bank
+    or the next one: an operand's bank mask one word short or one word too wide
+    (tpu_vpu sram_mask_o) changes the arbitration, so the cycles or the data differ."""
+    bw, words = ctx.cfg.bank_words, ctx.cfg.sram_words
+    at = bw * r.randint(1, words // bw - 1) - (n - 1 if r.random() < 0.5 else n)
+    if nb_words == 0 or at < 0 or at + n + nb_words > words:
+        return ctx.alloc(task, "sram", n), -1
+    addr = ctx.alloc(task, "sram", n, at=at)
+    return addr, ctx.alloc(task, "sram", nb_words, at=addr + n)
+
+
 def mul_task(ctx, r, nrng):
     """MUL of two loaded inputs (b one word for all, stride_b = 0, a third of the time; count 0,
     no output, 30 % of the time), then store; zero points often at the int8 ends with data at the other end (the largest product
@@ -289,31 +310,29 @@ def mul_task(ctx, r, nrng):
     mo, so = quantize_multiplier(10 ** r.uniform(-5, -1.5))
     vals = [(r.randint(0, 1 << 30), r.randint(-5, 5), za), (0, 0, zb), (mo, so, r.randint(-128, 127))]
     relu = int(r.random() < 0.3)
-    bw = ctx.cfg.bank_words
-    # bank edge with a neighbour: b's last word is the first of a bank, and a long DMA_LOAD into
-    # the words after it (same bank), issued right after b's own load and with no hazard with the
-    # MUL, so its bursts land while the MUL runs: the SRAM arbiters must hold that bank for the
-    # MUL's whole transaction (its src_b mask)
-    edge = stride_b and len(b) >= 2 and bw >= 3 and r.random() < 0.8
-    nb_words = r.randint(min(8, bw - 2), min(64, bw - 2)) if edge else 0
+    # one operand's last word on a bank edge with a long DMA_LOAD into the words after it
+    # (bank_edge_neighbour), 80 % of the MULs that read SRAM
+    edge = r.choice("ab") if n and r.random() < 0.8 else ""
+    nb_words = neighbour_words(ctx, r) if edge else 0
     nb_data = rand_i8(nrng, (max(nb_words, 1), W))
     task = Task(ctx, 9 if edge else 7)
-    sa = sb = dst = nb = 0
+    sa = sb = dst = 0
+    nb = -1
 
     def loads():
         nonlocal sa, sb, dst, nb
-        sa = ctx.alloc(task, "sram", len(a))
-        at = None
-        if edge:
-            banks = ctx.cfg.sram_words // bw
-            at = bw * r.randint(1, banks - 1) - (len(b) - 1)
-            at = at if at >= 0 and at + len(b) + nb_words <= ctx.cfg.sram_words else None
-        sb = ctx.alloc(task, "sram", len(b), at=at)
-        nb = ctx.alloc(task, "sram", nb_words, at=sb + len(b)) if edge and at is not None else -1
+        if edge == "a":
+            sa, nb = bank_edge_neighbour(ctx, task, r, len(a), nb_words)
+        else:
+            sa = ctx.alloc(task, "sram", len(a))
+        if edge == "b":
+            sb, nb = bank_edge_neighbour(ctx, task, r, len(b), nb_words)
+        else:
+            sb = ctx.alloc(task, "sram", len(b))
         dst = ctx.alloc(task, "sram", len(a))
         ctx.load(sa, a)
         ctx.load(sb, b)
-        if nb >= 0 and edge:
+        if nb >= 0:
             ctx.load(nb, nb_data)
 
     def compute():
@@ -324,7 +343,7 @@ def mul_task(ctx, r, nrng):
     def stores():
         if n:
             ctx.store(dst, n * W)
-        if nb >= 0 and edge:
+        if nb >= 0:
             ctx.store(nb, nb_words * W)
     task.phases = [loads, compute, stores]
     return task
@@ -354,19 +373,35 @@ def lut_task(ctx, r, nrng):
     twice, in_place = r.random() < 0.3, r.random() < 0.3
     tables = [lut_table_values(r, nrng) for _ in range(1 + twice)]
     data = rand_i8(nrng, (max(n, 1), W))
-    task = Task(ctx, 4 + 2 * twice)
+    # the first table's or the source's last word on a bank edge with a neighbour DMA_LOAD
+    # (bank_edge_neighbour), 60 % of the time
+    edge = r.choice(["table", "table", "src" if n else "table"]) if r.random() < 0.6 else ""
+    nb_words = neighbour_words(ctx, r) if edge else 0
+    nb_data = rand_i8(nrng, (max(nb_words, 1), W))
+    task = Task(ctx, 4 + 2 * twice + 2 * bool(edge))
     src = dst = 0
+    nb = -1
     taddr: list[int] = []
 
     def loads():
-        nonlocal src, dst
-        taddr[:] = [ctx.alloc(task, "sram", tw) for _ in tables]
-        src = ctx.alloc(task, "sram", max(n, 1))
+        nonlocal src, dst, nb
+        for k in range(len(tables)):
+            if k == 0 and edge == "table":
+                t0, nb = bank_edge_neighbour(ctx, task, r, tw, nb_words)
+                taddr.append(t0)
+            else:
+                taddr.append(ctx.alloc(task, "sram", tw))
+        if edge == "src":
+            src, nb = bank_edge_neighbour(ctx, task, r, n, nb_words)
+        else:
+            src = ctx.alloc(task, "sram", max(n, 1))
         dst = src if in_place else ctx.alloc(task, "sram", max(n, 1))
         for a, t in zip(taddr, tables):
             ctx.load(a, np.resize(t, tw * W))
         if n:
             ctx.load(src, data)
+        if nb >= 0:
+            ctx.load(nb, nb_data)
 
     def compute():
         ctx.em.emit("LUT", src_addr=src, dst_addr=dst, count=n, table_addr=taddr[0])
@@ -376,6 +411,8 @@ def lut_task(ctx, r, nrng):
     def stores():
         if n:
             ctx.store(dst, n * W)
+        if nb >= 0:
+            ctx.store(nb, nb_words * W)
     task.phases = [loads, compute, stores]
     return task
 
@@ -402,5 +439,5 @@ def fill_task(ctx):
     return task
 
 
-__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "qreg_alias_task", "fill_task", "pick_m",
+__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "bank_edge_neighbour", "qreg_alias_task", "fill_task", "pick_m",
            "PRIME_K"]

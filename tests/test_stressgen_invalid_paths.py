@@ -9,9 +9,11 @@ from collections import Counter
 
 import pytest
 
-from stressgen.coverage import ERROR_BINS, bins_of
+from stressgen import invalid as inv
+from stressgen.campaign import derive_seed
+from stressgen.coverage import ERROR_BINS, bins_of, path_bin
 from stressgen.gen import generate
-from stressgen.invalid import SRAM_SUBKINDS, fault_kind, make_invalid
+from stressgen.invalid import INVALID_PATHS, QREG_PATHS, SRAM_SUBKINDS, fault_kind, invalid_path_of, make_invalid
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import DeviceError
 from tpusim.sim import run_binary
@@ -41,9 +43,9 @@ def _program_with(want):
     raise AssertionError("no generated program has such an instruction")
 
 
-@pytest.mark.parametrize("name,want,mutate", SRAM_SUBKINDS, ids=[k[0] for k in SRAM_SUBKINDS])
+@pytest.mark.parametrize("name,ops,want,mutate", SRAM_SUBKINDS, ids=[k[0] for k in SRAM_SUBKINDS])
 @pytest.mark.parametrize("edge", [True, False])
-def test_each_range_subkind_gives_its_device_error(name, want, mutate, edge):
+def test_each_range_subkind_gives_its_device_error(name, ops, want, mutate, edge):
     p, i = _program_with(want)
     mutate(p, i, SMALL, _Edge(1, edge))
     p.invalid = "sram_out_of_range"
@@ -58,12 +60,13 @@ def test_each_range_subkind_gives_its_device_error(name, want, mutate, edge):
 
 
 def test_error_bins_of_a_campaign_mix():
-    """At invalid rate 0.3, 400 programs reach every error path, most at the edge, and valid
-    programs touch the last SRAM word and the last accumulator row."""
+    """At invalid rate 0.3, 400 programs reach every device error at least twice (each checker
+    path is about equally likely, so a one-path error such as deadlock comes up least), most at
+    the edge, and valid programs touch the last SRAM word and the last accumulator row."""
     hits = Counter()
     for s in range(400):
         hits.update(generate(s, SMALL, invalid_rate=0.3).bins)
-    assert all(hits[b] >= 3 for b in ERROR_BINS), {b: hits[b] for b in ERROR_BINS}
+    assert all(hits[b] >= 2 for b in ERROR_BINS), {b: hits[b] for b in ERROR_BINS}
     assert hits["valid_edge_sram"] >= 40 and hits["valid_edge_acc"] >= 40, hits
     assert generate(5, SMALL, invalid_rate=0.0).bins.keys().isdisjoint(ERROR_BINS)
 
@@ -80,3 +83,77 @@ def test_double_dma_fault_flags_the_lower_pc():
         run_binary(p.to_binary(SMALL), SMALL, {})
     assert ei.value.code == "dma_zero_length" and ei.value.pc == 32 * first
     assert {"err_dma_zero_length", "err_double"} <= set(bins_of(p, SMALL))
+
+
+def _program_without(op):
+    for s in range(200):
+        p = generate(s, SMALL)
+        if not any(getattr(ins, "op", None) == op for ins in p.instrs):
+            return p
+    raise AssertionError(f"every generated program has a {op}")
+
+
+@pytest.mark.parametrize("name,ops,want,mutate", SRAM_SUBKINDS, ids=[k[0] for k in SRAM_SUBKINDS])
+def test_a_fresh_instruction_carries_any_range_path(name, ops, want, mutate):
+    """A sub-kind whose opcode the program lacks gets a fresh, in-range instruction of it; the
+    fault then stops SimPy at that instruction with the sub-kind's field, and the path bin says
+    which checker path it was."""
+    p = _program_without(ops[0]) if ops[0] in ("LUT", "MUL", "POOL") else generate(2, SMALL)
+    r = random.Random(3)
+    i = inv._fresh(p, SMALL, r, ops[0])
+    assert want(p.instrs[i]) and fault_kind(p, SMALL) is None
+    mutate(p, i, SMALL, _Edge(1, True))
+    p.invalid = "sram_out_of_range"
+    kind = EXPECT.get(name, "vpu_sram_range")
+    with pytest.raises(DeviceError) as ei:
+        run_binary(p.to_binary(SMALL), SMALL, {})
+    assert ei.value.code == kind and ei.value.pc == 32 * i, ei.value
+    assert path_bin(kind, ops[0], ei.value.field) in bins_of(p, SMALL)
+
+
+@pytest.mark.parametrize("op,field", QREG_PATHS, ids=[f"{o}.{f}" for o, f in QREG_PATHS])
+def test_a_fresh_instruction_carries_any_qreg_path(op, field):
+    p = _program_without(op) if op in ("MUL", "POOL") else generate(4, SMALL)
+    loaded = sorted({ins.args["qreg"] for ins in p.instrs if ins.op == "LOAD_QREG"})
+    free = next(q for q in range(SMALL.qreg_count) if q not in loaded)
+    i = inv._fresh(p, SMALL, random.Random(5), op, **{f: loaded[0] for o, f in QREG_PATHS if o == op},
+                   mode=int(op == "POOL"))
+    inv._replace(p, i, **{field: free})
+    p.invalid = "qreg_unloaded"
+    with pytest.raises(DeviceError) as ei:
+        run_binary(p.to_binary(SMALL), SMALL, {})
+    assert (ei.value.code, ei.value.pc, ei.value.field) == ("qreg_unloaded", 32 * i, field)
+    assert path_bin("qreg_unloaded", op, field) in bins_of(p, SMALL)
+
+
+def test_every_checker_path_within_200_consecutive_seeds():
+    """At the mutant hunts' invalid rate (0.5), seeds 0..199 (a hunt's 200 programs) draw every
+    checker path of INVALID_PATHS (invalid_path_of: a low-discrepancy sequence, 1 to 2 seeds
+    per path), and the programs reach every SRAM / accumulator range path and every
+    quant-register path (18 + 9, the rare opcodes' on fresh instructions): a checker mutant that
+    drops one term meets its path within 200 programs."""
+    drawn = Counter(invalid_path_of(s, 0.5) for s in range(200))
+    assert all(drawn[p] >= 1 for p in INVALID_PATHS), [p for p in INVALID_PATHS if not drawn[p]]
+    assert drawn[None] == 100
+    hits = Counter()
+    for s in range(200):
+        hits.update(b for b in generate(s, SMALL, invalid_rate=0.5).bins if b.startswith("path_"))
+    want = {path_bin("qreg_unloaded", o, f) for o, f in QREG_PATHS}
+    fields = {"dma_sram": "sram_addr", "mxu_sram_lw": "sram_addr", "mxu_sram_act": "act_addr",
+              "mxu_acc": "acc_addr", "vpu_acc": "acc_addr", "param": "param_addr", "dst": "dst_addr",
+              "a": "src_a", "b": "src_b", "table": "table_addr", "src": "src_addr"}
+    for name, ops, _, _ in SRAM_SUBKINDS:
+        field = fields.get(name) or fields[name.split("_")[-1]]
+        want.add(path_bin(EXPECT.get(name, "vpu_sram_range"), ops[0], field))
+    assert len(want) == 27
+    assert not {b for b in want if not hits[b]}, sorted(b for b in want if not hits[b])
+
+
+def test_invalid_path_of_follows_the_rate():
+    assert invalid_path_of(7, 0.0) is None
+    for rate in (0.05, 0.3, 1.0):
+        n = sum(invalid_path_of(s, rate) is not None for s in range(1000))
+        assert abs(n - 1000 * rate) <= 3, (rate, n)
+    # campaign seeds are 64-bit (derive_seed): still the rate, not all invalid
+    n = sum(invalid_path_of(derive_seed(12345, i), 0.05) is not None for i in range(2000))
+    assert 60 <= n <= 140, n

@@ -134,14 +134,14 @@ def test_parse_asm_line_number_not_doubled():
 
 # ---------------------------------------------------------------- 4: default --invalid-rate
 def test_default_campaign_seed_replays_identically(tmp_path, capsys):
-    """Root seed 4, program 0 is invalid (qreg_unloaded) at the default rate 0.05."""
+    """Root seed 75, program 0 is invalid (qreg_unloaded) at the default rate 0.05."""
     from stressgen.db import ResultsDb
     db = tmp_path / "s.db"
-    assert main(["run", "--seed", "4", "--count", "2", "--jobs", "1", "--db", str(db), "--no-rtl",
+    assert main(["run", "--seed", "75", "--count", "2", "--jobs", "1", "--db", str(db), "--no-rtl",
                  "--quiet", "--no-minimize"]) in (0, 1)
     with ResultsDb(db, create=False) as d:
         (c,) = d.campaigns()
-        assert c["invalid_rate"] == 0.05 and c["id"] == "s4-small-clean-simpy-inv0.05"
+        assert c["invalid_rate"] == 0.05 and c["id"] == "s75-small-clean-simpy-inv0.05"
         row = d.programs(c["id"])[0]
     assert row["invalid"] == "qreg_unloaded"
     capsys.readouterr()
