@@ -103,9 +103,11 @@ class Ctx:
                 yield (o2 * d["ddr_stride2"] + o1 * d["ddr_stride1"],
                        o2 * d["count1"] * d["inner_bytes"] + o1 * d["inner_bytes"])
 
-    def load(self, word: int, data: np.ndarray, kind: str | None = None, min_inner: int = 0) -> None:
+    def load(self, word: int, data: np.ndarray, kind: str | None = None, min_inner: int = 0,
+             wait_on: tuple = ()) -> None:
         """DMA_LOAD int8 ``data`` (flat, multiple of W bytes) into SRAM from word ``word``;
-        runs of at least ``min_inner`` bytes (if the size allows)."""
+        runs of at least ``min_inner`` bytes (if the size allows); each DMA also waits on the
+        latest instruction of the ``wait_on`` engines."""
         raw = np.ascontiguousarray(data, dtype=np.int8).tobytes()
         for d in self._layout(len(raw), min_inner=min_inner):
             ext = self._extent(d)
@@ -115,7 +117,7 @@ class Ctx:
                 img[doff:doff + d["inner_bytes"]] = part[soff:soff + d["inner_bytes"]]
             base = self.ddr.place(ext, kind)
             self.ddr_init.append((base, bytes(img)))
-            self._emit_dma("DMA_LOAD", base, word * self.W + d["sram_off"], d)
+            self._emit_dma("DMA_LOAD", base, word * self.W + d["sram_off"], d, wait_on)
 
     def load_raw(self, word: int, ddr_addr: int, nbytes: int) -> None:
         """DMA_LOAD ``nbytes`` contiguous DDR bytes (e.g. an earlier output) into SRAM."""
@@ -157,9 +159,9 @@ class Ctx:
         self.outputs.append(reg)
         return reg
 
-    def _emit_dma(self, op: str, ddr_addr: int, sram_addr: int, d: dict) -> None:
+    def _emit_dma(self, op: str, ddr_addr: int, sram_addr: int, d: dict, wait_on: tuple = ()) -> None:
         args = {k: v for k, v in d.items() if k != "sram_off"}
-        self.em.emit(op, ddr_addr=ddr_addr, sram_addr=sram_addr, **args)
+        self.em.emit(op, wait_on, ddr_addr=ddr_addr, sram_addr=sram_addr, **args)
 
     # ------------------------------------------------------------------ quant registers
     def pick_qreg(self, avoid=()) -> int:

@@ -15,7 +15,7 @@ sub-kinds of ``sram_out_of_range`` are in SRAM_SUBKINDS). ``to_binary`` still en
 run on them and must both flag the fault.
 
 Each class has checker paths (CLASS_PATHS: the opcode and field at fault, or the range
-sub-kind); ``generate`` picks one of the 54 of INVALID_PATHS per invalid seed with
+sub-kind); ``generate`` picks one of the 66 of INVALID_PATHS per invalid seed with
 ``invalid_path_of`` (a low-discrepancy sequence, so a hunt over consecutive seeds meets every path
 early), and a path whose opcode the program does not use gets a fresh instruction (``_fresh``).
 """
@@ -26,7 +26,7 @@ from stressgen.program import RawWord, StressProgram, instruction_from
 from stressgen.validate import validate
 from tpusim.arch.device_checks import DMA_DDR_ALIGNED_FIELDS, DMA_SRAM_ALIGNED_FIELDS, ddr_align_bytes
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import BY_CODE, INSTR_BITS, INSTR_BYTES, decode, encode
+from tpusim.arch.isa import BY_CODE, INSTR_BITS, INSTR_BYTES, OPCODES, decode, encode
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.arch.operands import pool_last_tap
 
@@ -101,8 +101,11 @@ def _reserved(prog, cfg, r, path=None):
 
 
 def _unused(prog, cfg, r, path=None):
-    """One instruction (HALT included) as a raw word with 1 to 3 bits set above its fields."""
-    i = r.randrange(len(prog.instrs))
+    """An instruction of opcode ``path`` (HALT included; the decoder's check differs per opcode:
+    its own last used bit), or a random one if the program has none, as a raw word with 1 to 3
+    bits set above its fields."""
+    cands = [k for k, ins in enumerate(prog.instrs) if getattr(ins, "op", None) == path]
+    i = r.choice(cands) if cands else r.randrange(len(prog.instrs))
     ins = prog.instrs[i]
     if isinstance(ins, RawWord):
         return False
@@ -347,11 +350,11 @@ MUTATORS = {"reserved_opcode": _reserved, "unused_bits": _unused, "dma_misaligne
 
 _DMA_ZERO_FIELDS = ("inner_bytes", "count1", "count2")
 #: The checker paths of each class, each drawn as often as any other (INVALID_PATHS): the
-#: instruction kind and field, or the SRAM_SUBKINDS entry; one each for the classes without
-#: (a reserved opcode, unused bits, a deadlock) and two for double_fault (its DMA pair and its
-#: range pairs).
+#: instruction kind and field, or the SRAM_SUBKINDS entry; the opcode for unused bits (each has
+#: its own last used bit); one each for a reserved opcode and a deadlock, and two for
+#: double_fault (its DMA pair and its range pairs).
 CLASS_PATHS = {
-    "reserved_opcode": (None,), "unused_bits": (None,),
+    "reserved_opcode": (None,), "unused_bits": tuple(OPCODES),
     "dma_misaligned": tuple((op, f) for op in _DMA_OPS for f in DMA_SRAM_ALIGNED_FIELDS + DMA_DDR_ALIGNED_FIELDS),
     "dma_zero_length": tuple((op, f) for op in _DMA_OPS for f in _DMA_ZERO_FIELDS),
     "ddr_out_of_range": _DMA_OPS, "qreg_unloaded": QREG_PATHS, "sram_out_of_range": SRAM_SUBKINDS,

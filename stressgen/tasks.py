@@ -278,16 +278,28 @@ def neighbour_words(ctx, r) -> int:
 def bank_edge_neighbour(ctx, task, r, n: int, nb_words: int) -> tuple[int, int]:
     """Space for an ``n``-word operand whose last word is the first word of a bank (half the
     time) or the last one, and for ``nb_words`` words right after it: (operand, neighbour) word
-    addresses, the neighbour -1 if it does not fit. Loaded last and with no hazard with the
-    vector instruction, the neighbour's DMA bursts land while it runs, in the operand's last bank
-    or the next one: an operand's bank mask one word short or one word too wide
-    (tpu_vpu sram_mask_o) changes the arbitration, so the cycles or the data differ."""
+    addresses, the neighbour -1 if it does not fit. The neighbour is loaded by
+    ``load_neighbour`` right before the vector instruction, so that its DMA bursts land while the
+    instruction runs, in the operand's last bank or the next one: an operand's bank mask one
+    word short or one word too wide (tpu_vpu sram_mask_o) changes the arbitration, so the cycles
+    or the data differ."""
     bw, words = ctx.cfg.bank_words, ctx.cfg.sram_words
     at = bw * r.randint(1, words // bw - 1) - (n - 1 if r.random() < 0.5 else n)
     if nb_words == 0 or at < 0 or at + n + nb_words > words:
         return ctx.alloc(task, "sram", n), -1
     addr = ctx.alloc(task, "sram", n, at=at)
     return addr, ctx.alloc(task, "sram", nb_words, at=addr + n)
+
+
+def load_neighbour(ctx, nb: int, data) -> None:
+    """The DMA_LOAD of a bank_edge_neighbour block, emitted just before the vector instruction
+    it races: a VPU NOP first waits on the latest DMA_LOAD (so the vector instruction's own
+    loads are ordered already and it takes no token from this one, which the Emitter would put
+    on the latest DMA_LOAD), then the DMA_LOAD waits on that NOP: it starts when the vector
+    instruction does."""
+    if nb >= 0:
+        ctx.em.emit("NOP", wait_on=(0,), engine=3)
+        ctx.load(nb, data, wait_on=(3,))
 
 
 def mul_task(ctx, r, nrng):
@@ -297,8 +309,14 @@ def mul_task(ctx, r, nrng):
     quant-register reuse."""
     W = ctx.W
     n = 0 if r.random() < 0.3 else r.randint(1, 24)       # count 0: no SRAM request, c = s + 1
+    # one operand's (a, b or the destination's) last word on a bank edge with a DMA_LOAD into the
+    # words after it that runs at the same time (bank_edge_neighbour), 80 % of the MULs that read
+    # SRAM; such MULs are longer (8 .. 48 words), so that the DMA's bursts land inside them
+    edge = r.choice("abd") if n and r.random() < 0.8 else ""
+    if edge:
+        n = r.randint(8, 48)
     stride_b = int(r.random() >= 1 / 3)
-    extreme = r.random() < 0.3
+    extreme = r.random() < 0.45
     a = rand_i8(nrng, (max(n, 1), W))
     b = rand_i8(nrng, (max(n, 1) if stride_b else 1, W))
     if extreme:
@@ -310,9 +328,6 @@ def mul_task(ctx, r, nrng):
     mo, so = quantize_multiplier(10 ** r.uniform(-5, -1.5))
     vals = [(r.randint(0, 1 << 30), r.randint(-5, 5), za), (0, 0, zb), (mo, so, r.randint(-128, 127))]
     relu = int(r.random() < 0.3)
-    # one operand's last word on a bank edge with a long DMA_LOAD into the words after it
-    # (bank_edge_neighbour), 80 % of the MULs that read SRAM
-    edge = r.choice("ab") if n and r.random() < 0.8 else ""
     nb_words = neighbour_words(ctx, r) if edge else 0
     nb_data = rand_i8(nrng, (max(nb_words, 1), W))
     task = Task(ctx, 9 if edge else 7)
@@ -329,14 +344,16 @@ def mul_task(ctx, r, nrng):
             sb, nb = bank_edge_neighbour(ctx, task, r, len(b), nb_words)
         else:
             sb = ctx.alloc(task, "sram", len(b))
-        dst = ctx.alloc(task, "sram", len(a))
+        if edge == "d":
+            dst, nb = bank_edge_neighbour(ctx, task, r, len(a), nb_words)
+        else:
+            dst = ctx.alloc(task, "sram", len(a))
         ctx.load(sa, a)
         ctx.load(sb, b)
-        if nb >= 0:
-            ctx.load(nb, nb_data)
 
     def compute():
         qs = [ctx.ensure_qreg(v) for v in vals]
+        load_neighbour(ctx, nb, nb_data)
         ctx.em.emit("MUL", src_a=sa, src_b=sb, dst_addr=dst, count=n, stride_b=stride_b, qreg_a=qs[0],
                     qreg_b=qs[1], qreg_out=qs[2], relu=relu)
 
@@ -371,11 +388,16 @@ def lut_task(ctx, r, nrng):
     W, tw = ctx.W, ctx.cfg.lut_words
     n = 0 if r.random() < 0.2 else r.randint(1, 24)
     twice, in_place = r.random() < 0.3, r.random() < 0.3
+    # the first table's, the source's or the destination's last word on a bank edge with a
+    # DMA_LOAD into the words after it that runs at the same time (bank_edge_neighbour), 60 % of
+    # the time
+    edge = r.choice(["table", "table", "src", "dst"] if n else ["table"]) if r.random() < 0.6 else ""
+    if edge in ("src", "dst"):
+        n = r.randint(8, 48)
     tables = [lut_table_values(r, nrng) for _ in range(1 + twice)]
     data = rand_i8(nrng, (max(n, 1), W))
-    # the first table's or the source's last word on a bank edge with a neighbour DMA_LOAD
-    # (bank_edge_neighbour), 60 % of the time
-    edge = r.choice(["table", "table", "src" if n else "table"]) if r.random() < 0.6 else ""
+    if n and r.random() < 0.4:                # the table's ends and the sign wrap: -128, -1, 0, 127
+        data.reshape(-1)[:4] = (-128, -1, 0, 127)
     nb_words = neighbour_words(ctx, r) if edge else 0
     nb_data = rand_i8(nrng, (max(nb_words, 1), W))
     task = Task(ctx, 4 + 2 * twice + 2 * bool(edge))
@@ -395,15 +417,19 @@ def lut_task(ctx, r, nrng):
             src, nb = bank_edge_neighbour(ctx, task, r, n, nb_words)
         else:
             src = ctx.alloc(task, "sram", max(n, 1))
-        dst = src if in_place else ctx.alloc(task, "sram", max(n, 1))
+        if in_place:
+            dst = src
+        elif edge == "dst":
+            dst, nb = bank_edge_neighbour(ctx, task, r, n, nb_words)
+        else:
+            dst = ctx.alloc(task, "sram", max(n, 1))
         for a, t in zip(taddr, tables):
             ctx.load(a, np.resize(t, tw * W))
         if n:
             ctx.load(src, data)
-        if nb >= 0:
-            ctx.load(nb, nb_data)
 
     def compute():
+        load_neighbour(ctx, nb, nb_data)
         ctx.em.emit("LUT", src_addr=src, dst_addr=dst, count=n, table_addr=taddr[0])
         if twice:
             ctx.em.emit("LUT", src_addr=dst, dst_addr=dst, count=n, table_addr=taddr[1])

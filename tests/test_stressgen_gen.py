@@ -29,9 +29,9 @@ def test_deterministic_and_valid_small():
         assert p.outputs and all(r.size_bytes % SMALL.array_rows == 0 for r in p.outputs)
 
 
-def test_every_bin_hit_in_20_small_programs():
+def test_every_bin_hit_in_30_small_programs():
     static, dynamic = set(), set()
-    for s in range(20):
+    for s in range(30):
         p = generate(s, SMALL)
         static |= set(p.bins)
         dynamic |= set(observed_bins(run_binary(p.to_binary(SMALL), SMALL, {}).counters))
