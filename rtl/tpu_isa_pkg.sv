@@ -89,6 +89,7 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_ADD                        = 8'h0A;
   localparam logic [7:0] OP_MUL                        = 8'h0C;
   localparam logic [7:0] OP_LUT                        = 8'h0B;
+  localparam logic [7:0] OP_DWCONV                     = 8'h0D;
 
   // device error codes (error_code_o; 0 = no error), docs/architecture.md "Device errors"
   localparam logic [7:0] ERR_RESERVED_OPCODE           = 8'd1;  // decoder, at dispatch
@@ -419,6 +420,60 @@ package tpu_isa_pkg;
     return lut_t'(w[LUT_USED_BITS-1:HEADER_BITS]);
   endfunction
 
+  // DWCONV (opcode 0x0D, VPU)
+  localparam int unsigned DWCONV_RELU_LSB                    = 16;  // [16:16]
+  localparam int unsigned DWCONV_RELU_BITS                   = 1;
+  localparam int unsigned DWCONV_SRC_ADDR_LSB                = 17;  // [32:17]
+  localparam int unsigned DWCONV_SRC_ADDR_BITS               = 16;
+  localparam int unsigned DWCONV_WIN_W_LSB                   = 33;  // [40:33]
+  localparam int unsigned DWCONV_WIN_W_BITS                  = 8;
+  localparam int unsigned DWCONV_WIN_H_LSB                   = 41;  // [48:41]
+  localparam int unsigned DWCONV_WIN_H_BITS                  = 8;
+  localparam int unsigned DWCONV_WIN_STRIDE_X_LSB            = 49;  // [64:49]
+  localparam int unsigned DWCONV_WIN_STRIDE_X_BITS           = 16;
+  localparam int unsigned DWCONV_WIN_STRIDE_Y_LSB            = 65;  // [80:65]
+  localparam int unsigned DWCONV_WIN_STRIDE_Y_BITS           = 16;
+  localparam int unsigned DWCONV_OUT_W_LSB                   = 81;  // [96:81]
+  localparam int unsigned DWCONV_OUT_W_BITS                  = 16;
+  localparam int unsigned DWCONV_OUT_STRIDE_X_LSB            = 97;  // [112:97]
+  localparam int unsigned DWCONV_OUT_STRIDE_X_BITS           = 16;
+  localparam int unsigned DWCONV_OUT_H_LSB                   = 113;  // [128:113]
+  localparam int unsigned DWCONV_OUT_H_BITS                  = 16;
+  localparam int unsigned DWCONV_OUT_STRIDE_Y_LSB            = 129;  // [144:129]
+  localparam int unsigned DWCONV_OUT_STRIDE_Y_BITS           = 16;
+  localparam int unsigned DWCONV_DST_ADDR_LSB                = 145;  // [160:145]
+  localparam int unsigned DWCONV_DST_ADDR_BITS               = 16;
+  localparam int unsigned DWCONV_QREG_IN_LSB                 = 161;  // [166:161]
+  localparam int unsigned DWCONV_QREG_IN_BITS                = 6;
+  localparam int unsigned DWCONV_QREG_OUT_LSB                = 167;  // [172:167]
+  localparam int unsigned DWCONV_QREG_OUT_BITS               = 6;
+  localparam int unsigned DWCONV_WT_ADDR_LSB                 = 173;  // [188:173]
+  localparam int unsigned DWCONV_WT_ADDR_BITS                = 16;
+  localparam int unsigned DWCONV_PARAM_ADDR_LSB              = 189;  // [204:189]
+  localparam int unsigned DWCONV_PARAM_ADDR_BITS             = 16;
+  localparam int unsigned DWCONV_USED_BITS                   = 205;  // bits above are zero
+  // dwconv_t = dwconv_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [15:0] param_addr;    // [204:189]
+    logic [15:0] wt_addr;       // [188:173]
+    logic [5:0]  qreg_out;      // [172:167]
+    logic [5:0]  qreg_in;       // [166:161]
+    logic [15:0] dst_addr;      // [160:145]
+    logic [15:0] out_stride_y;  // [144:129]
+    logic [15:0] out_h;         // [128:113]
+    logic [15:0] out_stride_x;  // [112:97]
+    logic [15:0] out_w;         // [96:81]
+    logic [15:0] win_stride_y;  // [80:65]
+    logic [15:0] win_stride_x;  // [64:49]
+    logic [7:0]  win_h;         // [48:41]
+    logic [7:0]  win_w;         // [40:33]
+    logic [15:0] src_addr;      // [32:17]
+    logic        relu;          // [16:16]
+  } dwconv_t;
+  function automatic dwconv_t dwconv_fields(input logic [INSTR_BITS-1:0] w);
+    return dwconv_t'(w[DWCONV_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
   // unused_bits_set(instr): a bit above the opcode's last field is set (ERR_UNUSED_BITS;
   // 0 for a reserved opcode)
   function automatic logic unused_bits_set(input logic [INSTR_BITS-1:0] w);
@@ -436,6 +491,7 @@ package tpu_isa_pkg;
       OP_ADD:          set = |w[INSTR_BITS-1:ADD_USED_BITS];
       OP_MUL:          set = |w[INSTR_BITS-1:MUL_USED_BITS];
       OP_LUT:          set = |w[INSTR_BITS-1:LUT_USED_BITS];
+      OP_DWCONV:       set = |w[INSTR_BITS-1:DWCONV_USED_BITS];
       default:         set = 1'b0;
     endcase
     return set;

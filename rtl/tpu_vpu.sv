@@ -1,4 +1,4 @@
-// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD, MUL and LUT (start/done protocol), drives
+// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT and DWCONV (start/done protocol), drives
 // SRAM requester 3, reads the accumulator through the MXU's read port, contains tpu_quant_regs.
 //
 // Ports:
@@ -26,13 +26,17 @@
 //   MUL:     as ADD, reading src_b (stride_b = 0) or src_b+i (stride_b = 1).
 //   LUT:     k < LUT_WORDS: read table word table_addr+k; then per i: read src_addr+i, write
 //            dst_addr+i.
+//   DWCONV:  k < P: read table word param_addr+k; then per output (y, x): per tap (ty outer, tx
+//            inner) read the source tap, read weight word wt_addr + ty*win_w + tx; then 1 write.
+//            The window is POOL's (its fields lie at POOL's bits: pool_fields decodes it).
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i] /
 // src[i] arrives in the same cycle as the write that needs it and is used combinationally (the
 // LUT table's last word arrives one cycle before the first write and is registered).
 // Arithmetic: bit-exact tpusim/arch/arith.py (gemmlowp SRDHM + RoundingDivideByPOT), defined for every
 // int8 shift: a left shift above 31 saturates (x != 0), a right shift above 31 gives 0 (exact:
 // |SRDHM result| < 2^31; tpusim.arch.arith.shift_amounts).
-// LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD with D = 0 too.
+// LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD/MUL/DWCONV with D = 0
+// too.
 `default_nettype none
 
 module tpu_vpu
@@ -140,13 +144,14 @@ module tpu_vpu
 
   // ================================================================ instruction fields
   logic [7:0] opcode;
-  logic       is_lq, is_rq, is_pool, is_add, is_mul, is_lut, is_ab;
+  logic       is_lq, is_rq, is_pool, is_add, is_mul, is_lut, is_ab, is_dw, is_win;
   load_qreg_t lq;
   requant_t   rq;
   pool_t      pl;           // pl.mode: 0 max, 1 average
   add_t       ad;
   mul_t       mu;
   lut_t       lu;
+  dwconv_t    dw;           // the window fields: pl (DWCONV's first 13 fields are POOL's)
   assign opcode  = opcode_of(instr_i);
   assign is_lq   = opcode == OP_LOAD_QREG;
   assign is_rq   = opcode == OP_REQUANT;
@@ -155,12 +160,18 @@ module tpu_vpu
   assign is_mul  = opcode == OP_MUL;
   assign is_ab   = is_add || is_mul;       // two-operand word ops: a, b, write per i
   assign is_lut  = opcode == OP_LUT;
+  assign is_dw   = opcode == OP_DWCONV;
+  assign is_win  = is_pool || is_dw;       // window ops: POOL's tap sequencer
   assign lq      = load_qreg_fields(instr_i);
   assign rq      = requant_fields(instr_i);
   assign pl      = pool_fields(instr_i);
   assign ad      = add_fields(instr_i);
   assign mu      = mul_fields(instr_i);
   assign lu      = lut_fields(instr_i);
+  assign dw      = dwconv_fields(instr_i);
+  logic unused_dw;          // DWCONV's window is read through pl
+  assign unused_dw = ^{dw.src_addr, dw.win_w, dw.win_h, dw.win_stride_x, dw.win_stride_y, dw.out_w,
+                       dw.out_stride_x, dw.out_h, dw.out_stride_y, dw.dst_addr, dw.qreg_in, dw.qreg_out};
 
   // ================================================================ quant registers
   logic [2:0]       q_en;
@@ -175,7 +186,7 @@ module tpu_vpu
     if (is_rq) begin
       q_en     = 3'b001;
       q_idx[0] = rq.qreg;
-    end else if (is_pool && pl.mode) begin
+    end else if ((is_pool && pl.mode) || is_dw) begin
       q_en     = 3'b011;
       q_idx[0] = pl.qreg_in;
       q_idx[1] = pl.qreg_out;
@@ -224,7 +235,7 @@ module tpu_vpu
 
   logic [15:0] pl_taps;
   logic [31:0] pl_outs;
-  logic [16:0] pl_len;
+  logic [16:0] pl_len, dw_len;
   logic [16:0] len;
   logic [Banks-1:0] mask;
   logic [33:0] pl_last_tap;
@@ -232,6 +243,7 @@ module tpu_vpu
   assign pl_taps = pl.win_w * pl.win_h;
   assign pl_outs = pl.out_w * pl.out_h;
   assign pl_len  = 17'(pl_outs * (32'(pl_taps) + 32'd1));
+  assign dw_len  = (pl_outs != '0) ? 17'(32'(P) + pl_outs * (32'd2 * 32'(pl_taps) + 32'd1)) : '0;
   assign pl_last_tap = 34'(pl.src_addr)
       + ((pl.out_h != '0) ? 34'(pl.out_h - 16'd1) * 34'(pl.out_stride_y) : 34'd0)
       + ((pl.out_w != '0) ? 34'(pl.out_w - 16'd1) * 34'(pl.out_stride_x) : 34'd0)
@@ -265,6 +277,14 @@ module tpu_vpu
              | span(34'(mu.src_b), 34'(mu.src_b) + (mu.stride_b ? 34'(mu.count) - 34'd1 : 34'd0))
              | span(34'(mu.dst_addr), 34'(mu.dst_addr) + 34'(mu.count) - 34'd1);
       end
+    end else if (is_dw) begin
+      len = dw_len;
+      if (pl_outs != '0) begin
+        mask = span(34'(dw.param_addr), 34'(dw.param_addr) + 34'(P - 1))
+             | span(34'(pl.dst_addr), 34'(pl.dst_addr) + 34'(pl_outs) - 34'd1);
+        if (pl_taps != '0) mask |= span(34'(pl.src_addr), pl_last_tap)
+                                 | span(34'(dw.wt_addr), 34'(dw.wt_addr) + 34'(pl_taps) - 34'd1);
+      end
     end else if (is_lut) begin
       len  = 17'(T) + 17'(lu.count) * 17'd2;
       mask = span(34'(lu.table_addr), 34'(lu.table_addr) + 34'(T - 1));
@@ -277,7 +297,7 @@ module tpu_vpu
 
   logic need_req;
   logic pend_q, pend_d;
-  assign need_req   = (is_rq || is_pool || is_ab || is_lut) && len != '0;
+  assign need_req   = (is_rq || is_win || is_ab || is_lut) && len != '0;
   assign pend_d     = (pend_q || (start_i && need_req)) && !sram_gnt_i;
   assign sram_req_o = (start_i && need_req) || pend_q;
 
@@ -293,10 +313,16 @@ module tpu_vpu
   logic [15:0] orow_q, orow_d, obase_q, obase_d, trow_q, trow_d, taddr_q, taddr_d, waddr_q, waddr_d;
   logic        wph_q, wph_d;
   logic        pl_empty_win;
+  // DWCONV
+  logic        dph_q, dph_d;      // tap access: 0 source, 1 weight
+  logic [15:0] wt_q, wt_d;        // weight word of the current tap
+  logic        dw_tbl, win_step;  // a table access; the window sequencer steps
 
   assign acc_on       = sram_gnt_i || xfer_q;
   assign last_acc     = (k_q + 17'd1) == len;
   assign pl_empty_win = (pl.win_w == '0) || (pl.win_h == '0);
+  assign dw_tbl       = is_dw && k_q < 17'(P);
+  assign win_step     = !(is_dw && (dw_tbl || (!wph_q && !dph_q)));
 
   always_comb begin
     xfer_d  = xfer_q;
@@ -312,6 +338,8 @@ module tpu_vpu
     taddr_d = taddr_q;
     waddr_d = waddr_q;
     wph_d   = wph_q;
+    dph_d   = dph_q;
+    wt_d    = wt_q;
     if (start_i) begin
       xfer_d  = 1'b0;
       k_d     = '0;
@@ -326,6 +354,8 @@ module tpu_vpu
       taddr_d = pl.src_addr;
       waddr_d = pl.dst_addr;
       wph_d   = pl_empty_win;
+      dph_d   = 1'b0;
+      wt_d    = dw.wt_addr;
     end else if (acc_on) begin
       xfer_d = !last_acc;
       k_d    = k_q + 17'd1;
@@ -336,8 +366,13 @@ module tpu_vpu
       end else begin
         ph_d = ph_q + 2'd1;
       end
-      // POOL
-      if (!wph_q) begin
+      // DWCONV: a tap is two accesses (source, weight); the window steps after the weight
+      if (is_dw && !dw_tbl && !wph_q) dph_d = !dph_q;
+      // POOL, DWCONV
+      if (!win_step) begin
+        // hold: DWCONV table word, or a tap's source read
+      end else if (!wph_q) begin
+        wt_d = wt_q + 16'd1;
         if (tx_q + 8'd1 == pl.win_w) begin
           tx_d = '0;
           if (ty_q + 8'd1 == pl.win_h) begin
@@ -354,6 +389,7 @@ module tpu_vpu
         end
       end else begin
         wph_d   = pl_empty_win;
+        wt_d    = dw.wt_addr;
         waddr_d = waddr_q + 16'd1;
         tx_d    = '0;
         ty_d    = '0;
@@ -401,6 +437,11 @@ module tpu_vpu
         2'd1:    sram_addr_o = mu.src_b + (mu.stride_b ? i_q : 16'd0);
         default: sram_addr_o = mu.dst_addr + i_q;
       endcase
+    end else if (is_dw) begin
+      sram_we_o   = !dw_tbl && wph_q;
+      if (dw_tbl)     sram_addr_o = dw.param_addr + 16'(k_q);
+      else if (wph_q) sram_addr_o = waddr_q;
+      else            sram_addr_o = dph_q ? wt_q : taddr_q;
     end else if (is_lut) begin
       sram_we_o   = k_q >= 17'(T) && lu_j[0];
       if (k_q < 17'(T)) sram_addr_o = lu.table_addr + 16'(k_q);
@@ -415,12 +456,13 @@ module tpu_vpu
   // ================================================================ read data side
   logic        rd_v_q;            // the previous cycle drove a read access
   logic [16:0] rd_k_q;
+  logic        rd_src_q, rd_wt_q; // DWCONV: it read a source tap / a weight word
   logic [P-1:0][WordBits-1:0] tbl_q, tbl_view;
   logic [WordBits-1:0] a_q;
   logic [255:0][7:0]   lut_q;     // LUT table: entry k = output for input byte k
 
   for (genvar j = 0; j < P; j++) begin : g_tbl
-    assign tbl_view[j] = (is_rq && rd_v_q && rd_k_q == 17'(j)) ? sram_rdata_i : tbl_q[j];
+    assign tbl_view[j] = ((is_rq || is_dw) && rd_v_q && rd_k_q == 17'(j)) ? sram_rdata_i : tbl_q[j];
   end
 
   logic [P*WordBits-1:0] tbl;
@@ -479,7 +521,8 @@ module tpu_vpu
     return clamp8(requant(p, mo, so), zpo, relu ? zpo : -8'sd128);
   endfunction
 
-  // POOL running max / sum including the tap whose data arrives this cycle.
+  // POOL running max / sum, DWCONV running sum of products, including the tap (POOL) or the
+  // weight (DWCONV: times the source tap registered in a_q) whose data arrives this cycle.
   always_comb begin
     fin_max = max_q;
     fin_sum = sum_q;
@@ -487,6 +530,11 @@ module tpu_vpu
       for (int n = 0; n < int'(Lanes); n++) begin
         if ($signed(sram_rdata_i[n*8 +: 8]) > $signed(max_q[n])) fin_max[n] = sram_rdata_i[n*8 +: 8];
         fin_sum[n] = sum_q[n] + 32'($signed(sram_rdata_i[n*8 +: 8]));
+      end
+    end else if (is_dw && rd_wt_q) begin
+      for (int n = 0; n < int'(Lanes); n++) begin
+        fin_sum[n] = sum_q[n] + (32'($signed(a_q[n*8 +: 8])) - 32'(zp0))
+                                * 32'($signed(sram_rdata_i[n*8 +: 8]));
       end
     end
   end
@@ -503,6 +551,9 @@ module tpu_vpu
           sram_wdata_o[n*8 +: 8] = pl.mode ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
                                                       q_shift[1], zp1)
                                            : fin_max[n];
+        end else if (is_dw) begin
+          sram_wdata_o[n*8 +: 8] = rq_lane(fin_sum[n], tbl[n*32 +: 32], tbl[(Cols + n)*32 +: 32],
+                                           tbl[(8*Cols + n)*8 +: 8], zp1, dw.relu);
         end else if (is_lut) begin
           sram_wdata_o[n*8 +: 8] = lut_q[sram_rdata_i[n*8 +: 8]];
         end else if (is_mul) begin
@@ -534,8 +585,12 @@ module tpu_vpu
       taddr_q <= '0;
       waddr_q <= '0;
       wph_q   <= 1'b0;
+      dph_q   <= 1'b0;
+      wt_q    <= '0;
       rd_v_q  <= 1'b0;
       rd_k_q  <= '0;
+      rd_src_q <= 1'b0;
+      rd_wt_q <= 1'b0;
       a_q     <= '0;
       max_q   <= '0;
       sum_q   <= '0;
@@ -554,10 +609,14 @@ module tpu_vpu
       taddr_q <= taddr_d;
       waddr_q <= waddr_d;
       wph_q   <= wph_d;
+      dph_q   <= dph_d;
+      wt_q    <= wt_d;
       rd_v_q  <= acc_on && !sram_we_o;
       rd_k_q  <= k_q;
-      if (is_ab && rd_v_q && ph_q == 2'd1) a_q <= sram_rdata_i;
-      if (is_pool && (start_i || acc_on || rd_v_q)) begin
+      rd_src_q <= acc_on && is_dw && !dw_tbl && !wph_q && !dph_q;
+      rd_wt_q <= acc_on && is_dw && !dw_tbl && !wph_q && dph_q;
+      if ((is_ab && rd_v_q && ph_q == 2'd1) || (is_dw && rd_src_q)) a_q <= sram_rdata_i;
+      if (is_win && (start_i || acc_on || rd_v_q)) begin
         if (start_i || wph_q) begin
           max_q <= {Lanes{8'h80}};
           sum_q <= '0;
@@ -571,7 +630,7 @@ module tpu_vpu
 
   // Per-channel table: data registers, no reset; they only change when a table word arrives.
   always_ff @(posedge clk_i) begin
-    if (is_rq && rd_v_q) tbl_q <= tbl_view;
+    if ((is_rq || is_dw) && rd_v_q) tbl_q <= tbl_view;
   end
 
   // LUT table: data registers, no reset; table word j (access j < T) holds entries

@@ -15,7 +15,11 @@
 //   MUL with count > 0:         as ADD; src_b spans count words (stride_b = 1) or one word.
 //   LUT:     ERR_VPU_SRAM_RANGE table table_addr + LUT_WORDS - 1 (even for count 0), or (count > 0)
 //            src_addr or dst_addr + count - 1, >= SRAM_WORDS.
-// LOAD_QREG and NOP are never errors; POOL without outputs and ADD with count 0 neither.
+//   DWCONV with out_w*out_h > 0: ERR_VPU_SRAM_RANGE table param_addr + PARAM_WORDS - 1, last tap
+//            or weight word wt_addr + taps - 1 (if the window has taps), or last destination word
+//            >= SRAM_WORDS; ERR_QREG_UNLOADED if qreg_in or qreg_out was never loaded.
+// LOAD_QREG and NOP are never errors; POOL and DWCONV without outputs, ADD and MUL with count 0
+// neither. DWCONV's window fields lie at POOL's bits (pool_fields decodes them).
 
 `default_nettype none
 
@@ -40,6 +44,7 @@ module tpu_vpu_check
   add_t       ad;
   mul_t       mu;
   lut_t       lu;
+  dwconv_t    dw;
   assign opcode = opcode_of(instr_i);
   assign lq     = load_qreg_fields(instr_i);
   assign rq     = requant_fields(instr_i);
@@ -47,9 +52,13 @@ module tpu_vpu_check
   assign ad     = add_fields(instr_i);
   assign mu     = mul_fields(instr_i);
   assign lu     = lut_fields(instr_i);
+  assign dw     = dwconv_fields(instr_i);
 
   logic unused_fields;  // fields that cannot make an instruction an error
-  assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu, mu.relu};
+  assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu, mu.relu, dw.relu,
+                           dw.src_addr, dw.win_w, dw.win_h, dw.win_stride_x, dw.win_stride_y, dw.out_w,
+                           dw.out_stride_x, dw.out_h, dw.out_stride_y, dw.dst_addr, dw.qreg_in,
+                           dw.qreg_out};
 
   // ---- the check's copy of the quant registers' valid bits --------------------------------
   logic [NUM_QREGS-1:0] valid_q;
@@ -95,6 +104,12 @@ module tpu_vpu_check
                     || past_end(w_t'(mu.dst_addr), w_t'(mu.count));
   assign mu_q_bad    = !(valid_q[mu.qreg_a] && valid_q[mu.qreg_b] && valid_q[mu.qreg_out]);
 
+  logic dw_sram_bad, dw_q_bad;
+  assign dw_sram_bad = past_end(w_t'(dw.param_addr), w_t'(PARAM_WORDS))
+                    || (pl_taps != '0 && (pl_last_tap >= w_t'(SRAM_WORDS) || past_end(w_t'(dw.wt_addr), pl_taps)))
+                    || past_end(w_t'(pl.dst_addr), pl_outs);
+  assign dw_q_bad    = !(valid_q[pl.qreg_in] && valid_q[pl.qreg_out]);
+
   logic lu_sram_bad;
   assign lu_sram_bad = past_end(w_t'(lu.table_addr), w_t'(LUT_WORDS))
                     || (lu.count != '0 && (past_end(w_t'(lu.src_addr), w_t'(lu.count))
@@ -127,6 +142,12 @@ module tpu_vpu_check
         end
       end
       OP_LUT: if (lu_sram_bad) code_o = ERR_VPU_SRAM_RANGE;
+      OP_DWCONV: begin
+        if (pl_outs != '0) begin
+          if (dw_sram_bad)    code_o = ERR_VPU_SRAM_RANGE;
+          else if (dw_q_bad)  code_o = ERR_QREG_UNLOADED;
+        end
+      end
       default: ;
     endcase
   end

@@ -75,7 +75,7 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         if n:
             acc.append(("acc", a["acc_addr"], a["acc_addr"] + n, False))
             acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
-    elif op == "POOL":
+    elif op in ("POOL", "DWCONV"):
         outs = a["out_w"] * a["out_h"]
         if outs == 0:
             return []
@@ -84,6 +84,10 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
             acc.append(("sram", a["src_addr"] * w, (pool_last_tap(a) + 1) * w, False))
         elif taps:
             acc += [("sram", lo, hi, False) for lo, hi in _word_ranges(pool_taps(a), w)]
+        if op == "DWCONV":
+            acc.append(("sram", a["param_addr"] * w, a["param_addr"] * w + 9 * c, False))
+            if taps:
+                acc.append(("sram", a["wt_addr"] * w, (a["wt_addr"] + a["win_w"] * a["win_h"]) * w, False))
         acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + outs) * w, True))
     elif op == "ADD":
         n = a["count"]

@@ -57,6 +57,9 @@ STATIC_BINS = (
     # MUL: any, b broadcast (stride_b = 0), a product of magnitude 255 * 255 (the int8 extremes),
     # count 0 (no SRAM request: completes at s + 1)
     "mul", "mul_broadcast", "mul_max_product", "mul_count0",
+    # DWCONV: any with outputs, a 0-tap window (the bias alone), strided outputs, a rounding tie
+    # that reaches an unclamped output
+    "dwconv", "dwconv_no_taps", "dwconv_strided", "tie_dwconv",
     # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
     "nop_load", "nop_store", "nop_mxu", "nop_vpu",
 )
@@ -202,6 +205,9 @@ class _Observer:
     def _add(self, i, x, mult, shift, zp, relu):
         self._ties(("tie_add",), x, mult, shift, zp, relu)
 
+    def _dwconv(self, i, x, mult, shift, zp, relu):
+        self._ties(("tie_dwconv",), x, mult, shift, zp, relu)
+
     def _mul(self, i, x, mult, shift, zp, relu):
         self._ties(("tie_mul",), x, mult, shift, zp, relu)
         self.bins["mul_max_product"] += int((np.abs(x) == 255 * 255).sum())
@@ -275,6 +281,10 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["mul"] += 1
             b["mul_broadcast"] += a["count"] > 0 and not a["stride_b"]
             b["mul_count0"] += a["count"] == 0
+        elif ins.op == "DWCONV" and a["out_w"] * a["out_h"]:
+            b["dwconv"] += 1
+            b["dwconv_no_taps"] += a["win_w"] * a["win_h"] == 0
+            b["dwconv_strided"] += a["out_w"] > 1 and a["out_stride_x"] > 1
         elif ins.op == "LUT":
             b["lut"] += 1
             b["lut_in_place"] += a["count"] > 0 and a["src_addr"] == a["dst_addr"]
@@ -285,7 +295,7 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):
             b["relu"] += 1
-        if ins.op in ("REQUANT", "ADD", "MUL") or ins.op == "POOL" and a["mode"]:
+        if ins.op in ("REQUANT", "ADD", "MUL", "DWCONV") or ins.op == "POOL" and a["mode"]:
             qbanks.update(a[f] // 16 for f in ("qreg", "qreg_a", "qreg_b", "qreg_out", "qreg_in") if f in a)
     b["sram_all_banks"] += len(banks) == cfg.sram_banks
     b["sram_full"] += len(loaded) == cfg.sram_words

@@ -23,6 +23,7 @@ from stressgen.program import StressProgram
 from stressgen.tasks import (
     PRIME_K,
     add_task,
+    dwconv_task,
     fill_task,
     lut_task,
     matmul_task,
@@ -56,6 +57,8 @@ MUL_P = 0.4
 #: Chance of an upsampling task (POOL with out_stride_x = 0, DMA_STORE with sram_stride1 = 0: the
 #: compiler's Resize), from side streams of its own.
 UPSAMPLE_P = 0.3
+#: Chance of a depthwise-convolution task (DWCONV), from side streams of its own.
+DWCONV_P = 0.5
 
 
 def _matmul(ctx, big: bool):
@@ -158,6 +161,9 @@ def _tasks(ctx) -> list:
         nrng = np.random.default_rng([ctx.seed, 0x3A1])
         for _ in range(side.randint(1, 2)):
             add(mul_task(ctx, side, nrng))
+    side = random.Random(f"tpusim-stress-dwconv:{ctx.seed}")
+    if side.random() < DWCONV_P:
+        add(dwconv_task(ctx, side, np.random.default_rng([ctx.seed, 0xD3C])))
     side = random.Random(f"tpusim-stress-upsample:{ctx.seed}")
     if side.random() < UPSAMPLE_P:
         add(upsample_task(ctx, side, np.random.default_rng([ctx.seed, 0x5A4])))

@@ -15,7 +15,7 @@ sub-kinds of ``sram_out_of_range`` are in SRAM_SUBKINDS). ``to_binary`` still en
 run on them and must both flag the fault.
 
 Each class has checker paths (CLASS_PATHS: the opcode and field at fault, or the range
-sub-kind); ``generate`` picks one of the 66 of INVALID_PATHS per invalid seed with
+sub-kind); ``generate`` picks one of the 72 of INVALID_PATHS per invalid seed with
 ``invalid_path_of`` (a low-discrepancy sequence, so a hunt over consecutive seeds meets every path
 early), and a path whose opcode the program does not use gets a fresh instruction (``_fresh``).
 """
@@ -74,7 +74,8 @@ def _pick(prog, r, ops=_DMA_OPS):
 _FRESH = {"DMA_LOAD": {"count1": 1, "count2": 1}, "DMA_STORE": {"count1": 1, "count2": 1},
           "LOAD_WEIGHTS": {}, "MATMUL": {"count_x": 1, "count_y": 1, "stride_x": 1},
           "REQUANT": {"count": 1}, "ADD": {"count": 1}, "MUL": {"count": 1, "stride_b": 1},
-          "LUT": {"count": 1}, "POOL": {"win_w": 1, "win_h": 1, "out_w": 1, "out_h": 1}}
+          "LUT": {"count": 1}, "POOL": {"win_w": 1, "win_h": 1, "out_w": 1, "out_h": 1},
+          "DWCONV": {"win_w": 1, "win_h": 1, "out_w": 1, "out_h": 1}}
 
 
 def _fresh(prog, cfg, r, op: str, **args) -> int:
@@ -153,7 +154,7 @@ def _ddr(prog, cfg, r, path):
 
 #: quant-register fields a VPU instruction reads (POOL: average mode only)
 _QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out"),
-                "MUL": ("qreg_a", "qreg_b", "qreg_out")}
+                "MUL": ("qreg_a", "qreg_b", "qreg_out"), "DWCONV": ("qreg_in", "qreg_out")}
 
 
 #: the quant-register checker paths: (opcode, field)
@@ -162,10 +163,10 @@ QREG_PATHS = tuple((op, f) for op, fields in _QREG_FIELDS.items() for f in field
 
 def _reads_qregs(ins) -> bool:
     """``ins`` reads its quant registers (REQUANT always; ADD, MUL with count > 0; POOL average
-    with outputs)."""
+    and DWCONV with outputs)."""
     a = ins.args
     return (ins.op == "REQUANT" or ins.op in ("ADD", "MUL") and a["count"] > 0
-            or ins.op == "POOL" and a["mode"] == 1 and _is_pool(ins))
+            or ins.op == "POOL" and a["mode"] == 1 and _is_pool(ins) or _is_dw(ins))
 
 
 def _qreg(prog, cfg, r, path):
@@ -246,6 +247,17 @@ def _is_pool(ins) -> bool:
     return ins.op == "POOL" and ins.args["out_w"] * ins.args["out_h"] > 0
 
 
+def _is_dw(ins, taps: bool = False) -> bool:
+    """A DWCONV with outputs (and, if ``taps``, a window with taps)."""
+    a = ins.args
+    return ins.op == "DWCONV" and a["out_w"] * a["out_h"] > 0 and (not taps or a["win_w"] * a["win_h"] > 0)
+
+
+def _dw_wt(prog, i, cfg, r):
+    a = prog.instrs[i].args
+    _replace(prog, i, wt_addr=cfg.sram_words - a["win_w"] * a["win_h"] + _past(r))
+
+
 #: sram_out_of_range sub-kinds, one per range checker path: (name, opcodes of a fresh instruction,
 #: which instructions, mutation); the device error each gives is in the name (dma/mxu/vpu,
 #: sram/acc). The instruction is changed so that only the named range check fails (the earlier
@@ -271,6 +283,10 @@ SRAM_SUBKINDS = (
     ("vpu_sram_pool_src", ("POOL",), lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0,
      _pool_src),
     ("vpu_sram_pool_dst", ("POOL",), _is_pool, _pool_dst),
+    ("vpu_sram_dw_param", ("DWCONV",), _is_dw, _words_past("param_addr")),
+    ("vpu_sram_dw_src", ("DWCONV",), lambda ins: _is_dw(ins, taps=True), _pool_src),
+    ("vpu_sram_dw_wt", ("DWCONV",), lambda ins: _is_dw(ins, taps=True), _dw_wt),
+    ("vpu_sram_dw_dst", ("DWCONV",), _is_dw, _pool_dst),
 )
 
 
@@ -301,7 +317,8 @@ def _deadlock(prog, cfg, r, path=None):
 #: one range fault per instruction kind, for ``double_fault``
 _FAULT_OF = {"DMA_LOAD": _sram_dma, "DMA_STORE": _sram_dma, "LOAD_WEIGHTS": _sram_lw, "MATMUL": _acc_mm,
              "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst,
-             "LUT": _words_past("table_addr", table="lut_words"), "MUL": _words_past("dst_addr", "count")}
+             "LUT": _words_past("table_addr", table="lut_words"), "MUL": _words_past("dst_addr", "count"),
+             "DWCONV": _pool_dst}
 
 
 def _faultable(ins) -> bool:
@@ -309,6 +326,8 @@ def _faultable(ins) -> bool:
         return ins.args["count_x"] * ins.args["count_y"] > 0
     if ins.op == "POOL":
         return _is_pool(ins)
+    if ins.op == "DWCONV":
+        return _is_dw(ins)
     return ins.op in _FAULT_OF and (ins.op not in ("ADD", "MUL") or ins.args["count"] > 0)
 
 

@@ -36,6 +36,7 @@ SIZE_FIELDS: dict[str, tuple[str, ...]] = {
     "MATMUL": ("count_y", "count_x"),
     "REQUANT": ("count",),
     "POOL": ("out_h", "out_w", "win_h", "win_w"),
+    "DWCONV": ("out_h", "out_w", "win_h", "win_w"),
     "ADD": ("count",),
     "MUL": ("count",),
     "LUT": ("count",),
@@ -63,7 +64,7 @@ def _work(ins: Instruction) -> int:
         return a["count_x"] * a["count_y"]
     if ins.op in ("REQUANT", "ADD", "MUL", "LUT"):
         return a["count"]
-    if ins.op == "POOL":
+    if ins.op in ("POOL", "DWCONV"):
         return a["out_w"] * a["out_h"] * a["win_w"] * a["win_h"]
     return 1 if ins.op in ("LOAD_WEIGHTS", "LOAD_QREG") else 0
 

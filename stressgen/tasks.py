@@ -275,19 +275,27 @@ def neighbour_words(ctx, r) -> int:
     return r.randint(min(8, bw - 2), min(64, bw - 2)) if bw >= 3 else 0
 
 
-def bank_edge_neighbour(ctx, task, r, n: int, nb_words: int) -> tuple[int, int]:
+def bank_edge_neighbour(ctx, task, r, n: int, nb_words: int, avoid=()) -> tuple[int, int]:
     """Space for an ``n``-word operand whose last word is the first word of a bank (half the
     time) or the last one, and for ``nb_words`` words right after it: (operand, neighbour) word
     addresses, the neighbour -1 if it does not fit. The neighbour is loaded by
     ``load_neighbour`` right before the vector instruction, so that its DMA bursts land while the
     instruction runs, in the operand's last bank or the next one: an operand's bank mask one
     word short or one word too wide (tpu_vpu sram_mask_o) changes the arbitration, so the cycles
-    or the data differ."""
+    or the data differ - unless another operand of the instruction uses those two banks anyway:
+    the bank edge is chosen away from the word ranges ``avoid`` ([lo, hi) of the instruction's
+    other operands, allocated first)."""
     bw, words = ctx.cfg.bank_words, ctx.cfg.sram_words
-    at = bw * r.randint(1, words // bw - 1) - (n - 1 if r.random() < 0.5 else n)
-    if nb_words == 0 or at < 0 or at + n + nb_words > words:
+    back = n - 1 if r.random() < 0.5 else n      # the last word first of bank k, or last of k - 1
+
+    def fits(k: int) -> bool:
+        at = bw * k - back
+        return (at >= 0 and at + n + nb_words <= words
+                and not any(lo < bw * (k + 1) and hi > bw * (k - 1) for lo, hi in avoid))
+    ks = [k for k in range(1, words // bw) if fits(k)]
+    if nb_words == 0 or not ks:
         return ctx.alloc(task, "sram", n), -1
-    addr = ctx.alloc(task, "sram", n, at=at)
+    addr = ctx.alloc(task, "sram", n, at=bw * r.choice(ks) - back)
     return addr, ctx.alloc(task, "sram", nb_words, at=addr + n)
 
 
@@ -336,18 +344,12 @@ def mul_task(ctx, r, nrng):
 
     def loads():
         nonlocal sa, sb, dst, nb
-        if edge == "a":
-            sa, nb = bank_edge_neighbour(ctx, task, r, len(a), nb_words)
-        else:
-            sa = ctx.alloc(task, "sram", len(a))
-        if edge == "b":
-            sb, nb = bank_edge_neighbour(ctx, task, r, len(b), nb_words)
-        else:
-            sb = ctx.alloc(task, "sram", len(b))
-        if edge == "d":
-            dst, nb = bank_edge_neighbour(ctx, task, r, len(a), nb_words)
-        else:
-            dst = ctx.alloc(task, "sram", len(a))
+        sizes = {"a": len(a), "b": len(b), "d": len(a)}
+        at = {k: ctx.alloc(task, "sram", m) for k, m in sizes.items() if k != edge}
+        if edge:
+            at[edge], nb = bank_edge_neighbour(ctx, task, r, sizes[edge], nb_words,
+                                               [(w, w + sizes[k]) for k, w in at.items()])
+        sa, sb, dst = at["a"], at["b"], at["d"]
         ctx.load(sa, a)
         ctx.load(sb, b)
 
@@ -407,22 +409,15 @@ def lut_task(ctx, r, nrng):
 
     def loads():
         nonlocal src, dst, nb
-        for k in range(len(tables)):
-            if k == 0 and edge == "table":
-                t0, nb = bank_edge_neighbour(ctx, task, r, tw, nb_words)
-                taddr.append(t0)
-            else:
-                taddr.append(ctx.alloc(task, "sram", tw))
-        if edge == "src":
-            src, nb = bank_edge_neighbour(ctx, task, r, n, nb_words)
-        else:
-            src = ctx.alloc(task, "sram", max(n, 1))
-        if in_place:
-            dst = src
-        elif edge == "dst":
-            dst, nb = bank_edge_neighbour(ctx, task, r, n, nb_words)
-        else:
-            dst = ctx.alloc(task, "sram", max(n, 1))
+        sizes = {"table": tw, "table2": tw if twice else 0, "src": max(n, 1),
+                 "dst": 0 if in_place else max(n, 1)}
+        at = {k: ctx.alloc(task, "sram", m) for k, m in sizes.items() if m and k != edge}
+        if edge and sizes[edge]:
+            at[edge], nb = bank_edge_neighbour(ctx, task, r, sizes[edge], nb_words,
+                                               [(w, w + sizes[k]) for k, w in at.items()])
+        taddr[:] = [at["table"]] + ([at["table2"]] if twice else [])
+        src = at["src"]
+        dst = src if in_place else at["dst"]
         for a, t in zip(taddr, tables):
             ctx.load(a, np.resize(t, tw * W))
         if n:
@@ -437,6 +432,67 @@ def lut_task(ctx, r, nrng):
     def stores():
         if n:
             ctx.store(dst, n * W)
+        if nb >= 0:
+            ctx.store(nb, nb_words * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
+def dwconv_task(ctx, r, nrng):
+    """DWCONV over an H x Wd image of words (window 1x1 .. 3x3, a quarter without taps; strided
+    outputs), a weight word per tap, a random per-channel requant table (a quarter of the time
+    small data with multipliers 2^30 and shifts -1 .. -3: rounding ties), then store; the input
+    zero point at an int8 end with the data and weights at the other a quarter of the time (the
+    largest products, 255 * 128), relu 30 %. One operand (source, weights, table or destination)
+    on a bank edge with a racing neighbour DMA 40 % of the time (bank_edge_neighbour). Drawn from
+    ``r`` / ``nrng`` (side streams) apart from space, layouts and quant-register reuse."""
+    cfg, W, pw = ctx.cfg, ctx.W, ctx.cfg.param_words
+    h, wd = r.randint(1, 6), r.randint(1, 7)
+    ww, wh = (0, 1) if r.random() < 0.25 else (r.randint(1, min(3, wd)), r.randint(1, min(3, h)))
+    sx, sy = r.randint(1, 2), r.randint(1, 2)
+    ow, oh = (wd - max(ww, 1)) // sx + 1, (h - wh) // sy + 1
+    taps = ww * wh
+    ties = r.random() < 0.25
+    img = rand_i8(nrng, (h * wd, W), "small" if ties else "any")
+    wts = rand_i8(nrng, (max(taps, 1), W), "small" if ties else "any")
+    zin = r.choice([0, r.randint(-128, 127), -128, 127]) if not ties else r.randint(-2, 2)
+    if not ties and r.random() < 0.33:
+        img[:], wts[:], zin = -128, -128, 127
+    if ties:
+        c = cfg.array_cols
+        table = (nrng.integers(-8, 9, c).astype("<i4").tobytes() + np.full(c, 1 << 30, "<i4").tobytes()
+                 + np.array([-r.randint(1, 3) for _ in range(c)], np.int8).tobytes())
+    else:
+        table, _ = requant_table(cfg, r, nrng, "any")
+    vin, vout = (0, 0, zin), (0, 0, r.choice([0, -128, r.randint(-128, 127)]))
+    relu = int(r.random() < 0.3)
+    sizes = {"src": h * wd, "wt": max(taps, 1), "param": pw, "dst": ow * oh}
+    edge = r.choice(sorted(sizes)) if r.random() < 0.4 else ""
+    nb_words = neighbour_words(ctx, r) if edge else 0
+    nb_data = rand_i8(nrng, (max(nb_words, 1), W))
+    task = Task(ctx, 9 + 2 * bool(edge))
+    at: dict = {}
+    nb = -1
+
+    def loads():
+        nonlocal nb
+        at.update({k: ctx.alloc(task, "sram", n) for k, n in sizes.items() if k != edge})
+        if edge:
+            at[edge], nb = bank_edge_neighbour(ctx, task, r, sizes[edge], nb_words,
+                                               [(w, w + sizes[k]) for k, w in at.items()])
+        ctx.load(at["src"], img)
+        ctx.load(at["wt"], wts)
+        ctx.load(at["param"], np.frombuffer(table, np.int8))
+
+    def compute():
+        qi, qo = ctx.ensure_qreg(vin), ctx.ensure_qreg(vout)
+        load_neighbour(ctx, nb, nb_data)
+        ctx.em.emit("DWCONV", relu=relu, src_addr=at["src"], win_w=ww, win_h=wh, win_stride_x=1,
+                    win_stride_y=wd, out_w=ow, out_stride_x=sx, out_h=oh, out_stride_y=sy * wd,
+                    dst_addr=at["dst"], qreg_in=qi, qreg_out=qo, wt_addr=at["wt"], param_addr=at["param"])
+
+    def stores():
+        ctx.store(at["dst"], ow * oh * W)
         if nb >= 0:
             ctx.store(nb, nb_words * W)
     task.phases = [loads, compute, stores]
@@ -465,5 +521,5 @@ def fill_task(ctx):
     return task
 
 
-__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "bank_edge_neighbour", "qreg_alias_task", "fill_task", "pick_m",
+__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "dwconv_task", "bank_edge_neighbour", "qreg_alias_task", "fill_task", "pick_m",
            "PRIME_K"]

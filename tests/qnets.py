@@ -450,3 +450,30 @@ def wide_fc(seed=0, n_out=2008, k=64):
     nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)]
     inits = {"w": rng.normal(0, 0.1, (n_out, k)).astype(np.float32), "b": rng.normal(0, 0.1, n_out).astype(np.float32)}
     return make_model(nodes, inits, (1, k), "y", (1, n_out))
+
+
+def mobilenet_block(seed=0, c=12, hw=10):
+    """A MobileNetV2 inverted residual and a strided depthwise layer: 1x1 Conv c -> 2c + BN +
+    ReLU6, depthwise 3x3 pad 1 + BN + ReLU6, 1x1 Conv 2c -> c + BN, Add of the input; then a
+    depthwise 5x5 stride 2 pad 2 with bias + Relu: x [1, c, hw, hw] -> y [1, c, hw/2, hw/2]
+    (opset 13). On 'small' (8 lanes) 2c = 24 and c = 12 channels are 3 and 2 blocks, the last one
+    part-filled."""
+    rng = np.random.default_rng(seed)
+    e = 2 * c
+    inits = {"w1": conv_w(rng, e, c, 1), **bn_params(rng, e, "bn1"), "w2": conv_w(rng, e, 1, 3),
+             **bn_params(rng, e, "bn2"), "w3": conv_w(rng, c, e, 1), **bn_params(rng, c, "bn3"),
+             "w4": conv_w(rng, c, 1, 5), "b4": rng.normal(0, 0.1, c).astype(np.float32),
+             "lo": np.float32(0), "hi": np.float32(6)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="expand"),
+             bn_node("a", "ab", "bn1", "bn1"),
+             helper.make_node("Clip", ["ab", "lo", "hi"], ["a6"], name="relu6_1"),
+             helper.make_node("Conv", ["a6", "w2"], ["d"], name="dw3x3", group=e, pads=[1, 1, 1, 1]),
+             bn_node("d", "db", "bn2", "bn2"),
+             helper.make_node("Clip", ["db", "lo", "hi"], ["d6"], name="relu6_2"),
+             helper.make_node("Conv", ["d6", "w3"], ["p"], name="project"),
+             bn_node("p", "pb", "bn3", "bn3"),
+             helper.make_node("Add", ["pb", "x"], ["r"], name="residual"),
+             helper.make_node("Conv", ["r", "w4", "b4"], ["s"], name="dw5x5s2", group=c, strides=[2, 2],
+                              pads=[2, 2, 2, 2]),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    return make_model(nodes, inits, (1, c, hw, hw), "y", (1, c, hw // 2, hw // 2))

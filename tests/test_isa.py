@@ -60,7 +60,8 @@ def test_opcode_codes_unique_and_in_byte():
     assert {s.code: s.name for s in OPCODES.values()} == {c: s.name for c, s in BY_CODE.items()}
     assert {n: s.code for n, s in OPCODES.items()} == {
         "NOP": 0x01, "HALT": 0x02, "DMA_LOAD": 0x03, "DMA_STORE": 0x04, "LOAD_WEIGHTS": 0x05,
-        "MATMUL": 0x06, "LOAD_QREG": 0x07, "REQUANT": 0x08, "POOL": 0x09, "ADD": 0x0A, "LUT": 0x0B, "MUL": 0x0C}
+        "MATMUL": 0x06, "LOAD_QREG": 0x07, "REQUANT": 0x08, "POOL": 0x09, "ADD": 0x0A, "LUT": 0x0B, "MUL": 0x0C,
+        "DWCONV": 0x0D}
     assert all(s.name == n for n, s in OPCODES.items())
 
 
@@ -250,7 +251,7 @@ def test_isa_error_is_tpu_error():
 
 
 # ---- decode errors --------------------------------------------------------------------------
-@pytest.mark.parametrize("code", [0x00, 0x0D, 0x7F, 0xFF])
+@pytest.mark.parametrize("code", [0x00, 0x0E, 0x7F, 0xFF])
 def test_reserved_opcode_names_pc(code):
     raw = bytes([code]) + bytes(31)
     with pytest.raises(IsaError, match=re.escape(f"reserved opcode {code:#04x} at pc 0x40")):
@@ -390,3 +391,13 @@ def test_mask_text_round_trip():
         ins = make("HALT", wait=m, signal=15 - m)
         (back,) = assemble(ins.text())
         assert (back.wait, back.signal) == (m, 15 - m)
+
+
+def test_dwconv_window_fields_lie_where_pools_do():
+    """The RTL decodes DWCONV's window with pool_fields (tpu_vpu, tpu_vpu_check): its first
+    DWCONV_POOL_FIELDS fields have POOL's widths at POOL's bits, relu in mode's place."""
+    from tpusim.arch.isa import DWCONV_POOL_FIELDS
+    dw, pl = OPCODES["DWCONV"].layout(), OPCODES["POOL"].layout()
+    assert DWCONV_POOL_FIELDS == len(pl)
+    assert [(f.bits, lsb) for f, lsb in dw[:DWCONV_POOL_FIELDS]] == [(f.bits, lsb) for f, lsb in pl]
+    assert [f.name for f, _ in dw[1:DWCONV_POOL_FIELDS]] == [f.name for f, _ in pl[1:]]

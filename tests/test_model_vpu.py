@@ -1,11 +1,20 @@
-"""VPU: REQUANT / POOL / ADD / MUL / LUT against tpusim.arch.arith, quant registers, VPU timing.
+"""VPU: REQUANT / POOL / ADD / MUL / LUT / DWCONV against tpusim.arch.arith, quant registers, VPU timing.
 
 Config 'small': C = W = 8 lanes; param_words = 9*8/8 = 9; core 1000 ps.
 """
 import numpy as np
 import pytest
 
-from tpusim.arch.arith import add_int8, add_multipliers, lut_int8, mul_int8, pool_avg, quantize_multiplier, requant_conv
+from tpusim.arch.arith import (
+    add_int8,
+    add_multipliers,
+    depthwise_acc,
+    lut_int8,
+    mul_int8,
+    pool_avg,
+    quantize_multiplier,
+    requant_conv,
+)
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import make
@@ -169,3 +178,49 @@ def test_mul_broadcast_reads_one_b_word_so_b_at_the_last_word_is_valid():
            make("HALT")]
     with pytest.raises(SimulationError, match=r"\(MUL\): src_b=0x7ff \(2047\) \+ 4 words"):
         run_program(bad, CFG)
+
+
+def test_dwconv_vs_arith_and_timing():
+    """DWCONV: a 3x3 window with strided outputs over an image of words, one weight word per
+    tap, a per-channel table (bias, mult, shift per lane): the SimPy model writes
+    requant_conv(depthwise_acc(taps, w, zp_in), ...) and takes D = P + outs * (2 * taps + 1)."""
+    rng = np.random.default_rng(5)
+    h, wd = 5, 7
+    img = rng.integers(-128, 128, (h * wd, W), dtype=np.int8)
+    wts = rng.integers(-128, 128, (9, W), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, W).astype("<i4")
+    ms = [quantize_multiplier(s) for s in rng.uniform(1e-4, 1e-2, W)]
+    mult = np.array([m for m, _ in ms], "<i4")
+    shift = np.array([s for _, s in ms], np.int8)
+    table = np.frombuffer(bias.tobytes() + mult.tobytes() + shift.tobytes(), np.int8)
+    args = dict(relu=1, src_addr=100, win_w=3, win_h=3, win_stride_x=1, win_stride_y=wd, out_w=3,
+                out_stride_x=2, out_h=2, out_stride_y=2 * wd, dst_addr=300, qreg_in=4, qreg_out=5,
+                wt_addr=200, param_addr=250)
+    prog = [make("LOAD_QREG", qreg=4, zero_point=-3), make("LOAD_QREG", qreg=5, zero_point=10),
+            make("DWCONV", **args), make("HALT")]
+    segs = [(100 * W, _i8(img)), (200 * W, _i8(wts)), (250 * W, table.tobytes())]
+    run, tpu = run_program(prog, CFG, sram_segments=segs)
+    x = img.reshape(h, wd, W)
+    taps = np.array([x[2 * oy:2 * oy + 3, 2 * ox:2 * ox + 3].reshape(9, W) for oy in range(2) for ox in range(3)])
+    want = requant_conv(depthwise_acc(taps, wts, -3), bias, mult, shift, 10, True)
+    assert (tpu.sram.words[300:306] == want).all()
+    empty = run_program(prog[:2] + [make("DWCONV", **{**args, "out_h": 0}), make("HALT")], CFG, sram_segments=segs)[0]
+    c6, c0 = ([c for pc, e, c in r.retire if pc == 64][0] for r in (run, empty))
+    assert c6 - c0 == (CFG.param_words + 6 * (2 * 9 + 1)) * 1000
+
+
+@pytest.mark.parametrize("field", ["param_addr", "src_addr", "wt_addr", "dst_addr"])
+def test_dwconv_range_faults_name_the_field(field):
+    """Each DWCONV range check names its field: the table, the source's last tap, the weights,
+    the destination (in that order); an unloaded quant register after them."""
+    last = CFG.sram_words
+    a = dict(src_addr=0, win_w=3, win_h=3, win_stride_x=1, win_stride_y=4, out_w=2, out_stride_x=1, out_h=2,
+             out_stride_y=4, dst_addr=100, qreg_in=0, qreg_out=0, wt_addr=200, param_addr=300)
+    a[field] = {"param_addr": last - CFG.param_words + 1, "src_addr": last - 10, "wt_addr": last - 8,
+                "dst_addr": last - 3}[field]
+    prog = [make("LOAD_QREG", qreg=0), make("DWCONV", **a), make("HALT")]
+    with pytest.raises(SimulationError, match=rf"\(DWCONV\): {field}=0x[0-9a-f]+ \(\d+\) \+ \d+ words reaches SRAM word"):
+        run_program(prog, CFG)
+    ok = {**a, field: {"param_addr": 300, "src_addr": 0, "wt_addr": 200, "dst_addr": 100}[field]}
+    with pytest.raises(SimulationError, match=r"\(DWCONV\): qreg_out=0x7 \(7\) \(bank 0, entry 7\) reads a quant register"):
+        run_program([make("LOAD_QREG", qreg=0), make("DWCONV", **{**ok, "qreg_out": 7}), make("HALT")], CFG)

@@ -1,4 +1,4 @@
-"""VPU (LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT) vs tpusim.arch.arith on random data, and its completion edges.
+"""VPU (LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV) vs tpusim.arch.arith on random data, and its completion edges.
 
 Thousands of lanes per op, including INT32 extremes, saturating shifts, negative values and
 rounding ties. pytest builds dp_tb_top (8x8 'small' config). DP_SEED=<n> replays.
@@ -291,6 +291,57 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
         dut._log.info(f"lut_random: {lanes} lanes bit-exact")
 
     @cocotb.test()
+    async def dwconv_random(dut):
+        """DWCONV: random windows (1x1 to 3x3, strided outputs), weights, per-channel tables
+        (INT32 extreme biases, saturating shifts), zero points at the int8 ends with data at the
+        other end (the largest products), relu, and a 0-tap window (the bias alone)."""
+        tb = await _setup(dut)
+        rng = _rng()
+        C, W = tb.C, tb.W
+        P = 9 * C // W
+        lanes = 0
+        for trial in range(16):
+            ww, wh = (0, 1) if trial == 5 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+            osx, ow, oh = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+            img_w = (ow - 1) * osx + max(ww, 1) + int(rng.integers(0, 3))
+            osy_rows = int(rng.integers(1, 3))
+            img_h = (oh - 1) * osy_rows + wh
+            img = rng.integers(-128, 128, size=(img_h, img_w, W))
+            wts = rng.integers(-128, 128, size=(max(ww * wh, 1), W))
+            zin = int(rng.integers(-128, 128))
+            if trial % 4 == 1:
+                img[:], wts[:], zin = -128, -128, 127
+            bias = _i32(rng, C) if trial % 3 == 2 else rng.integers(-20000, 20000, size=C)
+            if trial % 2:
+                mult, shift = _mults(rng, C), _shifts(rng, C)
+            else:
+                ms = [arith.quantize_multiplier(float(r)) for r in rng.uniform(1e-4, 0.02, size=C)]
+                mult, shift = np.array([m for m, _ in ms]), np.array([s for _, s in ms])
+            zo, relu = int(rng.integers(-128, 128)), int(rng.integers(0, 2))
+            table = bias.astype("<i4").tobytes() + mult.astype("<i4").tobytes() + shift.astype("i1").tobytes()
+            src, wt, param, dst = int(rng.integers(0, 100)), 700 + trial, 800 + 3 * trial, 1200
+            await tb.write_words(src, _words(tb, img))
+            await tb.write_words(wt, _words(tb, wts))
+            await tb.write_words(param, [int.from_bytes(table[j * W:(j + 1) * W], "little") for j in range(P)])
+            await _load_qreg(tb, 20, int(rng.integers(0, 1 << 30)), 3, zin)
+            await _load_qreg(tb, 33, 0, 0, zo)
+            s, g, c = await tb.run("vpu", isa.make(
+                "DWCONV", relu=relu, src_addr=src, win_w=ww, win_h=wh, win_stride_x=1,
+                win_stride_y=img_w, out_w=ow, out_stride_x=osx, out_h=oh, out_stride_y=osy_rows * img_w,
+                dst_addr=dst, qreg_in=20, qreg_out=33, wt_addr=wt, param_addr=param))
+            assert tb.last_err == (0, 0), tb.last_err
+            D = P + ow * oh * (2 * ww * wh + 1)
+            assert g == s + 1 and c == g + D, (s, g, c, D)
+            got = np.array([tb.int_word(v) for v in await tb.read_words(dst, ow * oh)])
+            taps = np.array([img[y * osy_rows:y * osy_rows + wh, x * osx:x * osx + ww].reshape(-1, W)
+                             for y in range(oh) for x in range(ow)]).reshape(ow * oh, ww * wh, W)
+            acc = arith.depthwise_acc(taps, wts[:ww * wh], zin)
+            want = arith.requant_conv(acc, bias, mult, shift, zo, bool(relu))
+            assert np.array_equal(got, want), f"trial {trial} ({ww}x{wh}): got {got} want {want}"
+            lanes += got.size
+        dut._log.info(f"dwconv_random: {lanes} lanes bit-exact")
+
+    @cocotb.test()
     async def qreg_invalid_and_zero_count(dut):
         tb = await _setup(dut)
         await _load_qreg(tb, 5, 1 << 30, 0, 0)
@@ -299,6 +350,9 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
         assert tb.last_err == (1, 42), tb.last_err
         s, g, c = await tb.run("vpu", isa.make("POOL", mode=0, src_addr=0, win_w=2, win_h=2,
                                                out_w=0, out_h=3, qreg_in=60, qreg_out=61))
+        assert tb.last_err == (0, 0) and c == s + 1, (tb.last_err, s, c)
+        s, g, c = await tb.run("vpu", isa.make("DWCONV", src_addr=0, win_w=3, win_h=3, out_w=4, out_h=0,
+                                               qreg_in=5, qreg_out=5))
         assert tb.last_err == (0, 0) and c == s + 1, (tb.last_err, s, c)
         s, g, c = await tb.run("vpu", isa.make("NOP", engine=3))
         assert c == s + 1

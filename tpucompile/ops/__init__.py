@@ -1,7 +1,8 @@
 """The compiler's op table: one module per op family, each holding everything its ops need.
 
   module        ONNX ops                                  QGraph op     runs on
-  conv          Conv (grouped, depthwise, dilated: dense)  QConv         systolic array
+  conv          Conv (grouped, dilated: dense)            QConv         systolic array
+  depthwise     Conv with group = C = M (-> DepthwiseConv) QDwConv       vector unit (DWCONV)
   batchnorm     BatchNormalization (folded into Conv)     -             -
   relu          Relu, Clip (fused into Conv / Add)        -             -
   add           Sum (of two), Add                         QAdd          vector unit
@@ -49,6 +50,7 @@ from tpucompile.ops import (
                             concat,
                             constant,
                             conv,
+                            depthwise,
                             gemm,
                             identity,
                             lrn,
@@ -67,15 +69,16 @@ from tpucompile.ops import (
 from tpucompile.ops.add import QAdd
 from tpucompile.ops.concat import QConcat
 from tpucompile.ops.conv import QConv
+from tpucompile.ops.depthwise import QDwConv
 from tpucompile.ops.lut import QLut
 from tpucompile.ops.mul import QMul
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
 
-FAMILIES = (conv, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
+FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
             transpose, lut, lrn, resize, shapes, qdq)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize"]

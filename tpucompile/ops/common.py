@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tpucompile.qgraph import QOp, check_array
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
@@ -278,3 +279,33 @@ def load_window(P, X, k0: int, nblocks: int, win: InputWindow, base: int) -> Non
     W = P.cfg.word_bytes
     P.dma("DMA_LOAD", X.addr(k0, win.r0, win.c0a), base, win.ncols * W, win.nrows, X.row_bytes,
           win.ncols * W, nblocks, X.block_bytes, win.nrows * win.ncols * W, buf=X.buf_id)
+
+
+@dataclass(frozen=True)
+class QFilter(QOp):
+    """The fields of a weighted window op (QConv, QDwConv): int8 ``weight`` (its first axis the
+    output channels), per-output-channel int32 ``bias``, ``mult``, ``shift``; ``strides`` (sh,
+    sw), ``pads`` (top, left, bottom, right) in elements with padding value ``x_zp``; ``relu``;
+    ``x_zp``, ``y_zp`` the zero points of ``inp`` and ``out``."""
+    name: str
+    inp: str
+    out: str
+    weight: np.ndarray
+    bias: np.ndarray
+    mult: np.ndarray
+    shift: np.ndarray
+    strides: tuple
+    pads: tuple
+    relu: bool
+    x_zp: int
+    y_zp: int
+
+    def check_filter(self, ndim: int, layout: str) -> None:
+        """CompileError naming the op unless ``weight`` is int8 of ``ndim`` axes (``layout``
+        says which) and bias, mult, shift are int32 of one value per output channel."""
+        kind = type(self).__name__
+        if not isinstance(self.weight, np.ndarray) or self.weight.dtype != np.int8 or self.weight.ndim != ndim:
+            raise CompileError(f"{kind} {self.name!r}: weight must be int8 {layout}, got "
+                               f"{getattr(self.weight, 'dtype', None)} {getattr(self.weight, 'shape', None)}")
+        for nm in ("bias", "mult", "shift"):
+            check_array(f"{kind} {self.name!r}", nm, getattr(self, nm), np.int32, (self.weight.shape[0],))

@@ -38,6 +38,7 @@ from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_
 from tpucompile.backend.tiling import tile_conv
 from tpucompile.ir import Node
 from tpucompile.ops.common import (
+    QFilter,
     bad_attr,
     input_window,
     load_window,
@@ -47,9 +48,10 @@ from tpucompile.ops.common import (
     window_layout,
     windows,
 )
+from tpucompile.ops.depthwise import is_depthwise
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.ops.transpose import channel_permutation
-from tpucompile.qgraph import QOp, QTensor, check_array
+from tpucompile.qgraph import QTensor
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
@@ -57,7 +59,7 @@ __all__ = ["QConv", "conv_int8", "conv_qop", "OPS"]
 
 
 @dataclass(frozen=True)
-class QConv(QOp):
+class QConv(QFilter):
     """Convolution / fully-connected layer (int8 x int8 -> int32 -> int8).
 
     weight: int8 [Cout, Cin, kh, kw] (per-output-channel symmetric, zero point 0).
@@ -67,26 +69,9 @@ class QConv(QOp):
             elements, padding value x_zp.  relu: clamp low end at y_zp.  x_zp, y_zp: zero points
             of inp and out.
     """
-    name: str
-    inp: str
-    out: str
-    weight: np.ndarray
-    bias: np.ndarray
-    mult: np.ndarray
-    shift: np.ndarray
-    strides: tuple
-    pads: tuple
-    relu: bool
-    x_zp: int
-    y_zp: int
 
     def __post_init__(self):
-        if not isinstance(self.weight, np.ndarray) or self.weight.dtype != np.int8 or self.weight.ndim != 4:
-            raise CompileError(f"QConv {self.name!r}: weight must be int8 4-D, got "
-                               f"{getattr(self.weight, 'dtype', None)} {getattr(self.weight, 'shape', None)}")
-        cout = self.weight.shape[0]
-        for nm, dt in (("bias", np.int32), ("mult", np.int32), ("shift", np.int32)):
-            check_array(f"QConv {self.name!r}", nm, getattr(self, nm), dt, (cout,))
+        self.check_filter(4, "4-D")
         if len(self.strides) != 2 or min(self.strides) < 1:
             raise CompileError(f"QConv {self.name!r}: bad strides {self.strides}")
         if len(self.pads) != 4 or min(self.pads) < 0:
@@ -347,8 +332,9 @@ DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform,
 def _canonicalize(graph, node, producers) -> list:
     """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)
     constant and matching the input's channels, bias B (if given) a constant of M values. A
-    grouped (depthwise included) or dilated Conv becomes a dense one (``_dense_weight``): exact,
-    but its MATMULs multiply the zeros too (a depthwise layer uses 1/C of the array). A Conv
+    depthwise Conv (group = C = M, no dilation, ``depthwise.is_depthwise``) becomes a
+    DepthwiseConv (the vector unit's DWCONV). Another grouped (depth multiplier > 1) or dilated
+    Conv becomes a dense one (``_dense_weight``): exact, but its MATMULs multiply the zeros too. A Conv
     reading a channel shuffle (``transpose.channel_permutation``) reads the shuffle's input with
     its weight's input channels permuted.
     CompileError naming the node and the tensor otherwise (before calibration runs the model)."""
@@ -359,6 +345,10 @@ def _canonicalize(graph, node, producers) -> list:
     xs = graph.tensors[x].shape
     group, dil = node.attrs.get("group", 1), tuple(node.attrs.get("dilations", (1, 1)))
     shuffle = channel_permutation(graph, producers, x) if w.ndim == 4 else None
+    if shuffle is None and is_depthwise(w, xs, group, dil):
+        _check_bias(graph, node, w)
+        attrs = {k: v for k, v in node.attrs.items() if k not in ("group", "dilations", "kernel_shape")}
+        return [Node("DepthwiseConv", node.name, list(node.inputs), list(node.outputs), attrs)]
     if (group != 1 or dil != (1, 1) or shuffle) and w.ndim == 4 and len(xs) == 4:
         if group != 1 or dil != (1, 1):
             w = _dense_weight(node, w, xs[1], group, dil)
@@ -375,12 +365,16 @@ def _canonicalize(graph, node, producers) -> list:
     if w.ndim != 4 or len(xs) != 4 or w.shape[1] != xs[1]:
         raise CompileError(f"node {node.name!r} (Conv): weight {wn!r} of shape {tuple(w.shape)} does not "
                            f"fit input {x!r} of shape {tuple(xs)} (expected (M, {xs[1] if len(xs) == 4 else 'C'}, kH, kW))")
+    _check_bias(graph, node, w)
+    return [node]
+
+
+def _check_bias(graph, node, w) -> None:
     if len(node.inputs) > 2 and node.inputs[2]:
         b = graph.const(node.inputs[2])
         if b is None or b.shape != (w.shape[0],):
             raise CompileError(f"node {node.name!r} (Conv): bias {node.inputs[2]!r} must be a constant of "
                                f"{w.shape[0]} values, got {None if b is None else tuple(b.shape)}")
-    return [node]
 
 
 OPS = (OpDef("Conv", import_node=_import, canonicalize=_canonicalize, fuses_relu=True, quantize=_quantize,

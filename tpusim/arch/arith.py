@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
            "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "mul_int8", "lut_int8",
-           "matmul_acc"]
+           "matmul_acc", "depthwise_acc"]
 
 INT32_MIN = -(2 ** 31)
 INT32_MAX = 2 ** 31 - 1
@@ -161,6 +161,18 @@ def requant_conv(acc, bias, mult, shift, zp: int, relu: bool) -> np.ndarray:
     y = requant(v, mult, shift) + int(zp)
     lo = int(zp) if relu else -128
     return np.clip(y, lo, 127).astype(np.int8)
+
+
+def depthwise_acc(taps, weights, zp_in: int) -> np.ndarray:
+    """Depthwise-convolution accumulator, lane-wise (TFLite ``reference_integer_ops::
+    DepthwiseConvPerChannel`` with depth multiplier 1 and weight zero point 0).
+
+    taps: int8 [..., T, L] (the T window taps of each output, L lanes = channels); weights: int8
+    [T, L]; returns int32 [..., L] = sum over t of (taps[t] - zp_in) * weights[t]. Exact in int32
+    for T <= 255 * 255 (the largest window): |sum| <= 65025 * 255 * 128 < 2^31. The output stage
+    is ``requant_conv`` (bias, per-channel mult and shift, zero point, relu)."""
+    x = np.asarray(taps, dtype=np.int64) - int(zp_in)
+    return (x * np.asarray(weights, dtype=np.int64)).sum(axis=-2)
 
 
 def pool_avg(sum_, n: int, zp_in: int, mult, shift, zp_out: int) -> np.ndarray:

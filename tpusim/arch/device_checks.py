@@ -197,10 +197,26 @@ def lut_fault(a: dict, cfg, loaded=frozenset()) -> DeviceFault | None:
                   _vpu_words("src_addr", a, n, cfg), _vpu_words("dst_addr", a, n, cfg))
 
 
+def dwconv_fault(a: dict, cfg, loaded) -> DeviceFault | None:
+    """With outputs (out_w * out_h > 0) only: vpu_sram_range (the table of ``param_words`` words;
+    then, if the window has taps, the source first to last tap and the ``win_w * win_h`` weight
+    words; then the dense destination), then qreg_unloaded (qreg_in, qreg_out)."""
+    outs, taps = a["out_w"] * a["out_h"], a["win_w"] * a["win_h"]
+    if outs == 0:
+        return None
+    src = None
+    if taps:
+        src = _sram_words("vpu_sram_range", "src_addr", a["src_addr"], pool_last_tap(a), cfg, span=True)
+    return _first(_vpu_words("param_addr", a, cfg.param_words, cfg), src, _vpu_words("wt_addr", a, taps, cfg),
+                  _vpu_words("dst_addr", a, outs, cfg),
+                  *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg_in", "qreg_out")))
+
+
 # ------------------------------------------------------------------ by opcode
 _CONFIG_ONLY = {"DMA_LOAD": dma_fault, "DMA_STORE": dma_fault, "LOAD_WEIGHTS": load_weights_fault,
                 "MATMUL": matmul_fault}
-_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "MUL": mul_fault, "LUT": lut_fault}
+_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "MUL": mul_fault, "LUT": lut_fault,
+               "DWCONV": dwconv_fault}
 
 
 def start_fault(ins, cfg, loaded=frozenset()) -> DeviceFault | None:
@@ -244,6 +260,6 @@ def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault
 
 
 __all__ = ["DeviceFault", "DDR_ALIGN_MIN_BYTES", "where", "ddr_align_bytes", "dma_fault",
-           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault",
+           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault", "dwconv_fault",
            "qreg_fault", "start_fault", "reserved_opcode_fault", "unused_bits_fault", "decode_fault",
            "token_overflow_fault"]

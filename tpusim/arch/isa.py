@@ -29,7 +29,7 @@ class Engine(IntEnum):
     LOAD = 0   # DMA read channel: DDR -> SRAM (DMA clock domain)
     STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
     MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
-    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT (core clock domain)
+    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV (core clock domain)
 
 
 #: Engine names in Engine order: ("LOAD", "STORE", "MXU", "VPU"); lower case in counter and
@@ -83,6 +83,20 @@ _DMA_FIELDS = (
     _f("sram_stride2", 20),  # SRAM bytes between rows
 )
 
+#: a window over SRAM words (POOL and DWCONV, after their 1-bit mode / relu field): every output
+#: (y, x) reads the taps (ty, tx) at src_addr + y*out_stride_y + x*out_stride_x + ty*win_stride_y
+#: + tx*win_stride_x and writes word dst_addr + y*out_w + x
+_WINDOW_FIELDS = (
+    _f("src_addr", 16),
+    _f("win_w", 8), _f("win_h", 8),
+    _f("win_stride_x", 16), _f("win_stride_y", 16),  # words between window taps
+    _f("out_w", 16), _f("out_stride_x", 16),         # outputs per row, src words between them
+    _f("out_h", 16), _f("out_stride_y", 16),         # output rows, src words between them
+    _f("dst_addr", 16),      # dense: output (y, x) -> dst_addr + y * out_w + x
+    _f("qreg_in", 6),        # input zero point (POOL: average only)
+    _f("qreg_out", 6),       # POOL average: multiplier, shift, output zero point; DWCONV: zero point
+)
+
 OPCODES: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("NOP", 0x01, None, (_f("engine", 2),)),
     OpSpec("HALT", 0x02, None, ()),
@@ -113,14 +127,7 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
     )),
     OpSpec("POOL", 0x09, Engine.VPU, (
         _f("mode", 1),           # 0 max, 1 average
-        _f("src_addr", 16),
-        _f("win_w", 8), _f("win_h", 8),
-        _f("win_stride_x", 16), _f("win_stride_y", 16),  # words between window taps
-        _f("out_w", 16), _f("out_stride_x", 16),         # outputs per row, src words between them
-        _f("out_h", 16), _f("out_stride_y", 16),         # output rows, src words between them
-        _f("dst_addr", 16),      # dense: output (y, x) -> dst_addr + y * out_w + x
-        _f("qreg_in", 6),        # average: input zero point
-        _f("qreg_out", 6),       # average: multiplier, shift, output zero point
+        *_WINDOW_FIELDS,
     )),
     OpSpec("ADD", 0x0A, Engine.VPU, (
         _f("src_a", 16), _f("src_b", 16), _f("dst_addr", 16), _f("count", 16),
@@ -137,9 +144,19 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
         _f("src_addr", 16), _f("dst_addr", 16), _f("count", 16),
         _f("table_addr", 16),    # word address of the 256-byte table (lut_words words)
     )),
+    # depthwise convolution: POOL's window (the same first 13 fields at the same bits, relu in
+    # mode's place: DWCONV_POOL_FIELDS), per-lane weights and a REQUANT table
+    OpSpec("DWCONV", 0x0D, Engine.VPU, (
+        _f("relu", 1),           # 1: clamp below at the output zero point
+        *_WINDOW_FIELDS,
+        _f("wt_addr", 16),       # word address of win_h*win_w weight words: tap ty*win_w + tx
+        _f("param_addr", 16),    # word address of the per-channel table (bias, mult, shift)
+    )),
 )}
 
 BY_CODE: dict[int, OpSpec] = {s.code: s for s in OPCODES.values()}
+#: DWCONV's fields that lie where POOL's do (the RTL decodes DWCONV's window with pool_fields)
+DWCONV_POOL_FIELDS = 1 + len(_WINDOW_FIELDS)
 
 
 

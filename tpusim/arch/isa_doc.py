@@ -193,12 +193,36 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
          "dst_addr": "SRAM word address of the first output word (may equal `src_addr`)",
          "count": "words",
          "table_addr": "SRAM word address of the table (`lut_words` words)"}),
+    "DWCONV": (
+        "Depthwise convolution, lane-wise (lane = channel; TFLite int8 DepthwiseConv with depth "
+        "multiplier 1 and per-channel scales): for each of the `out_w*out_h` outputs, the window "
+        "of POOL (`src_addr`, the same strides) and for each tap `t = ty*win_w + tx` the weight word "
+        "`wt_addr + t` (int8 per lane, zero point 0): `acc = sum_t (x[t] - zp(qreg_in)) * w[t]` "
+        "(`tpusim.arch.arith.depthwise_acc`, exact in int32), then the REQUANT output stage with the "
+        "per-channel table at `param_addr` (`requant_conv(acc, bias, mult, shift, zp(qreg_out), "
+        "relu)`); output `(y, x)` is word `dst_addr + y*out_w + x`. Only the zero points of the two "
+        "quant registers are used. The first 13 fields lie where POOL's do (`relu` in `mode`'s bit).",
+        "SRAM transaction `D = param_words + out_w*out_h*(2*win_w*win_h + 1)` (the table words; then "
+        "per output, per tap: read the source tap, read its weight word; then the write); ranges: "
+        "table, source (first..last tap), weights (`win_w*win_h` words), destination; no outputs: no "
+        "request, `c = s + 1`. Request at `s`, grant `g`, completion `c = g + D` (core).",
+        {"relu": "1: clamp below at the output zero point",
+         "src_addr": "SRAM word of the first tap of the first output",
+         "win_w": "window width (taps)", "win_h": "window height (taps)",
+         "win_stride_x": "words between taps in a window row",
+         "win_stride_y": "words between window rows",
+         "out_w": "outputs per row", "out_stride_x": "source words between outputs in a row",
+         "out_h": "output rows", "out_stride_y": "source words between output rows",
+         "dst_addr": "SRAM word of output (0, 0); dense",
+         "qreg_in": "quant register whose zero point is the input's",
+         "qreg_out": "quant register whose zero point is the output's",
+         "wt_addr": "SRAM word of the first of `win_w*win_h` weight words",
+         "param_addr": "SRAM word of the per-channel table (bias, mult, shift; as REQUANT)"}),
 }
-
 
 _REQUANT_TEXT = [
     "", "## Requant arithmetic", "",
-    "REQUANT, POOL (average), ADD and MUL scale int32 values with `requant(x, mult, shift)` "
+    "REQUANT, POOL (average), ADD, MUL and DWCONV scale int32 values with `requant(x, mult, shift)` "
     "(`tpusim.arch.arith.requant`, gemmlowp `MultiplyByQuantizedMultiplier`): "
     "`t = sat32(x * 2^left)`, `v = SaturatingRoundingDoublingHighMul(t, mult)` "
     "(`x*mult / 2^31`, ties toward +inf, `INT32_MAX` for `INT32_MIN * INT32_MIN`), "

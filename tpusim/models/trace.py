@@ -118,24 +118,26 @@ def fold32(total: int) -> int:
 
 
 def vpu_dst_words(instr) -> tuple[int, int]:
-    """(first SRAM word, word count) a REQUANT / POOL / ADD / MUL / LUT writes; (0, 0) for other opcodes."""
+    """(first SRAM word, word count) a REQUANT / POOL / ADD / MUL / LUT / DWCONV writes; (0, 0) for other opcodes."""
     a = instr.args
     if instr.op in ("REQUANT", "ADD", "MUL", "LUT"):
         return a["dst_addr"], a["count"]
-    if instr.op == "POOL":
+    if instr.op in ("POOL", "DWCONV"):
         return a["dst_addr"], a["out_w"] * a["out_h"]
     return 0, 0
 
 
 def qreg_read_ports(instr) -> list[int | None]:
     """Quant register index on each of the VPU's 3 read ports (None = unused), as the RTL wires
-    them: REQUANT qreg; POOL average qreg_in, qreg_out (max: none); ADD and MUL qreg_a, qreg_b,
+    them: REQUANT qreg; POOL average and DWCONV qreg_in, qreg_out (max: none); ADD and MUL qreg_a, qreg_b,
     qreg_out."""
     a = instr.args
     if instr.op == "REQUANT":
         return [a["qreg"], None, None]
     if instr.op == "POOL":
         return [a["qreg_in"], a["qreg_out"], None] if a["mode"] else [None, None, None]
+    if instr.op == "DWCONV":
+        return [a["qreg_in"], a["qreg_out"], None]
     if instr.op in ("ADD", "MUL"):
         return [a["qreg_a"], a["qreg_b"], a["qreg_out"]]
     return [None, None, None]

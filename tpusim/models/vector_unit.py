@@ -1,4 +1,4 @@
-"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT; integer arithmetic from tpusim.arch.arith.
+"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV; integer arithmetic from tpusim.arch.arith.
 
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
@@ -8,7 +8,9 @@ Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
     ADD     D = 3*count;                  ranges: src_a, src_b, dst (count words each)
     MUL     D = 3*count;                  ranges: src_a, src_b (count words, 1 if stride_b = 0), dst
     LUT     D = lut_words + 2*count;      ranges: table, src, dst (count words each)
-  D = 0 (POOL/ADD/MUL with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
+    DWCONV  D = param_words + out_w*out_h*(2*win_w*win_h + 1); ranges: table, source (first..last
+            tap), weights (win_w*win_h words), destination
+  D = 0 (POOL/ADD/MUL/DWCONV with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
   Zero-word ranges are left out of the bank mask. POOL with a 0-tap window: max gives -128 in
   every lane, average gives pool_avg(0, 0, ...).
 Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. The requant table
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.arch.arith import add_int8, lut_int8, mul_int8, pool_avg, requant_conv
-from tpusim.arch.device_checks import add_fault, lut_fault, mul_fault, pool_fault, requant_fault
+from tpusim.arch.arith import add_int8, depthwise_acc, lut_int8, mul_int8, pool_avg, requant_conv
+from tpusim.arch.device_checks import add_fault, dwconv_fault, lut_fault, mul_fault, pool_fault, requant_fault
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.operands import LUT_TABLE_BYTES, REQUANT_TABLE_BYTES_PER_CHANNEL, lut_table, requant_table
 from tpusim.models import sram as sram_mod
@@ -51,7 +53,7 @@ class Vpu(EngineBase):
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
-        elif op in ("REQUANT", "POOL", "ADD", "MUL", "LUT"):
+        elif op in ("REQUANT", "POOL", "ADD", "MUL", "LUT", "DWCONV"):
             ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
@@ -101,19 +103,25 @@ class Vpu(EngineBase):
         return [r for r in (table, dst) if r], pw + n, effect
 
     # ------------------------------------------------------------------ POOL
-    def _plan_pool(self, entry: QueueEntry):
-        a = entry.instr.args
+    @staticmethod
+    def _window(a: dict):
+        """POOL / DWCONV: the source word of every tap, int [out_h, out_w, win_h, win_w], and
+        the source range (first..last tap; None without taps)."""
         ow, oh, ww, wh = a["out_w"], a["out_h"], a["win_w"], a["win_h"]
-        taps, outs = ww * wh, ow * oh
-        if outs == 0:
-            return [], 0, None
-        self._check(entry, pool_fault)
         idx = (a["src_addr"]
                + np.arange(oh)[:, None, None, None] * a["out_stride_y"]
                + np.arange(ow)[None, :, None, None] * a["out_stride_x"]
                + np.arange(wh)[None, None, :, None] * a["win_stride_y"]
                + np.arange(ww)[None, None, None, :] * a["win_stride_x"])
-        src = self._span(a["src_addr"], int(idx.max()) - a["src_addr"] + 1 if taps else 0)
+        return idx, Vpu._span(a["src_addr"], int(idx.max()) - a["src_addr"] + 1 if ww * wh else 0)
+
+    def _plan_pool(self, entry: QueueEntry):
+        a = entry.instr.args
+        taps, outs = a["win_w"] * a["win_h"], a["out_w"] * a["out_h"]
+        if outs == 0:
+            return [], 0, None
+        self._check(entry, pool_fault)
+        idx, src = self._window(a)
         dst = self._span(a["dst_addr"], outs)
         if a["mode"]:
             zp_in = self.qregs.get(a["qreg_in"]).zero_point
@@ -128,6 +136,30 @@ class Vpu(EngineBase):
                 out = vals.max(axis=1, initial=-128)
             self.sram.words[a["dst_addr"]:a["dst_addr"] + outs] = out
         return [r for r in (src, dst) if r], outs * (taps + 1), effect
+
+    # ------------------------------------------------------------------ DWCONV
+    def _plan_dwconv(self, entry: QueueEntry):
+        a = entry.instr.args
+        taps, outs = a["win_w"] * a["win_h"], a["out_w"] * a["out_h"]
+        if outs == 0:
+            return [], 0, None
+        self._check(entry, dwconv_fault)
+        cols, pw = self.cfg.array_cols, self.cfg.param_words
+        idx, src = self._window(a)
+        ranges = [self._span(a["param_addr"], pw), src, self._span(a["wt_addr"], taps),
+                  self._span(a["dst_addr"], outs)]
+        zp_in = self.qregs.get(a["qreg_in"]).zero_point
+        zp_out = self.qregs.get(a["qreg_out"]).zero_point
+
+        def effect():
+            raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes,
+                                       REQUANT_TABLE_BYTES_PER_CHANNEL * cols)
+            bias, mult, shift = requant_table(raw, cols)
+            vals = self.sram.words[idx.reshape(outs, taps)]             # [outputs, taps, W]
+            acc = depthwise_acc(vals, self.sram.words[a["wt_addr"]:a["wt_addr"] + taps], zp_in)
+            out = requant_conv(acc, bias, mult, shift, zp_out, bool(a["relu"]))
+            self.sram.words[a["dst_addr"]:a["dst_addr"] + outs] = out
+        return [r for r in ranges if r], pw + outs * (2 * taps + 1), effect
 
     # ------------------------------------------------------------------ ADD
     def _plan_add(self, entry: QueueEntry):

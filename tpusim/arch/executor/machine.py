@@ -10,7 +10,7 @@ State (``cfg`` = the HwConfig; W = word_bytes = array_rows = R, C = array_cols):
 Arithmetic: ``tpusim.arch.arith`` only. Operand addresses: ``tpusim.arch.operands``. Before
 anything else, ``execute`` runs the instruction's device checks (``tpusim.arch.device_checks``)
 and raises their ``DeviceError``. Zero-size operations follow docs/architecture.md,
-clarification 6: MATMUL with M = 0, POOL, ADD and MUL with no output do nothing (REQUANT and LUT
+clarification 6: MATMUL with M = 0, POOL, DWCONV, ADD and MUL with no output do nothing (REQUANT and LUT
 with count 0 still read their table); a POOL window of 0 taps gives -128 (max) and
 ``pool_avg(0, 0, ...)`` (average), as the SimPy model and the RTL.
 
@@ -19,7 +19,8 @@ with count 0 still read their table); a POOL window of 0 taps gives -128 (max) a
 ``qreg_read`` (qreg, value, field; each quant register read, in field order), ``requant`` /
 ``add`` (x: the int32 values requantised last, mult, shift, zp, relu), ``pool_avg`` (x, mult,
 shift, zp), ``mul`` (x: the int32 products requantised, mult, shift, zp, relu), ``lut`` (x: the
-int8 inputs, table: int8[256]).
+int8 inputs, table: int8[256]), ``dwconv`` (x: the int32 sums with bias requantised, mult,
+shift, zp, relu).
 """
 from __future__ import annotations
 
@@ -162,6 +163,22 @@ class Machine:
         x_b = self.sram[a["src_b"]:a["src_b"] + (n if a["stride_b"] else 1)].astype(np.int64)
         self.observe("mul", i, x=(x_a - za) * (x_b - zb), mult=mo, shift=so, zp=zo, relu=a["relu"])
         self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.mul_int8(x_a, x_b, za, zb, zo, mo, so, bool(a["relu"]))
+
+    def _dwconv(self, i, a):
+        outs, taps = a["out_w"] * a["out_h"], a["win_w"] * a["win_h"]
+        if outs == 0:
+            return
+        c, start = self.C, a["param_addr"] * self.W
+        raw = self._flat_sram()[start:start + REQUANT_TABLE_BYTES_PER_CHANNEL * c].tobytes()
+        bias, mult, shift = (v.astype(np.int64) for v in requant_table(raw, c))
+        zi = self._qreg(i, "qreg_in", a["qreg_in"])[2]
+        zo = self._qreg(i, "qreg_out", a["qreg_out"])[2]
+        vals = self.sram[pool_taps(a)].reshape(outs, taps, self.W)
+        wts = self.sram[a["wt_addr"]:a["wt_addr"] + taps]
+        acc = arith.depthwise_acc(vals, wts, zi)
+        self.observe("dwconv", i, x=arith.sat32(acc + bias), mult=mult, shift=shift, zp=zo, relu=a["relu"])
+        self.sram[a["dst_addr"]:a["dst_addr"] + outs] = arith.requant_conv(acc, bias, mult, shift, zo,
+                                                                           bool(a["relu"]))
 
     def _lut(self, i, a):
         n, start = a["count"], a["table_addr"] * self.W
