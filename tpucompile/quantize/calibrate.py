@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.ops.common import activation_params, one_line
@@ -17,16 +17,64 @@ from tpusim.arch.errors import CompileError
 __all__ = ["calibrate", "check_host_memory", "session_input", "session_with_outputs", "CALIB_METHODS", "DEFAULT_PERCENTILE"]
 
 
-def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
-    """An onnxruntime CPU session of `model` whose outputs are exactly `names` (float32)."""
+#: initializers of at least this many bytes reach onnxruntime as arrays, not serialized
+EXTERNAL_MIN_BYTES = 1 << 16
+
+
+def _copy_fields(dst, src, skip: tuple) -> None:
+    """Copy every set field of protobuf message ``src`` into ``dst`` except those in ``skip``."""
+    for fd, val in src.ListFields():
+        if fd.name in skip:
+            continue
+        if fd.is_repeated:
+            getattr(dst, fd.name).extend(val)
+        elif fd.message_type is not None:
+            getattr(dst, fd.name).CopyFrom(val)
+        else:
+            setattr(dst, fd.name, val)
+
+
+def _nbytes(t: TensorProto) -> int:
+    """The size of initializer ``t``'s values from its shape and type (0 for strings), without
+    serializing it."""
+    if t.data_type in (TensorProto.STRING, TensorProto.UNDEFINED):
+        return 0
+    return int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+
+
+def _without_big_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list, list]:
+    """``model`` with its outputs removed and every initializer of EXTERNAL_MIN_BYTES or more
+    (with inline data) replaced by an external-data stub, plus the stubs' names and arrays: a
+    session of it gets the arrays with ``SessionOptions.add_external_initializers``, so the
+    weights are neither copied into a second ModelProto nor serialized and parsed again (VGG-19:
+    548 MB, about 5 s of a compile)."""
     m = onnx.ModelProto()
-    m.CopyFrom(model)
-    del m.graph.output[:]
+    _copy_fields(m, model, ("graph",))
+    _copy_fields(m.graph, model.graph, ("initializer", "output"))
+    names, arrays = [], []
+    for t in model.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL and _nbytes(t) >= EXTERNAL_MIN_BYTES:
+            stub = m.graph.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims,
+                                           data_location=TensorProto.EXTERNAL)
+            stub.external_data.add(key="location", value="tpusim-in-memory")
+            names.append(t.name)
+            arrays.append(numpy_helper.to_array(t))
+        else:
+            m.graph.initializer.append(t)
+    return m, names, arrays
+
+
+def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
+    """An onnxruntime CPU session of `model` whose outputs are exactly `names` (float32); its
+    large weights are handed over as arrays (``_without_big_weights``)."""
+    m, ext_names, ext_arrays = _without_big_weights(model)
     for n in names:
         m.graph.output.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     try:
+        if ext_names:
+            opts.add_external_initializers(ext_names, [ort.OrtValue.ortvalue_from_numpy(a) for a in ext_arrays])
         return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime's Fail / InvalidArgument / NotImplemented
         raise CompileError(f"onnxruntime (the FP32 reference and calibrator) cannot run the model: "
