@@ -41,7 +41,9 @@ class Program:
         self.signal: list = []
         self.nbytes_in: list = []
         self.nbytes_out: list = []
-        self._mem = {k: (np.full(n, -1, np.int64), np.full(n, -1, np.int8), np.full((NENG, n), -1, np.int64))
+        # per space: [engine, word] index of the last write by that engine if it is the word's last
+        # write (else -1), and [engine, word] index of the engine's last read since that write
+        self._mem = {k: (np.full((NENG, n), -1, np.int64), np.full((NENG, n), -1, np.int64))
                      for k, n in (("s", cfg.sram_words), ("a", cfg.acc_depth_rows))}
         self._ddr: dict = {}
         self.covered = [[-1] * NENG for _ in range(NENG)]
@@ -55,27 +57,24 @@ class Program:
     def _deps_range(self, kind, lo, hi, write, dep):
         if hi <= lo:
             return
-        w, we, rd = self._mem[kind]
-        n = w.shape[0]
+        wr, rd = self._mem[kind]
+        n = wr.shape[1]
         if lo < 0 or hi > n:
             raise CompileError(f"internal: {kind} range [{lo}, {hi}) outside [0, {n})")
-        ws, es = w[lo:hi], we[lo:hi]
-        for x in range(NENG):
-            m = ws[es == x]
-            if m.size:
-                dep[x] = max(dep[x], int(m.max()))
-            if write:
-                r = int(rd[x, lo:hi].max())
-                if r >= 0:
-                    dep[x] = max(dep[x], r)
+        last = wr[:, lo:hi].max(axis=1)
+        if write:
+            last = np.maximum(last, rd[:, lo:hi].max(axis=1))
+        for x, v in enumerate(last.tolist()):
+            if v > dep[x]:
+                dep[x] = v
 
     def _update_range(self, kind, lo, hi, write, idx, e):
         if hi <= lo:
             return
-        w, we, rd = self._mem[kind]
+        wr, rd = self._mem[kind]
         if write:
-            w[lo:hi] = idx
-            we[lo:hi] = e
+            wr[:, lo:hi] = -1
+            wr[e, lo:hi] = idx
             rd[:, lo:hi] = -1
         else:
             rd[e, lo:hi] = idx
