@@ -2,7 +2,8 @@
 
     python -m tpusim.flow.bench_zoo [--hw seed] [--models a,b,...] [--out runs/zoo] [--json FILE]
 
-Per model: compile s, SimPy s, cycles, utilisation, cosine / SQNR of the int8 output against
+Per model: load s (the ONNX file, or a built-in's seeded weights or its quantize_static QDQ
+version, and its images), compile s (compile_onnx with its IR dumps, the binary written), SimPy s, cycles, utilisation, cosine / SQNR of the int8 output against
 onnxruntime FP32, top-1 / top-5 agreement, and the verdict (golden = SimPy on every layer); a
 model the compiler refuses gets its one-line reason instead. Budgets (issue 9): compile <= 5 s and
 SimPy <= 30 s per model on seed; the figures are printed, not asserted.
@@ -30,7 +31,8 @@ def _row(name: str, hw: str, out: Path) -> dict:
     except TpuError as e:
         return {"model": name, "error": str(e).splitlines()[0], "wall_s": time.perf_counter() - t}
     a = v.accuracy
-    return {"model": name, "passed": v.passed, "compile_s": v.times_s.get("compile"), "simpy_s": v.times_s.get("simpy"),
+    return {"model": name, "passed": v.passed, "load_s": v.times_s.get("load"), "compile_s": v.times_s.get("compile"),
+            "simpy_s": v.times_s.get("simpy"),
             "cycles": v.cycles_simpy, "utilisation": v.utilisation, "cosine": a.get("cosine"), "sqnr_db": a.get("sqnr_db"),
             "top1": a.get("top1_agree"), "top5": a.get("top5_overlap"),
             "dataset_top1": (v.dataset or {}).get("golden_top1"), "wall_s": time.perf_counter() - t}
@@ -57,14 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
     t = Table(title=f"zoo on '{a.hw}' (SimPy; budgets compile <= {BUDGETS_S['compile']:g} s, "
                     f"SimPy <= {BUDGETS_S['simpy']:g} s)")
-    for c in ("model", "compile s", "SimPy s", "cycles", "util.", "cosine", "SQNR dB", "top-1", "top-5", "verdict"):
+    for c in ("model", "load s", "compile s", "SimPy s", "cycles", "util.", "cosine", "SQNR dB", "top-1", "top-5", "verdict"):
         t.add_column(c, justify="left" if c in ("model", "verdict") else "right")
     f = lambda x, fmt: "-" if x is None else format(x, fmt)  # noqa: E731
     for r in rows:
         if "error" in r:
-            t.add_row(r["model"], "", "", "", "", "", "", "", "", f"refused: {r['error'][:90]}")
+            t.add_row(r["model"], "", "", "", "", "", "", "", "", "", f"refused: {r['error'][:90]}")
             continue
-        t.add_row(r["model"], f(r["compile_s"], ".1f"), f(r["simpy_s"], ".1f"), f(r["cycles"], ","),
+        t.add_row(r["model"], f(r["load_s"], ".1f"), f(r["compile_s"], ".1f"), f(r["simpy_s"], ".1f"), f(r["cycles"], ","),
                   f(r["utilisation"], ".1%"), f(r["cosine"], ".4f"), f(r["sqnr_db"], ".1f"),
                   "-" if r["top1"] is None else ("agree" if r["top1"] else "differ"),
                   "-" if r["top5"] is None else f"{r['top5']}/5",

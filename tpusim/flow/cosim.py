@@ -106,6 +106,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
                 notes=v.notes)
         else:
             onnx_model, (x_float, calib_images) = model, data
+        v.times_s["load"] = time.perf_counter() - t          # the model, its data (and built-ins' weights)
+        t = time.perf_counter()
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
                                   keep_intermediates=True, calib_method=calib_method)
         res.binary.write(out / f"{Path(label).stem}.tpubin")
