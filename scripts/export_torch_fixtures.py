@@ -98,11 +98,28 @@ class Neck(nn.Module):
         return self.fc(y.view(y.size(0), -1))
 
 
+class Seq1d(nn.Module):
+    """A 1-D CNN on a (1, 3, 64) sequence: Conv1d + BatchNorm1d + ReLU, MaxPool1d, strided Conv1d +
+    BatchNorm1d + ReLU6, depthwise Conv1d + ReLU, AvgPool1d, AdaptiveAvgPool1d(1), Flatten,
+    Linear (the dynamo exporter writes each 1-D pool as Unsqueeze, a 2-D pool, Squeeze)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv1d(3, 16, 7, padding=3), nn.BatchNorm1d(16), nn.ReLU(),
+                               nn.MaxPool1d(2), nn.Conv1d(16, 24, 5, stride=2, padding=2), nn.BatchNorm1d(24),
+                               nn.ReLU6(), nn.Conv1d(24, 24, 3, padding=1, groups=24), nn.ReLU(),
+                               nn.AvgPool1d(2))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(24, 5))
+
+    def forward(self, x):
+        return self.head(self.f(x))
+
+
 def _settle_batchnorm(model: nn.Module, shape, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     model.train()
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
             m.momentum = None               # cumulative average over the passes
     with torch.no_grad():
         for _ in range(8):
@@ -140,6 +157,10 @@ def main() -> None:
     neck = Neck()
     _settle_batchnorm(neck, (1, 3, 16, 16), 5)
     _export(neck, (1, 3, 16, 16), a.out / "neck_16")
+    torch.manual_seed(0)
+    seq = Seq1d()
+    _settle_batchnorm(seq, (1, 3, 64), 6)
+    _export(seq, (1, 3, 64), a.out / "seq1d_64")
 
 
 if __name__ == "__main__":

@@ -477,3 +477,31 @@ def mobilenet_block(seed=0, c=12, hw=10):
                               pads=[2, 2, 2, 2]),
              helper.make_node("Relu", ["s"], ["y"], name="relu")]
     return make_model(nodes, inits, (1, c, hw, hw), "y", (1, c, hw // 2, hw // 2))
+
+
+def conv1d_net(seed=0, c=4, length=48):
+    """A 1-D CNN on a (1, C, L) sequence: Conv1d k5 pad 2 + BatchNorm + Relu, MaxPool1d k2 s2,
+    Conv1d k3 stride 2 pad 1 with bias + Clip(0, 6), Mul by a (C, 1) per-channel constant, a
+    residual Add of a 1x1 Conv1d, GlobalAveragePool, Flatten, Gemm: x [1, c, L] -> y [1, 6]."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.normal(0, np.sqrt(2.0 / (c * 5)), (8, c, 5)).astype(np.float32)
+    w2 = rng.normal(0, np.sqrt(2.0 / (8 * 3)), (12, 8, 3)).astype(np.float32)
+    w3 = rng.normal(0, np.sqrt(2.0 / 12), (12, 12, 1)).astype(np.float32)
+    inits = {"w1": w1, **bn_params(rng, 8, "bn"), "w2": w2, "b2": rng.normal(0, 0.1, 12).astype(np.float32),
+             "lo": np.float32(0), "hi": np.float32(6), "s": rng.uniform(0.5, 1.5, (12, 1)).astype(np.float32),
+             "w3": w3, "fc": rng.normal(0, 0.3, (6, 12)).astype(np.float32),
+             "fb": rng.normal(0, 0.1, 6).astype(np.float32)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["a"], name="conv1", pads=[2, 2], kernel_shape=[5]),
+             bn_node("a", "ab", "bn", "bn"),
+             n("Relu", ["ab"], ["ar"], name="relu1"),
+             n("MaxPool", ["ar"], ["p"], name="pool", kernel_shape=[2], strides=[2]),
+             n("Conv", ["p", "w2", "b2"], ["c2"], name="conv2", strides=[2], pads=[1, 1]),
+             n("Clip", ["c2", "lo", "hi"], ["c6"], name="relu6"),
+             n("Mul", ["c6", "s"], ["cs"], name="scale"),
+             n("Conv", ["cs", "w3"], ["c3"], name="conv1x1"),
+             n("Add", ["c3", "cs"], ["r"], name="residual"),
+             n("GlobalAveragePool", ["r"], ["g"], name="gap"),
+             n("Flatten", ["g"], ["f"], name="flatten"),
+             n("Gemm", ["f", "fc", "fb"], ["y"], name="fc", transB=1)]
+    return make_model(nodes, inits, (1, c, length), "y", (1, 6))

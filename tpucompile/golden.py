@@ -21,8 +21,8 @@ def quantize_input(qg: QGraph, x: np.ndarray, name: str | None = None) -> np.nda
     round half to even, add zp, saturate to [-128, 127])."""
     t = qg.tensor(name or qg.inputs[0])
     x = np.asarray(x, np.float64)
-    if x.shape != tuple(t.shape) and x.size == int(np.prod(t.shape)) and x.ndim == 2:
-        x = x.reshape(t.shape)                   # a (1, K) model input, on the device (1, K, 1, 1)
+    if x.shape != tuple(t.shape) and x.size == int(np.prod(t.shape)) and x.ndim in (2, 3):
+        x = x.reshape(t.shape)       # a (1, K) / (1, C, L) model input, on the device (1, K, 1, 1) / (1, C, 1, L)
     q = np.round(x / t.scale) + t.zero_point
     return np.clip(q, -128, 127).astype(np.int8)
 

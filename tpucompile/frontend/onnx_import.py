@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from tpucompile.frontend.lift_1d import lift_sequence_model
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import one_line, resolve_auto_pad
@@ -102,6 +103,7 @@ def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
 
 
 def _import(model: onnx.ModelProto) -> Graph:
+    model = lift_sequence_model(model)
     opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [1])
     _check_input_dtypes(model)
     errors = []

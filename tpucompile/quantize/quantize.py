@@ -190,7 +190,7 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
         for name in g.inputs:
             shape = tuple(g.tensors[name].shape)
             if len(shape) != 4:
-                raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images and (1, K) vectors)")
+                raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images, (1, C, L) sequences and (1, K) vectors)")
             qg.tensors[name] = QTensor(name, shape, *q.params(name))
             qg.inputs.append(name)
         errors, refused = [], set()

@@ -1,0 +1,52 @@
+"""3-D (1, C, L) graph inputs (tpucompile.frontend.lift_1d): a 1-D CNN compiles as the 2-D network
+it equals on (1, C, 1, L), golden = SimPy, close to onnxruntime; ops the lifting cannot carry are
+refused naming the node."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tests import qnets
+from tpucompile.frontend.lift_1d import lift_sequence_model
+from tpucompile.frontend.onnx_import import import_onnx
+from tpusim.arch.errors import CompileError
+from tpusim.flow.cosim import run
+
+
+def test_conv1d_net_golden_equals_simpy_and_tracks_fp32(tmp_path):
+    model = qnets.conv1d_net()
+    xs = qnets.inputs(qnets.in_shape(model), 4, seed=5)
+    assert xs[0].shape == (1, 4, 48)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="seq")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    assert v.accuracy["cosine"] > 0.98, v.accuracy
+
+
+def test_lifted_graph_is_2d_with_the_same_tensor_names():
+    model = qnets.conv1d_net()
+    g = import_onnx(model)
+    assert g.tensors["x"].shape == (1, 4, 1, 48)
+    assert g.tensors["p"].shape == (1, 8, 1, 24) and g.tensors["c2"].shape == (1, 12, 1, 12)
+    conv1 = next(nd for nd in g.nodes if nd.name == "conv1")
+    assert conv1.attrs["kernel_shape"] == (1, 5) and conv1.attrs["pads"] == (0, 2, 0, 2)
+    image = qnets.conv_bn_relu()
+    assert lift_sequence_model(image) is image                          # a 4-D model: itself
+
+
+def test_other_ops_on_a_sequence_are_refused_naming_the_node():
+    model = qnets.conv1d_net()
+    model.graph.node.insert(0, helper.make_node("Transpose", ["x"], ["xt"], name="to_nlc", perm=[0, 2, 1]))
+    model.graph.node[1].input[0] = "xt"
+    with pytest.raises(CompileError, match=r"node 'to_nlc' \(Transpose\) reads the 3-D tensor 'x' of a sequence "
+                                           r"model \(input 'x' \(1, 4, 48\)\)"):
+        import_onnx(model)
+
+
+@pytest.mark.rtl
+def test_conv1d_net_three_way_on_the_rtl(tmp_path):
+    model = qnets.conv1d_net()
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=5)
+    v = run(model, "small", tmp_path, rtl=True, data=(xs[0], xs[1:]), name="seq")
+    assert v.passed and v.cycles_simpy == v.cycles_rtl and not v.counter_diffs, (v.notes, v.counter_diffs)
+    assert np.isfinite(v.accuracy["cosine"])

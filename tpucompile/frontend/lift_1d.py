@@ -1,0 +1,162 @@
+"""Sequence models: a graph whose input is 3-D (1, C, L) (a 1-D CNN: Conv1d, BatchNorm1d, pools,
+element-wise ops, Flatten, Gemm) is imported as the 2-D network it equals on (1, C, 1, L): every
+rank-3 tensor gets an H axis of 1, a Conv / MaxPool / AveragePool with 1-D attributes the 2-D ones
+with a 1 in front (kernel (1, k), strides (1, s), pads (0, b, 0, e), dilations (1, d)), a Conv's
+rank-3 weight (M, C/g, k) the rank-4 (M, C/g, 1, k), a rank-3 constant operand of an element-wise
+op (a (C, 1) or (1, C, 1) per-channel scale) its 4-D broadcast, a reduction or Concat over the
+length axis the same axis of the 4-D tensor, a Reshape to 2-D (a flatten) stays. Tensor names do not change, so calibration and the
+FP32 reference run the original model and compare by name (the values are the same, in the same
+order). Any other op on a rank-3 tensor (Transpose, Reshape, Softmax, ...) is refused, naming the
+node. An Unsqueeze / Squeeze of axis 2 (how the dynamo exporter writes 1-D pools: a 2-D pool
+between them) is the lifted form itself, an Identity.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from tpusim.arch.errors import CompileError
+
+__all__ = ["lift_sequence_model"]
+
+#: ops whose 1-D spatial attributes gain a leading 1
+SPATIAL = ("Conv", "MaxPool", "AveragePool")
+#: ops that work element by element (a rank-3 constant operand is broadcast to 4-D)
+ELEMENTWISE = ("Relu", "Clip", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Sum", "Sigmoid", "Tanh",
+               "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign", "Erf", "Gelu",
+               "Mish", "Exp", "Sqrt", "Reciprocal", "Abs", "Neg", "Pow", "Identity", "Dropout",
+               "QuantizeLinear", "DequantizeLinear")
+#: ops that take a rank-3 input as it is on (1, C, 1, L) (their output is not rank 3)
+SHAPE_FREE = ("GlobalAveragePool", "GlobalMaxPool", "Flatten")
+
+
+def _runtime_input(model: onnx.ModelProto):
+    inits = {t.name for t in model.graph.initializer}
+    ins = [i for i in model.graph.input if i.name not in inits]
+    return ins[0] if len(ins) == 1 else None
+
+
+def _rank(vi) -> int | None:
+    tt = vi.type.tensor_type
+    return len(tt.shape.dim) if tt.HasField("shape") else None
+
+
+def _lift_attr(node, a: onnx.AttributeProto) -> None:
+    if a.name in ("kernel_shape", "strides", "dilations") and len(a.ints) == 1:
+        a.ints[:] = [1, a.ints[0]]
+    elif a.name == "pads" and len(a.ints) == 2:
+        a.ints[:] = [0, a.ints[0], 0, a.ints[1]]
+    elif a.name in ("kernel_shape", "strides", "dilations", "pads"):
+        raise CompileError(f"node {node.name!r} ({node.op_type}) on a 3-D tensor: {a.name}={list(a.ints)} "
+                           "is not 1-D")
+
+
+def _lift_axes(node, axes, rank3: bool) -> list:
+    """Axes of a rank-3 tensor as axes of its (1, C, 1, L) form: 0, 1 stay, 2 (length) -> 3."""
+    out = []
+    for ax in axes:
+        ax = ax + 3 if ax < 0 else ax
+        if not 0 <= ax < 3:
+            raise CompileError(f"node {node.name!r} ({node.op_type}): axis {ax} of a 3-D tensor")
+        out.append(3 if ax == 2 else ax)
+    return out
+
+
+def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` itself if its run-time input is not 3-D, else the lifted copy (module
+    docstring); CompileError naming the node for an op the lifting cannot carry."""
+    inp = _runtime_input(model)
+    if inp is None or _rank(inp) != 3:
+        return model
+    inferred = onnx.shape_inference.infer_shapes(model)
+    ranks = {vi.name: _rank(vi) for vi in list(inferred.graph.input) + list(inferred.graph.value_info)
+             + list(inferred.graph.output)}
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    rank3 = {n for n, r in ranks.items() if r == 3 and n not in inits}
+    lifted_consts: set = set()
+
+    def lift_const(name: str, node) -> None:
+        t = inits.get(name)
+        if t is None or name in lifted_consts:
+            return
+        if len(t.dims) == 3:
+            arr = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array(arr.reshape(arr.shape[0], arr.shape[1], 1, arr.shape[2]), name))
+        elif len(t.dims) == 2 and node.op_type != "Conv":     # (C, 1): a per-channel operand of (1, C, L)
+            arr = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array(arr.reshape(arr.shape[0], 1, arr.shape[1]), name))
+        lifted_consts.add(name)
+
+    def axes_of(node) -> list | None:
+        for a in node.attribute:
+            if a.name == "axes":
+                return list(a.ints)
+        if len(node.input) > 1 and node.input[1] in inits:
+            return [int(v) for v in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
+        return None
+
+    def as_identity(node) -> None:
+        del node.attribute[:]
+        node.input[:] = node.input[:1]
+        node.op_type = "Identity"
+
+    for node in g.node:
+        reads3 = [i for i in node.input if i in rank3]
+        if node.op_type == "Squeeze" and node.output[0] in rank3 and axes_of(node) in ([2], [-2]):
+            as_identity(node)             # (1, C, 1, L) -> (1, C, L): already the lifted form
+            continue
+        if not reads3:
+            continue
+        if node.op_type == "Unsqueeze" and axes_of(node) in ([2], [-2]):
+            as_identity(node)             # (1, C, L) -> (1, C, 1, L): the lifted form itself
+            continue
+        if node.op_type in SPATIAL:
+            for a in node.attribute:
+                _lift_attr(node, a)
+            if node.op_type == "Conv" and len(node.input) > 1:
+                lift_const(node.input[1], node)
+        elif node.op_type in ELEMENTWISE:
+            for i in node.input:
+                if i in inits and len(inits[i].dims) >= 2:
+                    lift_const(i, node)
+        elif node.op_type in ("ReduceMean", "ReduceMax", "Concat"):
+            for a in node.attribute:
+                if a.name == "axes":
+                    a.ints[:] = _lift_axes(node, a.ints, True)
+                    if 3 in a.ints and 2 not in a.ints:
+                        a.ints.append(2)
+                elif a.name == "axis":
+                    a.i = _lift_axes(node, [a.i], True)[0]
+            if node.op_type != "Concat" and len(node.input) > 1 and node.input[1] in inits:
+                ax = [int(v) for v in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
+                ax = _lift_axes(node, ax, True)
+                ax = sorted(set(ax) | ({2} if 3 in ax else set()))
+                inits[node.input[1]].CopyFrom(numpy_helper.from_array(np.array(ax, np.int64), node.input[1]))
+        elif node.op_type == "Reshape" and ranks.get(node.output[0]) in (1, 2):
+            pass                          # a flatten: the same values in the same order
+        elif node.op_type not in SHAPE_FREE:
+            raise CompileError(f"node {node.name!r} ({node.op_type}) reads the 3-D tensor {reads3[0]!r} of a "
+                               f"sequence model (input {inp.name!r} {_dims(inp)}): only Conv, pools, "
+                               "element-wise ops, reductions and Concat over the channel or length axis, "
+                               "Flatten and global pools are supported on 3-D tensors")
+    for vi in list(g.input) + list(g.output):
+        if vi.name in rank3:
+            dims = vi.type.tensor_type.shape.dim
+            vals = [(d.dim_value, d.dim_param) for d in dims]
+            del dims[:]
+            for v, p in vals[:2] + [(1, "")] + vals[2:]:
+                d = dims.add()
+                if p:
+                    d.dim_param = p
+                else:
+                    d.dim_value = v
+    del g.value_info[:]                      # re-inferred by the importer
+    return m
+
+
+def _dims(vi) -> tuple:
+    return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in vi.type.tensor_type.shape.dim)
