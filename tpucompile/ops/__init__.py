@@ -32,6 +32,8 @@
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
+  pad           Pad (folded; zeros on H, W absorbed by    -             -
+                the Conv reading it)
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
@@ -56,6 +58,7 @@ from tpucompile.ops import (
                             lrn,
                             lut,
                             mul,
+                            pad,
                             pool,
                             qdq,
                             relu,
@@ -77,7 +80,7 @@ from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize, shapes, qdq)
+            transpose, lut, lrn, resize, shapes, qdq, pad)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 

@@ -49,6 +49,7 @@ from tpucompile.ops.common import (
     windows,
 )
 from tpucompile.ops.depthwise import is_depthwise
+from tpucompile.ops.pad import absorbed_pads
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.ops.transpose import channel_permutation
 from tpucompile.qgraph import QTensor
@@ -332,7 +333,8 @@ DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform,
 def _canonicalize(graph, node, producers) -> list:
     """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)
     constant and matching the input's channels, bias B (if given) a constant of M values. A
-    depthwise Conv (group = C = M, no dilation, ``depthwise.is_depthwise``) becomes a
+    Conv reading a zero Pad of H and W reads the Pad's input with the pads added to its own
+    (``pad.absorbed_pads``). A depthwise Conv (group = C = M, no dilation, ``depthwise.is_depthwise``) becomes a
     DepthwiseConv (the vector unit's DWCONV). Another grouped (depth multiplier > 1) or dilated
     Conv becomes a dense one (``_dense_weight``): exact, but its MATMULs multiply the zeros too. A Conv
     reading a channel shuffle (``transpose.channel_permutation``) reads the shuffle's input with
@@ -342,6 +344,11 @@ def _canonicalize(graph, node, producers) -> list:
     w = graph.const(wn)
     if w is None:
         raise CompileError(f"node {node.name!r} (Conv): weight {wn!r} is not a constant")
+    padded = absorbed_pads(graph, producers, x)
+    if padded is not None and "pads" in node.attrs:
+        x, extra = padded                  # a zero Pad before it: read its input, pad more
+        attrs = {**node.attrs, "pads": tuple(int(a) + int(b) for a, b in zip(node.attrs["pads"], extra))}
+        node = Node("Conv", node.name, [x, *node.inputs[1:]], list(node.outputs), attrs)
     xs = graph.tensors[x].shape
     group, dil = node.attrs.get("group", 1), tuple(node.attrs.get("dilations", (1, 1)))
     shuffle = channel_permutation(graph, producers, x) if w.ndim == 4 else None
