@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper
 
+from tests import qnets
 from tpucompile.backend.compile import compile_qgraph
+from tpucompile.driver import compile_onnx
 from tpucompile.golden import run_golden
 from tpucompile.ops import QAdd, QAvgPool, QConcat, QConv, QMaxPool
 from tpucompile.qgraph import QGraph, QTensor
@@ -14,6 +17,7 @@ from tpucompile.selfcheck import run_on_executor
 from tpusim.arch import arith
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_input_transform
+from tpusim.flow.cosim import run
 from tpusim.sim import run_binary
 
 CFG = load_config("small")
@@ -240,3 +244,19 @@ def test_concat_of_whole_blocks_and_nested():
     y = g.conv(e, 5, 3, p=1)
     b_ = check(g.graph([y, c]), g.input())
     assert b_.version == 1 and all(o.channels is None for o in b_.outputs)
+
+
+def test_a_window_that_does_not_fit_twice_is_single_buffered(tmp_path):
+    """A global average pool over 32 x 32 on 'small' (1,120 words of window with its DMA slack,
+    2,048 words of SRAM): one slot group instead of two, golden = SimPy."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")]
+    model = qnets.make_model(nodes, {"w": qnets.conv_w(rng, 16, 3, 3)}, (1, 3, 32, 32), "y", (1, 16, 1, 1))
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=1)
+    res = compile_onnx(model, load_config("small"), xs[1:], keep_intermediates=True)
+    gap = next(L for L in res.binary.meta["layers"] if L["name"] == "gap")
+    assert gap["instr_end"] > gap["instr_begin"]
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="gap32")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)

@@ -53,7 +53,8 @@ def test_a_pad_not_absorbed_is_refused_naming_the_node():
     """Value 1 (not the Conv's 0): the Pad stays and has no int8 mapping."""
     model = _pad_conv(value=1.0)
     xs = qnets.inputs(qnets.in_shape(model), 2, seed=4)
-    with pytest.raises(CompileError, match=r"node 'pad' \(Pad\) has no int8 device mapping"):
+    with pytest.raises(CompileError, match=r"node 'pad' \(Pad\): not absorbed into a Conv's padding \(it pads "
+                                           r"with 1, not 0\)"):
         compile_onnx(model, load_config("small"), xs)
 
 

@@ -50,3 +50,22 @@ def test_conv1d_net_three_way_on_the_rtl(tmp_path):
     v = run(model, "small", tmp_path, rtl=True, data=(xs[0], xs[1:]), name="seq")
     assert v.passed and v.cycles_simpy == v.cycles_rtl and not v.counter_diffs, (v.notes, v.counter_diffs)
     assert np.isfinite(v.accuracy["cosine"])
+
+
+def test_causal_pad_before_a_conv1d_is_absorbed(tmp_path):
+    """F.pad(x, (2, 0)) before a Conv1d (causal padding): the Pad's pads, computed by a Cast of a
+    Constant as TorchScript writes them, become the 4-D pads and the Conv absorbs them."""
+    rng = np.random.default_rng(1)
+    n = helper.make_node
+    pads = helper.make_tensor("pv", 7, [6], [0, 0, 2, 0, 0, 0])
+    nodes = [n("Constant", [], ["pc"], name="pads_const", value=pads),
+             n("Cast", ["pc"], ["pads"], name="pads_cast", to=7),
+             n("Pad", ["x", "pads"], ["xp"], name="causal", mode="constant"),
+             n("Conv", ["xp", "w"], ["y"], name="conv", kernel_shape=[3])]
+    model = qnets.make_model(nodes, {"w": rng.normal(0, 0.3, (8, 4, 3)).astype(np.float32)}, (1, 4, 16),
+                             "y", (1, 8, 16))
+    g = import_onnx(model)
+    assert g.tensors["xp"].shape == (1, 4, 1, 18)
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=2)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="causal")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy

@@ -288,6 +288,30 @@ def place_slot_groups(tl: EltTiling, sizes: dict, cfg: HwConfig) -> None:
     tl.regions, tl.slot_words = regs, dict(sizes)
 
 
+def tile_vector_buffered(nblocks: int, kernel, strides, oh: int, ow: int, cfg: HwConfig, cost, words) -> EltTiling | None:
+    """``tile_vector`` with two slot groups (double buffering) if a tile fits so, else with one
+    (the next tile's loads then wait for this tile's work: slower, but a large window still
+    compiles), placed by ``place_slot_groups`` or packed single. ``cost(th, tw, ih, iw, kbg, nt,
+    groups)`` -> cycles or None; ``words(tl)`` -> {region: words of one slot}. None if neither
+    fits."""
+    for groups in (2, 1):
+        tl = tile_vector(nblocks, kernel, strides, oh, ow, cfg,
+                         lambda th, tw, ih, iw, kbg, nt, g=groups: cost(th, tw, ih, iw, kbg, nt, g))
+        if tl is None:
+            continue
+        sizes = words(tl)
+        if groups == 2:
+            place_slot_groups(tl, sizes, cfg)
+        else:
+            top, regs = 0, {}
+            for k, n in sizes.items():
+                regs[k] = [top, top]          # both "slots" the same words: the Program's tokens
+                top += n                      # order each reuse after the last access
+            tl.regions, tl.slot_words = regs, dict(sizes)
+        return tl
+    return None
+
+
 class EltTile(NamedTuple):
     """One tile of a lane-wise op: channel blocks k0 .. k0 + nk - 1, output rows oy0 .. oy0 + th - 1,
     columns ox0 .. ox0 + tw - 1, in slot group ``slot`` (0 / 1, alternating); ``words`` = nk*th*tw."""

@@ -137,8 +137,9 @@ def _check_views(b, lays: dict, own: dict) -> None:
 
 
 def tiled_program(tp) -> None:
-    """Every layer's SRAM slots lie inside the SRAM and do not overlap each other; its
-    accumulator rows (both halves, when it alternates) fit the accumulator."""
+    """Every layer's SRAM slots lie inside the SRAM and do not overlap each other (a region whose
+    slots are all one, single-buffered, counts once); its accumulator rows (both halves, when it
+    alternates) fit the accumulator."""
     lp = tp.mem.layout
     cfg, ops = lp.cfg, lp.qg.ops
     if len(tp.tilings) != len(ops):
@@ -148,7 +149,7 @@ def tiled_program(tp) -> None:
         for name, bases in tl.regions.items():
             if name not in tl.slot_words:
                 raise CompileError(f"tiling: layer {op.name!r}: region {name!r} has no slot size")
-            for k, base in enumerate(bases):
+            for k, base in enumerate(dict.fromkeys(bases)):
                 slots.append((base, base + tl.slot_words[name], f"{name}[{k}]"))
         slots.sort()
         for (lo, hi, what), nxt in zip(slots, slots[1:] + [None]):

@@ -4,7 +4,8 @@ rank-3 tensor gets an H axis of 1, a Conv / MaxPool / AveragePool with 1-D attri
 with a 1 in front (kernel (1, k), strides (1, s), pads (0, b, 0, e), dilations (1, d)), a Conv's
 rank-3 weight (M, C/g, k) the rank-4 (M, C/g, 1, k), a rank-3 constant operand of an element-wise
 op (a (C, 1) or (1, C, 1) per-channel scale) its 4-D broadcast, a reduction or Concat over the
-length axis the same axis of the 4-D tensor, a Reshape to 2-D (a flatten) stays. Tensor names do not change, so calibration and the
+length axis the same axis of the 4-D tensor, a Pad's pads the 4-D ones (nothing on H), a Reshape
+to 2-D (a flatten) stays. Tensor names do not change, so calibration and the
 FP32 reference run the original model and compare by name (the values are the same, in the same
 order). Any other op on a rank-3 tensor (Transpose, Reshape, Softmax, ...) is refused, naming the
 node. An Unsqueeze / Squeeze of axis 2 (how the dynamo exporter writes 1-D pools: a 2-D pool
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from tpusim.arch.errors import CompileError
 
@@ -50,6 +52,59 @@ def _lift_attr(node, a: onnx.AttributeProto) -> None:
     elif a.name in ("kernel_shape", "strides", "dilations", "pads"):
         raise CompileError(f"node {node.name!r} ({node.op_type}) on a 3-D tensor: {a.name}={list(a.ints)} "
                            "is not 1-D")
+
+
+def _constant_value(graph, name: str, opsets) -> np.ndarray | None:
+    """The value of tensor ``name`` if it depends on initializers and Constant nodes only (the
+    exporters' shape arithmetic for a Pad's pads), by onnx's reference evaluator; None otherwise."""
+    inits = {t.name: t for t in graph.initializer}
+    if name in inits:
+        return numpy_helper.to_array(inits[name])
+    prod = {o: n for n in graph.node for o in n.output}
+    need, todo, used = [], [name], set()
+    while todo:
+        t = todo.pop()
+        if t in used or t in inits or not t:
+            continue
+        used.add(t)
+        n = prod.get(t)
+        if n is None:
+            return None                   # a graph input: not a constant
+        if n not in need:
+            need.append(n)
+            todo.extend(n.input)
+    order = [n for n in graph.node if n in need]
+    sub = helper.make_model(helper.make_graph(order, "const", [], [helper.make_tensor_value_info(name, 0, None)],
+                                              [inits[i] for i in {i for n in order for i in n.input} if i in inits]),
+                            opset_imports=opsets)
+    try:
+        return np.asarray(ReferenceEvaluator(sub).run(None, {})[0])
+    except Exception:                     # an op the evaluator does not know: not foldable here
+        return None
+
+
+def _pads4(pads: list) -> list:
+    """Rank-3 Pad pads [b0, b1, b2, e0, e1, e2] as rank-4 [b0, b1, 0, b2, e0, e1, 0, e2]."""
+    return [pads[0], pads[1], 0, pads[2], pads[3], pads[4], 0, pads[5]]
+
+
+def _lift_pads(node, graph, opsets) -> None:
+    """A Pad of a rank-3 tensor pads its 4-D form (no padding of the H axis): the ``pads``
+    attribute (opset < 11), or its input, a constant (an initializer, a Constant node, or a Cast
+    of one, as the TorchScript exporter writes it): the Pad then reads a new initializer with
+    the 8 values."""
+    for a in node.attribute:
+        if a.name in ("pads", "paddings") and len(a.ints) == 6:
+            a.ints[:] = _pads4(list(a.ints))
+            return
+    src = node.input[1] if len(node.input) > 1 else ""
+    val = _constant_value(graph, src, opsets)
+    if val is None or val.size != 6:
+        raise CompileError(f"node {node.name!r} (Pad) on a 3-D tensor: pads {src!r} are not 6 constant values")
+    pads = [int(v) for v in val.reshape(-1)]
+    name = f"{node.name}__pads4"
+    graph.initializer.append(numpy_helper.from_array(np.array(_pads4(pads), np.int64), name))
+    node.input[1] = name
 
 
 def _lift_axes(node, axes, rank3: bool) -> list:
@@ -136,6 +191,8 @@ def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
                 ax = _lift_axes(node, ax, True)
                 ax = sorted(set(ax) | ({2} if 3 in ax else set()))
                 inits[node.input[1]].CopyFrom(numpy_helper.from_array(np.array(ax, np.int64), node.input[1]))
+        elif node.op_type == "Pad":
+            _lift_pads(node, g, m.opset_import)
         elif node.op_type == "Reshape" and ranks.get(node.output[0]) in (1, 2):
             pass                          # a flatten: the same values in the same order
         elif node.op_type not in SHAPE_FREE:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, ddr_granule, param_tables, requant_table_stride, round_up
-from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
+from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
 from tpucompile.ops.common import (
     QFilter,
     input_window,
@@ -156,26 +156,26 @@ def _constants(op: QDwConv, cfg) -> dict:
 
 
 def _tile(op: QDwConv, lays: dict, cfg) -> EltTiling:
-    """Two slot groups of (kbg blocks of an ih x iw window, kbg blocks of th x tw outputs, kbg
-    blocks of weight words and of requant tables)."""
+    """Two slot groups (one if two do not fit: a large window) of (kbg blocks of an ih x iw
+    window, kbg blocks of th x tw outputs, kbg blocks of weight words and of requant tables)."""
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
     taps, pw = kh * kw, cfg.param_words
     W, bw = cfg.word_bytes, load_bw(cfg)
 
-    def cost(th, tw, ih, iw, kbg, nt):
+    def cost(th, tw, ih, iw, kbg, nt, groups):
         if kh > field_max("DWCONV", "win_h") or kw > field_max("DWCONV", "win_w"):
             return None
-        if 2 * kbg * (ih * iw + th * tw + taps + pw) > cfg.sram_words:
+        if groups * kbg * (ih * iw + th * tw + taps + pw) > cfg.sram_words:
             return None
-        compute = kbg * (pw + th * tw * (2 * taps + 1))
-        return nt * max(kbg * ih * iw * W / bw, compute) + 60 * nt * (2 + kbg)
+        load, compute = kbg * ih * iw * W / bw, kbg * (pw + th * tw * (2 * taps + 1))
+        return nt * (max(load, compute) if groups == 2 else load + compute) + 60 * nt * (2 + kbg)
 
-    tl = tile_vector(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost)
+    tl = tile_vector_buffered(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost,
+                              lambda t: {"i": t.kbg * t.ih * t.iw, "o": t.kbg * t.th * t.tw, "w": t.kbg * taps,
+                                         "p": t.kbg * pw})
     if tl is None:
         raise untileable(f"depthwise conv {op.name!r}", op.kernel, Y.H, Y.W, cfg)
-    place_slot_groups(tl, {"i": tl.kbg * tl.ih * tl.iw, "o": tl.kbg * tl.th * tl.tw, "w": tl.kbg * taps,
-                           "p": tl.kbg * pw}, cfg)
     return tl
 
 

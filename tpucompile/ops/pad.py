@@ -79,4 +79,20 @@ def absorbed_pads(graph, producers, name: str):
     return p.inputs[0], (pads[2], pads[3], pads[6], pads[7])
 
 
-OPS = (OpDef("Pad", import_node=_import, fold=_fold),)
+def _refuse(q, node) -> None:
+    """A Pad the passes left: CompileError saying why it was not absorbed."""
+    pv = _pads_value(q.g, node)
+    readers = sorted({n.op for n in q.g.nodes if node.outputs[0] in n.inputs}) or ["the graph output"]
+    if pv is None:
+        why = "its pads are not constants"
+    elif pv[1] != 0.0:
+        why = f"it pads with {pv[1]:g}, not 0"
+    elif len(pv[0]) != 8 or min(pv[0]) < 0 or any(pv[0][i] for i in (0, 1, 4, 5)):
+        why = f"pads {pv[0]} are not non-negative pads of H and W only"
+    else:
+        why = f"it is read by {', '.join(readers)}, not by a Conv alone"
+    raise CompileError(f"node {node.name!r} (Pad): not absorbed into a Conv's padding ({why}); only a Pad "
+                       "of zeros on H and W that Convs read is supported")
+
+
+OPS = (OpDef("Pad", import_node=_import, fold=_fold, quantize=_refuse),)

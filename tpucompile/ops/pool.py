@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend.layout import align_px
-from tpucompile.backend.tiling import EltTiling, field_max, load_bw, place_slot_groups, tile_vector, untileable
+from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     bad_attr,
@@ -226,27 +226,29 @@ def _layout_avg(op: QAvgPool, qg, lays) -> None:
 
 
 def _tile(op, lays: dict, cfg) -> EltTiling:
-    """Two slot groups of (kbg blocks of an ih x iw window, kbg blocks of th x tw outputs)."""
+    """Two slot groups (one if two do not fit: a large window, a global pool) of (kbg blocks of
+    an ih x iw window, kbg blocks of th x tw outputs)."""
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
     W, bw = cfg.word_bytes, load_bw(cfg)
 
-    def cost(th, tw, ih, iw, kbg, nt):
+    def cost(th, tw, ih, iw, kbg, nt, groups):
         if kh > field_max("POOL", "win_h") or kw > field_max("POOL", "win_w"):
             return None
-        if 2 * kbg * ih * iw + 2 * kbg * th * tw > cfg.sram_words:
+        if groups * kbg * (ih * iw + th * tw) > cfg.sram_words:
             return None
-        return nt * kbg * ih * iw * W / bw + 60 * nt * (2 + kbg)
+        load = kbg * ih * iw * W / bw
+        return nt * (load if groups == 2 else load + kbg * th * tw * (kh * kw + 1)) + 60 * nt * (2 + kbg)
 
     ap = align_px(cfg)
     if any(rx % ap for _, _, rx0, rx1, _, _ in getattr(op, "regions", ()) for rx in (rx0 + Y.pads[1],)):
         raise CompileError(f"AveragePool {op.name!r}: count_include_pad=0 with column pads {op.pads} needs "
                            f"output column runs starting on {ap}-pixel DDR granules on '{cfg.name}' "
                            f"({cfg.word_bytes}-byte words); pad rows only, or use count_include_pad=1")
-    tl = tile_vector(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost)
+    tl = tile_vector_buffered(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost,
+                              lambda t: {"i": t.kbg * t.ih * t.iw, "o": t.kbg * t.th * t.tw})
     if tl is None:
         raise untileable(f"pool {op.name!r}", op.kernel, Y.H, Y.W, cfg)
-    place_slot_groups(tl, {"i": tl.kbg * tl.ih * tl.iw, "o": tl.kbg * tl.th * tl.tw}, cfg)
     return tl
 
 
