@@ -120,10 +120,19 @@ def _lift_axes(node, axes, rank3: bool) -> list:
 
 def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself if its run-time input is not 3-D, else the lifted copy (module
-    docstring); CompileError naming the node for an op the lifting cannot carry."""
+    docstring); CompileError naming the node for an op the lifting cannot carry, or the
+    problem for a malformed model (a bad initializer, shapes that do not infer)."""
     inp = _runtime_input(model)
     if inp is None or _rank(inp) != 3:
         return model
+    try:
+        return _lift(model, inp)
+    except (ValueError, TypeError, IndexError, KeyError, onnx.onnx_cpp2py_export.shape_inference.InferenceError) as e:
+        raise CompileError(f"sequence model (input {inp.name!r} {_dims(inp)}): cannot lift it to 2-D: "
+                           f"{str(e).splitlines()[0][:300]}") from None
+
+
+def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
     inferred = onnx.shape_inference.infer_shapes(model)
     ranks = {vi.name: _rank(vi) for vi in list(inferred.graph.input) + list(inferred.graph.value_info)
              + list(inferred.graph.output)}
@@ -201,7 +210,7 @@ def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
                                "element-wise ops, reductions and Concat over the channel or length axis, "
                                "Flatten and global pools are supported on 3-D tensors")
     for vi in list(g.input) + list(g.output):
-        if vi.name in rank3:
+        if vi.name in rank3 and len(vi.type.tensor_type.shape.dim) == 3:
             dims = vi.type.tensor_type.shape.dim
             vals = [(d.dim_value, d.dim_param) for d in dims]
             del dims[:]

@@ -370,6 +370,11 @@ def seed_models() -> list:
                 helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv", kernel_shape=[1, 1])],
                {"xs": np.float32(0.05), "xz": np.uint8(128), "wq": rng.integers(-127, 128, (8, 4, 1, 1)).astype(np.int8),
                 "ws": np.abs(w(8)) + 0.01, "wz": np.zeros(8, np.int8)}, (1, 4, 3, 3), opset=13),
+            # a (1, C, L) sequence: causal zero Pad + Conv1d + depthwise Conv1d (frontend/lift_1d)
+            mk([helper.make_node("Pad", ["x", "pads"], ["xp"], name="causal", mode="constant"),
+                helper.make_node("Conv", ["xp", "w"], ["c"], name="conv1d", kernel_shape=[3]),
+                helper.make_node("Conv", ["c", "dw"], ["y"], name="dw1d", kernel_shape=[3], pads=[1, 1], group=8)],
+               {"pads": np.array([0, 0, 2, 0, 0, 0], np.int64), "w": w(8, 4, 3), "dw": w(8, 1, 3)}, (1, 4, 12)),
         ])
     return _SEED_MODELS
 
