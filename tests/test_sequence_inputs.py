@@ -3,6 +3,8 @@ it equals on (1, C, 1, L), golden = SimPy, close to onnxruntime; ops the lifting
 refused naming the node."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from onnx import helper
@@ -10,6 +12,7 @@ from onnx import helper
 from tests import qnets
 from tpucompile.frontend.lift_1d import lift_sequence_model
 from tpucompile.frontend.onnx_import import import_onnx
+from tpucompile.inputs import model_data
 from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
 
@@ -69,3 +72,21 @@ def test_causal_pad_before_a_conv1d_is_absorbed(tmp_path):
     xs = qnets.inputs(qnets.in_shape(model), 3, seed=2)
     v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="causal")
     assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 4, 6, 6), (16,)])
+def test_inputs_of_other_ranks_are_refused_before_any_node(shape):
+    """A Conv3d's 5-D volume or a rank-1 vector: the input is named, not an attribute of a node."""
+    rng = np.random.default_rng(0)
+    k = (4, 2, 3, 3, 3) if len(shape) == 5 else (16, 4)
+    op = helper.make_node("Conv", ["x", "w"], ["y"], name="c3d", pads=[1] * 6) if len(shape) == 5 else \
+        helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    model = qnets.make_model([op], {"w": rng.normal(0, 0.1, k).astype(np.float32)}, shape, "y", None)
+    with pytest.raises(CompileError, match=rf"graph input 'x' shape {re.escape(str(shape))} \({len(shape)}-D\) "
+                                           r"unsupported \(only NCHW images, \(1, C, L\) sequences"):
+        import_onnx(model)
+
+
+def test_input_size_on_a_sequence_model_is_a_note():
+    x, cal, notes = model_data(qnets.conv1d_net(), size=32)
+    assert x.shape == (1, 4, 48) and any("--input-size 32 ignored" in n for n in notes), notes

@@ -163,9 +163,12 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
     ``calib`` a count of built-in photographs (int) or a file/folder path; ``size`` overrides the
     H, W of an image model's photographs."""
     name, shape = input_spec(model)
+    notes = []
     if size and _is_image(shape):
         shape = (1, 3, size, size)
-    notes = []
+    elif size:
+        notes.append(f"--input-size {size} ignored: it resizes 3-channel images of at least 16x16, and "
+                     f"the model's input {name!r} has shape {tuple(shape)}")
     image = _is_image(shape)
     if input_path is not None:
         x = load_input(input_path, name, shape)

@@ -102,7 +102,19 @@ def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
         raise CompileError(f"corrupt ONNX model: a name or string attribute is not valid UTF-8 ({e})") from None
 
 
+def _check_input_rank(model: onnx.ModelProto) -> None:
+    """CompileError naming the input for a run-time input of rank other than 2, 3 or 4 (a
+    Conv3d's 5-D volume, a rank-1 vector), before any node is looked at."""
+    for vi in runtime_inputs(model):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and len(tt.shape.dim) not in (2, 3, 4):
+            dims = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim)
+            raise CompileError(f"graph input {vi.name!r} shape {dims} ({len(dims)}-D) unsupported (only NCHW "
+                               "images, (1, C, L) sequences and (1, K) vectors)")
+
+
 def _import(model: onnx.ModelProto) -> Graph:
+    _check_input_rank(model)
     model = lift_sequence_model(model)
     opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [1])
     _check_input_dtypes(model)
