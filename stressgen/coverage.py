@@ -409,14 +409,15 @@ def error_bins(prog, cfg, instrs) -> dict[str, int]:
         if e.kind not in ERROR_KINDS:
             return {}
         out = {f"err_{e.kind}": 1}
-        if e.index is not None and e.index < len(instrs) and not isinstance(instrs[e.index], RawWord) \
-                and e.field is not None:
-            out[path_bin(e.kind, instrs[e.index].op, e.field)] = 1
+        at = instrs[e.index] if e.index is not None and e.index < len(instrs) else None
+        if isinstance(at, RawWord):
+            at = None                          # the faulting instruction, when it decodes
+        if at is not None and e.field is not None:
+            out[path_bin(e.kind, at.op, e.field)] = 1
         faulty = {engine_of(ins) for ins in instrs if not isinstance(ins, RawWord) and _fault_code(ins, cfg)}
         if len(faulty) >= 2:
             out["err_double"] = 1
-        if e.index is not None and e.index < len(instrs) and not isinstance(instrs[e.index], RawWord) \
-                and _at_edge(instrs[e.index], e.kind, cfg):
+        if at is not None and _at_edge(at, e.kind, cfg):
             out["err_edge"] = 1
         return out
     except IsaError:

@@ -20,7 +20,7 @@ from onnx.reference import ReferenceEvaluator
 
 from tpusim.arch.errors import CompileError
 
-__all__ = ["lift_sequence_model"]
+__all__ = ["lift_sequence_model", "input_dims"]
 
 #: ops whose 1-D spatial attributes gain a leading 1
 SPATIAL = ("Conv", "MaxPool", "AveragePool")
@@ -107,7 +107,7 @@ def _lift_pads(node, graph, opsets) -> None:
     node.input[1] = name
 
 
-def _lift_axes(node, axes, rank3: bool) -> list:
+def _lift_axes(node, axes) -> list:
     """Axes of a rank-3 tensor as axes of its (1, C, 1, L) form: 0, 1 stay, 2 (length) -> 3."""
     out = []
     for ax in axes:
@@ -128,7 +128,7 @@ def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return _lift(model, inp)
     except (ValueError, TypeError, IndexError, KeyError, onnx.onnx_cpp2py_export.shape_inference.InferenceError) as e:
-        raise CompileError(f"sequence model (input {inp.name!r} {_dims(inp)}): cannot lift it to 2-D: "
+        raise CompileError(f"sequence model (input {inp.name!r} {input_dims(inp)}): cannot lift it to 2-D: "
                            f"{str(e).splitlines()[0][:300]}") from None
 
 
@@ -190,14 +190,14 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
         elif node.op_type in ("ReduceMean", "ReduceMax", "Concat"):
             for a in node.attribute:
                 if a.name == "axes":
-                    a.ints[:] = _lift_axes(node, a.ints, True)
+                    a.ints[:] = _lift_axes(node, a.ints)
                     if 3 in a.ints and 2 not in a.ints:
                         a.ints.append(2)
                 elif a.name == "axis":
-                    a.i = _lift_axes(node, [a.i], True)[0]
+                    a.i = _lift_axes(node, [a.i])[0]
             if node.op_type != "Concat" and len(node.input) > 1 and node.input[1] in inits:
                 ax = [int(v) for v in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
-                ax = _lift_axes(node, ax, True)
+                ax = _lift_axes(node, ax)
                 ax = sorted(set(ax) | ({2} if 3 in ax else set()))
                 inits[node.input[1]].CopyFrom(numpy_helper.from_array(np.array(ax, np.int64), node.input[1]))
         elif node.op_type == "Pad":
@@ -206,7 +206,7 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
             pass                          # a flatten: the same values in the same order
         elif node.op_type not in SHAPE_FREE:
             raise CompileError(f"node {node.name!r} ({node.op_type}) reads the 3-D tensor {reads3[0]!r} of a "
-                               f"sequence model (input {inp.name!r} {_dims(inp)}): only Conv, pools, "
+                               f"sequence model (input {inp.name!r} {input_dims(inp)}): only Conv, pools, "
                                "element-wise ops, reductions and Concat over the channel or length axis, "
                                "Flatten and global pools are supported on 3-D tensors")
     for vi in list(g.input) + list(g.output):
@@ -224,5 +224,6 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
     return m
 
 
-def _dims(vi) -> tuple:
+def input_dims(vi) -> tuple:
+    """The dims of a ValueInfoProto: values, or their names where symbolic."""
     return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in vi.type.tensor_type.shape.dim)

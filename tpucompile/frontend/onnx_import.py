@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from tpucompile.frontend.lift_1d import lift_sequence_model
+from tpucompile.frontend.lift_1d import input_dims, lift_sequence_model
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import one_line, resolve_auto_pad
@@ -108,7 +108,7 @@ def _check_input_rank(model: onnx.ModelProto) -> None:
     for vi in runtime_inputs(model):
         tt = vi.type.tensor_type
         if tt.HasField("shape") and len(tt.shape.dim) not in (2, 3, 4):
-            dims = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim)
+            dims = input_dims(vi)
             raise CompileError(f"graph input {vi.name!r} shape {dims} ({len(dims)}-D) unsupported (only NCHW "
                                "images, (1, C, L) sequences and (1, K) vectors)")
 
