@@ -7,10 +7,12 @@ Window arithmetic (ONNX Conv/MaxPool/AveragePool, dilation 1, ceil_mode 0): with
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tpucompile.backend.layout import align_px
 from tpucompile.qgraph import QOp, check_array
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
@@ -319,3 +321,43 @@ class QFilter(QOp):
                                f"{getattr(self.weight, 'dtype', None)} {getattr(self.weight, 'shape', None)}")
         for nm in ("bias", "mult", "shift"):
             check_array(f"{kind} {self.name!r}", nm, getattr(self, nm), np.int32, (self.weight.shape[0],))
+
+
+class WindowTile(NamedTuple):
+    """One output tile of a window op on the vector unit: th x tw outputs, the input window's
+    row pitch ``ncols`` (words), and per channel block its (first, last + 1) source words and its
+    first output word."""
+    th: int
+    tw: int
+    ncols: int
+    blocks: list
+
+
+def window_tiles(P, op, X, Y, tl, k0: int, nk: int, rows: tuple, cols: tuple, slots: dict):
+    """The output tiles of rows ``rows`` = [r0, r1) and columns ``cols`` = [c0, c1) of channel
+    blocks k0 .. k0 + nk - 1 of a window op (pool, depthwise conv) with tiling ``tl``: for each,
+    LOAD its input window into the next input slot, yield a WindowTile (the caller emits one
+    instruction per block), then STORE the tile's output slot to ``Y``. ``slots`` ({"i": k,
+    "o": k}) carries the alternating slot indices across calls."""
+    W, ap = P.cfg.word_bytes, align_px(P.cfg)
+    (kh, kw), (sh, sw) = op.kernel, op.strides
+    reg = tl.regions
+    for oy0 in range(rows[0], rows[1], tl.th):
+        th = min(tl.th, rows[1] - oy0)
+        for ox0 in range(cols[0], cols[1], tl.tw):
+            tw = min(tl.tw, cols[1] - ox0)
+            win = input_window(op, X, oy0, th, ox0, tw, ap)
+            nrows, ncols = win.nrows, win.ncols
+            base = reg["i"][slots["i"]]
+            slots["i"] ^= 1
+            load_window(P, X, k0, nk, win, base)
+            ob = reg["o"][slots["o"]]
+            slots["o"] ^= 1
+            blocks = []
+            for j in range(nk):
+                src = base + j * nrows * ncols + win.skip
+                blocks.append((src, src + (th - 1) * sh * ncols + (tw - 1) * sw + (kh - 1) * ncols + kw,
+                               ob + j * th * tw))
+            yield WindowTile(th, tw, ncols, blocks)
+            P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), ob, tw * W, th, Y.row_bytes, tw * W,
+                  nk, Y.block_bytes, th * tw * W, buf=Y.buf_id)

@@ -23,16 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.backend.layout import align_px, ceil_div, ddr_granule, param_tables, requant_table_stride, round_up
+from tpucompile.backend.layout import ceil_div, ddr_granule, param_tables, requant_table_stride, round_up
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
 from tpucompile.ops.common import (
     QFilter,
-    input_window,
-    load_window,
     no_input_transform,
     requant_multiplier,
     weight_params,
     window_layout,
+    window_tiles,
     windows,
 )
 from tpucompile.ops.registry import DeviceOp, OpDef
@@ -185,7 +184,6 @@ def _emit(P, op: QDwConv, lays: dict, tl: EltTiling, consts: dict) -> None:
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
     W, pw = cfg.word_bytes, cfg.param_words
-    ap = align_px(cfg)
     kh, kw = op.kernel
     sh, sw = op.strides
     taps = kh * kw
@@ -194,34 +192,20 @@ def _emit(P, op: QDwConv, lays: dict, tl: EltTiling, consts: dict) -> None:
     wstride, pstride = weight_stride(op, cfg), requant_table_stride(cfg)
     qin = P.qregs.get(0, 0, op.x_zp)
     qout = P.qregs.get(0, 0, op.y_zp, pinned=(qin,))
-    islot = oslot = cslot = 0
+    slots, cslot = {"i": 0, "o": 0}, 0
     for k0 in range(0, X.nblocks, tl.kbg):
         kbs = range(k0, min(X.nblocks, k0 + tl.kbg))
         wb, pb = reg["w"][cslot], reg["p"][cslot]
         cslot ^= 1
         P.dma("DMA_LOAD", consts["weights"] + k0 * wstride, wb, taps * W, len(kbs), wstride, taps * W)
         P.dma("DMA_LOAD", consts["requant"] + k0 * pstride, pb, pw * W, len(kbs), pstride, pw * W)
-        for oy0 in range(0, Ho, tl.th):
-            th = min(tl.th, Ho - oy0)
-            for ox0 in range(0, Wo, tl.tw):
-                tw = min(tl.tw, Wo - ox0)
-                win = input_window(op, X, oy0, th, ox0, tw, ap)
-                nrows, ncols = win.nrows, win.ncols
-                base = reg["i"][islot]
-                islot ^= 1
-                load_window(P, X, k0, len(kbs), win, base)
-                ob = reg["o"][oslot]
-                oslot ^= 1
-                for j in range(len(kbs)):
-                    src = base + j * nrows * ncols + win.skip
-                    last = src + (th - 1) * sh * ncols + (tw - 1) * sw + (kh - 1) * ncols + kw
-                    dst, wt, ps = ob + j * th * tw, wb + j * taps, pb + j * pw
-                    P.add("DWCONV", rs=[(src, last), (wt, wt + taps), (ps, ps + pw)], ws=[(dst, dst + th * tw)],
-                          relu=int(op.relu), src_addr=src, win_w=kw, win_h=kh, win_stride_x=1,
-                          win_stride_y=ncols, out_w=tw, out_stride_x=sw, out_h=th, out_stride_y=sh * ncols,
-                          dst_addr=dst, qreg_in=qin, qreg_out=qout, wt_addr=wt, param_addr=ps)
-                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), ob, tw * W, th, Y.row_bytes, tw * W,
-                      len(kbs), Y.block_bytes, th * tw * W, buf=Y.buf_id)
+        for t in window_tiles(P, op, X, Y, tl, k0, len(kbs), (0, Ho), (0, Wo), slots):
+            for j, (src, last, dst) in enumerate(t.blocks):
+                wt, ps = wb + j * taps, pb + j * pw
+                P.add("DWCONV", rs=[(src, last), (wt, wt + taps), (ps, ps + pw)], ws=[(dst, dst + t.th * t.tw)],
+                      relu=int(op.relu), src_addr=src, win_w=kw, win_h=kh, win_stride_x=1,
+                      win_stride_y=t.ncols, out_w=t.tw, out_stride_x=sw, out_h=t.th, out_stride_y=sh * t.ncols,
+                      dst_addr=dst, qreg_in=qin, qreg_out=qout, wt_addr=wt, param_addr=ps)
 
 
 def _describe(op: QDwConv, tl: EltTiling) -> dict:

@@ -28,9 +28,7 @@ from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     bad_attr,
-    input_window,
     lane_wise_channels,
-    load_window,
     no_attrs,
     no_constants,
     no_input_transform,
@@ -38,6 +36,7 @@ from tpucompile.ops.common import (
     requant_multiplier,
     spatial_attrs,
     window_layout,
+    window_tiles,
     windows,
 )
 from tpucompile.ops.registry import DeviceOp, OpDef
@@ -266,16 +265,12 @@ def _emit_avg(P, op: QAvgPool, lays: dict, tl: EltTiling, consts: dict) -> None:
 
 def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
     """Per tile: LOAD the input window, one POOL per channel block, STORE."""
-    cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
-    W = cfg.word_bytes
-    ap = align_px(cfg)
     kh, kw = op.kernel
     sh, sw = op.strides
     _, _, Ho, Wo = Y.shape
     regions = (op.regions or ((0, Ho, 0, Wo, op.mult, op.shift),)) if avg else ((0, Ho, 0, Wo, 0, 0),)
-    reg = tl.regions
-    islot = oslot = 0
+    slots = {"i": 0, "o": 0}
     for k0, (ry0, ry1, rx0, rx1, mult, shift) in ((k, r) for k in range(0, X.nblocks, tl.kbg) for r in regions):
         kbs = range(k0, min(X.nblocks, k0 + tl.kbg))
         if avg:
@@ -283,26 +278,11 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
             qout = P.qregs.get(mult, shift, op.y_zp, pinned=(qin,))
         else:
             qin = qout = 0
-        for oy0 in range(ry0, ry1, tl.th):
-            th = min(tl.th, ry1 - oy0)
-            for ox0 in range(rx0, rx1, tl.tw):
-                tw = min(tl.tw, rx1 - ox0)
-                win = input_window(op, X, oy0, th, ox0, tw, ap)
-                nrows, ncols = win.nrows, win.ncols
-                base = reg["i"][islot]
-                islot ^= 1
-                load_window(P, X, k0, len(kbs), win, base)
-                ob = reg["o"][oslot]
-                oslot ^= 1
-                for j, kb in enumerate(kbs):
-                    src = base + j * nrows * ncols + win.skip
-                    last = src + (th - 1) * sh * ncols + (tw - 1) * sw + (kh - 1) * ncols + kw
-                    dst = ob + j * th * tw
-                    P.add("POOL", rs=[(src, last)], ws=[(dst, dst + th * tw)], mode=int(avg), src_addr=src,
-                          win_w=kw, win_h=kh, win_stride_x=1, win_stride_y=ncols, out_w=tw, out_stride_x=sw,
-                          out_h=th, out_stride_y=sh * ncols, dst_addr=dst, qreg_in=qin, qreg_out=qout)
-                P.dma("DMA_STORE", Y.iaddr(k0, oy0, ox0), ob, tw * W, th, Y.row_bytes, tw * W,
-                      len(kbs), Y.block_bytes, th * tw * W, buf=Y.buf_id)
+        for t in window_tiles(P, op, X, Y, tl, k0, len(kbs), (ry0, ry1), (rx0, rx1), slots):
+            for src, last, dst in t.blocks:
+                P.add("POOL", rs=[(src, last)], ws=[(dst, dst + t.th * t.tw)], mode=int(avg), src_addr=src,
+                      win_w=kw, win_h=kh, win_stride_x=1, win_stride_y=t.ncols, out_w=t.tw, out_stride_x=sw,
+                      out_h=t.th, out_stride_y=sh * t.ncols, dst_addr=dst, qreg_in=qin, qreg_out=qout)
 
 
 MAXPOOL = DeviceOp(QMaxPool, golden=_golden_max, input_transform=no_input_transform,
