@@ -115,6 +115,35 @@ class Seq1d(nn.Module):
         return self.head(self.f(x))
 
 
+def _cbs(cin, cout, k=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, 1, k // 2), nn.BatchNorm2d(cout), nn.SiLU())
+
+
+class C2fSppf(nn.Module):
+    """YOLOv8's C2f block (``chunk(2, 1)`` of a 1x1 conv: a Split; two 3x3 residual bottlenecks
+    on the second half; a Concat of all four parts) and its SPPF (three 5x5 stride-1 max pools in
+    a chain, concatenated), then a channel slice ``x[:, 4:12]`` (a Slice), mean, Linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.cv1 = _cbs(3, 16, 3), _cbs(16, 16)
+        self.m = nn.ModuleList(nn.Sequential(_cbs(8, 8, 3), _cbs(8, 8, 3)) for _ in range(2))
+        self.cv2 = _cbs(32, 16)
+        self.sppf_in, self.pool, self.sppf_out = _cbs(16, 8), nn.MaxPool2d(5, 1, 2), _cbs(32, 16)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = list(self.cv1(self.stem(x)).chunk(2, 1))
+        for m in self.m:
+            y.append(y[-1] + m(y[-1]))
+        x = self.cv2(torch.cat(y, 1))
+        a = self.sppf_in(x)
+        b = self.pool(a)
+        c = self.pool(b)
+        x = self.sppf_out(torch.cat([a, b, c, self.pool(c)], 1))
+        return self.fc(x[:, 4:12].mean(dim=(2, 3)))
+
+
 def _settle_batchnorm(model: nn.Module, shape, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     model.train()
@@ -161,6 +190,10 @@ def main() -> None:
     seq = Seq1d()
     _settle_batchnorm(seq, (1, 3, 64), 6)
     _export(seq, (1, 3, 64), a.out / "seq1d_64")
+    torch.manual_seed(0)
+    c2f = C2fSppf()
+    _settle_batchnorm(c2f, (1, 3, 16, 16), 7)
+    _export(c2f, (1, 3, 16, 16), a.out / "c2f_sppf_16")
 
 
 if __name__ == "__main__":

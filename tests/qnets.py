@@ -505,3 +505,28 @@ def conv1d_net(seed=0, c=4, length=48):
              n("Flatten", ["g"], ["f"], name="flatten"),
              n("Gemm", ["f", "fc", "fb"], ["y"], name="fc", transB=1)]
     return make_model(nodes, inits, (1, c, length), "y", (1, 6))
+
+
+def csp_split(seed=0, opset=13, sizes=(5, 7)):
+    """YOLOv8's C2f pattern: a 1x1 conv (12 channels) + Relu, Split on the channels into ``sizes``
+    (not block aligned), the second part through a 1x1 conv (6), a channel Slice [3, 11) of the
+    conv output through a 3x3 MaxPool, a Concat of both parts, the conv and the pool (a part that
+    is a view is copied), a 1x1 conv: x [1,3,8,8] -> y [1,8,8,8]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": conv_w(rng, 12, 3, 1), "w2": conv_w(rng, 6, sizes[1], 1),
+             "w3": conv_w(rng, 8, sum(sizes) + 6 + 8, 1),
+             "sl_s": np.array([3], np.int64), "sl_e": np.array([11], np.int64), "sl_a": np.array([1], np.int64)}
+    if opset >= 13:
+        inits["split"] = np.array(sizes, np.int64)
+        split = helper.make_node("Split", ["a", "split"], ["s0", "s1"], name="split", axis=1)
+    else:
+        split = helper.make_node("Split", ["a"], ["s0", "s1"], name="split", axis=1, split=list(sizes))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a0"], name="cv1", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["a0"], ["a"], name="relu1"),
+             split,
+             helper.make_node("Conv", ["s1", "w2"], ["b"], name="cv2", kernel_shape=[1, 1]),
+             helper.make_node("Slice", ["a", "sl_s", "sl_e", "sl_a"], ["c"], name="mid"),
+             helper.make_node("MaxPool", ["c"], ["d"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["s0", "s1", "b", "d"], ["cat"], name="cat", axis=1),
+             helper.make_node("Conv", ["cat", "w3"], ["y"], name="cv3", kernel_shape=[1, 1])]
+    return make_model(nodes, inits, (1, 3, 8, 8), "y", None, opset=opset)

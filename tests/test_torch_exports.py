@@ -9,7 +9,10 @@ x * Tanh(Softplus(x)); the dynamo one (opset 20) has Gelu and Mish ops: each gro
 Neck (SiLU, nearest upsampling by a factor and to another map's size, which the TorchScript
 exporter computes with Shape -> Slice -> Concat, a squeeze-and-excite gate, view(size(0), -1)),
 and Seq1d (a 1-D CNN on a (1, 3, 64) sequence: Conv1d, BatchNorm1d, pools, a depthwise Conv1d;
-the dynamo exporter writes its 1-D pools as Unsqueeze, a 2-D pool, Squeeze). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
+the dynamo exporter writes its 1-D pools as Unsqueeze, a 2-D pool, Squeeze), and C2fSppf
+(YOLOv8's C2f and SPPF blocks: ``chunk(2, 1)``, which TorchScript writes as two Slices with
+bounds computed by Shape -> Gather -> Div -> Mul and dynamo as a Split with num_outputs, a
+channel slice ``x[:, 4:12]``; its untrained 9-conv SiLU chain loses ~3 dB per conv, cosine 0.97). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
 ReduceMean / Reshape idioms differ, the network does not; the scales differ in the last bits, as
 dynamo leaves BatchNorm to the compiler to fold), every layer
 golden = SimPy, and the int8 result must track FP32 (onnxruntime) on a real photograph.
@@ -34,7 +37,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
                                                     ("mobilenetv2_w025_c10_32", 0.8, False),
                                                     ("actmix_16", 0.99, True),
                                                     ("neck_16", 0.99, True),
-                                                    ("seq1d_64", 0.99, False)])
+                                                    ("seq1d_64", 0.99, False),
+                                                    ("c2f_sppf_16", 0.95, True)])
 def test_both_exporters_compile_to_one_program_bit_exact(stem, min_cosine, top1, tmp_path):
     verdicts, programs = [], []
     for exporter in ("ts", "dynamo"):
@@ -59,7 +63,8 @@ def test_convmix_three_way(tmp_path):
 
 @pytest.mark.rtl
 @pytest.mark.parametrize("stem, ops", [("actmix_16", {"QLut": 7}), ("neck_16", {"QLut": 6, "QResize": 2, "QMul": 1}),
-                                       ("seq1d_64", {"QDwConv": 1, "QConv": 3})])
+                                       ("seq1d_64", {"QDwConv": 1, "QConv": 3}),
+                                       ("c2f_sppf_16", {"QSlice": 3, "QMaxPool": 3, "QConcat": 2})])
 def test_three_way(stem, ops, tmp_path):
     """The activation zoo (every function one LUT instruction) and the neck (LUT, Resize, MUL) on
     golden, SimPy and the RTL."""

@@ -81,11 +81,14 @@ def consumers(graph: Graph) -> dict:
 
 
 def prune(graph: Graph) -> Graph:
-    """Drop nodes whose outputs are never used and tensors nothing refers to."""
+    """Drop nodes whose outputs are never used and tensors nothing refers to; an unused output of
+    a node with several becomes "" (ONNX's absent optional output)."""
     live = set(graph.outputs)
     kept = []
     for n in reversed(graph.nodes):
         if any(o in live for o in n.outputs):
+            if len(n.outputs) > 1:          # an unused output of a Split: absent ("")
+                n.outputs = [o if o in live else "" for o in n.outputs]
             kept.append(n)
             live.update(i for i in n.inputs if i)
     kept.reverse()
@@ -109,13 +112,13 @@ def verify(graph: Graph) -> None:
             if i and i not in defined:
                 raise CompileError(f"node {n.name!r} ({n.op}) reads {i!r} which is not defined "
                                    "before it (graph not topological or input missing)")
-        for o in n.outputs:
+        for o in filter(None, n.outputs):
             if o in defined:
                 raise CompileError(f"node {n.name!r} ({n.op}) redefines tensor {o!r}")
             if o not in used:
                 raise CompileError(f"node {n.name!r} ({n.op}) output {o!r} is dangling (never used)")
             defined.add(o)
-    for name in list(graph.inputs) + list(graph.outputs) + [o for n in graph.nodes for o in n.outputs]:
+    for name in list(graph.inputs) + list(graph.outputs) + [o for n in graph.nodes for o in n.outputs if o]:
         t = graph.tensors.get(name)
         if t is None:
             raise CompileError(f"tensor {name!r} has no Tensor entry")

@@ -91,7 +91,7 @@ def remap_graph(qg: QGraph, blk: int, device) -> tuple:
     """The device graph with every mapped tensor at its physical channel count and every op
     rewritten by its ``remap_channels`` hook (``device(op)`` gives the op's DeviceOp), in graph
     order. Returns (QGraph, {tensor: ChannelMap} of the mapped tensors). The graph is returned
-    unchanged when no tensor has a map. A hook's ``ChannelMapRequest`` for a tensor whose
+    unchanged when no tensor has a map and no hook rewrote its op (a Slice's view block). A hook's ``ChannelMapRequest`` for a tensor whose
     producer has a ``remap_output`` hook and no other reader (nor is a graph output) is met by
     that producer writing the map; the pass then starts over."""
     wanted: dict = {}
@@ -127,7 +127,7 @@ def _remap(qg: QGraph, blk: int, device, wanted: dict) -> tuple:
                                    f"{op.out!r} of {y.shape[1]}")
             maps[op.out] = m
         ops.append(new)
-    if not maps:
+    if not maps and all(a is b for a, b in zip(ops, qg.ops)):
         return qg, {}
     tensors = dict(qg.tensors)
     for name, m in maps.items():

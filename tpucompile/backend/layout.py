@@ -20,7 +20,8 @@ int32[C], shift int8[C] (little endian); padded channels have bias 0, mult 0, sh
 zero point). Each table is padded to a multiple of G bytes in DDR.
 
 Views: a tensor can be a view of a block range of another's buffer (a Concat part, written in
-place by its producer: ``view_of``, ``view_block``); it shares that buffer's border (the largest
+place by its producer: ``view_of``, ``view_block``; or a channel Slice's output, read only:
+``view_written`` False, and such views may overlap); it shares that buffer's border (the largest
 any reader of the buffer or of one of its views needs, ``merge_view_borders``) and row geometry.
 A tensor whose parts do not fill whole blocks has gap lanes and a channel map (``chan_map``,
 backend/channels.py); its ``shape`` is then the physical one and its TensorDesc the logical one.
@@ -77,6 +78,7 @@ class ActLayout:
     view_of: str | None = None   # a view of blocks view_block.. of this tensor's buffer (a Concat part)
     view_block: int = 0
     view_by: str = ""            # the op that made it a view (for messages)
+    view_written: bool = True    # written in place by its producer (a Concat part); False: read only (a Slice)
     chan_map: ChannelMap | None = None   # channel map of a tensor with gap lanes
 
     @property

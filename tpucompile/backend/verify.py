@@ -57,7 +57,8 @@ def layout_plan(lp) -> None:
 
 
 def _check_view_blocks(lays: dict) -> None:
-    """Views lie inside their parent's blocks, one after the other, with its rows and border."""
+    """Views lie inside their parent's blocks with its rows and border; views written in place
+    (Concat parts) one after the other."""
     taken: dict = {}
     for name, lay in lays.items():
         if lay.view_of is None:
@@ -67,6 +68,8 @@ def _check_view_blocks(lays: dict) -> None:
         if hi > p.nblocks or lay.shape[2:] != p.shape[2:] or (lay.pads, lay.pad_value) != (p.pads, p.pad_value):
             raise CompileError(f"layout: view {name!r} (blocks [{lo}, {hi}) of {lay.shape}, pads {lay.pads}) "
                                f"does not fit {lay.view_of!r} ({p.nblocks} blocks of {p.shape}, pads {p.pads})")
+        if not lay.view_written:
+            continue
         for other, (a, b) in taken.get(lay.view_of, {}).items():
             if lo < b and a < hi:
                 raise CompileError(f"layout: views {other!r} and {name!r} of {lay.view_of!r} share blocks")

@@ -3,8 +3,8 @@ element-wise ops, Flatten, Gemm) is imported as the 2-D network it equals on (1,
 rank-3 tensor gets an H axis of 1, a Conv / MaxPool / AveragePool with 1-D attributes the 2-D ones
 with a 1 in front (kernel (1, k), strides (1, s), pads (0, b, 0, e), dilations (1, d)), a Conv's
 rank-3 weight (M, C/g, k) the rank-4 (M, C/g, 1, k), a rank-3 constant operand of an element-wise
-op (a (C, 1) or (1, C, 1) per-channel scale) its 4-D broadcast, a reduction or Concat over the
-length axis the same axis of the 4-D tensor, a Pad's pads the 4-D ones (nothing on H), a Reshape
+op (a (C, 1) or (1, C, 1) per-channel scale) its 4-D broadcast, a reduction, Concat, Split or
+Slice over the length axis the same axis of the 4-D tensor, a Pad's pads the 4-D ones (nothing on H), a Reshape
 to 2-D (a flatten) stays. Tensor names do not change, so calibration and the
 FP32 reference run the original model and compare by name (the values are the same, in the same
 order). Any other op on a rank-3 tensor (Transpose, Reshape, Softmax, ...) is refused, naming the
@@ -118,6 +118,29 @@ def _lift_axes(node, axes) -> list:
     return out
 
 
+def _lift_slice_axes(node, graph, opsets) -> None:
+    """A Slice of a rank-3 tensor: its axes (attribute before opset 10, else the constant fourth
+    input, default 0 .. len(starts) - 1) lifted."""
+    attrs = {a.name: a for a in node.attribute}
+    if "starts" in attrs:
+        axes = list(attrs["axes"].ints) if "axes" in attrs else list(range(len(attrs["starts"].ints)))
+        if "axes" in attrs:
+            node.attribute.remove(attrs["axes"])
+        node.attribute.append(helper.make_attribute("axes", _lift_axes(node, axes)))
+        return
+    given = node.input[3] if len(node.input) > 3 and node.input[3] else None
+    val = _constant_value(graph, given or node.input[1], opsets)
+    if val is None:
+        raise CompileError(f"node {node.name!r} (Slice): {'axes' if given else 'starts'} "
+                           f"{given or node.input[1]!r} of a 3-D tensor is not a constant")
+    axes = [int(a) for a in val.reshape(-1)] if given else list(range(val.size))
+    name = f"{node.name}__axes4"
+    graph.initializer.append(numpy_helper.from_array(np.array(_lift_axes(node, axes), np.int64), name))
+    while len(node.input) < 4:
+        node.input.append("")
+    node.input[3] = name
+
+
 def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself if its run-time input is not 3-D, else the lifted copy (module
     docstring); CompileError naming the node for an op the lifting cannot carry, or the
@@ -187,7 +210,7 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
             for i in node.input:
                 if i in inits and len(inits[i].dims) >= 2:
                     lift_const(i, node)
-        elif node.op_type in ("ReduceMean", "ReduceMax", "Concat"):
+        elif node.op_type in ("ReduceMean", "ReduceMax", "Concat", "Split"):
             for a in node.attribute:
                 if a.name == "axes":
                     a.ints[:] = _lift_axes(node, a.ints)
@@ -195,19 +218,21 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
                         a.ints.append(2)
                 elif a.name == "axis":
                     a.i = _lift_axes(node, [a.i])[0]
-            if node.op_type != "Concat" and len(node.input) > 1 and node.input[1] in inits:
+            if node.op_type not in ("Concat", "Split") and len(node.input) > 1 and node.input[1] in inits:
                 ax = [int(v) for v in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
                 ax = _lift_axes(node, ax)
                 ax = sorted(set(ax) | ({2} if 3 in ax else set()))
                 inits[node.input[1]].CopyFrom(numpy_helper.from_array(np.array(ax, np.int64), node.input[1]))
         elif node.op_type == "Pad":
             _lift_pads(node, g, m.opset_import)
+        elif node.op_type == "Slice":
+            _lift_slice_axes(node, g, m.opset_import)
         elif node.op_type == "Reshape" and ranks.get(node.output[0]) in (1, 2):
             pass                          # a flatten: the same values in the same order
         elif node.op_type not in SHAPE_FREE:
             raise CompileError(f"node {node.name!r} ({node.op_type}) reads the 3-D tensor {reads3[0]!r} of a "
                                f"sequence model (input {inp.name!r} {input_dims(inp)}): only Conv, pools, "
-                               "element-wise ops, reductions and Concat over the channel or length axis, "
+                               "element-wise ops, reductions, Concat, Split and Slice over the channel or length axis, "
                                "Flatten and global pools are supported on 3-D tensors")
     for vi in list(g.input) + list(g.output):
         if vi.name in rank3 and len(vi.type.tensor_type.shape.dim) == 3:

@@ -21,7 +21,7 @@
                 d^-beta, MUL)                             QMul          systolic array
   resize        Resize, Upsample (nearest, integer        QResize       vector unit
                 factors)                                  (POOL copy) + DMA
-  shapes        Shape, Size, Gather, Slice, Cast, Expand,  -             - (folded)
+  shapes        Shape, Size, Gather, Cast, Expand,        -             - (folded)
                 Range, Equal, Less, Greater, And, Or, Not,
                 Where (exporters' shape subgraphs)
   qdq           QuantizeLinear, DequantizeLinear (pairs   -             - (params pinned,
@@ -30,6 +30,8 @@
   scale         Sub, Div by constants (folded into        -             -
                 Conv as per-channel affine, with BN, Add)
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
+  slice         Slice, Split (channels; outputs are       QSlice        - (no copy)
+                views; on constants folded)
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
   pad           Pad (folded; zeros on H, W absorbed by    -             -
@@ -66,6 +68,7 @@ from tpucompile.ops import (
                             resize,
                             scale,
                             shapes,
+                            slice,
                             softmax,
                             transpose,
 )
@@ -78,10 +81,11 @@ from tpucompile.ops.mul import QMul
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
+from tpucompile.ops.slice import QSlice
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize, shapes, qdq, pad)
+            transpose, lut, lrn, resize, shapes, qdq, pad, slice)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice"]

@@ -6,7 +6,7 @@ Window arithmetic (ONNX Conv/MaxPool/AveragePool, dilation 1, ceil_mode 0): with
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -254,6 +254,14 @@ def no_constants(op, cfg) -> dict:
 def no_macs(op, qg) -> int:
     """macs of a vector-unit op."""
     return 0
+
+
+@dataclass
+class ViewTiling:
+    """The tiling of an op that moves nothing (a view: Concat, Slice): no SRAM, no accumulator."""
+    regions: dict = field(default_factory=dict)
+    slot_words: dict = field(default_factory=dict)
+    acc_rows = 0
 
 
 def lane_wise_channels(op, maps: dict, blk: int) -> tuple:

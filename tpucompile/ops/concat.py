@@ -25,16 +25,17 @@ of the outer one. A single-input Concat is an Alias.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from tpucompile.backend.channels import ChannelMap
 from tpucompile.backend.layout import ceil_div
 from tpucompile.ir import Node
-from tpucompile.ops.common import bad_attr, no_constants, no_input_transform, no_macs
+from tpucompile.ops.common import ViewTiling, bad_attr, no_constants, no_input_transform, no_macs
 from tpucompile.ops.lut import lut_qop
 from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.ops.slice import QSlice
 from tpucompile.qgraph import QOp
 from tpusim.arch.errors import CompileError
 
@@ -77,14 +78,6 @@ class QConcat(QOp):
             end = off + c
         if end > y.shape[1]:
             raise CompileError(f"QConcat {self.name!r}: parts end at channel {end}, the output has {y.shape[1]}")
-
-
-@dataclass
-class ViewTiling:
-    """The tiling of an op that moves nothing: no SRAM, no accumulator."""
-    regions: dict = field(default_factory=dict)
-    slot_words: dict = field(default_factory=dict)
-    acc_rows = 0
 
 
 # ---------------------------------------------------------------- import, passes, quantization
@@ -137,7 +130,9 @@ def _quantize(q, node) -> None:
                                "part only")
         seen[x.name] = name
     sy, zy = q.out_params(node)
-    xs = [x if (x.scale, x.zero_point) == (sy, zy) else _requantized(q, node, x, sy, zy) for x in xs]
+    views = {op.out for op in q.qg.ops if isinstance(op, QSlice)}
+    xs = [x if (x.scale, x.zero_point) == (sy, zy) and x.name not in views else _requantized(q, node, x, sy, zy)
+          for x in xs]
     counts = tuple(int(x.shape[1]) for x in xs)
     offsets = tuple(int(o) for o in np.cumsum((0,) + counts[:-1]))
     out = q.add_tensor(node.outputs[0], sy, zy, shape=(1, sum(counts)) + tuple(xs[0].shape[2:]))
@@ -146,8 +141,8 @@ def _quantize(q, node) -> None:
 
 def _requantized(q, node, x, sy: float, zy: int):
     """A part whose scale or zero point differs from the output's (a pre-quantized model pins
-    each tensor's own; calibrated parts share the output's range already): a LUT that maps it onto
-    the output's grid (``y = clamp(round(s_x (x - zp_x) / s_y) + zp_y)``) writes the part instead."""
+    each tensor's own; calibrated parts share the output's range already), or that is a view of
+    another buffer already (a channel Slice's output): a LUT that maps it onto the output's grid (``y = clamp(round(s_x (x - zp_x) / s_y) + zp_y)``) writes the part instead."""
     part = q.add_tensor(f"{x.name}__to_{node.outputs[0]}", sy, zy, shape=x.shape)
     q.add_op(lut_qop(f"{node.name}__requant_{x.name}", x, part, lambda v: v, "x"))
     return part

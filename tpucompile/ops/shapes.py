@@ -1,11 +1,12 @@
 """Shape-computation ops of exporter output, evaluated at compile time (every shape is static).
 
 ``torch.onnx.export`` and tf2onnx compute Reshape targets, Resize sizes and Slice bounds from
-the activations' shapes: ``Shape -> Gather / Slice -> Unsqueeze -> Concat -> Reshape``,
+the activations' shapes: ``Shape -> Gather / Slice -> Unsqueeze -> Concat -> Reshape``
+(Slice itself: slice.py),
 ``Cast``, ``Equal``/``Where``, ``ConstantOfShape``/``Expand``, ``Range``. ``Shape`` and ``Size``
 read only their input's (static) shape (``fold_shape`` hook, ``passes/constant_fold``); the
 others fold once their inputs are constants (``fold``, numpy, with the ONNX spec's semantics).
-None of them has a device mapping: one left over (e.g. a Slice or Gather of an activation) is
+None of them has a device mapping: one left over (e.g. a Gather of an activation) is
 refused by name after the passes. Comparisons, logic and Where of functions of one tensor join
 that tensor's table lookup (``passes/fuse_elementwise``).
 """
@@ -53,37 +54,6 @@ def _import_axis(node, a: dict, opset: int) -> dict:
 
 def _fold_gather(node, data, idx):
     return np.take(data, np.asarray(idx, np.int64), axis=node.attrs["axis"])
-
-
-def _import_slice(node, a: dict, opset: int) -> dict:
-    out = {}
-    for k, v in a.items():
-        if k in ("starts", "ends", "axes") and opset < 10:
-            out[k] = [int(x) for x in v]
-        else:
-            raise bad_attr(node, k, v, "is not supported")
-    return out
-
-
-def _fold_slice(node, data, *bounds):
-    """ONNX Slice: ``starts``, ``ends`` (and optional ``axes``, ``steps``) as inputs (opset 10+)
-    or attributes; negative values count from the end; bounds clamp as Python slicing does."""
-    data = np.asarray(data)
-    if bounds:
-        names = [n for n, i in zip(("starts", "ends", "axes", "steps"), node.inputs[1:]) if i]
-        given = dict(zip(names, bounds))
-    else:
-        given = dict(node.attrs)
-    starts = [int(v) for v in np.asarray(given["starts"]).reshape(-1)]
-    ends = [int(v) for v in np.asarray(given["ends"]).reshape(-1)]
-    axes = [int(v) for v in np.asarray(given.get("axes", range(len(starts)))).reshape(-1)]
-    steps = [int(v) for v in np.asarray(given.get("steps", [1] * len(starts))).reshape(-1)]
-    if 0 in steps:
-        raise ValueError(f"node {node.name!r} (Slice): a step of 0")
-    sl = [slice(None)] * data.ndim
-    for s, e, ax, st in zip(starts, ends, axes, steps):
-        sl[ax % data.ndim] = slice(s, e, st)
-    return data[tuple(sl)]
 
 
 def _import_cast(node, a: dict, opset: int) -> dict:
@@ -148,7 +118,6 @@ OPS = (
     OpDef("Shape", import_node=_import_shape, fold_shape=_fold_shape),
     OpDef("Size", import_node=no_attrs, fold_shape=_fold_size),
     OpDef("Gather", import_node=_import_axis, fold=_fold_gather),
-    OpDef("Slice", import_node=_import_slice, fold=_fold_slice),
     OpDef("Cast", import_node=_import_cast, fold=_fold_cast),
     OpDef("Expand", import_node=no_attrs, fold=_fold_expand),
     OpDef("Range", import_node=no_attrs, fold=_fold_range),

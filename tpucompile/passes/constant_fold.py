@@ -28,19 +28,26 @@ def run(graph: Graph) -> Graph:
             t = graph.tensors[node.outputs[0]]
             t.value, t.shape, t.dtype = out, tuple(out.shape), str(out.dtype)
         elif d is not None and d.fold is not None and (vals or not node.inputs) and \
-                all(v is not None for v in vals) and len(node.outputs) == 1:
-            t = graph.tensors.get(node.outputs[0])
-            n_out = int(np.prod(t.shape, dtype=object)) if t is not None and t.shape else 0
+                all(v is not None for v in vals):
+            ts = [graph.tensors.get(o) for o in node.outputs if o]
+            n_out = sum(int(np.prod(t.shape, dtype=object)) for t in ts if t is not None and t.shape)
             if n_out > MAX_CONST_ELEMENTS:
                 raise CompileError(f"node {node.name!r} ({node.op}): folding it would create a constant "
-                                   f"of shape {t.shape} ({n_out} elements, more than {MAX_CONST_ELEMENTS})")
+                                   f"of shape {', '.join(str(t.shape) for t in ts if t is not None)} "
+                                   f"({n_out} elements, more than {MAX_CONST_ELEMENTS})")
             try:
                 out = d.fold(node, *vals)
             except (ValueError, TypeError, IndexError, OverflowError, MemoryError) as e:
                 raise CompileError(f"node {node.name!r} ({node.op}): cannot evaluate on its constant "
                                    f"inputs: {e}") from None
-            t = graph.tensors[node.outputs[0]]
-            t.value, t.shape, t.dtype = out, tuple(out.shape), str(out.dtype)
+            outs = out if isinstance(out, tuple) else (out,)      # Split: one array per output
+            if len(outs) != len(node.outputs):                     # Dropout's mask: not folded
+                kept.append(node)
+                continue
+            for name, o in zip(node.outputs, outs):
+                if name:
+                    t = graph.tensors[name]
+                    t.value, t.shape, t.dtype = o, tuple(o.shape), str(o.dtype)
         else:
             kept.append(node)
     graph.nodes = kept

@@ -1,0 +1,254 @@
+"""Slice and Split of an activation on the channel axis, without a copy: the output is a view of
+the input's DDR buffer (the inverse of a channel Concat), and the op emits no instruction.
+
+ONNX semantics (Slice opset 1-13, Split opset 1-18): ``y = x[:, a : a + n]`` for a Slice whose
+only non-trivial axis is 1 with step 1 (other axes taken whole); a Split on axis 1 is one such
+slice per output (``split`` sizes from the attribute (opset < 13) or the second input (13+), or
+``num_outputs`` (18) parts of ceil(C / num_outputs) channels, the last one smaller). On
+constants both fold (numpy). A (1, C) fully-connected tensor slices like (1, C, 1, 1).
+
+Quantized graph (``QSlice``): the output shares the input's scale and zero point (the same bytes).
+
+Device layout: the output is a view of the input's buffer starting at the block holding its
+first channel (``block``); when that channel is not on a block boundary, or the input has a
+channel map (a Concat's gap lanes), the output's channel map (``backend/channels.py``) places
+its channels on the lanes they occupy, and its readers are rewritten onto them (a conv gets zero
+weights on the other lanes, pools pass the map on) exactly as for a Concat output. The view shares
+its buffer's border and row geometry (``backend/layout.py``, ``merge_view_borders``).
+
+A slice output that is a part of a Concat cannot be a view of two buffers: the Concat copies it
+(concat.py: a table lookup of the identity writes the part).
+
+Refused by name: a slice of an H or W axis or with a step other than 1 (not one block range of the
+blocked buffer: it would need a copy), bounds that are not constants, an empty slice.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpucompile.backend.channels import ChannelMap
+from tpucompile.ir import Node
+from tpucompile.ops.common import ViewTiling, bad_attr, no_constants, no_input_transform, no_macs
+from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.qgraph import QOp
+from tpusim.arch.errors import CompileError
+
+__all__ = ["QSlice", "OPS", "slice_bounds"]
+
+
+@dataclass(frozen=True)
+class QSlice(QOp):
+    """Channels ``start .. start + count - 1`` of ``inp`` (NCHW int8), same scale and zero point.
+    In the device graph ``block`` is the input block the view starts at (0 before remapping)."""
+    name: str
+    inp: str
+    out: str
+    start: int
+    count: int
+    block: int = 0
+
+    def verify(self, qg) -> None:
+        x, y = qg.tensors[self.inp], qg.tensors[self.out]
+        if tuple(x.shape[2:]) != tuple(y.shape[2:]) or self.start < 0 or self.count <= 0:
+            raise CompileError(f"QSlice {self.name!r}: {y.shape} is not a channel range "
+                               f"[{self.start}, {self.start + self.count}) of {x.shape}")
+        if (x.scale, x.zero_point) != (y.scale, y.zero_point):
+            raise CompileError(f"QSlice {self.name!r}: output {self.out!r} does not share the scale and "
+                               f"zero point of its input {self.inp!r}")
+
+
+# ---------------------------------------------------------------- import and folding
+def _import_slice(node, a: dict, opset: int) -> dict:
+    out = {}
+    for k, v in a.items():
+        if k in ("starts", "ends", "axes") and opset < 10:
+            out[k] = [int(x) for x in v]
+        else:
+            raise bad_attr(node, k, v, "is not supported")
+    return out
+
+
+def slice_bounds(node, ndim: int, bounds: tuple) -> list:
+    """Per axis of a rank-``ndim`` tensor, the Python ``slice`` of ONNX Slice ``node`` (bounds
+    from its constant inputs ``bounds`` (opset 10+) or its attributes); ValueError for a step
+    of 0 or an axis out of range."""
+    if bounds:
+        names = [n for n, i in zip(("starts", "ends", "axes", "steps"), node.inputs[1:]) if i]
+        given = dict(zip(names, bounds))
+    else:
+        given = dict(node.attrs)
+    starts = [int(v) for v in np.asarray(given["starts"]).reshape(-1)]
+    ends = [int(v) for v in np.asarray(given["ends"]).reshape(-1)]
+    axes = [int(v) for v in np.asarray(given.get("axes", range(len(starts)))).reshape(-1)]
+    steps = [int(v) for v in np.asarray(given.get("steps", [1] * len(starts))).reshape(-1)]
+    if 0 in steps:
+        raise ValueError(f"node {node.name!r} (Slice): a step of 0")
+    sl = [slice(None)] * ndim
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        if not -ndim <= ax < ndim:
+            raise ValueError(f"node {node.name!r} (Slice): axis {ax} of a rank-{ndim} tensor")
+        sl[ax % ndim] = slice(s, e, st)
+    return sl
+
+
+def _fold_slice(node, data, *bounds):
+    """ONNX Slice: negative bounds count from the end; bounds clamp as Python slicing does."""
+    data = np.asarray(data)
+    return data[tuple(slice_bounds(node, data.ndim, bounds))]
+
+
+def _import_split(node, a: dict, opset: int) -> dict:
+    out = {"axis": 0}
+    for k, v in a.items():
+        if k == "axis" or (k == "num_outputs" and opset >= 18):
+            out[k] = int(v)
+        elif k == "split" and opset < 13:
+            out[k] = [int(x) for x in v]
+        else:
+            raise bad_attr(node, k, v, "is not supported")
+    return out
+
+
+def _split_sizes(node, dim: int, split) -> list:
+    """Sizes of the parts of an axis of ``dim`` (ONNX Split: ``split``, else ``num_outputs`` parts
+    of ceil(dim / n), else equal parts, one per output)."""
+    if split is None:
+        split = node.attrs.get("split")
+    if split is not None:
+        sizes = [int(s) for s in np.asarray(split).reshape(-1)]
+        if sum(sizes) != dim or len(sizes) != len(node.outputs) or min(sizes) < 0:
+            raise CompileError(f"node {node.name!r} (Split): split {sizes} does not divide an axis of "
+                               f"{dim} into {len(node.outputs)} outputs")
+        return sizes
+    n = node.attrs.get("num_outputs", len(node.outputs))
+    if n != len(node.outputs) or n <= 0:
+        raise CompileError(f"node {node.name!r} (Split): num_outputs {n} for {len(node.outputs)} outputs")
+    part = -(-dim // n)
+    if "num_outputs" not in node.attrs and dim % n:
+        raise CompileError(f"node {node.name!r} (Split): an axis of {dim} does not split into {n} equal parts")
+    return [min(part, dim - i * part) for i in range(n)]
+
+
+def _fold_split(node, data, *rest):
+    data = np.asarray(data)
+    axis = node.attrs["axis"] % data.ndim
+    sizes = _split_sizes(node, data.shape[axis], rest[0] if rest and rest[0] is not None else None)
+    return tuple(np.split(data, np.cumsum(sizes)[:-1], axis=axis))
+
+
+# ---------------------------------------------------------------- canonical form
+def _channel_slice(node, name: str, out: str, shape: tuple, start: int, count: int) -> Node:
+    if count <= 0:
+        raise CompileError(f"node {node.name!r} ({node.op}): output {out!r} is empty (channels "
+                           f"{start}..{start + count} of {shape})")
+    if count == shape[1]:
+        return Node("Alias", name, [node.inputs[0]], [out])
+    return Node("ChannelSlice", name, [node.inputs[0]], [out], {"start": int(start), "count": int(count)})
+
+
+def _activation_shape(graph, node) -> tuple:
+    shape = tuple(graph.tensors[node.inputs[0]].shape)
+    if len(shape) not in (2, 4) or shape[0] != 1:
+        raise CompileError(f"node {node.name!r} ({node.op}): input {node.inputs[0]!r} of shape {shape} "
+                           "unsupported (only (1, C, H, W) and (1, C))")
+    return shape
+
+
+def _canonicalize_slice(graph, node, producers) -> list:
+    """A Slice whose only cut axis is the channels, step 1 -> ChannelSlice (or an Alias when it
+    takes every channel); any other Slice of an activation refused naming the axis."""
+    shape = _activation_shape(graph, node)
+    bounds = tuple(graph.const(i) for i in node.inputs[1:] if i)
+    if any(b is None for b in bounds):
+        raise CompileError(f"node {node.name!r} (Slice): its bounds are not constants (after folding "
+                           "the shape computations); a data-dependent slice has no device mapping")
+    try:
+        sl = slice_bounds(node, len(shape), bounds)
+    except ValueError as e:
+        raise CompileError(str(e)) from None
+    ranges = [range(d)[s] for d, s in zip(shape, sl)]
+    for ax, (d, r) in enumerate(zip(shape, ranges)):
+        if ax != 1 and (len(r) != d or r.step != 1):
+            raise CompileError(f"node {node.name!r} (Slice): a slice of axis {ax} of {shape} "
+                               f"({r.start}:{r.stop}:{r.step}) is unsupported: only channel slices "
+                               "are views of the blocked buffer; an H or W slice would need a copy")
+    r = ranges[1]
+    if len(r) and r.step != 1:
+        raise CompileError(f"node {node.name!r} (Slice): channel step {r.step} unsupported (only 1: "
+                           "a strided channel slice is not one range of lanes)")
+    return [_channel_slice(node, node.name, node.outputs[0], shape, r.start if len(r) else 0, len(r))]
+
+
+def _canonicalize_split(graph, node, producers) -> list:
+    """A Split on the channels -> one ChannelSlice per output; other axes refused."""
+    shape = _activation_shape(graph, node)
+    axis = node.attrs["axis"] % len(shape) if -len(shape) <= node.attrs["axis"] < len(shape) else None
+    if axis != 1:
+        raise CompileError(f"node {node.name!r} (Split): axis {node.attrs['axis']} of {shape} is "
+                           "unsupported: only the channel axis splits into views of the blocked buffer")
+    split = None
+    if len(node.inputs) > 1 and node.inputs[1]:
+        split = graph.const(node.inputs[1])
+        if split is None:
+            raise CompileError(f"node {node.name!r} (Split): split {node.inputs[1]!r} is not a constant")
+    sizes = _split_sizes(node, shape[1], split)
+    starts = np.cumsum([0] + sizes[:-1])
+    return [_channel_slice(node, f"{node.name}__{i}", out, shape, int(s), n)
+            for i, (out, s, n) in enumerate(zip(node.outputs, starts, sizes)) if out]
+
+
+# ---------------------------------------------------------------- quantization and golden
+def _quantize(q, node) -> None:
+    x = q.input(node)
+    a, n = node.attrs["start"], node.attrs["count"]
+    out = q.add_tensor(node.outputs[0], x.scale, x.zero_point, shape=(1, n) + tuple(x.shape[2:]))
+    q.add_op(QSlice(node.name, x.name, out.name, a, n))
+
+
+def _golden(op: QSlice, x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x[:, op.start:op.start + op.count])
+
+
+# ---------------------------------------------------------------- device lowering
+def _remap_channels(op: QSlice, maps: dict, blk: int):
+    """The lanes of the slice's channels in the input's map (the identity if none); the view
+    starts at the block of the first, and the output's map is those lanes from there."""
+    m = maps.get(op.inp)
+    src = m.segments if m is not None else ((0, 0, 10 ** 9),)
+    lo, hi = op.start, op.start + op.count
+    segs = [(max(l, lo), p + max(l, lo) - l, min(l + n, hi) - max(l, lo)) for l, p, n in src
+            if l < hi and l + n > lo]
+    block = segs[0][1] // blk
+    out = ChannelMap.of([(l - lo, p - block * blk, n) for l, p, n in segs])
+    return (op if block == op.block else dataclasses.replace(op, block=block)), out
+
+
+def _layout(op: QSlice, qg, lays) -> None:
+    """The output is a view of its input's buffer from block ``op.block``."""
+    lay = lays[op.out]
+    lay.view_of, lay.view_block, lay.view_by, lay.view_written = op.inp, op.block, op.name, False
+
+
+def _tile(op: QSlice, lays: dict, cfg) -> ViewTiling:
+    return ViewTiling()
+
+
+def _emit(P, op: QSlice, lays: dict, tl: ViewTiling, consts: dict) -> None:
+    """Nothing: the output is the input's bytes."""
+
+
+def _describe(op: QSlice, tl: ViewTiling) -> dict:
+    return dict(start=op.start, count=op.count, view_block=op.block, views=True)
+
+
+DEVICE = DeviceOp(QSlice, golden=_golden, input_transform=no_input_transform, remap_channels=_remap_channels,
+                  plan_layout=_layout, constants=no_constants, tile=_tile, emit=_emit, describe=_describe,
+                  macs=no_macs)
+OPS = (
+    OpDef("Slice", import_node=_import_slice, fold=_fold_slice, canonicalize=_canonicalize_slice),
+    OpDef("Split", import_node=_import_split, fold=_fold_split, canonicalize=_canonicalize_split),
+    OpDef("ChannelSlice", quantize=_quantize, calibrated=False, device=DEVICE),   # created by canonicalize only
+)
