@@ -530,3 +530,18 @@ def csp_split(seed=0, opset=13, sizes=(5, 7)):
              helper.make_node("Concat", ["s0", "s1", "b", "d"], ["cat"], name="cat", axis=1),
              helper.make_node("Conv", ["cat", "w3"], ["y"], name="cv3", kernel_shape=[1, 1])]
     return make_model(nodes, inits, (1, 3, 8, 8), "y", None, opset=opset)
+
+
+def dense_mlp(seed=0, k=64):
+    """tf2onnx's Dense layers: MatMul by a constant + Add of an (N,) bias, a BatchNorm1d, Relu,
+    MatMul + Add of a (1, N) bias with the constant first: x [1, k] -> y [1, 10]."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": rng.normal(0, 0.1, (k, 32)).astype(np.float32), "b1": rng.normal(0, 0.1, 32).astype(np.float32),
+             "w2": rng.normal(0, 0.2, (32, 10)).astype(np.float32), "b2": rng.normal(0, 0.1, (1, 10)).astype(np.float32),
+             **bn_params(rng, 32, "bn")}
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w1"], ["m1"], name="dense1"), n("Add", ["m1", "b1"], ["a1"], name="bias1"),
+             bn_node("a1", "bn1", "bn", "bn"),
+             n("Relu", ["bn1"], ["r1"], name="relu1"), n("MatMul", ["r1", "w2"], ["m2"], name="dense2"),
+             n("Add", ["b2", "m2"], ["y"], name="bias2")]
+    return make_model(nodes, inits, (1, k), "y", (1, 10))

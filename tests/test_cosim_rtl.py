@@ -38,6 +38,7 @@ GRAPHS = {
     "se_block": qnets.se_block,         # MUL: a (1, C, 1, 1) gate (stride_b 0) and a product + relu
     "unary_lut": qnets.unary_lut,       # LUT: SiLU, HardSwish, Tanh, LeakyRelu, x*HardSigmoid, Elu, ...
     "mobilenet_block": qnets.mobilenet_block,   # DWCONV: depthwise 3x3 + BN + ReLU6, 5x5 stride 2, part blocks
+    "dense_mlp": qnets.dense_mlp,       # MatMul by a constant + bias Add + BatchNorm1d: 1x1 Convs on (1, K, 1, 1)
     "csp_split": qnets.csp_split,       # Split / Slice on the channels: views (gap lanes), copied into a Concat
 }
 

@@ -10,7 +10,7 @@
                 ReduceMean (spatial axes)                 QAvgPool
   reshape       Reshape, Flatten (FC views -> Alias),     (alias)       -
                 Unsqueeze, Squeeze (folded)
-  gemm          Gemm (-> 1x1 Conv)                        QConv         systolic array
+  gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
   softmax       Softmax                                   (host op)     host, float32
   constant      Constant, ConstantOfShape (folded)        -             -
   identity      Identity, Dropout (inference; -> Alias)   (alias)       -

@@ -106,13 +106,16 @@ def resolve_auto_pad(node, tensors) -> dict:
     return a
 
 
-def per_channel(c, cout: int):
+def per_channel(c, cout: int, rank: int = 4):
     """A constant operand of an element-wise op on a (1, cout, H, W) tensor as float64 [cout], if
     it is a scalar or varies along the channel axis only (numpy broadcasting: shapes (), (1,),
-    (cout, 1, 1), (1, cout, 1, 1)); None otherwise (a (cout,) vector broadcasts along W)."""
+    (cout, 1, 1), (1, cout, 1, 1)); None otherwise (a (cout,) vector broadcasts along W). On a
+    rank-2 (1, cout) tensor (``rank`` 2): shapes (), (1,), (cout,), (1, cout)."""
     c = np.asarray(c, np.float64)
     if c.size == 1:
         return np.full(cout, float(c.reshape(-1)[0]))
+    if rank == 2:
+        return c.reshape(cout).copy() if c.ndim in (1, 2) and c.shape[-1] == cout and c.size == cout else None
     if c.ndim not in (3, 4) or c.shape[-2:] != (1, 1) or c.shape[-3] != cout or (c.ndim == 4 and c.shape[0] != 1):
         return None
     return c.reshape(cout).copy()
@@ -127,7 +130,8 @@ def affine_of_constant(graph, node, cout: int, bias, form):
     if len(node.inputs) != 2 or (consts[0] is None) == (consts[1] is None):
         return None
     x_first = consts[0] is None
-    c = per_channel(consts[1] if x_first else consts[0], cout)
+    rank = len(graph.tensors[node.inputs[0 if x_first else 1]].shape)
+    c = per_channel(consts[1] if x_first else consts[0], cout, rank)
     if c is None:
         return None
     s, t = form(c, x_first)

@@ -5,17 +5,23 @@ W' = W (transB=1) or W.T (transB=0), shaped [N, K, 1, 1]; the bias C (size N or 
 A Gemm fed by a Reshape/Flatten of a (1, C, H, W) activation into (1, C*H*W) (VGG, AlexNet heads)
 becomes a Conv with an H x W kernel and no padding on the 4-D tensor itself, W' shaped
 [N, C, H, W]: ONNX flattens row-major over (C, H, W), the order of a Conv weight's (Cin, kh, kw),
-so both compute the same sums; the Reshape is then unused and pruned."""
+so both compute the same sums; the Reshape is then unused and pruned.
+
+MatMul of a (1, K) activation by a constant (K, N) (tf2onnx's Dense, torch's Linear on a 2-D
+input in some exports) is the Gemm with W = B.T and no bias; a per-channel Add / Mul after a
+Gemm or such a MatMul (the Dense's bias) folds into its weight and bias (passes/fold_affine).
+A MatMul of two activations, of a constant by an activation, or of a 3-D / 4-D activation has no
+device mapping and is refused naming the node."""
 from __future__ import annotations
 
 import numpy as np
 
 from tpucompile.ir import Node, Tensor
-from tpucompile.ops.common import bad_attr, is_fc_view
+from tpucompile.ops.common import bad_attr, is_fc_view, no_attrs
 from tpucompile.ops.registry import OpDef
 from tpusim.arch.errors import CompileError
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "fc_as_conv", "fc_params", "absorb_affine"]
 
 
 def _import(node, a: dict, opset: int) -> dict:
@@ -30,19 +36,42 @@ def _import(node, a: dict, opset: int) -> dict:
 
 
 def _canonicalize(graph, node, producers) -> list:
-    x, wn = node.inputs[0], node.inputs[1]
-    xs = graph.tensors[x].shape
-    if len(xs) != 2 or xs[0] != 1:
-        raise CompileError(f"node {node.name!r} (Gemm): input {x!r} shape {xs} unsupported (only 1xK)")
+    wn = node.inputs[1]
     w = graph.const(wn)
     if w is None:
         raise CompileError(f"node {node.name!r} (Gemm): weight {wn!r} is not a constant")
     w = w if node.attrs.get("transB", 0) else w.T
-    n, k = w.shape
+    n = w.shape[0]
     c = graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(n, np.float32)
     if c is None or c.size not in (1, n):
         raise CompileError(f"node {node.name!r} (Gemm): bias {node.inputs[2]!r} must be a constant of "
                            f"size {n}, got {None if c is None else c.shape}")
+    return fc_as_conv(graph, node, producers, w, c)
+
+
+def _canonicalize_matmul(graph, node, producers) -> list:
+    """MatMul of a (1, K) activation by a constant (K, N): the Gemm with that weight, no bias."""
+    a, b = (graph.const(i) for i in node.inputs)
+    sa, sb = (tuple(graph.tensors[i].shape) for i in node.inputs)
+    if a is not None or b is None or b.ndim != 2 or len(sa) != 2:
+        what = ("of two activations" if a is None and b is None else
+                f"of {'a constant' if a is not None else 'an activation'} {sa} by "
+                f"{'an activation' if b is None else 'a constant of shape'} {sb}")
+        raise CompileError(f"node {node.name!r} (MatMul): a product {what} has no device mapping (only a "
+                           "(1, K) activation by a constant (K, N) matrix: a fully-connected layer)")
+    return fc_as_conv(graph, node, producers, b.T, np.zeros(b.shape[1], np.float32))
+
+
+def fc_as_conv(graph, node, producers, w: np.ndarray, c: np.ndarray) -> list:
+    """The nodes computing ``y = x @ w.T + c`` for the (1, K) activation ``x = node.inputs[0]``
+    and a constant ``w`` of shape (N, K): a Conv on the (1, K, 1, 1) view of x (or with an H x W
+    kernel on the (1, C, H, W) tensor a Flatten/Reshape made x from), an Alias to ``node``'s
+    (1, N) output. CompileError naming the node for an input that is not 1 x K."""
+    x = node.inputs[0]
+    xs = graph.tensors[x].shape
+    if len(xs) != 2 or xs[0] != 1:
+        raise CompileError(f"node {node.name!r} ({node.op}): input {x!r} shape {xs} unsupported (only 1xK)")
+    n, k = w.shape
     out = []
     src = producers.get(x)
     kernel = (1, 1)
@@ -72,4 +101,35 @@ def _nchw_flatten(a: tuple, b: tuple) -> bool:
     return len(a) == 4 and len(b) == 2 and a[0] == b[0] == 1 and a[2] * a[3] > 1 and a[1] * a[2] * a[3] == b[1]
 
 
-OPS = (OpDef("Gemm", import_node=_import, canonicalize=_canonicalize),)
+def _fold_matmul(node, a, b):
+    return np.matmul(a, b)
+
+
+def fc_params(graph, node):
+    """(weight float64 (N, K), bias float64 (N,) or None) of a Gemm or of a MatMul of a (1, K)
+    activation by a constant (passes/fold_affine folds a following per-channel affine into
+    them); None if the weight (or bias) is not a constant."""
+    w = graph.const(node.inputs[1])
+    if w is None or w.ndim != 2 or graph.const(node.inputs[0]) is not None:
+        return None
+    if node.op == "MatMul":
+        return w.T.astype(np.float64), None
+    b = graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if len(node.inputs) > 2 and node.inputs[2] and (b is None or b.size not in (1, w.shape[1 - node.attrs["transB"]])):
+        return None
+    w = w if node.attrs.get("transB", 0) else w.T
+    return w.astype(np.float64), None if b is None else np.broadcast_to(b.reshape(-1), (w.shape[0],)).astype(np.float64)
+
+
+def absorb_affine(graph, node, s: np.ndarray, b_new: np.ndarray, out: str) -> None:
+    """``node`` (Gemm or MatMul, ``fc_params`` not None) becomes the Gemm ``(x @ W.T) * s + b'``
+    writing ``out``: W'[n] = W[n] * s[n], bias b' (float64 [N])."""
+    w, _ = fc_params(graph, node)
+    wname = graph.add_const(f"{node.name}__w_affine", (w * s[:, None]).astype(np.float32))
+    bname = graph.add_const(f"{node.name}__b_affine", b_new.astype(np.float32))
+    node.op, node.attrs = "Gemm", {"transB": 1}
+    node.inputs, node.outputs = [node.inputs[0], wname, bname], [out]
+
+
+OPS = (OpDef("Gemm", import_node=_import, canonicalize=_canonicalize),
+       OpDef("MatMul", import_node=no_attrs, fold=_fold_matmul, canonicalize=_canonicalize_matmul))

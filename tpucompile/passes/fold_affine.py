@@ -12,6 +12,10 @@ which the ops after it fold in turn. That is exact up to int8 rounding (each cha
 quantizes to +-127 with the per-channel scale |s| / 127) but spends C x C MACs per pixel on C
 useful ones: on the seed chip a 1024-channel BN at 7 x 7 costs 8 x 8 weight tiles of which 8
 are non-zero. A vector-unit per-channel requantize is the better design (not built yet).
+
+On a (1, N) fully-connected tensor, an affine op folds into the Gemm (or MatMul by a constant)
+that made it (``ops.gemm.absorb_affine``): tf2onnx's Dense (MatMul + Add), BatchNorm1d after a
+Linear.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import numpy as np
 
 from tpucompile.ir import Graph, Node, consumers, producers, prune
 from tpucompile.ops import OP_TABLE
+from tpucompile.ops.gemm import absorb_affine, fc_params
 from tpusim.arch.errors import CompileError
 
 NAME = "fold_affine"
@@ -56,14 +61,32 @@ def _diagonal_conv(graph, node, x, s, t) -> Node:
                 {"kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "relu": False})
 
 
+def _fold_into_fc(graph, node, d, x, prod, cons, out) -> None:
+    """An affine op on a (1, N) tensor: folded into the Gemm / MatMul by a constant that made it
+    (single consumer), else left (refused later by name if nothing maps it)."""
+    fc = prod.get(x)
+    params = fc_params(graph, fc) if fc is not None and fc.op in ("Gemm", "MatMul") else None
+    if params is not None and len(cons.get(x, [])) == 1 and x not in graph.outputs:
+        w, b = params
+        folded = d.affine(graph, node, w.shape[0], b)
+        if folded is not None:
+            absorb_affine(graph, fc, *folded, node.outputs[0])
+            prod[node.outputs[0]] = fc
+            return
+    out.append(node)
+
+
 def run(graph: Graph) -> Graph:
     prod, cons = producers(graph), consumers(graph)
     out = []
     for node in graph.nodes:
         d = OP_TABLE.get(node.op)
         x = next((i for i in node.inputs if i and graph.const(i) is None), None)
-        if d is None or d.affine is None or x is None or len(graph.tensors[x].shape) != 4:
+        if d is None or d.affine is None or x is None or len(graph.tensors[x].shape) not in (2, 4):
             out.append(node)
+            continue
+        if len(graph.tensors[x].shape) == 2:
+            _fold_into_fc(graph, node, d, x, prod, cons, out)
             continue
         conv = prod.get(x)
         params = _conv_params(graph, conv) if conv is not None and conv.op == "Conv" else None
