@@ -90,3 +90,31 @@ def test_bias_outside_int32_is_refused_naming_the_node():
     w = np.full((2, 1, 3, 3), 1e-3, np.float32)
     with pytest.raises(CompileError, match=r"node 'big' \(Conv, depthwise\): bias \d+ does not fit int32"):
         dwconv_qop("big", qt, w, np.array([1e9, 0.0]), out, (1, 1), (1, 1, 1, 1), False)
+
+
+def test_depthwise_reading_a_shuffle_runs_on_the_vector_unit():
+    """ShuffleNet's depthwise Conv on a channel shuffle: a DepthwiseConv on the shuffle's input
+    (filters permuted) whose output the grouped 1x1 Conv after it reads with the shuffle absorbed;
+    no Reshape, Transpose or ChannelPermute is left. Bit-exactness: test_cosim_rtl's shuffle_unit."""
+    g = run_passes(import_onnx(qnets.shuffle_unit()))
+    ops = {nd.name: nd for nd in g.nodes}
+    assert ops["dwconv"].op == "DepthwiseConv" and ops["dwconv"].inputs[0] == "g1r"
+    assert ops["gconv2"].inputs[0] == ops["dwconv"].outputs[0]
+    assert not {"Reshape", "Transpose", "ChannelPermute"} & {nd.op for nd in g.nodes}
+
+
+def test_depthwise_on_a_shuffle_read_by_an_add_stays_dense(tmp_path):
+    """When a node other than a Conv reads the depthwise output, the shuffle cannot move after it:
+    the depthwise Conv absorbs it as a dense Conv (exact), golden = SimPy."""
+    model = qnets.shuffle_unit()
+    g = model.graph
+    bn2 = next(nd for nd in g.node if nd.name == "bn2")
+    g.node.append(helper.make_node("Add", ["dwb", "dwb"], ["dd"], name="dw_twice"))
+    g.node.append(helper.make_node("GlobalAveragePool", ["dd"], ["gp"], name="gp"))
+    g.output.append(helper.make_tensor_value_info("gp", 1, None))
+    assert bn2.output[0] == "dwb"
+    passed = run_passes(import_onnx(model))
+    assert next(nd for nd in passed.nodes if nd.name == "dwconv").op == "Conv"
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=2)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="shd")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)

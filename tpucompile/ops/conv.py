@@ -36,7 +36,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
-from tpucompile.ir import Node
+from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     QFilter,
     bad_attr,
@@ -352,6 +352,8 @@ def _canonicalize(graph, node, producers) -> list:
     xs = graph.tensors[x].shape
     group, dil = node.attrs.get("group", 1), tuple(node.attrs.get("dilations", (1, 1)))
     shuffle = channel_permutation(graph, producers, x) if w.ndim == 4 else None
+    if shuffle is not None and is_depthwise(w, xs, group, dil) and _convs_read(graph, node.outputs[0]):
+        return _depthwise_before_shuffle(graph, node, producers, w, *shuffle)
     if shuffle is None and is_depthwise(w, xs, group, dil):
         _check_bias(graph, node, w)
         attrs = {k: v for k, v in node.attrs.items() if k not in ("group", "dilations", "kernel_shape")}
@@ -374,6 +376,35 @@ def _canonicalize(graph, node, producers) -> list:
                            f"fit input {x!r} of shape {tuple(xs)} (expected (M, {xs[1] if len(xs) == 4 else 'C'}, kH, kW))")
     _check_bias(graph, node, w)
     return [node]
+
+
+def _convs_read(graph, name: str) -> bool:
+    """Every reader of ``name`` is a Conv (and it is not a graph output)."""
+    readers = [n for n in graph.nodes if name in n.inputs]
+    return bool(readers) and name not in graph.outputs and all(n.op == "Conv" for n in readers)
+
+
+def _depthwise_before_shuffle(graph, node, producers, w, src: str, perm) -> list:
+    """A depthwise Conv on a channel shuffle of ``src`` (channel j = src channel perm[j]): the
+    same DepthwiseConv on ``src`` itself, filter perm[j] being filter j (so its output z has
+    z[perm[j]] = y[j]), then a ChannelPermute of z giving y, which the Convs reading y absorb
+    (transpose.py). No dense fallback, no data moved."""
+    _check_bias(graph, node, w)
+    y = node.outputs[0]
+    z = f"{y}__unshuffled"
+    t = graph.tensors[y]
+    graph.tensors[z] = Tensor(z, t.shape, t.dtype, onnx_name=t.onnx_name or y)    # y's range: same values
+    wz = np.zeros_like(w)
+    wz[perm] = w
+    ins = [src, graph.add_const(f"{node.name}__w_unshuffled", np.ascontiguousarray(wz, np.float32))]
+    if len(node.inputs) > 2 and node.inputs[2]:
+        b = graph.const(node.inputs[2])
+        bz = np.zeros_like(b)
+        bz[perm] = b
+        ins.append(graph.add_const(f"{node.name}__b_unshuffled", bz.astype(np.float32)))
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("group", "dilations", "kernel_shape")}
+    return [Node("DepthwiseConv", node.name, ins, [z], attrs),
+            Node("ChannelPermute", f"{node.name}__shuffle", [z], [y], {"perm": tuple(int(p) for p in perm)})]
 
 
 def _check_bias(graph, node, w) -> None:

@@ -2,7 +2,11 @@
 absorbs. ShuffleNet's shuffle ``Reshape (1, C, H, W) -> (1, g, C/g, H, W)``, ``Transpose perm
 [0, 2, 1, 3, 4]``, ``Reshape -> (1, C, H, W)`` only permutes channels: the Conv reading its result
 reads the shuffle's input instead, with its weight's input channels permuted the same way
-(``channel_permutation``, used by conv.py's canonicalize), so no data moves. A Transpose left
+(``channel_permutation``, used by conv.py's canonicalize), so no data moves. A depthwise Conv
+reading a shuffle whose every reader is a Conv runs on the shuffle's input with its filters
+permuted, and the shuffle moves to its output , where those Convs absorb
+it in turn: a ``ChannelPermute`` node (``perm``: output channel j is input channel perm[j])
+is the moved shuffle, only ever absorbed. A Transpose left
 over (another consumer, another permutation) has no int8 mapping and is refused by name.
 """
 from __future__ import annotations
@@ -12,6 +16,7 @@ import numpy as np
 from tpucompile.ops import reshape
 from tpucompile.ops.common import bad_attr
 from tpucompile.ops.registry import OpDef
+from tpusim.arch.errors import CompileError
 
 __all__ = ["OPS", "channel_permutation"]
 
@@ -38,11 +43,11 @@ def channel_permutation(graph, producers, name: str):
     chain, cur = [], name
     while True:
         p = producers.get(cur)
-        if p is None or p.op not in ("Reshape", "Transpose"):
+        if p is None or p.op not in ("Reshape", "Transpose", "ChannelPermute"):
             break
         chain.append(p)
         cur = p.inputs[0]
-    if not any(n.op == "Transpose" for n in chain):
+    if not any(n.op in ("Transpose", "ChannelPermute") for n in chain):
         return None
     src_shape, out_shape = graph.tensors[cur].shape, graph.tensors[name].shape
     if len(src_shape) != 4 or tuple(src_shape) != tuple(out_shape) or src_shape[0] != 1 or \
@@ -50,7 +55,11 @@ def channel_permutation(graph, producers, name: str):
         return None
     idx = np.arange(int(np.prod(src_shape)), dtype=np.int64).reshape(src_shape)
     for n in reversed(chain):
-        if n.op == "Transpose":
+        if n.op == "ChannelPermute":
+            if idx.ndim != 4:
+                return None
+            idx = idx[:, list(n.attrs["perm"])]
+        elif n.op == "Transpose":
             perm = n.attrs.get("perm")
             if perm is not None and len(perm) != idx.ndim:
                 return None
@@ -73,4 +82,10 @@ def channel_permutation(graph, producers, name: str):
     return cur, perm
 
 
-OPS = (OpDef("Transpose", import_node=_import, fold=_fold),)
+def _refuse_permute(q, node) -> None:
+    raise CompileError(f"node {node.name!r}: the channel shuffle moved after depthwise Conv "
+                       f"{node.inputs[0]!r} is read by a node that does not absorb it")
+
+
+OPS = (OpDef("Transpose", import_node=_import, fold=_fold),
+       OpDef("ChannelPermute", quantize=_refuse_permute))      # created by conv.py's canonicalize only
