@@ -31,6 +31,14 @@ def test_synthetic_weights_replace_every_placeholder_and_are_seeded():
     assert not np.array_equal(numpy_helper.to_array(other.graph.initializer[-1]), w[other.graph.initializer[-1].name])
 
 
+def test_a_reshaped_classifier_weight_is_replaced_too():
+    """inception_v1's Gemm weight is a (1, 1, 1000, 1024) placeholder behind a Reshape: He-normal
+    over its 1024 inputs, not the placeholder's constant (which made every logit equal)."""
+    m = realdata.wheel_model("inception_v1")
+    w = numpy_helper.to_array(next(i for i in m.graph.initializer if i.name == "loss3/classifier_w_0"))
+    assert w.shape == (1, 1, 1000, 1024) and abs(w.std() / np.sqrt(2.0 / 1024) - 1) < 0.05
+
+
 @pytest.mark.slow
 def test_vgg19_imports():
     import_onnx(driver.load_model("vgg19"))       # 143 M synthetic weights: ~10 s

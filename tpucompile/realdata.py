@@ -5,7 +5,8 @@ weights are placeholders (ConstantOfShape of 0.02). ``resnet50_model(seed)`` rep
 parameter with a constant initializer drawn from ``numpy.random.default_rng(seed)``, visiting
 parameters in graph order (so the same seed always gives the same model):
 
-* Conv weights [Cout, Cin, kh, kw]: He-normal, std = sqrt(2 / (Cin*kh*kw)).
+* Conv weights [Cout, Cin, kh, kw]: He-normal, std = sqrt(2 / (Cin*kh*kw)) (leading 1s of a
+  weight stored for a Reshape ignored).
 * Gemm weight [1000, 2048]: He-normal, std = sqrt(2 / 2048); bias ~ N(0, 0.01).
 * BatchNorm: gamma ~ U(0.5, 1.0), for the last BN of each residual branch (``*_branch2c_bn``)
   additionally multiplied by U(0.2, 0.5) so the residual stream stays bounded;
@@ -40,7 +41,10 @@ CALIB_PHOTOS = ("chelsea", "coffee", "rocket", "china", "flower")
 
 def _param(rng, name: str, shape: tuple, role: str, damp) -> np.ndarray:
     if role == "w":
-        fan_in = int(np.prod(shape[1:]))
+        dims = list(shape)
+        while len(dims) > 2 and dims[0] == 1:      # a weight stored with leading 1s, reshaped for its Gemm
+            dims.pop(0)
+        fan_in = int(np.prod(dims[1:]))
         return rng.normal(0.0, np.sqrt(2.0 / fan_in), shape)
     if role == "b":
         return rng.normal(0.0, 0.01, shape)
@@ -60,23 +64,21 @@ def _param(rng, name: str, shape: tuple, role: str, damp) -> np.ndarray:
 
 def _parameter_roles(g) -> dict:
     """Parameter name -> role ("w", "b", "gamma", "beta", "mean", "var", "scale", "shift"), in graph
-    order: Conv weight (and bias), Gemm weight and bias, BatchNormalization's four inputs, and the
-    operands of Mul ("scale") and Add ("shift"), also through an Unsqueeze (Caffe2's affine after
-    BN); operands that are activations are dropped by the caller (not initializers)."""
+    order: Conv weight (and bias), Gemm weight and bias (also through a Reshape or Unsqueeze:
+    inception_v1's classifier weight is a (1, 1, 1000, 1024) placeholder reshaped for its Gemm),
+    BatchNormalization's four inputs, and the operands of Mul ("scale") and Add ("shift"), also
+    through an Unsqueeze (Caffe2's affine after BN); operands that are activations are dropped by the caller (not initializers)."""
     roles = {}
     unsq = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Unsqueeze"}
+    via = {n.output[0]: n.input[0] for n in g.node if n.op_type in ("Unsqueeze", "Reshape")}
     for n in g.node:
         if n.op_type in ("Mul", "Add"):
             for i in n.input:
                 roles.setdefault(unsq.get(i, i), "scale" if n.op_type == "Mul" else "shift")
-        if n.op_type == "Conv":
-            roles[n.input[1]] = "w"
+        if n.op_type in ("Conv", "Gemm"):
+            roles[via.get(n.input[1], n.input[1])] = "w"
             if len(n.input) > 2 and n.input[2]:
-                roles[n.input[2]] = "b"
-        elif n.op_type == "Gemm":
-            roles[n.input[1]] = "w"
-            if len(n.input) > 2 and n.input[2]:
-                roles[n.input[2]] = "b"
+                roles[via.get(n.input[2], n.input[2])] = "b"
         elif n.op_type == "BatchNormalization":
             for nm, r in zip(n.input[1:5], ("gamma", "beta", "mean", "var")):
                 roles[nm] = r
