@@ -10,10 +10,12 @@ import pytest
 from onnx import helper
 
 from tests import qnets
+from tpucompile.driver import compile_onnx
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.ops.lut import FUNCTIONS, lut_table, unary_function
 from tpucompile.passes.pipeline import run_passes
 from tpusim.arch import arith
+from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
 
@@ -139,3 +141,29 @@ def test_element_wise_groups_become_one_lut_each(name, body, exprs, tmp_path):
 def test_bad_attributes_name_node_and_value(op, attrs, msg):
     with pytest.raises(CompileError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         import_onnx(_single(op, attrs, _OPSET.get(op, 18)))
+
+
+def _prelu(slope):
+    rng = np.random.default_rng(7)
+    n = helper.make_node
+    inits = {"w": qnets.conv_w(rng, 6, 3, 3), "s": np.asarray(slope, np.float32), "w2": qnets.conv_w(rng, 4, 6, 1)}
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), n("PRelu", ["c", "s"], ["p"], name="prelu"),
+             n("Conv", ["p", "w2"], ["y"], name="conv2")]
+    return qnets.make_model(nodes, inits, (1, 3, 6, 6), "y", None)
+
+
+@pytest.mark.parametrize("slope", [[0.25], np.full((6, 1, 1), -0.3)])
+def test_prelu_with_one_slope_is_a_table(slope, tmp_path):
+    """torch's nn.PReLU() (a (1,) slope) and equal per-channel slopes: one LUT, golden = SimPy."""
+    model = _prelu(slope)
+    assert [nd.op for nd in run_passes(import_onnx(model)).nodes] == ["Conv", "Lut", "Conv"]
+    xs = qnets.inputs((1, 3, 6, 6), 5, seed=2)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="pr")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
+
+
+def test_prelu_with_per_channel_slopes_is_refused_saying_why():
+    model = _prelu(np.linspace(0.1, 0.6, 6).reshape(6, 1, 1))
+    with pytest.raises(CompileError, match=r"node 'prelu' \(PRelu\): its slope 's' has 6 differing per-channel "
+                                           r"values; only one slope for all channels maps"):
+        compile_onnx(model, load_config("small"), qnets.inputs((1, 3, 6, 6), 2, seed=2))

@@ -39,7 +39,8 @@
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
-                Abs, Neg, Pow (-> Lut: fuse_elementwise)   functions of x)
+                Abs, Neg, Pow, PRelu (one slope)           functions of x)
+                (-> Lut: fuse_elementwise)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``

@@ -333,10 +333,11 @@ def seed_models() -> list:
                   for i, op in enumerate(["Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu",
                                           "Selu", "Softplus", "Softsign", "Erf", "Gelu", "Mish", "Exp", "Abs",
                                           "Sqrt", "Reciprocal", "Neg"])]
-               + [helper.make_node("Pow", ["u17", "two"], ["u18"], name="pow"),
+               + [helper.make_node("PRelu", ["u17", "quarter"], ["u17p"], name="prelu"),
+                  helper.make_node("Pow", ["u17p", "two"], ["u18"], name="pow"),
                   helper.make_node("LRN", ["u18"], ["u19"], name="lrn", size=3, alpha=1e-3, beta=0.5, bias=1.5),
                   helper.make_node("Resize", ["u19", "", "up2"], ["y"], name="up", mode="nearest")],
-               {"w": w(8, 4, 1, 1), "two": np.array(2.0, np.float32), "up2": np.array([1, 1, 2, 2], np.float32)},
+               {"w": w(8, 4, 1, 1), "two": np.array(2.0, np.float32), "quarter": np.array([0.25], np.float32), "up2": np.array([1, 1, 2, 2], np.float32)},
                (1, 4, 5, 5), opset=20),
             mk([helper.make_node("Upsample", ["x", "s"], ["y"], name="up", mode="nearest")],
                {"s": np.array([1, 1, 2, 3], np.float32)}, (1, 4, 3, 3), opset=9),
