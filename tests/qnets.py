@@ -545,3 +545,28 @@ def dense_mlp(seed=0, k=64):
              n("Relu", ["bn1"], ["r1"], name="relu1"), n("MatMul", ["r1", "w2"], ["m2"], name="dense2"),
              n("Add", ["b2", "m2"], ["y"], name="bias2")]
     return make_model(nodes, inits, (1, k), "y", (1, 10))
+
+
+def nhwc_classifier(seed=0, hw=16):
+    """tf2onnx's form of a Keras CNN: a channels-last (1, hw, hw, 3) input, Transpose to NCHW,
+    Conv + Relu, MaxPool, Conv + Relu, Transpose back to channels-last, Reshape (1, -1) (Keras
+    Flatten), MatMul + Add (Dense), Softmax: -> y [1, 10]."""
+    rng = np.random.default_rng(seed)
+    h = hw // 2
+    inits = {"w1": conv_w(rng, 8, 3, 3), "b1": rng.normal(0, 0.1, 8).astype(np.float32),
+             "w2": conv_w(rng, 12, 8, 3), "flat": np.array([1, -1], np.int64),
+             "wd": rng.normal(0, np.sqrt(2.0 / (h * h * 12)), (h * h * 12, 10)).astype(np.float32),
+             "bd": rng.normal(0, 0.1, 10).astype(np.float32)}
+    n = helper.make_node
+    nodes = [n("Transpose", ["x"], ["xt"], name="to_nchw", perm=[0, 3, 1, 2]),
+             n("Conv", ["xt", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             n("Relu", ["c1"], ["r1"], name="relu1"),
+             n("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             n("Relu", ["c2"], ["r2"], name="relu2"),
+             n("Transpose", ["r2"], ["r2t"], name="to_nhwc", perm=[0, 2, 3, 1]),
+             n("Reshape", ["r2t", "flat"], ["f"], name="flatten"),
+             n("MatMul", ["f", "wd"], ["d"], name="dense"),
+             n("Add", ["d", "bd"], ["logits"], name="dense_bias"),
+             n("Softmax", ["logits"], ["y"], name="softmax", axis=-1)]
+    return make_model(nodes, inits, (1, hw, hw, 3), "y", (1, 10))

@@ -12,6 +12,7 @@ import onnx
 
 from tpucompile import digits, inputs, realdata
 from tpucompile.backend.compile import compile_qgraph
+from tpucompile.frontend.nhwc_input import nchw_input_model
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.binary import TensorDesc, TpuBinary
@@ -47,7 +48,8 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
     """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither.
     ``synthetic_seed``: replace a file's Conv/Gemm/BatchNorm parameters by seeded synthetic ones
     (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
-    models always carry theirs."""
+    models always carry theirs. A file whose image input is channels-last is returned as the NCHW
+    model it is after its input Transpose (``frontend.nhwc_input``)."""
     if str(model) in MODELS:
         return MODELS[str(model)][0]()
     p = Path(model)
@@ -57,12 +59,12 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
         m = onnx.load(str(p))
     except Exception as e:  # onnx raises DecodeError and others for corrupt files
         raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
-    if synthetic_seed is None:
-        return m
-    try:
-        return realdata.synthetic_weights(m, synthetic_seed)
-    except (KeyError, ValueError, onnx.checker.ValidationError) as e:
-        raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
+    if synthetic_seed is not None:
+        try:
+            m = realdata.synthetic_weights(m, synthetic_seed)
+        except (KeyError, ValueError, onnx.checker.ValidationError) as e:
+            raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
+    return nchw_input_model(m)          # a channels-last input's leading Transpose: on the host
 
 
 def load_model_and_data(model: str | Path, calib=4, size: int | None = None,

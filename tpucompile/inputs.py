@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from tpucompile import realdata
+from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
 from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize.calibrate import CALIB_METHODS
 from tpusim.arch.errors import CompileError
@@ -72,9 +73,10 @@ def input_spec(model) -> tuple[str, tuple]:
     return ins[0].name, shape
 
 
-def _fit(a: np.ndarray, shape: tuple, what: str) -> np.ndarray:
+def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None) -> np.ndarray:
     if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
         raise CompileError(f"{what}: array of dtype {a.dtype}, expected real numbers")
+    a = to_model_layout(a, layout)          # a channels-last model's NHWC array (frontend/nhwc_input)
     if tuple(a.shape) == tuple(shape[1:]) and shape[0] == 1:
         a = a[None]
     if tuple(a.shape) != tuple(shape):
@@ -98,8 +100,9 @@ def _read(path: Path, what: str):
     return data
 
 
-def load_input(path: str | Path, name: str, shape: tuple) -> np.ndarray:
-    """The test input from ``path`` (.npy, or .npz under ``name`` or as its only array)."""
+def load_input(path: str | Path, name: str, shape: tuple, layout: dict | None = None) -> np.ndarray:
+    """The test input from ``path`` (.npy, or .npz under ``name`` or as its only array); for a
+    channels-last model (``layout``: ``nhwc_input.input_layout``) also in its NHWC shape."""
     p = Path(path)
     data = _read(p, "--input")
     if isinstance(data, dict):
@@ -109,7 +112,7 @@ def load_input(path: str | Path, name: str, shape: tuple) -> np.ndarray:
             data = next(iter(data.values()))
         else:
             raise CompileError(f"--input {str(p)!r}: holds arrays {sorted(data)}, none named {name!r} (the model's input)")
-    return _fit(np.asarray(data), shape, f"--input {str(p)!r}")
+    return _fit(np.asarray(data), shape, f"--input {str(p)!r}", layout)
 
 
 def _image(path: Path, shape: tuple) -> np.ndarray:
@@ -129,8 +132,9 @@ def _image(path: Path, shape: tuple) -> np.ndarray:
     return resize(g, (h, w), anti_aliasing=True).astype(np.float32)[None, None]
 
 
-def load_calib(path: str | Path, shape: tuple) -> list[np.ndarray]:
-    """Calibration samples (float32 arrays of ``shape``) from a folder of images or an array file."""
+def load_calib(path: str | Path, shape: tuple, layout: dict | None = None) -> list[np.ndarray]:
+    """Calibration samples (float32 arrays of ``shape``) from a folder of images or an array file
+    (for a channels-last model, ``layout``, also of its NHWC shape)."""
     p = Path(path)
     if p.is_dir():
         if len(shape) != 4 or shape[0] != 1 or shape[1] not in (1, 3):
@@ -145,10 +149,12 @@ def load_calib(path: str | Path, shape: tuple) -> list[np.ndarray]:
     out = []
     for i, a in enumerate(arrays):
         a = np.asarray(a)
+        inner = tuple(layout["shape"][1:]) if layout is not None and tuple(a.shape[1:]) == tuple(layout["shape"][1:]) \
+            else tuple(shape[1:])
         stacked = a.ndim == len(shape) + 1 or (a.ndim == len(shape) and shape[0] == 1 and a.shape[0] != 1
-                                              and tuple(a.shape[1:]) == tuple(shape[1:]))
+                                              and tuple(a.shape[1:]) == inner)
         for j, s in enumerate(a if stacked else [a]):
-            out.append(_fit(np.asarray(s), shape, f"--calib {str(p)!r} sample {i if not stacked else j}"))
+            out.append(_fit(np.asarray(s), shape, f"--calib {str(p)!r} sample {i if not stacked else j}", layout))
     if not out:
         raise CompileError(f"--calib {str(p)!r}: holds no samples")
     return out[:MAX_CALIB]
@@ -171,7 +177,7 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
                      f"the model's input {name!r} has shape {tuple(shape)}")
     image = _is_image(shape)
     if input_path is not None:
-        x = load_input(input_path, name, shape)
+        x = load_input(input_path, name, shape, input_layout(model))
     elif image:
         x = realdata.test_image(shape[2:])
     else:
@@ -186,5 +192,5 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
             if input_path is not None:
                 notes.append("calibrated on seeded noise (--calib DIR|FILE gives it real data)")
     else:
-        cal = load_calib(calib, shape)
+        cal = load_calib(calib, shape, input_layout(model))
     return x, cal, notes

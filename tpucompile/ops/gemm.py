@@ -5,7 +5,9 @@ W' = W (transB=1) or W.T (transB=0), shaped [N, K, 1, 1]; the bias C (size N or 
 A Gemm fed by a Reshape/Flatten of a (1, C, H, W) activation into (1, C*H*W) (VGG, AlexNet heads)
 becomes a Conv with an H x W kernel and no padding on the 4-D tensor itself, W' shaped
 [N, C, H, W]: ONNX flattens row-major over (C, H, W), the order of a Conv weight's (Cin, kh, kw),
-so both compute the same sums; the Reshape is then unused and pruned.
+so both compute the same sums; the Reshape is then unused and pruned. A flatten of the
+channels-last Transpose (perm [0, 2, 3, 1]) of such a map (tf2onnx's Keras Flatten) is the same
+Conv with the weight's K axis read in (h, w, c) order.
 
 MatMul of a (1, K) activation by a constant (K, N) (tf2onnx's Dense, torch's Linear on a 2-D
 input in some exports) is the Gemm with W = B.T and no bias; a per-channel Add / Mul after a
@@ -77,6 +79,11 @@ def fc_as_conv(graph, node, producers, w: np.ndarray, c: np.ndarray) -> list:
     kernel = (1, 1)
     if src is not None and src.op == "Alias" and is_fc_view(graph.tensors[src.inputs[0]].shape, xs):
         x4 = src.inputs[0]
+    elif src is not None and src.op in ("Reshape", "Flatten") and _nhwc_flatten(graph, producers, src.inputs[0], xs):
+        x4 = producers[src.inputs[0]].inputs[0]     # flatten(transpose(x, 0 2 3 1)): the weight's K in (h, w, c) order
+        _, c_, h_, w_ = graph.tensors[x4].shape
+        kernel = (h_, w_)
+        w = w.reshape(n, h_, w_, c_).transpose(0, 3, 1, 2).reshape(n, k)
     elif src is not None and src.op in ("Reshape", "Flatten") and _nchw_flatten(graph.tensors[src.inputs[0]].shape, xs):
         x4 = src.inputs[0]                  # Gemm(flatten(x)) = Conv with an H x W kernel on x
         kernel = graph.tensors[x4].shape[2:]
@@ -94,6 +101,16 @@ def fc_as_conv(graph, node, producers, w: np.ndarray, c: np.ndarray) -> list:
                     {"kernel_shape": tuple(kernel), "strides": (1, 1), "pads": (0, 0, 0, 0), "relu": False}))
     out.append(Node("Alias", f"{node.name}__out", [y4], [y]))
     return out
+
+
+def _nhwc_flatten(graph, producers, name: str, b: tuple) -> bool:
+    """``name`` is ``Transpose(x, perm [0, 2, 3, 1])`` of a (1, C, H, W) ``x`` and ``b`` = (1, H*W*C)
+    (tf2onnx's Flatten of a channels-last map before a Dense)."""
+    t = producers.get(name)
+    if t is None or t.op != "Transpose" or tuple(t.attrs.get("perm") or ()) != (0, 2, 3, 1):
+        return False
+    a = graph.tensors[t.inputs[0]].shape
+    return len(a) == 4 and len(b) == 2 and a[0] == b[0] == 1 and a[2] * a[3] > 1 and a[1] * a[2] * a[3] == b[1]
 
 
 def _nchw_flatten(a: tuple, b: tuple) -> bool:

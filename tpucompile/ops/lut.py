@@ -43,7 +43,7 @@ from tpucompile.backend.tiling import (
 )
 from tpucompile.ir import Node
 from tpucompile.ops.common import bad_attr, lane_wise_channels, no_attrs, no_input_transform, no_macs
-from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.ops.registry import DeviceOp, OpDef, refusal
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
@@ -309,6 +309,7 @@ def _elementwise_prelu(graph, node):
         else None
 
 
+@refusal
 def _refuse_prelu(q, node) -> None:
     slope = q.const(node.inputs[1])
     what = "is not a constant" if slope is None else f"has {np.asarray(slope).size} differing per-channel values"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpucompile.ops.common import bad_attr
-from tpucompile.ops.registry import OpDef
+from tpucompile.ops.registry import OpDef, refusal
 from tpusim.arch.errors import CompileError
 
 __all__ = ["OPS", "absorbed_pads"]
@@ -79,6 +79,7 @@ def absorbed_pads(graph, producers, name: str):
     return p.inputs[0], (pads[2], pads[3], pads[6], pads[7])
 
 
+@refusal
 def _refuse(q, node) -> None:
     """A Pad the passes left: CompileError saying why it was not absorbed."""
     pv = _pads_value(q.g, node)

@@ -24,7 +24,14 @@ from typing import Callable, Optional
 
 from tpusim.arch.errors import CompileError
 
-__all__ = ["OpDef", "DeviceOp", "OpTable"]
+__all__ = ["OpDef", "DeviceOp", "OpTable", "refusal"]
+
+
+def refusal(fn: Callable) -> Callable:
+    """Marks a ``quantize`` hook that only raises CompileError saying why the op has no mapping
+    here (Pad not absorbed, PRelu with per-channel slopes): not listed among the mapped ops."""
+    fn.refuses = True
+    return fn
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from tpucompile.ops import reshape
 from tpucompile.ops.common import bad_attr
-from tpucompile.ops.registry import OpDef
+from tpucompile.ops.registry import OpDef, refusal
 from tpusim.arch.errors import CompileError
 
 __all__ = ["OPS", "channel_permutation"]
@@ -82,6 +82,7 @@ def channel_permutation(graph, producers, name: str):
     return cur, perm
 
 
+@refusal
 def _refuse_permute(q, node) -> None:
     raise CompileError(f"node {node.name!r}: the channel shuffle moved after depthwise Conv "
                        f"{node.inputs[0]!r} is read by a node that does not absorb it")

@@ -162,7 +162,8 @@ class Quantizer:
 
 
 def _mapped_ops() -> str:
-    device = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is None]
+    device = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is None
+              and not getattr(d.quantize, "refuses", False)]
     host = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is not None]
     return f"supported after passes: {', '.join(device)}; host: {', '.join(host)}"
 

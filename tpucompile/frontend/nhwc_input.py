@@ -1,0 +1,83 @@
+"""Channels-last image inputs (tf2onnx and Keras exports): a model whose one run-time input is
+(1, H, W, C) and is read only by ``Transpose perm [0, 3, 1, 2]`` nodes is, after those Transposes,
+an NCHW network. ``nchw_input_model`` returns it with the input declared (1, C, H, W) under the
+same name and the Transposes removed (their readers read the input), so the compiler, the
+calibration and the FP32 reference all see one NCHW model; the original layout is recorded in the
+model's ``metadata_props`` (``LAYOUT_KEY``), and ``to_model_layout`` turns a user's NHWC array
+(``--input``, ``--calib`` stacks) into the NCHW one the model now takes. The compiled binary's
+input is NCHW (the host transposes, as it quantizes)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+
+from tpucompile.frontend.onnx_import import runtime_inputs
+
+__all__ = ["LAYOUT_KEY", "nchw_input_model", "input_layout", "to_model_layout"]
+
+LAYOUT_KEY = "tpusim.input_layout"
+_TO_NCHW = (0, 3, 1, 2)
+
+
+def _perm(node) -> tuple | None:
+    return next((tuple(a.ints) for a in node.attribute if a.name == "perm"), None)
+
+
+def nchw_input_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` itself unless its input is channels-last (module docstring); else the NCHW copy."""
+    ins = runtime_inputs(model)
+    if len(ins) != 1 or len(ins[0].type.tensor_type.shape.dim) != 4:
+        return model
+    name = ins[0].name
+    readers = [n for n in model.graph.node if name in n.input]
+    outs = {o.name for o in model.graph.output}
+    if not readers or name in outs or any(n.op_type != "Transpose" or _perm(n) != _TO_NCHW or n.output[0] in outs
+                                          for n in readers):
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    gone = {n.output[0] for n in readers}
+    keep = [n for n in g.node if not (n.op_type == "Transpose" and name in n.input)]
+    for n in keep:
+        n.input[:] = [name if i in gone else i for i in n.input]
+    del g.node[:]
+    g.node.extend(keep)
+    vi = next(i for i in g.input if i.name == name)
+    dims = vi.type.tensor_type.shape.dim
+    orig = [(d.dim_value, d.dim_param) for d in dims]
+    for d, (v, p) in zip(dims, [orig[i] for i in _TO_NCHW]):
+        d.Clear()
+        if p:
+            d.dim_param = p
+        else:
+            d.dim_value = v
+    keep_vi = [v for v in g.value_info if v.name not in gone]
+    del g.value_info[:]
+    g.value_info.extend(keep_vi)
+    entry = m.metadata_props.add()
+    entry.key, entry.value = LAYOUT_KEY, json.dumps({"name": name, "layout": "NHWC",
+                                                     "shape": [v for v, _ in orig]})
+    return m
+
+
+def input_layout(model: onnx.ModelProto) -> dict | None:
+    """{"name", "layout": "NHWC", "shape": the original (1, H, W, C)} of a model made by
+    ``nchw_input_model``, None for any other."""
+    for p in model.metadata_props:
+        if p.key == LAYOUT_KEY:
+            return json.loads(p.value)
+    return None
+
+
+def to_model_layout(a: np.ndarray, layout: dict | None) -> np.ndarray:
+    """A user's array in the model's original channels-last shape (with or without the batch
+    axis) transposed to NCHW; any other array unchanged."""
+    if layout is None:
+        return a
+    shape = tuple(layout["shape"])
+    if a.ndim == 3 and tuple(a.shape) == shape[1:]:
+        a = a[None]
+    return np.ascontiguousarray(a.transpose(_TO_NCHW)) if tuple(a.shape) == shape else a
