@@ -1,8 +1,9 @@
-"""Reshape and Flatten: only as no-op views between (1, C, 1, 1) and (1, C) (a fully-connected
-head), which become ``Alias`` nodes (canonicalize) and then QGraph aliases: the ONNX name maps to
+"""Reshape, Flatten, Squeeze and Unsqueeze of an activation: only as no-op views between
+(1, C, 1, 1) and (1, C) (a fully-connected head; tf2onnx writes a global pool's Squeeze of axes
+2, 3), which become ``Alias`` nodes (canonicalize) and then QGraph aliases: the ONNX name maps to
 the device tensor holding the same bytes. Any other Reshape or Flatten of an activation has no
-int8 mapping and is refused by name; on constants they are folded, and so are Unsqueeze and
-Squeeze (axes as an attribute before opset 13, as a second input from 13)."""
+int8 mapping and is refused by name; on constants they are folded (Unsqueeze and Squeeze: axes
+as an attribute before opset 13, as a second input from 13)."""
 from __future__ import annotations
 
 import numpy as np
@@ -98,7 +99,7 @@ def _quantize_alias(q, node) -> None:
 OPS = (
     OpDef("Reshape", import_node=_import_reshape, fold=fold_reshape, canonicalize=_canonicalize),
     OpDef("Flatten", import_node=_import_flatten, fold=_fold_flatten, canonicalize=_canonicalize),
-    OpDef("Unsqueeze", import_node=_import_axes, fold=_fold_unsqueeze),
-    OpDef("Squeeze", import_node=_import_axes, fold=_fold_squeeze),
+    OpDef("Unsqueeze", import_node=_import_axes, fold=_fold_unsqueeze, canonicalize=_canonicalize),
+    OpDef("Squeeze", import_node=_import_axes, fold=_fold_squeeze, canonicalize=_canonicalize),
     OpDef("Alias", quantize=_quantize_alias, calibrated=False),   # created by canonicalize only
 )

@@ -19,6 +19,9 @@ its buffer's border and row geometry (``backend/layout.py``, ``merge_view_border
 A slice output that is a part of a Concat cannot be a view of two buffers: the Concat copies it
 (concat.py: a table lookup of the identity writes the part).
 
+tf2onnx's channels-last Split (a Transpose to NHWC, a Split on its last axis, each part
+transposed back) is the same Split on the NCHW tensor; the Transposes cancel.
+
 Refused by name: a slice of an H or W axis or with a step other than 1 (not one block range of the
 blocked buffer: it would need a copy), bounds that are not constants, an empty slice.
 """
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend.channels import ChannelMap
-from tpucompile.ir import Node
+from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import ViewTiling, bad_attr, no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
@@ -157,9 +160,51 @@ def _activation_shape(graph, node) -> tuple:
     return shape
 
 
+def _nhwc_source(graph, producers, node):
+    """The (1, C, H, W) tensor whose channels-last Transpose (perm [0, 2, 3, 1]) ``node`` reads
+    (tf2onnx's layout around a Split), or None."""
+    t = producers.get(node.inputs[0])
+    if t is None or t.op != "Transpose" or tuple(t.attrs.get("perm") or ()) != (0, 2, 3, 1):
+        return None
+    return t.inputs[0] if len(graph.tensors[t.inputs[0]].shape) == 4 else None
+
+
+def _via_nchw(graph, node, src: str, make) -> list:
+    """``node`` (a Slice / Split on the last axis of the channels-last view of ``src``) done on
+    ``src``'s channel axis: ``make(nchw_node)`` canonicalizes the same op reading ``src`` with
+    axis 1 into NCHW outputs, each then transposed to the channels-last output ONNX expects (the
+    Transpose back to NCHW that reads it cancels against it: transpose.py)."""
+    outs, extra = [], []
+    for o in node.outputs:
+        if not o:
+            outs.append(o)
+            continue
+        n_, h, w, c = graph.tensors[o].shape
+        oc = f"{o}__nchw"
+        graph.tensors[oc] = Tensor(oc, (n_, c, h, w), graph.tensors[o].dtype, onnx_name=graph.tensors[o].onnx_name)
+        outs.append(oc)
+        extra.append(Node("Transpose", f"{node.name}__{o}__nhwc", [oc], [o], {"perm": (0, 2, 3, 1)}))
+    return make(Node(node.op, node.name, [src, *node.inputs[1:]], outs, dict(node.attrs))) + extra
+
+
 def _canonicalize_slice(graph, node, producers) -> list:
     """A Slice whose only cut axis is the channels, step 1 -> ChannelSlice (or an Alias when it
-    takes every channel); any other Slice of an activation refused naming the axis."""
+    takes every channel); one on the last axis of a channels-last Transpose: the same on the
+    Transpose's input; any other Slice of an activation refused naming the axis."""
+    src = _nhwc_source(graph, producers, node)
+    if src is not None:
+        bounds = tuple(graph.const(i) for i in node.inputs[1:] if i)
+        sl = slice_bounds(node, 4, bounds) if all(b is not None for b in bounds) else None
+        if sl is not None and all(s == slice(None) for s in sl[:3]):
+            def to_axis1(n):
+                ax = graph.add_const(f"{node.name}__axis1", np.array([1], np.int64))
+                st = graph.add_const(f"{node.name}__start", np.array([sl[3].start or 0], np.int64))
+                en = graph.add_const(f"{node.name}__end", np.array([sl[3].stop if sl[3].stop is not None
+                                                                     else np.iinfo(np.int64).max], np.int64))
+                stp = graph.add_const(f"{node.name}__step", np.array([sl[3].step or 1], np.int64))
+                return _canonicalize_slice(graph, Node("Slice", n.name, [n.inputs[0], st, en, ax, stp], n.outputs),
+                                           producers)
+            return _via_nchw(graph, node, src, to_axis1)
     shape = _activation_shape(graph, node)
     bounds = tuple(graph.const(i) for i in node.inputs[1:] if i)
     if any(b is None for b in bounds):
@@ -183,7 +228,12 @@ def _canonicalize_slice(graph, node, producers) -> list:
 
 
 def _canonicalize_split(graph, node, producers) -> list:
-    """A Split on the channels -> one ChannelSlice per output; other axes refused."""
+    """A Split on the channels -> one ChannelSlice per output (also one on the last axis of a
+    channels-last Transpose: on the Transpose's input); other axes refused."""
+    src = _nhwc_source(graph, producers, node)
+    if src is not None and node.attrs["axis"] in (3, -1):
+        return _via_nchw(graph, node, src, lambda n: _canonicalize_split(
+            graph, Node("Split", n.name, n.inputs, n.outputs, {**n.attrs, "axis": 1}), producers))
     shape = _activation_shape(graph, node)
     axis = node.attrs["axis"] % len(shape) if -len(shape) <= node.attrs["axis"] < len(shape) else None
     if axis != 1:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpucompile.ir import Node
 from tpucompile.ops import reshape
 from tpucompile.ops.common import bad_attr
 from tpucompile.ops.registry import OpDef, refusal
@@ -88,5 +89,16 @@ def _refuse_permute(q, node) -> None:
                        f"{node.inputs[0]!r} is read by a node that does not absorb it")
 
 
-OPS = (OpDef("Transpose", import_node=_import, fold=_fold),
+def _canonicalize(graph, node, producers) -> list:
+    """A Transpose of a Transpose that undoes it (tf2onnx's NHWC <-> NCHW pairs) -> an Alias of
+    the first one's input; kept otherwise (a channel shuffle is absorbed by its reader)."""
+    p = producers.get(node.inputs[0])
+    if p is not None and p.op == "Transpose" and p.attrs.get("perm") and node.attrs.get("perm"):
+        p1, p2 = p.attrs["perm"], node.attrs["perm"]
+        if [p1[i] for i in p2] == list(range(len(p1))):
+            return [Node("Alias", node.name, [p.inputs[0]], list(node.outputs))]
+    return [node]
+
+
+OPS = (OpDef("Transpose", import_node=_import, fold=_fold, canonicalize=_canonicalize),
        OpDef("ChannelPermute", quantize=_refuse_permute))      # created by conv.py's canonicalize only
