@@ -570,3 +570,12 @@ def nhwc_classifier(seed=0, hw=16):
              n("Add", ["d", "bd"], ["logits"], name="dense_bias"),
              n("Softmax", ["logits"], ["y"], name="softmax", axis=-1)]
     return make_model(nodes, inits, (1, hw, hw, 3), "y", (1, 10))
+
+
+def long_sequence_gap(seed=0, length=300, c=4):
+    """Conv1d k3 pad 1 (8 channels) and a GlobalAveragePool over a sequence longer than POOL's
+    255-column window: x [1, c, length] -> y [1, 8, 1]."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["y"], name="gap")]
+    return make_model(nodes, {"w": rng.normal(0, 0.3, (8, c, 3)).astype(np.float32)}, (1, c, length), "y", None)

@@ -39,7 +39,8 @@ GRAPHS = {
     "unary_lut": qnets.unary_lut,       # LUT: SiLU, HardSwish, Tanh, LeakyRelu, x*HardSigmoid, Elu, ...
     "mobilenet_block": qnets.mobilenet_block,   # DWCONV: depthwise 3x3 + BN + ReLU6, 5x5 stride 2, part blocks
     "dense_mlp": qnets.dense_mlp,       # MatMul by a constant + bias Add + BatchNorm1d: 1x1 Convs on (1, K, 1, 1)
-    "csp_split": qnets.csp_split,       # Split / Slice on the channels: views (gap lanes), copied into a Concat
+    "csp_split": qnets.csp_split,
+    "long_sequence_gap": qnets.long_sequence_gap,   # a global pool over 300 columns: two POOL stages       # Split / Slice on the channels: views (gap lanes), copied into a Concat
 }
 
 

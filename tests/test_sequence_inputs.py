@@ -10,9 +10,12 @@ import pytest
 from onnx import helper
 
 from tests import qnets
+from tpucompile.driver import compile_onnx
 from tpucompile.frontend.lift_1d import lift_sequence_model
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.inputs import model_data
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
 
@@ -90,3 +93,20 @@ def test_inputs_of_other_ranks_are_refused_before_any_node(shape):
 def test_input_size_on_a_sequence_model_is_a_note():
     x, cal, notes = model_data(qnets.conv1d_net(), size=32)
     assert x.shape == (1, 4, 48) and any("--input-size 32 ignored" in n for n in notes), notes
+
+
+def test_global_pool_longer_than_the_pool_window_runs_in_two_stages(tmp_path):
+    """300 columns > POOL's 255: partial averages over 150 columns, then over 2; golden = SimPy."""
+    model = qnets.long_sequence_gap()
+    xs = qnets.inputs(qnets.in_shape(model), 4, seed=2)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="gap")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.98, v.accuracy
+    pools = [L for L in TpuBinary.read(tmp_path / "gap.tpubin").meta["layers"] if L["op"] == "QAvgPool"]
+    assert [L["kernel"] for L in pools] == [[1, 150], [1, 2]]
+
+
+def test_global_pool_over_a_prime_length_above_the_window_is_refused():
+    model = qnets.long_sequence_gap(length=257)
+    with pytest.raises(CompileError, match=r"node 'gap' \(GlobalAveragePool\): a global pool over 257 pixels "
+                                           r"exceeds POOL's win_w field \(255\) and 257 has no factor"):
+        compile_onnx(model, load_config("small"), qnets.inputs(qnets.in_shape(model), 2, seed=2))

@@ -11,7 +11,10 @@ Integer semantics:
   with count_include_pad=0, the number of window taps inside the image: then the output is cut
   into rectangles of constant c (``avg_regions``: at most 3 row classes x 3 column classes for a
   window no larger than the image), each with its own multiplier (one quant register each). GlobalAveragePool is a QAvgPool whose kernel equals
-  the input (H, W); an AveragePool whose kernel equals its input becomes one (canonicalize).
+  the input (H, W); an AveragePool whose kernel equals its input becomes one (canonicalize). A
+global pool over a side longer than POOL's window fields (255: a long sequence) runs in two
+stages, the first averaging windows of a factor of that side into a tensor of the input's scale
+and zero point (one more rounding than the float mean).
 
 Device: per tile of th x tw outputs x kbg channel blocks, LOAD the input window, one POOL per
 channel block, STORE; two slot groups of an input window and an output tile
@@ -182,9 +185,30 @@ def _quantize_max(q, node) -> None:
                       tuple(node.attrs["strides"]), tuple(node.attrs["pads"])))
 
 
+def _split_window(node, dims: tuple) -> tuple | None:
+    """For a global pool over ``dims`` (H, W) with a side longer than POOL's window fields: the
+    first stage's window (fh, fw) (each side the largest factor of its length that leaves a
+    second-stage side no longer than the field), None if no side needs it. CompileError naming
+    the node and the field for a length with no such factor (a prime above the field)."""
+    lim = (field_max("POOL", "win_h"), field_max("POOL", "win_w"))
+    if all(d <= m for d, m in zip(dims, lim)):
+        return None
+    first = []
+    for d, m, f in zip(dims, lim, ("win_h", "win_w")):
+        k = next((k for k in range(min(d, m), 0, -1) if d % k == 0 and d // k <= m), None)
+        if k is None:
+            raise CompileError(f"node {node.name!r} ({node.op}): a global pool over {d} pixels exceeds POOL's "
+                               f"{f} field ({m}) and {d} has no factor that splits it into two windows within it")
+        first.append(k)
+    return tuple(first)
+
+
 def _quantize_avg(q, node) -> None:
     qt = q.input(node)
     if node.op == "GlobalAveragePool":
+        first = _split_window(node, tuple(qt.shape[2:]))
+        if first is not None:
+            qt = _first_stage(q, node, qt, first)
         k, st = tuple(qt.shape[2:]), (1, 1)
     else:
         k, st = tuple(node.attrs["kernel_shape"]), tuple(node.attrs["strides"])
@@ -197,6 +221,19 @@ def _quantize_avg(q, node) -> None:
         regions = avg_regions(node.name, qt.shape[2:], out.shape[2:], k, st,
                               pads, qt.scale / sy)
     q.add_op(QAvgPool(node.name, qt.name, out.name, k, st, pads, m, s, qt.zero_point, zy, regions))
+
+
+def _first_stage(q, node, qt, k: tuple):
+    """The partial averages of a global pool over windows ``k`` (stride ``k``), in the input's own
+    scale and zero point (an average lies within the range of what it averages)."""
+    mid = q.qg.tensors[qt.name].__class__(f"{node.outputs[0]}__partial",
+                                         (1, qt.shape[1], qt.shape[2] // k[0], qt.shape[3] // k[1]),
+                                         qt.scale, qt.zero_point)
+    q.qg.tensors[mid.name] = mid
+    m, s = requant_multiplier(node.name, 1.0 / (k[0] * k[1]))
+    q.add_op(QAvgPool(f"{node.name}__partial", qt.name, mid.name, k, k, (0, 0, 0, 0), m, s, qt.zero_point,
+                      qt.zero_point, ()))
+    return mid
 
 
 # ---------------------------------------------------------------- golden
@@ -231,9 +268,11 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
     kh, kw = op.kernel
     W, bw = cfg.word_bytes, load_bw(cfg)
 
+    if kh > field_max("POOL", "win_h") or kw > field_max("POOL", "win_w"):
+        raise CompileError(f"pool {op.name!r}: window {kh}x{kw} exceeds POOL's win_h / win_w fields "
+                           f"({field_max('POOL', 'win_h')} x {field_max('POOL', 'win_w')})")
+
     def cost(th, tw, ih, iw, kbg, nt, groups):
-        if kh > field_max("POOL", "win_h") or kw > field_max("POOL", "win_w"):
-            return None
         if groups * kbg * (ih * iw + th * tw) > cfg.sram_words:
             return None
         load = kbg * ih * iw * W / bw
