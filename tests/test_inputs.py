@@ -56,6 +56,14 @@ def test_calib_stacks_and_image_folders(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CompileError, match=r"--calib '.*empty': no image files"):
         inputs.load_calib(tmp_path / "empty", (1, 3, 32, 32))
+    with pytest.raises(CompileError, match=r"--calib '.*stack.npy': array of shape \(5, 3, 4, 4\) does not fit "
+                                           r"the input of shape \(1, 3, 8, 8\)"):      # the whole array, no sample
+        inputs.load_calib(tmp_path / "stack.npy", (1, 3, 8, 8))
+    with pytest.raises(CompileError, match=r"--calib '.*each.npz' array 'a': array of shape \(1, 3, 4, 4\)"):
+        inputs.load_calib(tmp_path / "each.npz", (1, 3, 8, 8))
+    np.save(tmp_path / "stack5.npy", np.ones((2, 1, 3, 4, 4)))
+    with pytest.raises(CompileError, match=r"--calib '.*stack5.npy' sample 0: array of shape \(1, 3, 4, 4\)"):
+        inputs.load_calib(tmp_path / "stack5.npy", (1, 3, 8, 8))
 
 
 def test_cosim_on_user_files_and_noise_note(tmp_path, capsys):

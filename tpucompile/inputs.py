@@ -33,8 +33,8 @@ __all__ = ["input_spec", "load_input", "load_calib", "model_data", "calib_arg", 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 #: most calibration samples taken from a file or folder (calibration runs onnxruntime on each)
 MAX_CALIB = 256
-NOISE_NOTE = ("the model's input is not a 3-channel image: accuracy is measured on seeded noise "
-              "(--input FILE.npy and --calib DIR|FILE give it real data)")
+NOISE_NOTE = ("the model's input is not a 3-channel image of at least 16x16 (the built-in photographs): "
+              "accuracy is measured on seeded noise (--input FILE.npy and --calib DIR|FILE give it real data)")
 
 
 def add_calib_options(ap) -> None:
@@ -145,16 +145,17 @@ def load_calib(path: str | Path, shape: tuple, layout: dict | None = None) -> li
             raise CompileError(f"--calib {str(p)!r}: no image files ({', '.join(IMAGE_SUFFIXES)})")
         return [_image(f, shape) for f in files[:MAX_CALIB]]
     data = _read(p, "--calib")
-    arrays = list(data.values()) if isinstance(data, dict) else [np.asarray(data)]
+    arrays = list(data.items()) if isinstance(data, dict) else [(None, np.asarray(data))]
     out = []
-    for i, a in enumerate(arrays):
+    for key, a in arrays:
         a = np.asarray(a)
+        where = f"--calib {str(p)!r}" + (f" array {key!r}" if key is not None else "")
         inner = tuple(layout["shape"][1:]) if layout is not None and tuple(a.shape[1:]) == tuple(layout["shape"][1:]) \
             else tuple(shape[1:])
         stacked = a.ndim == len(shape) + 1 or (a.ndim == len(shape) and shape[0] == 1 and a.shape[0] != 1
                                               and tuple(a.shape[1:]) == inner)
         for j, s in enumerate(a if stacked else [a]):
-            out.append(_fit(np.asarray(s), shape, f"--calib {str(p)!r} sample {i if not stacked else j}", layout))
+            out.append(_fit(np.asarray(s), shape, f"{where} sample {j}" if stacked else where, layout))
     if not out:
         raise CompileError(f"--calib {str(p)!r}: holds no samples")
     return out[:MAX_CALIB]

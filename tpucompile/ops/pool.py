@@ -282,7 +282,9 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
     if any(rx % ap for _, _, rx0, rx1, _, _ in getattr(op, "regions", ()) for rx in (rx0 + Y.pads[1],)):
         raise CompileError(f"AveragePool {op.name!r}: count_include_pad=0 with column pads {op.pads} needs "
                            f"output column runs starting on {ap}-pixel DDR granules on '{cfg.name}' "
-                           f"({cfg.word_bytes}-byte words); pad rows only, or use count_include_pad=1")
+                           f"({cfg.word_bytes}-byte words); "
+                           + ("use count_include_pad=1 (a sequence has no rows to pad instead)" if X.H == 1 and kh == 1
+                              else "pad rows only, or use count_include_pad=1"))
     tl = tile_vector_buffered(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost,
                               lambda t: {"i": t.kbg * t.ih * t.iw, "o": t.kbg * t.th * t.tw})
     if tl is None:
