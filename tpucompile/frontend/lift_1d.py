@@ -18,6 +18,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from tpucompile.frontend.model_inputs import runtime_inputs
 from tpusim.arch.errors import CompileError
 
 __all__ = ["lift_sequence_model", "input_dims"]
@@ -31,12 +32,6 @@ ELEMENTWISE = ("Relu", "Clip", "BatchNormalization", "Add", "Sub", "Mul", "Div",
                "QuantizeLinear", "DequantizeLinear")
 #: ops that take a rank-3 input as it is on (1, C, 1, L) (their output is not rank 3)
 SHAPE_FREE = ("GlobalAveragePool", "GlobalMaxPool", "Flatten")
-
-
-def _runtime_input(model: onnx.ModelProto):
-    inits = {t.name for t in model.graph.initializer}
-    ins = [i for i in model.graph.input if i.name not in inits]
-    return ins[0] if len(ins) == 1 else None
 
 
 def _rank(vi) -> int | None:
@@ -145,7 +140,8 @@ def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself if its run-time input is not 3-D, else the lifted copy (module
     docstring); CompileError naming the node for an op the lifting cannot carry, or the
     problem for a malformed model (a bad initializer, shapes that do not infer)."""
-    inp = _runtime_input(model)
+    ins = runtime_inputs(model)
+    inp = ins[0] if len(ins) == 1 else None
     if inp is None or _rank(inp) != 3:
         return model
     try:

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import onnx
 
-from tpucompile.frontend.onnx_import import runtime_inputs
+from tpucompile.frontend.model_inputs import runtime_inputs
 
 __all__ = ["LAYOUT_KEY", "nchw_input_model", "input_layout", "to_model_layout"]
 

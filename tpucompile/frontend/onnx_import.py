@@ -17,6 +17,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from tpucompile.frontend.lift_1d import input_dims, lift_sequence_model
+from tpucompile.frontend.model_inputs import runtime_inputs
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import one_line, resolve_auto_pad
@@ -37,13 +38,6 @@ def _attrs(node) -> dict:
         v = helper.get_attribute_value(a)
         out[a.name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
     return out
-
-
-def runtime_inputs(model: onnx.ModelProto) -> list:
-    """The graph inputs fed at run time (ValueInfoProto): those that are not initializers. IR-3
-    models (4 of the 9 in the onnx wheel) also list every weight among the graph inputs."""
-    inits = {i.name for i in model.graph.initializer}
-    return [vi for vi in model.graph.input if vi.name not in inits]
 
 
 def grouped_report(errors: list, what: str, common: str | None = None, footer: str = "") -> CompileError:
