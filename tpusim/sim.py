@@ -23,7 +23,10 @@ class SimResult:
     """``outputs``: name -> int8 NCHW array; ``cycles``: core cycles to HALT retire;
     ``retire``: [(pc_byte_offset, engine name, retire time ps)] in retire order;
     ``counters``: perf counters in tpusim.arch.perf.COUNTERS order; ``wall_s``: host seconds;
-    ``cycles_per_s``: simulated core cycles per host second; ``events``: SimPy events."""
+    ``cycles_per_s``: simulated core cycles per host second; ``events``: SimPy events;
+    ``timeline``: per instruction (engine index, pc byte offset, ready ps (idle with the queue
+    head visible), start ps (its tokens arrived), completion ps), in retire order per engine
+    (tpusim.flow.profile reads it)."""
     outputs: dict
     cycles: int
     retire: list
@@ -34,6 +37,7 @@ class SimResult:
     halt_ps: int = 0
     meta: dict = field(default_factory=dict)
     ddr: DdrMemory | None = None      # final DDR image (run_binary(..., keep_ddr=True))
+    timeline: list = field(default_factory=list)   # [(engine, pc, ready_ps, start_ps, complete_ps)]
 
     def read_ddr(self, addr: int, n: int) -> bytes:
         """``n`` bytes of the final DDR image at ``addr`` (needs keep_ddr=True)."""
@@ -81,7 +85,7 @@ def run_binary(binary: TpuBinary, cfg, inputs: dict, vcd: str | Path | None = No
     outputs = {d.name: d.from_blocked(ddr.read(d.ddr_addr, d.size_bytes)) for d in binary.outputs}
     return SimResult(outputs, run.cycles, run.retire, run.counters, wall,
                      run.cycles / wall if wall > 0 else float("inf"), run.events, run.halt_ps,
-                     ddr=ddr if keep_ddr else None)
+                     ddr=ddr if keep_ddr else None, timeline=run.timeline)
 
 
 def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_segments=()):

@@ -1,9 +1,12 @@
 """``tpusim`` command line: run a compiled .tpubin on the SimPy model.
 
     tpusim run OUT.tpubin --input x.npy [--input name=y.npy] [--hw CONFIG] [--vcd FILE] [--out DIR]
+    tpusim profile OUT.tpubin --input x.npy [--hw CONFIG] [--out DIR]
 
 Prints the cycle count and the performance counters; with ``--out`` writes every output as
-``<name>.npy`` and ``summary.json`` (cycles, counters, wall time, retire trace). Every TpuError
+``<name>.npy`` and ``summary.json`` (cycles, counters, wall time, retire trace). ``profile``
+runs the same and writes the per-layer profile, a Perfetto trace and a roofline plot
+(tpusim.flow.profile). Every TpuError
 (bad file, wrong config, device error, deadlock) is one line on stderr and exit status 2.
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tpusim.arch.config import CONFIG_DIR, load_config
 from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import save_npy_atomic, write_text_atomic
 from tpusim.arch.host_transforms import host_input_transform
+from tpusim.flow import profile
 from tpusim.sim import run_binary
 
 EXIT_ERROR = 2
@@ -119,17 +123,34 @@ def _check_destinations(args) -> None:
         writable_dir(args.out, "--out")
 
 
-def cmd_run(args) -> int:
-    _check_destinations(args)
+def _load_run(args) -> tuple:
+    """(binary, config, device inputs) of a run's arguments."""
     binary = TpuBinary.read(args.binary)
     cfg = _config_for(binary, args.hw)
     binary = TpuBinary.read(args.binary, cfg.hash_bytes())
     inputs = {n: _prepare_input(binary, n, x) for n, x in _parse_inputs(args.input, binary).items()}
+    return binary, cfg, inputs
+
+
+def cmd_run(args) -> int:
+    _check_destinations(args)
+    binary, cfg, inputs = _load_run(args)
     res = run_binary(binary, cfg, inputs, vcd=args.vcd)
     print(f"cycles: {res.cycles}")
     _print_report(res)
     if args.out:
         _write_out(res, Path(args.out))
+    return 0
+
+
+def cmd_profile(args) -> int:
+    """Run on SimPy, print the per-layer table, write profile.csv, trace.json and roofline.png."""
+    writable_dir(args.out, "--out")
+    binary, cfg, inputs = _load_run(args)
+    res = run_binary(binary, cfg, inputs)
+    rows = profile.write_profile(binary, cfg, res.timeline, Path(args.out))
+    profile.print_table(rows, f"profile of {Path(args.binary).name} on '{cfg.name}': {res.cycles:,} cycles")
+    print(f"wrote {Path(args.out) / 'profile.csv'}, trace.json (open in ui.perfetto.dev) and roofline.png")
     return 0
 
 
@@ -144,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--vcd", default=None, help="write architectural signals to this VCD file")
     r.add_argument("--out", default=None, help="directory for <output>.npy and summary.json")
     r.set_defaults(func=cmd_run)
+    pr = sub.add_parser("profile", help="run a .tpubin and profile it per layer")
+    pr.add_argument("binary", help="compiled program (.tpubin)")
+    pr.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE.npy",
+                    help="input tensor, int8 NCHW or float (quantized), (repeat for several inputs)")
+    pr.add_argument("--hw", default=None, help="hardware config name or YAML path (default: the binary's)")
+    pr.add_argument("--out", default="profile", help="directory for profile.csv, trace.json, roofline.png")
+    pr.set_defaults(func=cmd_profile)
     return p
 
 

@@ -25,6 +25,7 @@ from tpusim.arch.fileio import save_npy_atomic
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.arch.retire import first_retire_difference
 from tpusim.flow import dataset_eval, layer_report
+from tpusim.flow.profile import write_profile
 from tpusim.flow.stagecache import StageCache, make_key, source_digest
 from tpusim.flow.verdict import Verdict, count_mismatch, render
 from tpusim.sim import run_binary
@@ -75,7 +76,8 @@ def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[st
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
         waves: bool = False, data: tuple | None = None, name: str | None = None,
         resume: bool = True, synthetic_seed: int | None = None, input_path=None,
-        calib_method: str = "minmax", dataset_simpy: int | None = None, dataset_rtl: int = 10) -> Verdict:
+        calib_method: str = "minmax", dataset_simpy: int | None = None, dataset_rtl: int = 10,
+        profile_layers: bool = False) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
@@ -142,7 +144,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
             layers = {d.name: d.from_blocked(run_.read_ddr(d.ddr_addr, d.size_bytes))
                       for d in driver.layer_tensors(res.binary)}
             sim = {"cycles": run_.cycles, "retire": run_.retire, "counters": dict(run_.counters),
-                   "outputs": run_.outputs, "layers": layers, "wall_s": time.perf_counter() - t}
+                   "outputs": run_.outputs, "layers": layers, "wall_s": time.perf_counter() - t,
+                   "timeline": run_.timeline}
             cache.save("simpy", simpy_key, sim)
         else:
             v.notes.append(f"SimPy result resumed from {out / 'stages' / 'simpy.pkl'} (same binary, "
@@ -151,6 +154,13 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         v.cycles_simpy = sim["cycles"]
         v.simpy_cycles_per_s = sim["cycles"] / max(v.times_s["simpy"], 1e-9)
         v.counters = dict(sim["counters"])
+        if profile_layers:
+            if "timeline" in sim:
+                rows = write_profile(res.binary, cfg, sim["timeline"], out / "profile")
+                v.notes.append(f"profile: {len(rows)} layers in {out / 'profile'} (profile.csv, trace.json "
+                               "for ui.perfetto.dev, roofline.png)")
+            else:
+                v.notes.append("profile: the resumed SimPy result has no timeline; --fresh reruns it")
 
         # every layer output the binary keeps in DDR, golden vs SimPy
         for lname_, s in sim["layers"].items():
@@ -266,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                          "in --out finished for the same binary, input and source)")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
+    ap.add_argument("--profile", action="store_true",
+                    help="per-layer profile of the SimPy run in OUT/profile (CSV, Perfetto trace, roofline plot)")
     a = ap.parse_args(argv)
     a.calib = inputs.calib_arg(a.calib)
     if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
@@ -274,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
                 resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input,
-                calib_method=a.calib_method, dataset_simpy=a.dataset_simpy, dataset_rtl=a.dataset_rtl)
+                calib_method=a.calib_method, dataset_simpy=a.dataset_simpy, dataset_rtl=a.dataset_rtl,
+                profile_layers=a.profile)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2

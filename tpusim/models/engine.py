@@ -46,6 +46,7 @@ class EngineBase(abc.ABC):
         self.current: QueueEntry | None = None
         self.waiting_for: str | None = None  # what the engine is blocked on (deadlock report)
         self.errors = None                   # ErrorUnit (set by the top level), see _execute_or_flag
+        self.timeline: list | None = None    # [(engine, pc, ready_ps, start_ps, complete_ps)] (set by the top level)
 
     # ------------------------------------------------------------------ controller
     def run(self):
@@ -87,6 +88,8 @@ class EngineBase(abc.ABC):
                 c_ps = yield from self._execute_or_flag(entry, s_ps)
             assert env.now == c_ps, (self.name, env.now, c_ps)
             self._retire(entry, s_ps, c_ps)
+            if self.timeline is not None:
+                self.timeline.append((self.engine, entry.pc, r_ps, s_ps, c_ps))
             next_ps = c_ps + self.period
             k += 1
 

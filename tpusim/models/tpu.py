@@ -50,6 +50,7 @@ class TpuRun:
     error_code: int = 0
     error_pc: int | None = None
     extra: dict = field(default_factory=dict)
+    timeline: list = field(default_factory=list)   # [(engine, pc, ready_ps, start_ps, complete_ps)] per instruction
 
 
 class Tpu:
@@ -84,8 +85,11 @@ class Tpu:
         self.fetch = Fetch(env, clocks, cfg, code_addr, self.ddr_arb, ddr_mem)
         self.decoder = Decoder(env, clocks, self.fetch, self.queues, self.engines, self.retire_log)
         self.errors = ErrorUnit(env, clocks, self.fetch, self.decoder)
+        self.timeline: list = []
         for blk in [self.decoder] + self.engines:
             blk.errors = self.errors
+        for eng in self.engines:
+            eng.timeline = self.timeline
         if trace is not None:
             trace.bind(cfg, clocks)
             self.decoder.trace = trace
@@ -135,7 +139,7 @@ class Tpu:
             self.perf.set(f"{ENGINE_KEYS[e]}_queue_full_cycles", n)
         retire = [(pc, RETIRERS[eng], t) for t, eng, pc in sorted(self.retire_log)]
         run = TpuRun(dec.cycles, dec.halt_ps, retire, self.perf.as_dict(), self.events(),
-                     first.code_num if first else 0, first.pc if first else None)
+                     first.code_num if first else 0, first.pc if first else None, timeline=self.timeline)
         if first is not None:
             if first.code in DECODER_ERRORS:
                 first.args = (f"{first.args[0]}: device halted with error_code {first.code_num} "

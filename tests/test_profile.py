@@ -1,0 +1,97 @@
+"""The per-layer profiler (tpusim.flow.profile, ``tpusim profile``, ``cosim --profile``): its
+figures agree with the model's own counters, the trace is valid Trace Event Format, the roofline
+plot is written with its axes, and the CLI refuses a bad --out before running."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests import qnets
+from tpucompile import golden
+from tpucompile.driver import compile_onnx
+from tpusim.arch.config import load_config
+from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.isa import ENGINE_KEYS
+from tpusim.arch.timebase import Timebase
+from tpusim.flow import cli, profile
+from tpusim.flow.cosim import run
+from tpusim.sim import run_binary
+
+
+@pytest.fixture(scope="module")
+def residual_run():
+    cfg = load_config("small")
+    model = qnets.residual_add()
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=1)
+    res = compile_onnx(model, cfg, xs[1:])
+    name = res.binary.inputs[0].name
+    x = host_input_transform(res.binary.meta, name, golden.quantize_input(res.qgraph, xs[0]))
+    return cfg, res.binary, run_binary(res.binary, cfg, {name: x}), x
+
+
+def test_rows_agree_with_the_counters(residual_run):
+    """Every DMA byte and every engine's busy time of the run is in exactly one layer's row."""
+    cfg, binary, sim, _ = residual_run
+    rows = profile.layer_rows(binary, cfg, sim.timeline)
+    assert [r["layer"] for r in rows] == [L["name"] for L in binary.meta["layers"] if L["instr_end"] > L["instr_begin"]]
+    assert sum(r["load_bytes"] for r in rows) == sim.counters["ddr_read_bytes"]
+    assert sum(r["store_bytes"] for r in rows) == sim.counters["ddr_write_bytes"]
+    tb = Timebase(cfg)
+    for e, key in enumerate(ENGINE_KEYS):
+        period = (tb.dma if key in ("load", "store") else tb.core).period_ps
+        busy_ps = sum(r[f"{key}_busy"] * r["cycles"] * tb.core.period_ps for r in rows)
+        assert abs(busy_ps / period - sim.counters[f"{key}_busy_cycles"]) <= 2 + 0.01 * sim.counters[f"{key}_busy_cycles"]
+    assert all(0 < r["cycles"] <= sim.cycles and r["floor"] >= 1 and r["ratio"] > 0 for r in rows)
+    assert sum(r["macs"] for r in rows) == sum(L["macs"] for L in binary.meta["layers"])
+    conv = next(r for r in rows if r["op"] == "QConv")
+    assert conv["utilisation"] == pytest.approx(conv["macs"] / (conv["cycles"] * cfg.pes), rel=1e-3)
+
+
+def test_trace_is_trace_event_format(residual_run, tmp_path):
+    cfg, binary, sim, _ = residual_run
+    rows = profile.write_profile(binary, cfg, sim.timeline, tmp_path)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    ev = trace["traceEvents"]
+    need = {"X": {"name", "ph", "ts", "dur", "pid", "tid"}, "M": {"name", "ph", "pid", "args"},
+            "C": {"name", "ph", "ts", "pid", "args"}}
+    assert {e["ph"] for e in ev} == set(need)
+    for e in ev:
+        assert need[e["ph"]] <= set(e), e
+        if e["ph"] in ("X", "C"):
+            assert isinstance(e["ts"], float) and e["ts"] >= 0
+        if e["ph"] == "C":
+            assert all(isinstance(v, (int, float)) and v >= 0 for v in e["args"].values())
+    xs = [e for e in ev if e["ph"] == "X"]
+    assert len(xs) == len(sim.timeline) and {e["tid"] for e in xs} <= set(range(4))
+    assert {e["name"] for e in xs} >= {r["layer"] for r in rows}
+    assert max(e["ts"] + e["dur"] for e in xs) <= sim.halt_ps / 1e6
+    header = (tmp_path / "profile.csv").read_text().splitlines()[0].split(",")
+    assert header == list(profile.COLUMNS)
+    png = (tmp_path / "roofline.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert profile.roofline_png(rows, cfg, tmp_path / "again.png") == (
+        "operational intensity (MACs per DDR byte)", "achieved MACs per cycle")
+
+
+def test_cli_profile_and_bad_out(residual_run, tmp_path, capsys):
+    cfg, binary, _, x = residual_run
+    binary.write(tmp_path / "r.tpubin")
+    np.save(tmp_path / "x.npy", x)
+    assert cli.main(["profile", str(tmp_path / "r.tpubin"), "--input", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "prof")]) == 0
+    assert "profile of r.tpubin on 'small'" in capsys.readouterr().out
+    assert (tmp_path / "prof" / "trace.json").exists()
+    (tmp_path / "file").write_text("")
+    assert cli.main(["profile", str(tmp_path / "r.tpubin"), "--input", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "file" / "sub")]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_cosim_profile_flag(tmp_path):
+    model = qnets.conv_bn_relu()
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=2)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="c", profile_layers=True)
+    assert v.passed and any(n.startswith("profile: 1 layers") for n in v.notes), v.notes
+    assert (tmp_path / "profile" / "profile.csv").exists()

@@ -1,0 +1,224 @@
+"""Per-layer profile of a SimPy run: where the cycles of each layer went, a Chrome / Perfetto
+trace and a roofline plot.
+
+    tpusim profile OUT.tpubin --input x.npy --out DIR      (tpusim.flow.cli; also ``cosim --profile``)
+
+Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) and the run's
+``SimResult.timeline`` (per instruction: engine, pc, ready / start / completion ps). Per layer
+(``layer_rows``, all counts in core cycles of ``cfg``):
+
+* ``cycles``: from the first start to the last completion of its instructions (layers overlap
+  when the schedule runs one's DMAs under another's compute, so the sum can exceed the run);
+* ``macs``, ``utilisation`` = MACs / (cycles x PEs); ``load_bytes`` / ``store_bytes`` of its
+  DMA_LOAD / DMA_STORE (``inner_bytes * count1 * count2``), ``ddr_bytes_per_cycle`` achieved;
+* ``compute_floor`` = MACs / PEs, ``memory_floor`` = DDR bytes / peak bytes per core cycle
+  (beat bytes x DDR MHz / core MHz), ``floor`` the larger, ``ratio`` = cycles / floor;
+* per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span executing) and
+  ``<e>_wait`` (share spent ready but waiting for tokens);
+* ``bound`` (compute / memory, by the floors) and ``cause``: "at <bound> floor" when the ratio
+  is at most 1.25, else the busiest engine and the engine waiting longest for tokens (the
+  schedule's overhead: what to look at first).
+
+The trace (``chrome_trace``) is the Trace Event Format (the JSON the Perfetto UI and
+chrome://tracing open): one thread per engine, each instruction a complete event ("ph": "X") named
+after its layer, timestamps in microseconds, and a counter track of the DDR bandwidth (GB/s) the
+running DMA instructions move, each at its average rate.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from tpusim.arch.binary import TpuBinary
+from tpusim.arch.errors import TpuError
+from tpusim.arch.fileio import write_text_atomic
+from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, decode
+from tpusim.arch.timebase import Timebase
+
+__all__ = ["layer_rows", "chrome_trace", "write_profile", "roofline_png", "print_table", "COLUMNS"]
+
+#: ratio of cycles to the layer's floor up to which the layer counts as at its floor
+AT_FLOOR = 1.25
+COLUMNS = ("layer", "op", "cycles", "macs", "utilisation", "load_bytes", "store_bytes", "ddr_bytes_per_cycle",
+           "compute_floor", "memory_floor", "floor", "ratio", "bound", "cause") + tuple(
+    f"{e}_{k}" for e in ENGINE_KEYS for k in ("busy", "wait"))
+
+
+def _dma_bytes(ins) -> int:
+    return ins["inner_bytes"] * ins["count1"] * ins["count2"] if ins.op in ("DMA_LOAD", "DMA_STORE") else 0
+
+
+def _layer_of(binary: TpuBinary) -> list:
+    """Per instruction index, the index of the layer whose range holds it (None: the prologue,
+    HALT)."""
+    n = len(binary.code) // INSTR_BYTES
+    owner = [None] * n
+    for i, L in enumerate(binary.meta.get("layers", [])):
+        for k in range(L["instr_begin"], min(L["instr_end"], n)):
+            owner[k] = i
+    return owner
+
+
+def _peak_bytes_per_cycle(cfg) -> float:
+    return cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+
+
+def layer_rows(binary: TpuBinary, cfg, timeline: list) -> list[dict]:
+    """One dict per layer with instructions (module docstring; keys ``COLUMNS``), in layer order.
+    TpuError for a timeline whose pcs lie outside the binary's code (another binary's run)."""
+    period = Timebase(cfg).core.period_ps
+    layers = binary.meta.get("layers", [])
+    owner = _layer_of(binary)
+    code = binary.code
+    acc = [dict(t0=None, t1=None, load=0, store=0, busy=[0] * 4, wait=[0] * 4) for _ in layers]
+    for eng, pc, r_ps, s_ps, c_ps in timeline:
+        k = pc // INSTR_BYTES
+        if not 0 <= k < len(owner):
+            raise TpuError(f"timeline instruction at pc {pc:#x} is outside the binary's {len(owner)} instructions")
+        li = owner[k]
+        if li is None:
+            continue
+        a = acc[li]
+        a["t0"] = s_ps if a["t0"] is None else min(a["t0"], s_ps)
+        a["t1"] = c_ps if a["t1"] is None else max(a["t1"], c_ps)
+        a["busy"][eng] += c_ps - s_ps
+        a["wait"][eng] += s_ps - r_ps
+        ins = decode(code[k * INSTR_BYTES:(k + 1) * INSTR_BYTES], pc)
+        a["load" if ins.op == "DMA_LOAD" else "store"] += _dma_bytes(ins)
+    peak = _peak_bytes_per_cycle(cfg)
+    rows = []
+    for L, a in zip(layers, acc):
+        if a["t0"] is None:
+            continue
+        span_ps = max(a["t1"] - a["t0"], 1)
+        cycles = span_ps / period
+        macs = int(L.get("macs", 0))
+        ddr = a["load"] + a["store"]
+        cf, mf = macs / cfg.pes, ddr / peak
+        floor = max(cf, mf, 1.0)
+        row = {"layer": L["name"], "op": L["op"], "cycles": round(cycles), "macs": macs,
+               "utilisation": macs / (cycles * cfg.pes), "load_bytes": a["load"], "store_bytes": a["store"],
+               "ddr_bytes_per_cycle": ddr / cycles, "compute_floor": cf, "memory_floor": mf, "floor": floor,
+               "ratio": cycles / floor, "bound": "compute" if cf >= mf else "memory"}
+        for e, key in enumerate(ENGINE_KEYS):
+            row[f"{key}_busy"] = a["busy"][e] / span_ps
+            row[f"{key}_wait"] = a["wait"][e] / span_ps
+        row["cause"] = _cause(row)
+        rows.append(row)
+    return rows
+
+
+def _cause(row: dict) -> str:
+    if row["ratio"] <= AT_FLOOR:
+        return f"at {row['bound']} floor"
+    busy = max(ENGINE_KEYS, key=lambda e: row[f"{e}_busy"])
+    wait = max(ENGINE_KEYS, key=lambda e: row[f"{e}_wait"])
+    return f"{busy} busy {row[f'{busy}_busy']:.0%}, {wait} token wait {row[f'{wait}_wait']:.0%}"
+
+
+def chrome_trace(binary: TpuBinary, cfg, timeline: list) -> dict:
+    """The run as a Trace Event Format object (module docstring): ``{"traceEvents": [...],
+    "displayTimeUnit": "ns"}``."""
+    layers = binary.meta.get("layers", [])
+    owner = _layer_of(binary)
+    code = binary.code
+    events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": f"tpusim {cfg.name}"}}]
+    events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": e, "args": {"name": key.upper()}}
+               for e, key in enumerate(ENGINE_KEYS)]
+    steps = []
+    for eng, pc, r_ps, s_ps, c_ps in timeline:
+        k = pc // INSTR_BYTES
+        ins = decode(code[k * INSTR_BYTES:(k + 1) * INSTR_BYTES], pc)
+        li = owner[k] if 0 <= k < len(owner) else None
+        name = layers[li]["name"] if li is not None else ins.op
+        events.append({"name": name, "cat": ins.op, "ph": "X", "pid": 1, "tid": eng, "ts": s_ps / 1e6,
+                       "dur": max(c_ps - s_ps, 1) / 1e6,
+                       "args": {"pc": pc, "op": ins.op, "token_wait_ns": (s_ps - r_ps) / 1e3}})
+        nbytes = _dma_bytes(ins)
+        if nbytes and c_ps > s_ps:
+            rate = nbytes / (c_ps - s_ps) * 1e3          # bytes per ps -> GB/s
+            steps += [(s_ps, rate), (c_ps, -rate)]
+    steps.sort()
+    level = 0.0
+    times = []
+    for t, d in steps:
+        level += d
+        if times and times[-1][0] == t:
+            times[-1] = (t, level)
+        else:
+            times.append((t, level))
+    events += [{"name": "DDR bandwidth (GB/s)", "ph": "C", "pid": 1, "ts": t / 1e6,
+                "args": {"GB/s": round(max(v, 0.0), 3)}} for t, v in times]
+    return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def roofline_png(rows: list[dict], cfg, path: Path) -> tuple:
+    """Each layer's operational intensity (MACs per DDR byte) against its achieved MACs per cycle,
+    under the compute roof (PEs) and the memory roof (peak bytes per cycle x intensity); log-log.
+    Returns the (x, y) axis labels."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    peak = _peak_bytes_per_cycle(cfg)
+    pts = [(r["macs"] / max(r["load_bytes"] + r["store_bytes"], 1), r["macs"] / max(r["cycles"], 1), r)
+           for r in rows if r["macs"]]
+    fig, ax = plt.subplots(figsize=(7.0, 4.5), dpi=100)
+    lo = min([p[0] for p in pts] + [0.1]) / 2
+    hi = max([p[0] for p in pts] + [cfg.pes / peak * 4]) * 2
+    xs = [lo * (hi / lo) ** (i / 99) for i in range(100)]
+    ax.plot(xs, [min(cfg.pes, x * peak) for x in xs], color="black", linewidth=1.5, label="roof")
+    for bound, color in (("compute", "tab:blue"), ("memory", "tab:orange")):
+        sel = [(x, y) for x, y, r in pts if r["bound"] == bound]
+        if sel:
+            ax.scatter([x for x, _ in sel], [y for _, y in sel], s=14, color=color, label=f"{bound}-bound layer")
+    worst = sorted(pts, key=lambda p: -p[2]["cycles"])[:5]
+    for x, y, r in worst:
+        ax.annotate(r["layer"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("operational intensity (MACs per DDR byte)")
+    ax.set_ylabel("achieved MACs per cycle")
+    ax.set_title(f"roofline on '{cfg.name}': {cfg.pes} PEs, {peak:.1f} B/cycle")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    labels = (ax.get_xlabel(), ax.get_ylabel())
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return labels
+
+
+def write_profile(binary: TpuBinary, cfg, timeline: list, out: Path) -> list[dict]:
+    """``profile.csv`` (COLUMNS), ``trace.json`` (Trace Event Format) and ``roofline.png`` in
+    ``out``; returns the rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = layer_rows(binary, cfg, timeline)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_text_atomic(out / "profile.csv", buf.getvalue())
+    write_text_atomic(out / "trace.json", json.dumps(chrome_trace(binary, cfg, timeline)))
+    roofline_png(rows, cfg, out / "roofline.png")
+    return rows
+
+
+def print_table(rows: list[dict], title: str) -> None:
+    """The per-layer table on the terminal (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title=title)
+    for c in ("layer", "op", "cycles", "util.", "DDR B/cyc", "floor", "ratio", "bound", "load", "mxu", "vpu",
+              "cause"):
+        t.add_column(c, justify="left" if c in ("layer", "op", "cause") else "right")
+    for r in rows:
+        t.add_row(r["layer"], r["op"], f"{r['cycles']:,}", f"{r['utilisation']:.1%}",
+                  f"{r['ddr_bytes_per_cycle']:.1f}", f"{r['floor']:,.0f}", f"{r['ratio']:.2f}", r["bound"],
+                  f"{r['load_busy']:.0%}", f"{r['mxu_busy']:.0%}", f"{r['vpu_busy']:.0%}", r["cause"])
+    con = Console()
+    (con if con.width >= 150 else Console(width=150)).print(t)
