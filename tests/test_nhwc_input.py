@@ -7,11 +7,15 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
+from onnx import helper
 
 from tests import qnets
-from tpucompile.driver import load_model
+from tpucompile.driver import compile_onnx, load_model
 from tpucompile.frontend.nhwc_input import input_layout, nchw_input_model, to_model_layout
 from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
 
 
@@ -54,3 +58,20 @@ def test_nhwc_model_file_runs_bit_exact_with_photos_and_a_user_file(tmp_path):
     assert v.passed and v.accuracy["cosine"] > 0.99, v.accuracy
     ref = _fp32(qnets.nhwc_classifier(), x)               # the original model on the NHWC array
     assert int(np.argmax(ref)) == v.accuracy["top1_fp32"]
+
+
+def test_an_input_transpose_left_on_the_device_is_refused_saying_why(tmp_path):
+    """The input also read by another node: not converted; the Transpose's refusal says when the
+    host does it."""
+    model = qnets.nhwc_classifier()
+    model.graph.node.append(helper.make_node("Relu", ["x"], ["xr"], name="other_reader"))
+    model.graph.output.append(helper.make_tensor_value_info("xr", 1, None))
+    m = load_model_from(model, tmp_path)
+    with pytest.raises(CompileError, match=r"node 'to_nchw' \(Transpose perm \[0, 3, 1, 2\]\): the channels-last "
+                                           r"input's Transpose to NCHW runs on the host only when every reader"):
+        compile_onnx(m, load_config("small"), [np.zeros((1, 16, 16, 3), np.float32)])
+
+
+def load_model_from(model, tmp_path):
+    onnx.save(model, tmp_path / "m.onnx")
+    return load_model(tmp_path / "m.onnx")

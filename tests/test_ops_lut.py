@@ -164,6 +164,6 @@ def test_prelu_with_one_slope_is_a_table(slope, tmp_path):
 
 def test_prelu_with_per_channel_slopes_is_refused_saying_why():
     model = _prelu(np.linspace(0.1, 0.6, 6).reshape(6, 1, 1))
-    with pytest.raises(CompileError, match=r"node 'prelu' \(PRelu\): its slope 's' has 6 differing per-channel "
-                                           r"values; only one slope for all channels maps"):
+    with pytest.raises(CompileError, match=r"node 'prelu' \(PRelu\): its slope 's' of shape \(6, 1, 1\) has 6 "
+                                           r"differing values; only one slope for all channels maps"):
         compile_onnx(model, load_config("small"), qnets.inputs((1, 3, 6, 6), 2, seed=2))

@@ -74,3 +74,13 @@ def test_unmapped_matmuls_are_refused_naming_the_node(shape, b_const, a_const, m
     model = _matmul(shape, b_const, a_const)
     with pytest.raises(CompileError, match=r"node 'mm' \(MatMul\): " + msg):
         compile_onnx(model, load_config("small"), qnets.inputs(shape, 2, seed=1))
+
+
+def test_gemm_alpha_and_beta_fold_into_weight_and_bias(tmp_path):
+    rng = np.random.default_rng(8)
+    inits = {"w": rng.normal(0, 0.2, (16, 10)).astype(np.float32), "b": rng.normal(0, 0.1, 10).astype(np.float32)}
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", alpha=0.5, beta=-2.0)]
+    model = qnets.make_model(nodes, inits, (1, 16), "y", (1, 10))
+    xs = qnets.inputs((1, 16), 9, seed=4)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="fc")
+    assert v.passed and v.accuracy["cosine"] > 0.99, v.accuracy

@@ -134,3 +134,34 @@ def test_split_of_width_refused():
     with pytest.raises(CompileError, match=r"node 'cols' \(Split\): axis 3 of \(1, 4, 4, 6\) is unsupported: "
                                            r"only the channel axis"):
         compile_onnx(model, load_config("small"), qnets.inputs(qnets.in_shape(model), 2, seed=4))
+
+
+@pytest.mark.parametrize("opset, how", [(13, "equal"), (11, "attr"), (18, "num_outputs")])
+def test_split_with_an_unused_middle_output_keeps_every_part_in_place(opset, how, tmp_path):
+    """Split outputs are positional: with s1 unused, s0 is still channels 0-3 and s2 channels 8-11
+    (from the trial: the importer used to drop s1 and re-split 12 channels in two)."""
+    rng = np.random.default_rng(6)
+    n = helper.make_node
+    kw = {"split": [4, 4, 4]} if how == "attr" else {"num_outputs": 3} if how == "num_outputs" else {}
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"),
+             n("Split", ["c"], ["s0", "s1", "s2"], name="split", axis=1, **kw),
+             n("Sigmoid", ["s0"], ["y0"], name="sig"), n("Conv", ["s2", "w2"], ["y2"], name="conv2"),
+             n("Add", ["y0", "y2"], ["y"], name="add")]
+    model = qnets.make_model(nodes, {"w": qnets.conv_w(rng, 12, 3, 1), "w2": qnets.conv_w(rng, 4, 4, 1)},
+                             (1, 3, 5, 5), "y", None, opset=opset)
+    v, b = _run(model, tmp_path)
+    assert v.accuracy["cosine"] > 0.99, v.accuracy
+    assert sorted((L["start"], L["count"]) for L in b.meta["layers"] if L["op"] == "QSlice") == [(0, 4), (8, 4)]
+
+
+def test_relu_after_a_slice_is_a_table_lookup(tmp_path):
+    rng = np.random.default_rng(7)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"), n("Slice", ["c", "s", "e", "a"], ["m"], name="mid"),
+             n("Relu", ["m"], ["r"], name="relu"), n("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2]),
+             n("Relu", ["p"], ["y"], name="relu_after_pool")]
+    inits = {"w": qnets.conv_w(rng, 10, 3, 1), "s": np.array([2], np.int64), "e": np.array([9], np.int64),
+             "a": np.array([1], np.int64)}
+    v, b = _run(qnets.make_model(nodes, inits, (1, 3, 6, 6), "y", None), tmp_path)
+    assert v.accuracy["cosine"] > 0.99, v.accuracy
+    assert [L["op"] for L in b.meta["layers"]] == ["QConv", "QSlice", "QLut", "QMaxPool", "QLut"]

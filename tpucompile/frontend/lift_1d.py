@@ -4,7 +4,8 @@ rank-3 tensor gets an H axis of 1, a Conv / MaxPool / AveragePool with 1-D attri
 with a 1 in front (kernel (1, k), strides (1, s), pads (0, b, 0, e), dilations (1, d)), a Conv's
 rank-3 weight (M, C/g, k) the rank-4 (M, C/g, 1, k), a rank-3 constant operand of an element-wise
 op (a (C, 1) or (1, C, 1) per-channel scale) its 4-D broadcast, a reduction, Concat, Split or
-Slice over the length axis the same axis of the 4-D tensor, a Pad's pads the 4-D ones (nothing on H), a Reshape
+Slice over the length axis the same axis of the 4-D tensor (a Split or Slice of the length, like
+any W slice, is then refused by slice.py; of the channels it is a view), a Pad's pads the 4-D ones (nothing on H), a Reshape
 to 2-D (a flatten) stays. Tensor names do not change, so calibration and the
 FP32 reference run the original model and compare by name (the values are the same, in the same
 order). Any other op on a rank-3 tensor (Transpose, Reshape, Softmax, ...) is refused, naming the
@@ -228,7 +229,8 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
         elif node.op_type not in SHAPE_FREE:
             raise CompileError(f"node {node.name!r} ({node.op_type}) reads the 3-D tensor {reads3[0]!r} of a "
                                f"sequence model (input {inp.name!r} {input_dims(inp)}): only Conv, pools, "
-                               "element-wise ops, reductions, Concat, Split and Slice over the channel or length axis, "
+                               "element-wise ops, reductions and Concat over the channel or length axis, Split and Slice over "
+                               "the channel axis, "
                                "Flatten and global pools are supported on 3-D tensors")
     for vi in list(g.input) + list(g.output):
         if vi.name in rank3 and len(vi.type.tensor_type.shape.dim) == 3:

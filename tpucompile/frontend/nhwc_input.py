@@ -74,7 +74,8 @@ def input_layout(model: onnx.ModelProto) -> dict | None:
 
 def to_model_layout(a: np.ndarray, layout: dict | None) -> np.ndarray:
     """A user's array in the model's original channels-last shape (with or without the batch
-    axis) transposed to NCHW; any other array unchanged."""
+    axis) transposed to NCHW; any other array unchanged. When both layouts have one shape
+    (H = W = C) the array is read as the model's own, channels-last, layout."""
     if layout is None:
         return a
     shape = tuple(layout["shape"])

@@ -147,9 +147,11 @@ def _import(model: onnx.ModelProto) -> Graph:
         name = _check_node(idx, n, opset)
         n.name = name
         attrs = OP_TABLE.importer(n.op_type, name)(n, _attrs(n), opset)
-        outs = [o for k, o in enumerate(n.output) if o and (k == 0 or o in used)]  # unused extras dropped
+        outs = [o if o and (k == 0 or o in used) else "" for k, o in enumerate(n.output)]  # unused: absent ("")
+        while len(outs) > 1 and not outs[-1]:
+            outs.pop()                     # trailing absent outputs dropped; inner ones keep positions (Split)
         nodes.append(Node(n.op_type, name, list(n.input), outs, attrs))
-    for name in inputs + [o for nd in nodes for o in nd.outputs]:
+    for name in inputs + [o for nd in nodes for o in nd.outputs if o]:
         if name not in infos:
             raise CompileError(f"tensor {name!r} has no shape after shape inference")
         elem = infos[name].type.tensor_type.elem_type

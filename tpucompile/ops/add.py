@@ -128,15 +128,19 @@ def two_operand_channels(op, maps: dict, blk: int):
     ma, mb = maps.get(op.a), maps.get(op.b)
     if (ma is None) != (mb is None):
         plain, m = (op.a, mb) if ma is None else (op.b, ma)
+        kind = type(op).__name__[1:]
         raise ChannelMapRequest(plain, m, f"{type(op).__name__} {op.name!r}: operand {plain!r} has its channels in order, the "
-                                f"other one in lanes {m.as_json()} ([logical, lane, count]), and the producer of "
-                                f"{plain!r} cannot write that layout (only a Conv read by this Add alone can)")
+                                f"other one in lanes {m.as_json()} ([logical, lane, count]: a Concat's gap lanes or "
+                                f"a channel Slice off a block boundary), and the producer of {plain!r} cannot write "
+                                f"that layout (only a Conv read by this {kind} alone can)")
     if ma != mb:
         def text(m):
             return "the identity" if m is None else m.as_json()
         raise CompileError(f"{type(op).__name__} {op.name!r}: operands {op.a!r} and {op.b!r} place their channels "
                            f"differently in DDR ({text(ma)} vs {text(mb)}, [logical, lane, count]); "
-                           f"an {type(op).__name__[1:]} of two differently laid out Concat results is unsupported")
+                           f"an {type(op).__name__[1:]} of two differently laid out Concat results or channel "
+                           "Slices (e.g. the two halves of one tensor) is unsupported: the vector unit works lane by "
+                           "lane")
     return op, ma
 
 

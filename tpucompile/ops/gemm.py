@@ -1,4 +1,4 @@
-"""Gemm (M = 1, alpha = beta = 1, transA = 0): becomes a 1x1 Conv (conv.py) on the (1, K, 1, 1)
+"""Gemm (M = 1, transA = 0; alpha folded into the weight, beta into the bias): becomes a 1x1 Conv (conv.py) on the (1, K, 1, 1)
 view of its input, followed by an Alias back to the Gemm's (1, N) output name (canonicalize).
 W' = W (transB=1) or W.T (transB=0), shaped [N, K, 1, 1]; the bias C (size N or 1) broadcast.
 
@@ -29,12 +29,18 @@ __all__ = ["OPS", "fc_as_conv", "fc_params", "absorb_affine"]
 def _import(node, a: dict, opset: int) -> dict:
     if a.get("transA", 0) != 0:
         raise bad_attr(node, "transA", a["transA"], "unsupported (only 0)")
-    for k in ("alpha", "beta"):
-        if float(a.get(k, 1.0)) != 1.0:
-            raise bad_attr(node, k, a[k], "unsupported (only 1.0)")
+    for k in a:
+        if k not in ("alpha", "beta", "transA", "transB"):
+            raise bad_attr(node, k, a[k], "is not supported")
     if a.get("transB", 0) not in (0, 1):
         raise bad_attr(node, "transB", a["transB"], "invalid")
-    return {"transB": int(a.get("transB", 0))}
+    return {"transB": int(a.get("transB", 0)), "alpha": float(a.get("alpha", 1.0)), "beta": float(a.get("beta", 1.0))}
+
+
+def _scaled(node, w, c):
+    """ONNX Gemm's ``alpha A B + beta C``: alpha folds into the weight, beta into the bias."""
+    alpha, beta = node.attrs.get("alpha", 1.0), node.attrs.get("beta", 1.0)
+    return (w if alpha == 1.0 else w * alpha), (c if c is None or beta == 1.0 else c * beta)
 
 
 def _canonicalize(graph, node, producers) -> list:
@@ -48,7 +54,7 @@ def _canonicalize(graph, node, producers) -> list:
     if c is None or c.size not in (1, n):
         raise CompileError(f"node {node.name!r} (Gemm): bias {node.inputs[2]!r} must be a constant of "
                            f"size {n}, got {None if c is None else c.shape}")
-    return fc_as_conv(graph, node, producers, w, c)
+    return fc_as_conv(graph, node, producers, *_scaled(node, w, c))
 
 
 def _canonicalize_matmul(graph, node, producers) -> list:
@@ -134,7 +140,7 @@ def fc_params(graph, node):
     b = graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     if len(node.inputs) > 2 and node.inputs[2] and (b is None or b.size not in (1, w.shape[1 - node.attrs["transB"]])):
         return None
-    w = w if node.attrs.get("transB", 0) else w.T
+    w, b = _scaled(node, w if node.attrs.get("transB", 0) else w.T, b)
     return w.astype(np.float64), None if b is None else np.broadcast_to(b.reshape(-1), (w.shape[0],)).astype(np.float64)
 
 
@@ -144,7 +150,7 @@ def absorb_affine(graph, node, s: np.ndarray, b_new: np.ndarray, out: str) -> No
     w, _ = fc_params(graph, node)
     wname = graph.add_const(f"{node.name}__w_affine", (w * s[:, None]).astype(np.float32))
     bname = graph.add_const(f"{node.name}__b_affine", b_new.astype(np.float32))
-    node.op, node.attrs = "Gemm", {"transB": 1}
+    node.op, node.attrs = "Gemm", {"transB": 1, "alpha": 1.0, "beta": 1.0}
     node.inputs, node.outputs = [node.inputs[0], wname, bname], [out]
 
 

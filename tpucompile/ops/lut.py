@@ -312,7 +312,8 @@ def _elementwise_prelu(graph, node):
 @refusal
 def _refuse_prelu(q, node) -> None:
     slope = q.const(node.inputs[1])
-    what = "is not a constant" if slope is None else f"has {np.asarray(slope).size} differing per-channel values"
+    what = ("is not a constant" if slope is None else
+            f"of shape {tuple(np.asarray(slope).shape)} has {np.asarray(slope).size} differing values")
     raise CompileError(f"node {node.name!r} (PRelu): its slope {node.inputs[1]!r} {what}; only one slope "
                        "for all channels maps to the vector unit's table lookup (one function per tensor)")
 

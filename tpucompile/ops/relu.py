@@ -1,6 +1,7 @@
 """Relu and Clip: fused into their producer (``passes/fuse_relu.py``: Conv and Add clamp their
-output at the zero point, ``attrs["relu"]``). One that cannot be fused has no int8 mapping and is
-refused by name.
+output at the zero point, ``attrs["relu"]``). One that cannot be fused (after a max pool, a
+Slice, a Resize: producers without a clamp) is a table lookup of max(x, 0) / clip(x, lo, hi)
+(``lut.lut_qop``) from its input's quantization to its own calibrated one.
 
 Clip(x, lo, hi) (ONNX Clip: ``lo``/``hi`` attributes before opset 11, optional constant inputs
 from 11; absent = no bound) with ``lo <= 0 <= hi`` fuses the same way, the int8 way of TFLite's
@@ -17,7 +18,7 @@ import math
 import numpy as np
 
 from tpucompile.ops.common import bad_attr, no_attrs
-from tpucompile.ops.lut import is_scalar
+from tpucompile.ops.lut import is_scalar, lut_qop
 from tpucompile.ops.registry import OpDef
 from tpusim.arch.errors import CompileError
 
@@ -81,6 +82,21 @@ def _elementwise_clip(graph, node):
     return False if all(not b or is_scalar(graph, b) for b in node.inputs[1:3]) else None
 
 
-OPS = (OpDef("Relu", import_node=no_attrs, fold=_fold, elementwise=_elementwise_relu),
+def _quantize_relu(q, node) -> None:
+    """A Relu left after fusion: the LUT of max(x, 0)."""
+    x = q.input(node)
+    out = q.add_tensor(node.outputs[0], *q.out_params(node), shape=x.shape)
+    q.add_op(lut_qop(node.name, x, out, lambda v: np.maximum(v, 0.0), "max(x, 0)"))
+
+
+def _quantize_clip(q, node) -> None:
+    """A Clip left after fusion: the LUT of clip(x, lo, hi)."""
+    lo, hi = node.attrs["min"], node.attrs["max"]
+    x = q.input(node)
+    out = q.add_tensor(node.outputs[0], *q.out_params(node), shape=x.shape)
+    q.add_op(lut_qop(node.name, x, out, lambda v: np.clip(v, lo, hi), f"clip(x, {lo:g}, {hi:g})"))
+
+
+OPS = (OpDef("Relu", import_node=no_attrs, fold=_fold, elementwise=_elementwise_relu, quantize=_quantize_relu),
        OpDef("Clip", import_node=_import_clip, fold=_fold_clip, canonicalize=_canonicalize_clip,
-             elementwise=_elementwise_clip))
+             elementwise=_elementwise_clip, quantize=_quantize_clip))

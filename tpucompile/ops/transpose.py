@@ -100,5 +100,18 @@ def _canonicalize(graph, node, producers) -> list:
     return [node]
 
 
-OPS = (OpDef("Transpose", import_node=_import, fold=_fold, canonicalize=_canonicalize),
+@refusal
+def _refuse_transpose(q, node) -> None:
+    """A Transpose left after the passes: CompileError saying which forms map."""
+    perm = list(node.attrs.get("perm") or [])
+    if node.inputs[0] in q.g.inputs:
+        why = ("the channels-last input's Transpose to NCHW runs on the host only when every reader of the "
+               "input is a Transpose with perm [0, 3, 1, 2] and none of them is a graph output")
+    else:
+        why = ("a Transpose of an activation maps only as a channel shuffle read by a Conv, a Transpose undone "
+               "by the next one, or a channels-last Flatten before a Gemm / MatMul")
+    raise CompileError(f"node {node.name!r} (Transpose perm {perm}): {why}")
+
+
+OPS = (OpDef("Transpose", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_refuse_transpose),
        OpDef("ChannelPermute", quantize=_refuse_permute))      # created by conv.py's canonicalize only
