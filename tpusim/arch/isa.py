@@ -214,6 +214,7 @@ def make(op: str, wait: int = 0, signal: int = 0, **args: int) -> Instruction:
     return ins
 
 
+@lru_cache(maxsize=None)
 def _range(f: FieldSpec) -> tuple[int, int]:
     if f.signed:
         return -(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1
