@@ -52,6 +52,7 @@ from cocotb_tests.build import TOPLEVEL, build, verilator_env
 from cocotb_tests.procguard import GuardedVerilator, RunLock
 from cocotb_tests.rtl_dump import check_dump_scopes, dump_request
 from tpusim.arch.config import ClockConfig, HwConfig, load_config
+from tpusim.arch.costs import AreaTable, EnergyTable
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.fileio import write_text_atomic
 from tpusim.arch.isa import ENGINE_NAMES
@@ -80,6 +81,7 @@ def config_from_json(path: str | Path) -> HwConfig:
     d = json.loads(p.read_text())
     for k in ("clk_core", "clk_ddr", "clk_dma"):
         d[k] = ClockConfig(**d[k])
+    d["energy"], d["area"] = EnergyTable(**d["energy"]), AreaTable(**d["area"])
     return HwConfig(**d)
 
 

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from tpusim.arch.config import CONFIG_DIR, ClockConfig, HwConfig, config_from_dict, load_config
+from tpusim.arch.costs import AreaTable, EnergyTable
 from tpusim.arch.errors import ConfigError, TpuError
 
 
@@ -102,7 +103,9 @@ def test_to_dict_round_trips_all_fields():
     d = c.to_dict()
     assert set(d) == {f.name for f in dataclasses.fields(HwConfig)}
     assert d["clk_ddr"] == {"freq_mhz": 800, "phase_ps": 100}
-    assert HwConfig(**{k: ClockConfig(**v) if k.startswith("clk_") else v for k, v in d.items()}) == c
+    tables = {"energy": EnergyTable, "area": AreaTable}
+    assert HwConfig(**{k: ClockConfig(**v) if k.startswith("clk_") else tables[k](**v) if k in tables else v
+                       for k, v in d.items()}) == c
 
 
 def test_config_from_dict_accepts_shipped_dict():
@@ -441,7 +444,7 @@ def _changed(v):
     return v + 1
 
 
-@pytest.mark.parametrize("fld", [f.name for f in dataclasses.fields(HwConfig)])
+@pytest.mark.parametrize("fld", [f.name for f in dataclasses.fields(HwConfig) if f.name not in ("energy", "area")])
 def test_hash_changes_with_every_field(fld):
     c = load_config("small")
     c2 = dataclasses.replace(c, **{fld: _changed(getattr(c, fld))})
@@ -473,3 +476,16 @@ def test_burst_must_fill_whole_words():
             "config 'seed': dma.burst_bytes 256 must be a multiple of the SRAM word "
             "(512 bytes = array.rows): a burst fills whole words")):
         config_from_dict(d)
+
+
+def test_energy_and_area_tables_are_optional_validated_and_not_hashed():
+    base = yaml.safe_load((CONFIG_DIR / "seed.yaml").read_text())
+    seed = config_from_dict(base)
+    assert seed.energy.mac_pj == 0.3 and seed.sram_pj_per_byte == pytest.approx(15.0 / 8)   # 16 KiB banks
+    tuned = config_from_dict({**base, "energy": {"mac_pj": 0.5, "sram_pj_per_byte": 3}, "area": {"pe_um2": 400}})
+    assert (tuned.energy.mac_pj, tuned.sram_pj_per_byte, tuned.area.pe_um2) == (0.5, 3.0, 400.0)
+    assert tuned.hash_bytes() == seed.hash_bytes()
+    with pytest.raises(ConfigError, match=r"energy: unknown key\(s\) \['mac_nj'\]; expected some of"):
+        config_from_dict({**base, "energy": {"mac_nj": 1}})
+    with pytest.raises(ConfigError, match=r"area.pe_um2: expected a positive number, got -3"):
+        config_from_dict({**base, "area": {"pe_um2": -3}})

@@ -95,3 +95,22 @@ def test_cosim_profile_flag(tmp_path):
     v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="c", profile_layers=True)
     assert v.passed and any(n.startswith("profile: 1 layers") for n in v.notes), v.notes
     assert (tmp_path / "profile" / "profile.csv").exists()
+
+
+def test_sram_and_energy_figures(residual_run):
+    """Every SRAM grant of the run lands in one instruction of its engine; the energy of each
+    layer is its events times the config's table (tpusim.arch.costs defaults)."""
+    cfg, binary, sim, _ = residual_run
+    rows = profile.layer_rows(binary, cfg, sim.timeline, sim.sram_grants)
+    assert sim.sram_grants and sum(r["sram_bytes"] for r in rows) == sum(n for _, _, n in sim.sram_grants) * cfg.word_bytes
+    for r in rows:
+        assert r["mac_uj"] == pytest.approx(r["macs"] * 0.3e-6)
+        assert r["ddr_uj"] == pytest.approx((r["load_bytes"] + r["store_bytes"]) * 162.5e-6)
+        assert r["sram_uj"] == pytest.approx(r["sram_bytes"] * 1.25e-6)         # small: 2 KiB banks
+        assert r["energy_uj"] == pytest.approx(r["mac_uj"] + r["sram_uj"] + r["acc_uj"] + r["ddr_uj"])
+    conv = next(r for r in rows if r["op"] == "QConv")
+    assert conv["acc_accesses"] > 0 and conv["acc_uj"] == pytest.approx(conv["acc_accesses"] * 5.1e-6)
+    tot = profile.energy_totals(rows, cfg, sim.counters)
+    assert tot["fetch"] > 0 and tot["total"] == pytest.approx(sum(v for k, v in tot.items() if k != "total"))
+    area = profile.area_mm2(cfg)
+    assert area["array"] == pytest.approx(cfg.pes * 660e-6) and area["total"] > area["sram"] > 0

@@ -38,6 +38,7 @@ class SimResult:
     meta: dict = field(default_factory=dict)
     ddr: DdrMemory | None = None      # final DDR image (run_binary(..., keep_ddr=True))
     timeline: list = field(default_factory=list)   # [(engine, pc, ready_ps, start_ps, complete_ps)]
+    sram_grants: list = field(default_factory=list)  # [(requester = engine, grant ps, SRAM word accesses)]
 
     def read_ddr(self, addr: int, n: int) -> bytes:
         """``n`` bytes of the final DDR image at ``addr`` (needs keep_ddr=True)."""
@@ -85,7 +86,8 @@ def run_binary(binary: TpuBinary, cfg, inputs: dict, vcd: str | Path | None = No
     outputs = {d.name: d.from_blocked(ddr.read(d.ddr_addr, d.size_bytes)) for d in binary.outputs}
     return SimResult(outputs, run.cycles, run.retire, run.counters, wall,
                      run.cycles / wall if wall > 0 else float("inf"), run.events, run.halt_ps,
-                     ddr=ddr if keep_ddr else None, timeline=run.timeline)
+                     ddr=ddr if keep_ddr else None, timeline=run.timeline,
+                     sram_grants=run.sram_grants)
 
 
 def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_segments=()):

@@ -3,6 +3,9 @@
 Every number the compiler, the SimPy model and the RTL use comes from here (the RTL receives it as
 a generated SystemVerilog package, see ``tpusim.arch.svgen``). Unknown and missing keys are errors.
 
+Optional sections ``energy`` and ``area`` (pJ per event, um^2 per block: tpusim.arch.costs, with
+published 45 nm defaults) feed the energy and area estimates; they are not part of the config hash.
+
 Derived quantities:
   * ``word_bytes`` = ``array.rows``: one SRAM word holds one activation vector (K lanes of int8).
   * ``bank_bytes`` = ``sram.size_bytes / sram.banks``; banks are address-partitioned
@@ -18,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from tpusim.arch.costs import AreaTable, EnergyTable, sram_default_pj_per_byte, table_from_dict
 from tpusim.arch.errors import ConfigError, TimebaseError
 from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, lut_words
 from tpusim.arch.timebase import Timebase
@@ -53,6 +57,8 @@ class HwConfig:
     clk_core: ClockConfig
     clk_ddr: ClockConfig
     clk_dma: ClockConfig
+    energy: EnergyTable = EnergyTable()     # pJ per event (tpusim.arch.costs; not in the hash)
+    area: AreaTable = AreaTable()           # um^2 per block (tpusim.arch.costs; not in the hash)
 
     # ---- derived -------------------------------------------------------------------------
     @property
@@ -93,9 +99,19 @@ class HwConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def sram_pj_per_byte(self) -> float:
+        """pJ per SRAM byte read or written: the energy table's, else the bank-size default."""
+        e = self.energy.sram_pj_per_byte
+        return e if e is not None else sram_default_pj_per_byte(self.bank_bytes)
+
     def hash_bytes(self) -> bytes:
-        """SHA-256 of the canonical JSON of this configuration (32 bytes); stored in every .tpubin."""
-        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        """SHA-256 of the canonical JSON of this configuration without its cost tables (they do
+        not change what the chip computes) (32 bytes); stored in every .tpubin."""
+        d = self.to_dict()
+        d.pop("energy")
+        d.pop("area")
+        canon = json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(canon).digest()
 
     def hash_hex(self) -> str:
@@ -194,7 +210,11 @@ def _validate(c: HwConfig) -> None:
 
 
 def config_from_dict(data: dict[str, Any]) -> HwConfig:
-    """Validate a parsed YAML mapping and build a HwConfig. Raises ConfigError naming the bad key."""
+    """Validate a parsed YAML mapping and build a HwConfig. Raises ConfigError naming the bad key.
+    The ``energy`` and ``area`` sections are optional (tpusim.arch.costs: defaults per key)."""
+    if isinstance(data, dict):
+        data = dict(data)
+        costs = {k: data.pop(k, None) for k in ("energy", "area")}
     _check_schema(data, _SCHEMA, "")
     clk = data["clocks"]
     cfg = HwConfig(
@@ -209,6 +229,8 @@ def config_from_dict(data: dict[str, Any]) -> HwConfig:
         queue_depth=data["queues"]["depth"], fetch_line_buffers=data["fetch"]["line_buffers"],
         clk_core=ClockConfig(**clk["core"]), clk_ddr=ClockConfig(**clk["ddr"]),
         clk_dma=ClockConfig(**clk["dma"]),
+        energy=table_from_dict(EnergyTable, costs["energy"], "energy", ConfigError),
+        area=table_from_dict(AreaTable, costs["area"], "area", ConfigError),
     )
     _validate(cfg)
     return cfg

@@ -148,8 +148,12 @@ def cmd_profile(args) -> int:
     writable_dir(args.out, "--out")
     binary, cfg, inputs = _load_run(args)
     res = run_binary(binary, cfg, inputs)
-    rows = profile.write_profile(binary, cfg, res.timeline, Path(args.out))
+    rows = profile.write_profile(binary, cfg, res.timeline, Path(args.out), res.sram_grants)
     profile.print_table(rows, f"profile of {Path(args.binary).name} on '{cfg.name}': {res.cycles:,} cycles")
+    en, area = profile.energy_totals(rows, cfg, res.counters), profile.area_mm2(cfg)
+    print("energy per inference: " + ", ".join(f"{k} {v:,.1f} uJ" for k, v in en.items())
+          + f"; area {area['total']:.1f} mm^2 (" + ", ".join(f"{k} {v:.2f}" for k, v in area.items() if k != "total")
+          + "; tpusim.arch.costs, 45 nm)")
     print(f"wrote {Path(args.out) / 'profile.csv'}, trace.json (open in ui.perfetto.dev) and roofline.png")
     return 0
 

@@ -145,7 +145,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
                       for d in driver.layer_tensors(res.binary)}
             sim = {"cycles": run_.cycles, "retire": run_.retire, "counters": dict(run_.counters),
                    "outputs": run_.outputs, "layers": layers, "wall_s": time.perf_counter() - t,
-                   "timeline": run_.timeline}
+                   "timeline": run_.timeline, "sram_grants": run_.sram_grants}
             cache.save("simpy", simpy_key, sim)
         else:
             v.notes.append(f"SimPy result resumed from {out / 'stages' / 'simpy.pkl'} (same binary, "
@@ -156,7 +156,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         v.counters = dict(sim["counters"])
         if profile_layers:
             if "timeline" in sim:
-                rows = write_profile(res.binary, cfg, sim["timeline"], out / "profile")
+                rows = write_profile(res.binary, cfg, sim["timeline"], out / "profile", sim.get("sram_grants", ()))
                 v.notes.append(f"profile: {len(rows)} layers in {out / 'profile'} (profile.csv, trace.json "
                                "for ui.perfetto.dev, roofline.png)")
             else:

@@ -15,6 +15,10 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
   (beat bytes x DDR MHz / core MHz), ``floor`` the larger, ``ratio`` = cycles / floor;
 * per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span executing) and
   ``<e>_wait`` (share spent ready but waiting for tokens);
+* ``sram_bytes`` (the SRAM word accesses the model granted during its instructions),
+  ``acc_accesses`` (int32 accumulator elements of its MATMULs and REQUANTs) and the energy of its
+  events, ``energy_uj`` = ``mac_uj`` + ``sram_uj`` + ``acc_uj`` + ``ddr_uj`` (``cfg.energy``,
+  tpusim.arch.costs); ``energy_totals`` adds instruction fetch, ``area_mm2`` the blocks' area;
 * ``bound`` (compute / memory, by the floors) and ``cause``: "at <bound> floor" when the ratio
   is at most 1.25, else the busiest engine and the engine waiting longest for tokens (the
   schedule's overhead: what to look at first).
@@ -26,6 +30,7 @@ running DMA instructions move, each at its average rate.
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import json
@@ -37,13 +42,39 @@ from tpusim.arch.fileio import write_text_atomic
 from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, decode
 from tpusim.arch.timebase import Timebase
 
-__all__ = ["layer_rows", "chrome_trace", "write_profile", "roofline_png", "print_table", "COLUMNS"]
+__all__ = ["layer_rows", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
+           "COLUMNS"]
 
 #: ratio of cycles to the layer's floor up to which the layer counts as at its floor
 AT_FLOOR = 1.25
 COLUMNS = ("layer", "op", "cycles", "macs", "utilisation", "load_bytes", "store_bytes", "ddr_bytes_per_cycle",
            "compute_floor", "memory_floor", "floor", "ratio", "bound", "cause") + tuple(
-    f"{e}_{k}" for e in ENGINE_KEYS for k in ("busy", "wait"))
+    f"{e}_{k}" for e in ENGINE_KEYS for k in ("busy", "wait")) + (
+    "sram_bytes", "acc_accesses", "energy_uj", "mac_uj", "sram_uj", "acc_uj", "ddr_uj")
+
+
+def area_mm2(cfg) -> dict:
+    """Area estimate (mm^2) by block from ``cfg.area``: the PE array, the SRAM, the accumulator (as
+    SRAM of its int32 bytes), two DMA channels, and their ``total``."""
+    a = cfg.area
+    out = {"array": cfg.pes * a.pe_um2 * 1e-6,
+           "sram": cfg.sram_size_bytes / 1024 * a.sram_um2_per_kib * 1e-6,
+           "accumulator": cfg.acc_depth_rows * cfg.array_cols * 4 / 1024 * a.sram_um2_per_kib * 1e-6,
+           "dma": 2 * a.dma_channel_um2 * 1e-6}
+    out["total"] = sum(out.values())
+    return out
+
+
+def energy_totals(rows: list[dict], cfg, counters: dict) -> dict:
+    """Energy per inference (uJ) by component: the layers' MAC, SRAM, accumulator and DDR energy,
+    plus instruction fetch (``fetch_bytes`` from DDR and one fetch-buffer read per instruction),
+    and their ``total``."""
+    fetch_bytes = counters.get("fetch_bytes", 0)
+    out = {k: sum(r[f"{k}_uj"] for r in rows) for k in ("mac", "sram", "acc", "ddr")}
+    out["fetch"] = (fetch_bytes * cfg.energy.ddr_pj_per_byte
+                    + fetch_bytes / INSTR_BYTES * cfg.energy.fetch_pj_per_instruction) * 1e-6
+    out["total"] = sum(out.values())
+    return out
 
 
 def _dma_bytes(ins) -> int:
@@ -65,15 +96,44 @@ def _peak_bytes_per_cycle(cfg) -> float:
     return cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
 
 
-def layer_rows(binary: TpuBinary, cfg, timeline: list) -> list[dict]:
+def _sram_words_by_instruction(timeline: list, sram_grants) -> dict:
+    """SRAM word accesses per timeline index: each grant of requester (= engine) e falls in the
+    [start, completion] interval of exactly one instruction of engine e (engines run in order)."""
+    per_engine: dict = {}
+    for i, (eng, _pc, _r, s_ps, c_ps) in enumerate(timeline):
+        per_engine.setdefault(eng, []).append((s_ps, c_ps, i))
+    for lst in per_engine.values():
+        lst.sort()
+    starts = {e: [s for s, _, _ in lst] for e, lst in per_engine.items()}
+    words: dict = {}
+    for req, g_ps, n in sram_grants:
+        lst = per_engine.get(req)
+        k = bisect.bisect_right(starts[req], g_ps) - 1 if lst else -1
+        if k >= 0 and g_ps <= lst[k][1]:
+            words[lst[k][2]] = words.get(lst[k][2], 0) + n
+    return words
+
+
+def _acc_accesses(ins, cols: int) -> int:
+    """int32 accumulator elements a MATMUL writes (and reads when accumulating) or a REQUANT reads."""
+    if ins.op == "MATMUL":
+        return ins["count_x"] * ins["count_y"] * cols * (2 if ins["accumulate"] else 1)
+    if ins.op == "REQUANT":
+        return ins["count"] * cols
+    return 0
+
+
+def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=()) -> list[dict]:
     """One dict per layer with instructions (module docstring; keys ``COLUMNS``), in layer order.
+    ``sram_grants``: the run's ``SimResult.sram_grants`` (SRAM word accesses; none: SRAM energy 0).
     TpuError for a timeline whose pcs lie outside the binary's code (another binary's run)."""
     period = Timebase(cfg).core.period_ps
     layers = binary.meta.get("layers", [])
     owner = _layer_of(binary)
     code = binary.code
-    acc = [dict(t0=None, t1=None, load=0, store=0, busy=[0] * 4, wait=[0] * 4) for _ in layers]
-    for eng, pc, r_ps, s_ps, c_ps in timeline:
+    sram_words = _sram_words_by_instruction(timeline, sram_grants)
+    acc = [dict(t0=None, t1=None, load=0, store=0, sram=0, accs=0, busy=[0] * 4, wait=[0] * 4) for _ in layers]
+    for idx, (eng, pc, r_ps, s_ps, c_ps) in enumerate(timeline):
         k = pc // INSTR_BYTES
         if not 0 <= k < len(owner):
             raise TpuError(f"timeline instruction at pc {pc:#x} is outside the binary's {len(owner)} instructions")
@@ -87,7 +147,10 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list) -> list[dict]:
         a["wait"][eng] += s_ps - r_ps
         ins = decode(code[k * INSTR_BYTES:(k + 1) * INSTR_BYTES], pc)
         a["load" if ins.op == "DMA_LOAD" else "store"] += _dma_bytes(ins)
+        a["sram"] += sram_words.get(idx, 0) * cfg.word_bytes
+        a["accs"] += _acc_accesses(ins, cfg.array_cols)
     peak = _peak_bytes_per_cycle(cfg)
+    e = cfg.energy
     rows = []
     for L, a in zip(layers, acc):
         if a["t0"] is None:
@@ -102,10 +165,14 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list) -> list[dict]:
                "utilisation": macs / (cycles * cfg.pes), "load_bytes": a["load"], "store_bytes": a["store"],
                "ddr_bytes_per_cycle": ddr / cycles, "compute_floor": cf, "memory_floor": mf, "floor": floor,
                "ratio": cycles / floor, "bound": "compute" if cf >= mf else "memory"}
-        for e, key in enumerate(ENGINE_KEYS):
-            row[f"{key}_busy"] = a["busy"][e] / span_ps
-            row[f"{key}_wait"] = a["wait"][e] / span_ps
+        for i, key in enumerate(ENGINE_KEYS):
+            row[f"{key}_busy"] = a["busy"][i] / span_ps
+            row[f"{key}_wait"] = a["wait"][i] / span_ps
         row["cause"] = _cause(row)
+        row.update(sram_bytes=a["sram"], acc_accesses=a["accs"], mac_uj=macs * e.mac_pj * 1e-6,
+                   sram_uj=a["sram"] * cfg.sram_pj_per_byte * 1e-6, acc_uj=a["accs"] * e.acc_pj_per_access * 1e-6,
+                   ddr_uj=ddr * e.ddr_pj_per_byte * 1e-6)
+        row["energy_uj"] = row["mac_uj"] + row["sram_uj"] + row["acc_uj"] + row["ddr_uj"]
         rows.append(row)
     return rows
 
@@ -192,11 +259,11 @@ def roofline_png(rows: list[dict], cfg, path: Path) -> tuple:
     return labels
 
 
-def write_profile(binary: TpuBinary, cfg, timeline: list, out: Path) -> list[dict]:
+def write_profile(binary: TpuBinary, cfg, timeline: list, out: Path, sram_grants=()) -> list[dict]:
     """``profile.csv`` (COLUMNS), ``trace.json`` (Trace Event Format) and ``roofline.png`` in
     ``out``; returns the rows."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = layer_rows(binary, cfg, timeline)
+    rows = layer_rows(binary, cfg, timeline, sram_grants)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     w.writeheader()
@@ -214,11 +281,12 @@ def print_table(rows: list[dict], title: str) -> None:
     from rich.table import Table
     t = Table(title=title)
     for c in ("layer", "op", "cycles", "util.", "DDR B/cyc", "floor", "ratio", "bound", "load", "mxu", "vpu",
-              "cause"):
+              "uJ", "cause"):
         t.add_column(c, justify="left" if c in ("layer", "op", "cause") else "right")
     for r in rows:
         t.add_row(r["layer"], r["op"], f"{r['cycles']:,}", f"{r['utilisation']:.1%}",
                   f"{r['ddr_bytes_per_cycle']:.1f}", f"{r['floor']:,.0f}", f"{r['ratio']:.2f}", r["bound"],
-                  f"{r['load_busy']:.0%}", f"{r['mxu_busy']:.0%}", f"{r['vpu_busy']:.0%}", r["cause"])
+                  f"{r['load_busy']:.0%}", f"{r['mxu_busy']:.0%}", f"{r['vpu_busy']:.0%}", f"{r['energy_uj']:.1f}",
+                  r["cause"])
     con = Console()
     (con if con.width >= 150 else Console(width=150)).print(t)

@@ -53,6 +53,7 @@ class Sram:
         self.bank_free_ps = [0] * cfg.sram_banks       # bank free for a grant at this edge
         self.pending: list[SramRequest | None] = [None] * 4
         self.sched = EdgeScheduler(env, self._decide)
+        self.grants: list | None = None        # [(requester, grant ps, word accesses)] when the top level asks
 
     # ------------------------------------------------------------------ arbiter
     def request(self, requester: int, launch_ps: int, src: ClockDomain, ranges,
@@ -103,6 +104,8 @@ class Sram:
         for b in req.banks:
             self.bank_free_ps[b] = end_ps
         self.pending[req.requester] = None
+        if self.grants is not None:
+            self.grants.append((req.requester, g_ps, req.accesses))
         if self.trace is not None:
             self.trace.sram_grant(g_ps, req.requester, req.banks, req.accesses, req.visible_ps)
         if g_ps > req.visible_ps:

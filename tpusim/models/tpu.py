@@ -51,6 +51,7 @@ class TpuRun:
     error_pc: int | None = None
     extra: dict = field(default_factory=dict)
     timeline: list = field(default_factory=list)   # [(engine, pc, ready_ps, start_ps, complete_ps)] per instruction
+    sram_grants: list = field(default_factory=list)  # [(requester = engine, grant ps, word accesses)]
 
 
 class Tpu:
@@ -90,6 +91,7 @@ class Tpu:
             blk.errors = self.errors
         for eng in self.engines:
             eng.timeline = self.timeline
+        self.sram.grants = []
         if trace is not None:
             trace.bind(cfg, clocks)
             self.decoder.trace = trace
@@ -139,7 +141,8 @@ class Tpu:
             self.perf.set(f"{ENGINE_KEYS[e]}_queue_full_cycles", n)
         retire = [(pc, RETIRERS[eng], t) for t, eng, pc in sorted(self.retire_log)]
         run = TpuRun(dec.cycles, dec.halt_ps, retire, self.perf.as_dict(), self.events(),
-                     first.code_num if first else 0, first.pc if first else None, timeline=self.timeline)
+                     first.code_num if first else 0, first.pc if first else None, timeline=self.timeline,
+                     sram_grants=self.sram.grants)
         if first is not None:
             if first.code in DECODER_ERRORS:
                 first.args = (f"{first.args[0]}: device halted with error_code {first.code_num} "
