@@ -579,3 +579,33 @@ def long_sequence_gap(seed=0, length=300, c=4):
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1]),
              helper.make_node("GlobalAveragePool", ["c"], ["y"], name="gap")]
     return make_model(nodes, {"w": rng.normal(0, 0.3, (8, c, 3)).astype(np.float32)}, (1, c, length), "y", None)
+
+
+def detect_head(seed=0, hw=8, na=3, no=7):
+    """A YOLO-style detector: a 3x3 Conv + Relu backbone, a 1x1 head Conv to na*no channels, then
+    the decoding YOLOv5 exports: Reshape (1, na, no, H, W), Transpose to (1, na, H, W, no),
+    Sigmoid, xy = (2 s - 0.5 + grid) * stride, wh = (2 s)^2 * anchor, Concat, Reshape (1, -1, no):
+    x [1, 3, 2 hw, 2 hw] -> y [1, na*hw*hw, no]."""
+    rng = np.random.default_rng(seed)
+    gy, gx = np.meshgrid(np.arange(hw), np.arange(hw), indexing="ij")
+    grid = np.stack([gx, gy], -1).reshape(1, 1, hw, hw, 2).astype(np.float32) - 0.5
+    anchor = (rng.uniform(4, 32, (1, na, 1, 1, 2))).astype(np.float32)
+    inits = {"w1": conv_w(rng, 16, 3, 3), "wh": conv_w(rng, na * no, 16, 1),
+             "s5": np.array([1, na, no, hw, hw], np.int64), "grid": grid, "anchor": anchor,
+             "two": np.array(2.0, np.float32), "stride": np.array(2.0, np.float32),
+             "split": np.array([2, 2, no - 4], np.int64), "out": np.array([1, -1, no], np.int64)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="backbone", strides=[2, 2], pads=[1, 1, 1, 1]),
+             n("Relu", ["c1"], ["r1"], name="relu"),
+             n("Conv", ["r1", "wh"], ["head"], name="head"),
+             n("Reshape", ["head", "s5"], ["h5"], name="to5d"),
+             n("Transpose", ["h5"], ["ht"], name="perm", perm=[0, 1, 3, 4, 2]),
+             n("Sigmoid", ["ht"], ["sg"], name="sig"),
+             n("Split", ["sg", "split"], ["xy", "wh_", "conf"], name="parts", axis=4),
+             n("Mul", ["xy", "two"], ["xy2"], name="xy_x2"), n("Add", ["xy2", "grid"], ["xyg"], name="xy_grid"),
+             n("Mul", ["xyg", "stride"], ["xyo"], name="xy_stride"),
+             n("Mul", ["wh_", "two"], ["wh2"], name="wh_x2"), n("Mul", ["wh2", "wh2"], ["whs"], name="wh_sq"),
+             n("Mul", ["whs", "anchor"], ["who"], name="wh_anchor"),
+             n("Concat", ["xyo", "who", "conf"], ["dec"], name="cat", axis=4),
+             n("Reshape", ["dec", "out"], ["y"], name="flat")]
+    return make_model(nodes, inits, (1, 3, 2 * hw, 2 * hw), "y", (1, na * hw * hw, no))

@@ -43,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
+    ap.add_argument("--host-tail", action="store_true",
+                    help="run the graph's post-processing tail without a device mapping on the host (onnxruntime)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
@@ -57,7 +59,8 @@ def main(argv=None) -> int:
             model = load_model(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
-        qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps, calib_method=a.calib_method)
+        qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps, calib_method=a.calib_method,
+                              host_tail=a.host_tail)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)
         t3 = time.perf_counter()

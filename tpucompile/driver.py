@@ -87,12 +87,13 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
 
 
 def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,
-                 keep_intermediates: bool = False, calib_method: str = "minmax") -> CompileResult:
+                 keep_intermediates: bool = False, calib_method: str = "minmax", host_tail: bool = False) -> CompileResult:
     """Front end (import, passes, calibration, quantization) then back end (layout, memory plan,
-    tiling, emission, token check); with ``dump_ir`` the IR after every stage of both."""
+    tiling, emission, token check); with ``dump_ir`` the IR after every stage of both;
+    ``host_tail``: a post-processing tail without a device mapping runs on the host."""
     t0 = time.perf_counter()
     dumps = IrDumps.open(dump_ir)
-    qg, _ = compile_model(model, calib_images, dump_dir=dumps, calib_method=calib_method)
+    qg, _ = compile_model(model, calib_images, dump_dir=dumps, calib_method=calib_method, host_tail=host_tail)
     t1 = time.perf_counter()
     binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates, dump_ir=dumps)
     t2 = time.perf_counter()

@@ -59,8 +59,10 @@ def run_host_ops(qg: QGraph, env: dict) -> dict:
         d = OP_TABLE.get(h["op"])
         if d is None or d.host is None:
             raise ValueError(f"unknown host op {h['op']!r}")
-        x = dequantize(qg, h["inp"], env[qg.resolve(h["inp"])]).reshape(h["shape"])
-        vals[h["out"]] = d.host(h, x)
+        xs = [vals[n] if n in vals else dequantize(qg, n, env[qg.resolve(n)]).reshape(s)   # a host op's output, or a device one
+              for n, s in zip(h.get("inputs", [h["inp"]]), h.get("shapes", [h.get("shape")]))]
+        y = d.host(h, *xs)
+        vals.update(y if isinstance(y, dict) else {h["out"]: y})   # a host tail: several outputs
     for name in qg.fp32_outputs:
         if name not in vals:
             vals[name] = dequantize(qg, name, env[qg.resolve(name)])

@@ -156,6 +156,7 @@ def dump_qgraph(qg: QGraph) -> str:
         lines.append(f"alias %{k} = %{v}")
     for h in qg.host_ops:
         lines.append(f"host %{h['out']} = {h['op']}(%{h['inp']}) "
-                     + "{" + ", ".join(f"{k}={_field_text(v)}" for k, v in h.items() if k not in ("op", "inp", "out")) + "}")
+                     + "{" + ", ".join(f"{k}={_field_text(v)}" for k, v in h.items()
+                                       if k not in ("op", "inp", "out", "model")) + "}")
     lines.append(f"outputs: {', '.join('%' + n for n in qg.outputs)}")
     return "\n".join(lines) + "\n"

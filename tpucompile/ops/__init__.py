@@ -12,6 +12,8 @@
                 Unsqueeze, Squeeze (folded)
   gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
   softmax       Softmax                                   (host op)     host, float32
+  host_tail     (the refused tail of a graph: post-         (host op)     host, onnxruntime
+                processing, OnnxTail)
   constant      Constant, ConstantOfShape (folded)        -             -
   identity      Identity, Dropout (inference; -> Alias)   (alias)       -
   mul           Mul: by constants (folded into the Conv     QMul          vector unit
@@ -57,6 +59,7 @@ from tpucompile.ops import (
                             conv,
                             depthwise,
                             gemm,
+                            host_tail,
                             identity,
                             lrn,
                             lut,
@@ -85,7 +88,7 @@ from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize, shapes, qdq, pad, slice)
+            transpose, lut, lrn, resize, shapes, qdq, pad, slice, host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 

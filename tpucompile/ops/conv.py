@@ -415,5 +415,5 @@ def _check_bias(graph, node, w) -> None:
                                f"{w.shape[0]} values, got {None if b is None else tuple(b.shape)}")
 
 
-OPS = (OpDef("Conv", import_node=_import, canonicalize=_canonicalize, fuses_relu=True, quantize=_quantize,
+OPS = (OpDef("Conv", import_node=_import, canonicalize=_canonicalize, fuses_relu=True, layer=True, quantize=_quantize,
              device=DEVICE),)

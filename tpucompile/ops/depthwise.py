@@ -224,4 +224,4 @@ DEVICE = DeviceOp(QDwConv, golden=dwconv_int8, input_transform=no_input_transfor
                   emit=_emit, describe=_describe, macs=_macs)
 #: DepthwiseConv: the IR op Conv's canonicalize makes of a depthwise Conv (after fold_affine has
 #: folded BatchNormalization and scales into its weights); a Relu / Clip(0, x) fuses into it
-OPS = (OpDef("DepthwiseConv", fuses_relu=True, quantize=_quantize, device=DEVICE),)
+OPS = (OpDef("DepthwiseConv", fuses_relu=True, quantize=_quantize, device=DEVICE, layer=True),)

@@ -154,5 +154,5 @@ def absorb_affine(graph, node, s: np.ndarray, b_new: np.ndarray, out: str) -> No
     node.inputs, node.outputs = [node.inputs[0], wname, bname], [out]
 
 
-OPS = (OpDef("Gemm", import_node=_import, canonicalize=_canonicalize),
-       OpDef("MatMul", import_node=no_attrs, fold=_fold_matmul, canonicalize=_canonicalize_matmul))
+OPS = (OpDef("Gemm", import_node=_import, canonicalize=_canonicalize, layer=True),
+       OpDef("MatMul", import_node=no_attrs, fold=_fold_matmul, canonicalize=_canonicalize_matmul, layer=True))

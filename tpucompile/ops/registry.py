@@ -110,6 +110,8 @@ class OpDef:
         per-channel constant). None (the default hook): never.
     device: the DeviceOp of the QGraph op it quantizes to, if any.
     host(h, x) -> float32 output: a host op (dict ``h`` of ``QGraph.host_ops``) on dequantized ``x``.
+    layer: a layer with weights (Conv, Gemm, MatMul): a refused one is an error, never part of a
+        host tail (ops/host_tail.py).
     """
     op_type: str
     import_node: Optional[Callable] = None
@@ -125,6 +127,7 @@ class OpDef:
     elementwise: Optional[Callable] = None
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
+    layer: bool = False
 
     HOOKS = ("import_node", "fold", "fold_shape", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero",
              "elementwise", "host")

@@ -34,7 +34,7 @@ def run(graph: Graph) -> Graph:
     prod, cons = producers(graph), consumers(graph)
     drop = set()
     for relu in graph.nodes:
-        if relu.op not in ("Relu", "Clip") or not _single(graph, cons, relu.inputs[0]):
+        if relu.op not in ("Relu", "Clip") or "refused" in relu.attrs or not _single(graph, cons, relu.inputs[0]):
             continue
         clamp = relu.op == "Relu" or relu.attrs["min"] == 0
         p = prod.get(relu.inputs[0])

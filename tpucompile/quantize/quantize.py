@@ -25,9 +25,10 @@ from typing import Optional, Union
 import onnx
 
 from tpucompile.frontend.onnx_import import grouped_report, import_onnx
-from tpucompile.ir import Graph
+from tpucompile.ir import Graph, prune
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
+from tpucompile.ops.host_tail import HoldsWeights, tail_host_op
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor, dump_qgraph
 from tpucompile.quantize.calibrate import calibrate, check_host_memory
@@ -164,7 +165,8 @@ class Quantizer:
 def _mapped_ops() -> str:
     device = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is None
               and not getattr(d.quantize, "refuses", False)]
-    host = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is not None]
+    host = [d.op_type for d in OP_TABLE if d.quantize is not None and d.host is not None
+            and not getattr(d.quantize, "refuses", False)]
     return f"supported after passes: {', '.join(device)}; host: {', '.join(host)}"
 
 
@@ -179,11 +181,75 @@ def _refusals(errors: list) -> CompileError:
     return grouped_report(errors, "have no int8 device mapping or are refused", f" ({_mapped_ops()})", _mapped_ops())
 
 
-def quantize_graph(g: Graph, stats: dict) -> QGraph:
+def _holds_layer(nodes) -> bool:
+    """Some node is a layer with weights (op table ``layer``): never part of a host tail."""
+    return any((d := OP_TABLE.get(n.op)) is not None and d.layer for n in nodes)
+
+
+def _host_tail(q, g: Graph, tail: list, model, pending: dict) -> None:
+    """The refused nodes ``tail`` (and those reading them), with the tail the passes cut off
+    (``pending``, from ``split_host_tail``), as one OnnxTail host op (ops/host_tail.py), its
+    inputs made device outputs; HoldsWeights if a layer is among them, CompileError if they
+    are not a tail."""
+    if _holds_layer(tail):
+        raise HoldsWeights("a layer with weights is among them")
+    made = {o for n in tail for o in n.outputs if o}
+    reads = [i for n in tail for i in n.inputs if i and i not in made and q.g.const(i) is None]
+    reads += [i for i in pending.get("reads", ()) if i not in made]
+    inputs = list(dict.fromkeys(g.tensors[i].onnx_name or i for i in reads))
+    for name in inputs:
+        if q.qg.resolve(name) not in q.qg.tensors:
+            raise CompileError(f"host tail: its input {name!r} is not a device tensor")
+    finals = pending.get("outputs", list(g.outputs))
+    outputs = [o for o in finals if o in made or o in pending.get("made", ())]
+    h = tail_host_op(model, inputs, outputs)
+    for name in inputs:
+        if q.qg.resolve(name) not in q.qg.outputs:
+            q.qg.outputs.append(q.qg.resolve(name))
+    q.qg.host_ops.append(h)
+    q.host_outs.update(made | set(outputs))
+
+
+def split_host_tail(g: Graph, model) -> tuple:
+    """(IR without its host tail, the tail for ``quantize_graph``: {"reads": IR tensors it reads,
+    "made": graph outputs it computes, "outputs": the graph's outputs}): the nodes the passes
+    refused (``attrs["refused"]``) and every node after them become the host tail when they are
+    post-processing (ops/host_tail.py); CompileError naming every refused node otherwise,
+    before calibration. ``(g, {}, outputs)`` when the passes refused nothing."""
+    refused = [n for n in g.nodes if "refused" in n.attrs]
+    if not refused:
+        return g, {}, list(g.outputs)
+    errors = [(n.op, CompileError(n.attrs["refused"])) for n in refused]
+    made, tail = set(), []
+    for n in g.nodes:
+        if "refused" in n.attrs or made & set(n.inputs):
+            tail.append(n)
+            made.update(o for o in n.outputs if o)
+    reads = [i for n in tail for i in n.inputs if i and i not in made and g.const(i) is None]
+    if model is None or _holds_layer(tail):
+        raise _refusals(errors)
+    try:
+        tail_host_op(model, list(dict.fromkeys(g.tensors[i].onnx_name or i for i in reads)),
+                     [o for o in g.outputs if o in made])         # a tail (checked before calibration)
+    except HoldsWeights:
+        raise _refusals(errors) from None
+    except CompileError as why:
+        raise CompileError(f"{_refusals(errors)}\n(not run on the host instead: {why})") from None
+    keep = [n for n in g.nodes if n not in tail]
+    outs = [o for o in g.outputs if o not in made] + [r for r in dict.fromkeys(reads) if r not in g.outputs]
+    pending = {"reads": list(dict.fromkeys(reads)), "made": [o for o in g.outputs if o in made],
+               "outputs": list(g.outputs)}
+    return prune(Graph(g.tensors, keep, list(g.inputs), outs)), pending, list(g.outputs)
+
+
+def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = None) -> QGraph:
     """Build the QGraph from a passed float IR and {onnx_name: (min, max)} ranges.
 
     Raises CompileError naming every node that has no device mapping or that its op refuses
-    (e.g. a broadcasting Add, a general Reshape), all at once, or a missing range.
+    (e.g. a broadcasting Add, a general Reshape), all at once, or a missing range. With the
+    source ONNX ``model``, refused nodes that nothing on the device reads (the graph's tail:
+    a detector's decoding) become a host op run by onnxruntime instead (ops/host_tail.py), when
+    they are post-processing (no real share of the weights); else the refusals are raised.
     """
     q = Quantizer(g, shared_ranges(g, stats))
     qg = q.qg
@@ -194,10 +260,11 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
                 raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images, (1, C, L) sequences and (1, K) vectors)")
             qg.tensors[name] = QTensor(name, shape, *q.params(name))
             qg.inputs.append(name)
-        errors, refused = [], set()
+        errors, refused, tail = [], set(), []
         for node in g.nodes:
             if refused & set(node.inputs):
                 refused.update(node.outputs)          # its inputs never became device tensors
+                tail.append(node)
                 continue
             d = OP_TABLE.get(node.op)
             try:
@@ -207,39 +274,50 @@ def quantize_graph(g: Graph, stats: dict) -> QGraph:
             except CompileError as e:
                 errors.append((node.op, e))
                 refused.update(node.outputs)
-        if errors:
-            raise _refusals(errors)
+                tail.append(node)
+        if errors or pending:
+            if model is None:
+                raise _refusals(errors)
+            try:
+                _host_tail(q, g, tail, model, pending or {})
+            except HoldsWeights:
+                raise _refusals(errors) from None
+            except CompileError as why:
+                raise CompileError(f"{_refusals(errors)}\n(not run on the host instead: {why})") from None
     except KeyError as e:
         raise CompileError(f"no calibration range for tensor {e.args[0]!r}") from None
     for o in g.outputs:
         if o not in q.host_outs and qg.resolve(o) not in qg.outputs:
             qg.outputs.append(qg.resolve(o))
-    qg.fp32_outputs = list(g.outputs)
+    qg.fp32_outputs = list((pending or {}).get("outputs", g.outputs))
     qg.validate()
     return qg
 
 
 def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
-                  dump_dir: Optional[Union[str, Path, IrDumps]] = None, calib_method: str = "minmax") -> tuple:
+                  dump_dir: Optional[Union[str, Path, IrDumps]] = None, calib_method: str = "minmax",
+                  host_tail: bool = False) -> tuple:
     """ONNX model -> (QGraph, float IR after passes): import, passes, calibrate, quantize.
 
     ``calib_images`` may also be a callable returning them, called only once the model has
     been imported and checked (so a refused model never makes calibration data).
     ``dump_dir``: a directory (or the IrDumps of a whole compile) for the IR after every pass
-    and ``NN_quantize.txt``, the QGraph. ``calib_method``: calibrate.CALIB_METHODS."""
+    and ``NN_quantize.txt``, the QGraph. ``calib_method``: calibrate.CALIB_METHODS. ``host_tail``:
+    nodes at the end of the graph without a device mapping run on the host (ops/host_tail.py)
+    instead of being refused."""
     if not isinstance(model, onnx.ModelProto):
         try:
             model = onnx.load(str(model))
         except Exception as e:  # DecodeError, OSError and others for a missing or corrupt file
             raise CompileError(f"{model}: not a readable ONNX model ({type(e).__name__}: {e})") from None
     dumps = IrDumps.open(dump_dir)
-    g = run_passes(import_onnx(model), dumps)
+    g, pending, _ = split_host_tail(run_passes(import_onnx(model), dumps, host_tail), model if host_tail else None)
     names = calibration_names(g)
     check_host_memory(g, names)
     if callable(calib_images):
         calib_images = calib_images()
     stats = calibrate(model, calib_images, names, method=calib_method)
-    qg = quantize_graph(g, stats)
+    qg = quantize_graph(g, stats, model if host_tail else None, pending)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))
     return qg, g

@@ -77,7 +77,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         waves: bool = False, data: tuple | None = None, name: str | None = None,
         resume: bool = True, synthetic_seed: int | None = None, input_path=None,
         calib_method: str = "minmax", dataset_simpy: int | None = None, dataset_rtl: int = 10,
-        profile_layers: bool = False) -> Verdict:
+        profile_layers: bool = False, host_tail: bool = False) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
@@ -111,7 +111,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         v.times_s["load"] = time.perf_counter() - t          # the model, its data (and built-ins' weights)
         t = time.perf_counter()
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
-                                  keep_intermediates=True, calib_method=calib_method)
+                                  keep_intermediates=True, calib_method=calib_method, host_tail=host_tail)
         res.binary.write(out / f"{Path(label).stem}.tpubin")
         v.times_s["compile"] = time.perf_counter() - t
         qg = res.qgraph
@@ -221,9 +221,15 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     if v.accuracy.get("constant_fp32"):
         v.notes.append("the FP32 output is constant (placeholder weights?): no cosine or top-k; "
                        "--synthetic-weights SEED gives a model file seeded weights")
-    if qg.host_ops:
-        v.notes.append("host ops after the device: " + ", ".join(h["op"] for h in qg.host_ops)
-                       + " (no exponent unit on the chip); accuracy compares logits")
+    for h in qg.host_ops:
+        if "nodes" in h:          # a host tail (tpucompile/ops/host_tail.py)
+            v.notes.append(f"host tail after the device: {sum(h['nodes'].values())} nodes ("
+                           + ", ".join(f"{k} x{n}" for k, n in h["nodes"].items())
+                           + f") run by onnxruntime in float32 from {', '.join(h['inputs'])} to "
+                           f"{', '.join(h['outputs'])}; accuracy compares {h['inp']}")
+        else:
+            v.notes.append(f"host op after the device: {h['op']} (no exponent unit on the chip); accuracy "
+                           "compares logits")
 
     if isinstance(model, str) and model in driver.DATASETS and input_path is None:
         _, (xte, yte) = driver.DATASETS[model]()
@@ -276,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
                          "in --out finished for the same binary, input and source)")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
+    ap.add_argument("--host-tail", action="store_true",
+                    help="run the graph's post-processing tail without a device mapping (a detector's box "
+                         "decoding) on the host, by onnxruntime, instead of refusing it")
     ap.add_argument("--profile", action="store_true",
                     help="per-layer profile of the SimPy run in OUT/profile (CSV, Perfetto trace, roofline plot)")
     a = ap.parse_args(argv)
@@ -287,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
                 resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input,
                 calib_method=a.calib_method, dataset_simpy=a.dataset_simpy, dataset_rtl=a.dataset_rtl,
-                profile_layers=a.profile)
+                profile_layers=a.profile, host_tail=a.host_tail)
     except TpuError as e:
         print(f"cosim: error: {e}", file=sys.stderr)
         return 2
