@@ -194,7 +194,10 @@ def _canonicalize_slice(graph, node, producers) -> list:
     src = _nhwc_source(graph, producers, node)
     if src is not None:
         bounds = tuple(graph.const(i) for i in node.inputs[1:] if i)
-        sl = slice_bounds(node, 4, bounds) if all(b is not None for b in bounds) else None
+        try:
+            sl = slice_bounds(node, 4, bounds) if all(b is not None for b in bounds) else None
+        except ValueError as e:
+            raise CompileError(str(e)) from None
         if sl is not None and all(s == slice(None) for s in sl[:3]):
             def to_axis1(n):
                 ax = graph.add_const(f"{node.name}__axis1", np.array([1], np.int64))
