@@ -489,3 +489,11 @@ def test_energy_and_area_tables_are_optional_validated_and_not_hashed():
         config_from_dict({**base, "energy": {"mac_nj": 1}})
     with pytest.raises(ConfigError, match=r"area.pe_um2: expected a positive number, got -3"):
         config_from_dict({**base, "area": {"pe_um2": -3}})
+
+
+def test_cost_tables_read_yaml_exponents_and_an_explicit_default():
+    base = yaml.safe_load((CONFIG_DIR / "small.yaml").read_text())
+    c = config_from_dict({**base, **yaml.safe_load("area: {pe_um2: 1e3}\nenergy: {sram_pj_per_byte: null}")})
+    assert c.area.pe_um2 == 1000.0 and c.energy.sram_pj_per_byte is None and c.sram_pj_per_byte == 1.25
+    with pytest.raises(ConfigError, match=r"energy.mac_pj: expected a positive number, got 'abc'"):
+        config_from_dict({**base, "energy": {"mac_pj": "abc"}})

@@ -114,3 +114,11 @@ def test_sram_and_energy_figures(residual_run):
     assert tot["fetch"] > 0 and tot["total"] == pytest.approx(sum(v for k, v in tot.items() if k != "total"))
     area = profile.area_mm2(cfg)
     assert area["array"] == pytest.approx(cfg.pes * 660e-6) and area["total"] > area["sram"] > 0
+
+
+def test_shares_are_at_most_one(residual_run):
+    cfg, binary, sim, _ = residual_run
+    for r in profile.layer_rows(binary, cfg, sim.timeline, sim.sram_grants):
+        for key in ENGINE_KEYS:
+            assert 0 <= r[f"{key}_busy"] <= 1 and 0 <= r[f"{key}_wait"] <= 1, (r["layer"], key, r)
+            assert r[f"{key}_busy"] + r[f"{key}_wait"] <= 1 + 1e-9, (r["layer"], key)

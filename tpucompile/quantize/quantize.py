@@ -181,9 +181,14 @@ def _refusals(errors: list) -> CompileError:
     return grouped_report(errors, "have no int8 device mapping or are refused", f" ({_mapped_ops()})", _mapped_ops())
 
 
-def _holds_layer(nodes) -> bool:
-    """Some node is a layer with weights (op table ``layer``): never part of a host tail."""
-    return any((d := OP_TABLE.get(n.op)) is not None and d.layer for n in nodes)
+def _layer_in(nodes):
+    """The first node that is a layer with weights (op table ``layer``: never part of a host
+    tail), or None."""
+    return next((n for n in nodes if (d := OP_TABLE.get(n.op)) is not None and d.layer), None)
+
+
+def _declined(errors: list, why: str) -> CompileError:
+    return CompileError(f"{_refusals(errors)}\n(--host-tail not applied: {why})")
 
 
 def _host_tail(q, g: Graph, tail: list, model, pending: dict) -> None:
@@ -191,8 +196,10 @@ def _host_tail(q, g: Graph, tail: list, model, pending: dict) -> None:
     (``pending``, from ``split_host_tail``), as one OnnxTail host op (ops/host_tail.py), its
     inputs made device outputs; HoldsWeights if a layer is among them, CompileError if they
     are not a tail."""
-    if _holds_layer(tail):
-        raise HoldsWeights("a layer with weights is among them")
+    layer = _layer_in(tail)
+    if layer is not None:
+        raise HoldsWeights(f"the layer {layer.name!r} ({layer.op}) reads what they compute, so they are not "
+                           "the graph's post-processing")
     made = {o for n in tail for o in n.outputs if o}
     reads = [i for n in tail for i in n.inputs if i and i not in made and q.g.const(i) is None]
     reads += [i for i in pending.get("reads", ()) if i not in made]
@@ -226,15 +233,17 @@ def split_host_tail(g: Graph, model) -> tuple:
             tail.append(n)
             made.update(o for o in n.outputs if o)
     reads = [i for n in tail for i in n.inputs if i and i not in made and g.const(i) is None]
-    if model is None or _holds_layer(tail):
+    if model is None:
         raise _refusals(errors)
+    layer = _layer_in(tail)
+    if layer is not None:
+        raise _declined(errors, f"the layer {layer.name!r} ({layer.op}) reads what the refused nodes compute, so "
+                                "they are not the graph's post-processing")
     try:
         tail_host_op(model, list(dict.fromkeys(g.tensors[i].onnx_name or i for i in reads)),
                      [o for o in g.outputs if o in made])         # a tail (checked before calibration)
-    except HoldsWeights:
-        raise _refusals(errors) from None
     except CompileError as why:
-        raise CompileError(f"{_refusals(errors)}\n(not run on the host instead: {why})") from None
+        raise _declined(errors, str(why)) from None
     keep = [n for n in g.nodes if n not in tail]
     outs = [o for o in g.outputs if o not in made] + [r for r in dict.fromkeys(reads) if r not in g.outputs]
     pending = {"reads": list(dict.fromkeys(reads)), "made": [o for o in g.outputs if o in made],
@@ -280,10 +289,8 @@ def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = Non
                 raise _refusals(errors)
             try:
                 _host_tail(q, g, tail, model, pending or {})
-            except HoldsWeights:
-                raise _refusals(errors) from None
             except CompileError as why:
-                raise CompileError(f"{_refusals(errors)}\n(not run on the host instead: {why})") from None
+                raise _declined(errors, str(why)) from None
     except KeyError as e:
         raise CompileError(f"no calibration range for tensor {e.args[0]!r}") from None
     for o in g.outputs:

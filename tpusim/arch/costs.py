@@ -13,8 +13,9 @@ SRAM cell area of Intel's 45 nm process (0.346 um^2, K. Mistry et al., IEDM 2007
 * ``acc_pj_per_access`` 5.1: one int32 accumulator element read or written (4 bytes from an
   8 KB-class array, 1.25 pJ/B) plus its 32-bit add.
 * ``ddr_pj_per_byte`` 162.5: a 64-bit DRAM access 1.3 nJ (the low end of Horowitz's 1.3-2.6 nJ).
-* ``fetch_pj_per_instruction`` 40: the 32-byte instruction read from the fetch line buffer (the
-  bytes fetched from DDR count as DDR bytes too).
+* ``fetch_pj_per_instruction`` 40: the 32-byte instruction read from the fetch line buffer; the
+  fetch energy of a run is that per instruction plus its instruction bytes read from DDR at
+  ``ddr_pj_per_byte`` (kept apart from the layers' DDR energy).
 * ``pe_um2`` 660: an int8 multiplier (282 um^2), a 32-bit adder (137 um^2) and the PE's 48 bits of
   registers (about 5 um^2 per flop).
 * ``sram_um2_per_kib`` 5700: 8192 cells of 0.346 um^2 at 50 % array efficiency; the accumulator
@@ -76,7 +77,17 @@ def table_from_dict(cls, data: dict | None, where: str, error):
     unknown = sorted(set(data) - known)
     if unknown:
         raise error(f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    out = {}
     for k, v in data.items():
+        if v is None and k == "sram_pj_per_byte":
+            out[k] = None                      # explicitly the bank-size default
+            continue
+        if isinstance(v, str):                 # YAML 1.1 reads 1e9 (no dot, no sign) as a string
+            try:
+                v = float(v)
+            except ValueError:
+                pass
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise error(f"{where}.{k}: expected a positive number, got {v!r}")
-    return cls(**{k: float(v) for k, v in data.items()})
+        out[k] = float(v)
+    return cls(**out)

@@ -137,6 +137,10 @@ def cmd_run(args) -> int:
     binary, cfg, inputs = _load_run(args)
     res = run_binary(binary, cfg, inputs, vcd=args.vcd)
     print(f"cycles: {res.cycles}")
+    for h in binary.meta.get("host_ops", []):
+        print(f"note: host op {h['op']} ({', '.join(h.get('inputs', [h['inp']]))} -> "
+              f"{', '.join(h.get('outputs', [h['out']]))}) runs after the device and is not run by tpusim run: "
+              "the outputs are the device tensors it reads (cosim runs it)")
     _print_report(res)
     if args.out:
         _write_out(res, Path(args.out))

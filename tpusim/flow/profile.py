@@ -14,7 +14,8 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
 * ``compute_floor`` = MACs / PEs, ``memory_floor`` = DDR bytes / peak bytes per core cycle
   (beat bytes x DDR MHz / core MHz), ``floor`` the larger, ``ratio`` = cycles / floor;
 * per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span executing) and
-  ``<e>_wait`` (share spent ready but waiting for tokens);
+  ``<e>_wait`` (share of the span spent ready but waiting for tokens; a wait that began before
+  the layer's first start counts from there), each at most 1;
 * ``sram_bytes`` (the SRAM word accesses the model granted during its instructions),
   ``acc_accesses`` (int32 accumulator elements of its MATMULs and REQUANTs) and the energy of its
   events, ``energy_uj`` = ``mac_uj`` + ``sram_uj`` + ``acc_uj`` + ``ddr_uj`` (``cfg.energy``,
@@ -144,7 +145,7 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=()) -> list[d
         a["t0"] = s_ps if a["t0"] is None else min(a["t0"], s_ps)
         a["t1"] = c_ps if a["t1"] is None else max(a["t1"], c_ps)
         a["busy"][eng] += c_ps - s_ps
-        a["wait"][eng] += s_ps - r_ps
+        a.setdefault("waits", []).append((eng, r_ps, s_ps))
         ins = decode(code[k * INSTR_BYTES:(k + 1) * INSTR_BYTES], pc)
         a["load" if ins.op == "DMA_LOAD" else "store"] += _dma_bytes(ins)
         a["sram"] += sram_words.get(idx, 0) * cfg.word_bytes
@@ -155,6 +156,8 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=()) -> list[d
     for L, a in zip(layers, acc):
         if a["t0"] is None:
             continue
+        for eng, r_ps, s_ps in a["waits"]:          # token waits inside the layer's span only
+            a["wait"][eng] += max(0, s_ps - max(r_ps, a["t0"]))
         span_ps = max(a["t1"] - a["t0"], 1)
         cycles = span_ps / period
         macs = int(L.get("macs", 0))
