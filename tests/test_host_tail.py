@@ -25,6 +25,9 @@ def test_detector_decoding_runs_on_the_host(tmp_path):
     assert v.accuracy["cosine"] > 0.99, v.accuracy
     assert any(n.startswith("host tail after the device: 12 nodes (Reshape x2, Transpose x1, Sigmoid x1, Split x1, "
                             "Mul x5, Add x1, Concat x1) run by onnxruntime in float32 from head to y") for n in v.notes), v.notes
+    tail = next(n for n in v.notes if n.startswith("host tail output 'y' (1, 192, 7) vs FP32: cosine "))
+    assert float(tail.split("cosine ")[1].split(",")[0]) > 0.99, tail
+    assert np.load(tmp_path / "out_y_host.npy").shape == (1, 192, 7)
     b = TpuBinary.read(tmp_path / "det.tpubin")
     assert [L["op"] for L in b.meta["layers"]] == ["QConv", "QConv"]
     assert [t.name for t in b.outputs] == ["head"] and b.meta["fp32_outputs"] == ["y"]

@@ -227,6 +227,7 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
                            + ", ".join(f"{k} x{n}" for k, n in h["nodes"].items())
                            + f") run by onnxruntime in float32 from {', '.join(h['inputs'])} to "
                            f"{', '.join(h['outputs'])}; accuracy compares {h['inp']}")
+            v.notes += _host_tail_accuracy(qg, gold, onnx_model, x_float, h, out)
         else:
             v.notes.append(f"host op after the device: {h['op']} (no exponent unit on the chip); accuracy "
                            "compares logits")
@@ -260,6 +261,21 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
 
 
 @user_errors("cosim")
+def _host_tail_accuracy(qg, gold: dict, onnx_model, x_float, h: dict, out: Path) -> list[str]:
+    """The host tail's outputs (from the device tensors, golden = SimPy) against onnxruntime on the
+    float model, one note each; each saved as out/out_<name>_host.npy."""
+    vals = golden.run_host_ops(qg, gold)
+    refs = fp32.run_fp32(onnx_model, x_float, names=list(h["outputs"]))
+    notes = []
+    for name in h["outputs"]:
+        save_npy_atomic(out / f"out_{name.replace('/', '_')}_host.npy", vals[name])
+        m = fp32.error_metrics(vals[name], refs[name])
+        cos = "constant FP32" if m.get("constant_fp32") else f"cosine {m['cosine']:.4f}"
+        notes.append(f"host tail output {name!r} {tuple(vals[name].shape)} vs FP32: {cos}, SQNR "
+                     f"{m['sqnr_db']:.1f} dB, max |error| {m['max_abs']:.4g}")
+    return notes
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="resnet50", help=f"a built-in model ({', '.join(driver.MODELS)}) or a "
