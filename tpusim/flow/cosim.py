@@ -260,7 +260,6 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     return v
 
 
-@user_errors("cosim")
 def _host_tail_accuracy(qg, gold: dict, onnx_model, x_float, h: dict, out: Path) -> list[str]:
     """The host tail's outputs (from the device tensors, golden = SimPy) against onnxruntime on the
     float model, one note each; each saved as out/out_<name>_host.npy."""
@@ -276,6 +275,7 @@ def _host_tail_accuracy(qg, gold: dict, onnx_model, x_float, h: dict, out: Path)
     return notes
 
 
+@user_errors("cosim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cosim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="resnet50", help=f"a built-in model ({', '.join(driver.MODELS)}) or a "
