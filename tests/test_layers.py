@@ -7,7 +7,7 @@
        rtl runner     cocotb_tests                       } another
        waveforms      waves                              }
     3  stress         stressgen               layers 1-2 and itself
-    4  flow           tpusim.flow (+ the ``python -m tpusim.cosim|bench|fuzz`` entry shims)
+    4  flow           tpusim.flow (+ the ``python -m tpusim.cosim|bench|fuzz|sweep`` entry shims)
                                               anything below; the only layer that joins layer 2-3
                                               packages together (cosim, verdict, bench, fuzz, cli)
 
@@ -39,6 +39,7 @@ COMPONENTS = (
     ("tpusim.cosim", "flow", 4),
     ("tpusim.bench", "flow", 4),
     ("tpusim.fuzz", "flow", 4),
+    ("tpusim.sweep", "flow", 4),
     ("tpusim", "arch", 1),           # the bare package (its __init__ imports nothing)
 )
 

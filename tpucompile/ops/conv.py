@@ -36,6 +36,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
+from tpucompile.backend.work import LayerWork
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     QFilter,
@@ -282,6 +283,61 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                               n * W, buf=Y.buf_id)
 
 
+def _tile_sizes(n: int, t: int) -> list:
+    """(size, how many) of the tiles ``range(0, n, t)`` cuts: the full ones and the remainder."""
+    out = [(t, n // t)] if n >= t else []
+    return out + [(n % t, 1)] if n % t else out
+
+
+def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
+    """(rows, columns) of each REQUANT/STORE chunk of a th x tw tile, as ``_emit`` cuts it."""
+    if tw <= s_out:
+        k = max(1, s_out // tw)
+        return [(min(k, th - y), tw) for y in range(0, th, k)]
+    seg = max(ap, s_out - s_out % ap)
+    return [(1, min(seg, tw - x)) for _ in range(th) for x in range(0, tw, seg)]
+
+
+def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
+    """The DMA instructions and engine cycles of ``_emit``'s loop nest (backend/estimate.py):
+    per tile the input window(s), per (cout block, cin block, tap) a weight tile, LOAD_WEIGHTS
+    and MATMUL, per cout block a requant table and the REQUANT/STORE chunks."""
+    R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
+    ap, pw = align_px(cfg), cfg.param_words
+    (kh, kw), (sh, sw) = op.kernel, op.strides
+    cout, cin = op.weight.shape[:2]
+    KB, NB, T = ceil_div(cin, R), ceil_div(cout, C), kh * kw
+    nkg = ceil_div(KB, tl.kbg)
+    windows = (1 if nkg == 1 else ceil_div(NB, tl.nbg)) * nkg
+    _, _, Ho, Wo = lays[op.out].shape
+    w = LayerWork(tiles=0)
+    for th, nh in _tile_sizes(Ho, tl.th):
+        for tw, nw in _tile_sizes(Wo, tl.tw):
+            n, M = nh * nw, th * tw
+            w.tiles += n
+            win = w.load(n * windows, ((tw - 1) * sw + kw) * W, bb, runs=tl.kbg * ((th - 1) * sh + kh))
+            wt = w.load(n * NB * KB * T, C * W, bb)
+            w.load(n * NB, pw * W, bb)
+            w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
+            w.mxu_instrs += 2 * n * NB * KB * T
+            w.sram_words += n * NB * KB * T * (C + M)
+            w.acc_accesses += n * NB * (2 * KB * T - 1) * M * C
+            chunks = _store_chunks(th, tw, tl.s_out, ap)
+            for k, cols in chunks:
+                w.store(n * NB, cols * W, bb, runs=k)
+                w.vpu_cycles += n * NB * (pw + k * cols)
+                w.vpu_instrs += n * NB
+                w.sram_words += n * NB * (pw + k * cols)
+                w.acc_accesses += n * NB * k * cols * C
+            if not w.fill_bursts:      # the first tile: its window and weight tile come first
+                w.fill_bursts = [win, wt]
+            # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
+            last = min(tl.nbg, NB)
+            w.drain_cycles = C + M + R + C + last * sum(pw + k * cols for k, cols in chunks)
+            w.drain_bursts = [ceil_div(k * cols * W, bb) for k, cols in chunks]
+    return w
+
+
 def _remap_channels(op: QConv, maps: dict, blk: int):
     """On an input with a channel map, the weights widen to its lanes (zero on the gap lanes: the
     bias correction, a sum over the real weights, is unchanged). The output has no map."""
@@ -329,7 +385,7 @@ def _macs(op: QConv, qg) -> int:
 DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform,
                   remap_channels=_remap_channels, plan_layout=_layout,
                   constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs,
-                  remap_output=_remap_output)
+                  remap_output=_remap_output, work=_work)
 def _canonicalize(graph, node, producers) -> list:
     """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)
     constant and matching the input's channels, bias B (if given) a constant of M values. A

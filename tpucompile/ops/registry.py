@@ -60,6 +60,9 @@ class DeviceOp:
     remap_output(op, m) -> op writing its output laid out with channel map ``m`` (a conv widens
         its output channels onto the lanes), asked for when a lane-wise consumer of two operands
         (Add) needs its operand in the other one's map. None (the default): the op cannot.
+    work(op, lays, tiling, cfg) -> ``backend.estimate.LayerWork`` (DMA instructions, engine
+        cycles) for the fast cost model, or None for a view that moves nothing. None (the
+        default): ``backend.estimate.generic_work``.
     """
     qop: type
     golden: Callable
@@ -72,6 +75,7 @@ class DeviceOp:
     describe: Callable
     macs: Callable
     remap_output: Optional[Callable] = None
+    work: Optional[Callable] = None
 
     HOOKS = ("golden", "input_transform", "remap_channels", "plan_layout", "constants", "tile", "emit", "describe", "macs")
 

@@ -236,17 +236,23 @@ def config_from_dict(data: dict[str, Any]) -> HwConfig:
     return cfg
 
 
-def load_config(path_or_name: str | Path) -> HwConfig:
-    """Load a hardware config from a YAML path, or by name from tpusim/configs ('seed', 'small').
-
-    Raises ConfigError if the file is missing, is not YAML, or fails validation.
-    """
+def config_path(path_or_name: str | Path) -> Path:
+    """The YAML file of a config: a path, or a name in tpusim/configs. ConfigError if neither."""
     p = Path(path_or_name)
     if not p.exists() and not p.suffix:
         p = CONFIG_DIR / f"{path_or_name}.yaml"
     if not p.exists():
         raise ConfigError(f"hardware config {str(path_or_name)!r} not found "
                           f"(known names: {sorted(q.stem for q in CONFIG_DIR.glob('*.yaml'))})")
+    return p
+
+
+def load_config(path_or_name: str | Path) -> HwConfig:
+    """Load a hardware config from a YAML path, or by name from tpusim/configs ('seed', 'small').
+
+    Raises ConfigError if the file is missing, is not YAML, or fails validation.
+    """
+    p = config_path(path_or_name)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -268,4 +274,4 @@ def parse_config_text(text: str, where: str = "config") -> HwConfig:
         raise ConfigError(f"{where}: {e}") from None
 
 
-__all__ = ["HwConfig", "ClockConfig", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]
+__all__ = ["HwConfig", "ClockConfig", "config_path", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]

@@ -1,0 +1,126 @@
+"""Closed-form timing of one DMA instruction on an otherwise idle chip (docs/architecture.md,
+"DMA" and "DDR arbiter and memory"): the burst recurrences of the architecture evaluated with the
+configuration's clock edges, no other DDR requester and no SRAM bank conflict.
+
+This is what the fast estimator (tpucompile.backend.estimate) charges per DMA instruction; the
+SimPy model and the RTL are the cycle-accurate reference (a LOAD and a STORE running together
+share the DDR bus, which the estimator accounts for separately).
+
+``DmaTiming(cfg).load_ps(n)`` / ``store_ps(n)``: picoseconds from the instruction's start edge to
+its completion for ``n`` whole bursts of ``dma.burst_bytes`` (n >= 1), exact up to
+``EXACT_BURSTS`` bursts and extrapolated at the steady-state rate beyond.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from tpusim.arch.errors import ConfigError
+from tpusim.arch.timebase import Timebase
+
+#: bursts evaluated exactly; longer instructions continue at the rate of the last STEADY_BURSTS
+EXACT_BURSTS = 256
+STEADY_BURSTS = 64
+_START_EDGE = 1000       # a DMA edge well after reset, so every phase relation has settled
+
+
+class DmaTiming:
+    """Completion times of an isolated DMA LOAD / STORE instruction of ``n`` bursts (ps)."""
+
+    def __init__(self, cfg) -> None:
+        tb = Timebase(cfg)
+        self.core, self.ddr, self.dma = tb.core, tb.ddr, tb.dma
+        self._cdc = tb.cdc
+        self.beats = cfg.dma_burst_bytes // cfg.ddr_beat_bytes
+        self.words = cfg.dma_burst_bytes // cfg.word_bytes
+        self.latency = cfg.ddr_latency_cycles
+        self.k = cfg.dma_outstanding
+        if self.k < 1:
+            raise ConfigError(f"config '{cfg.name}': dma.outstanding must be >= 1, got {self.k}")
+        self._load = self._curve(self._load_completions())
+        self._store = self._curve(self._store_completions())
+
+    # ---- the recurrences of docs/architecture.md, bursts 0 .. EXACT_BURSTS-1 -------------
+    def _ddr_done(self, launch_ps: int, g_prev: int | None) -> tuple[int, int]:
+        """(grant, done) of a DDR burst request launched at ``launch_ps`` (ps)."""
+        v = self._cdc(launch_ps, self.ddr)
+        g = v if g_prev is None else max(v, g_prev + self.beats * self.ddr.period_ps)
+        return g, g + (self.latency + self.beats - 1) * self.ddr.period_ps
+
+    def _sram_done(self, launch_ps: int) -> int:
+        """Completion seen by the DMA of an SRAM transaction launched at ``launch_ps`` (granted
+        as soon as it is visible: no bank conflict)."""
+        w = self._cdc(launch_ps, self.core)
+        return self._cdc(w + self.words * self.core.period_ps, self.dma)
+
+    def _start(self) -> int:
+        return self.dma.edge(_START_EDGE)
+
+    def _load_completions(self) -> list[int]:
+        s = self._start()
+        f: list[int] = []
+        r = g = None
+        for j in range(EXACT_BURSTS):
+            free = f[j - self.k] if j >= self.k else s
+            r = s if j == 0 else max(r + self.dma.period_ps, free)
+            g, done = self._ddr_done(r, g)
+            d = self._cdc(done, self.dma)
+            e = d if j == 0 else max(d, f[j - 1])
+            f.append(self._sram_done(e))
+        return [t - s for t in f]
+
+    def _store_completions(self) -> list[int]:
+        s = self._start()
+        f: list[int] = []
+        d = g = None
+        for j in range(EXACT_BURSTS):
+            free = f[j - self.k] if j >= self.k else s
+            r = s if j == 0 else max(d, free)
+            d = self._sram_done(r)
+            g, done = self._ddr_done(d, g)
+            f.append(self._cdc(done, self.dma))
+        return [t - s for t in f]
+
+    @staticmethod
+    def _curve(done_ps: list[int]) -> tuple[list[int], float]:
+        slope = (done_ps[-1] - done_ps[-1 - STEADY_BURSTS]) / STEADY_BURSTS
+        return done_ps, slope
+
+    @staticmethod
+    def _at(curve, n: int) -> float:
+        done_ps, slope = curve
+        if n <= 0:
+            return 0.0
+        if n <= len(done_ps):
+            return float(done_ps[n - 1])
+        return done_ps[-1] + (n - len(done_ps)) * slope
+
+    def load_ps(self, n_bursts: int) -> float:
+        """ps from start to completion of a DMA_LOAD of ``n_bursts`` bursts (0 for none)."""
+        return self._at(self._load, n_bursts)
+
+    def store_ps(self, n_bursts: int) -> float:
+        """ps from start to completion of a DMA_STORE of ``n_bursts`` bursts (0 for none)."""
+        return self._at(self._store, n_bursts)
+
+    @property
+    def load_burst_ps(self) -> float:
+        """Steady-state ps per burst of a long LOAD (its bandwidth: burst_bytes / this)."""
+        return self._load[1]
+
+    @property
+    def store_burst_ps(self) -> float:
+        return self._store[1]
+
+    @property
+    def bus_burst_ps(self) -> int:
+        """ps one burst holds the DDR command bus (LOAD and STORE share it)."""
+        return self.beats * self.ddr.period_ps
+
+
+@lru_cache(maxsize=256)
+def dma_timing(cfg) -> DmaTiming:
+    """The (cached) DmaTiming of a configuration (HwConfig is frozen, hence hashable)."""
+    return DmaTiming(cfg)
+
+
+__all__ = ["DmaTiming", "dma_timing", "EXACT_BURSTS"]

@@ -1,0 +1,633 @@
+"""Architecture sweep: models x candidate chips, ranked by the fast estimator and measured on the
+cycle-accurate SimPy model.
+
+    python -m tpusim.sweep --models resnet50,shufflenet --array 128x128,64x256 --sram 128K,256K
+    python -m tpusim.sweep --spec sweep.yaml [--estimate-only | --refine N] [--scheduler ADDR]
+    tpusim sweep ...                                   (the same, as a subcommand)
+
+Configurations: a base config (``--base``, default seed) with knobs changed, the cartesian product
+of the values given (flags, or a YAML spec's ``grid``) plus explicit ``points``::
+
+    base: seed
+    models: [resnet50, shufflenet]
+    grid: {array: [128x128, 32x32], sram: [128K, 256K], outstanding: [4, 8]}
+    points: [{array: 64x64, ddr_latency: 40}]
+
+Knobs (``KNOBS``): array (RxC), sram (bytes, K/M suffixes), banks, acc_depth, beat, ddr_latency,
+outstanding, burst, queue_depth, core_mhz, ddr_mhz, dma_mhz. A combination the config validator
+refuses (tpusim.arch.config) is a row with status ``refused`` and the reason; a model that does
+not fit a config (CompileError) is a row with status ``compile error``.
+
+Each model's front end (import, calibration, quantization) runs once. Every point is estimated
+(tpucompile.backend.estimate: milliseconds); all of them (default), the ``--refine N`` best by
+estimate per model, or none (``--estimate-only``) are compiled and run on SimPy, in parallel on
+Dask (a ``distributed.LocalCluster`` of ``--workers`` processes, or ``--scheduler ADDRESS``;
+stressgen.cluster). Finished SimPy points are cached in ``OUT/cache`` by (config hash and cost
+tables, model graph digest, simulator and compiler source digest): a rerun is instant.
+
+Outputs in ``--out`` (default runs/sweep): ``results.csv`` and ``results.json`` (one row per model x
+config, ``COLUMNS``), ``cycles.png`` (cycles per model per config), ``pareto.png`` (cycles against
+area and against energy, the Pareto frontier of each model drawn), and on stdout the table and the
+estimator's error against SimPy: median and maximum relative error and the Spearman rank
+correlation over the points that ran both.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import math
+import pickle
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+from distributed import as_completed
+
+from stressgen.cluster import ClusterSpec, connect
+from tpucompile import driver, golden
+from tpucompile.backend.compile import compile_qgraph
+from tpucompile.backend.estimate import Estimator
+from tpusim.arch.cliutil import user_errors
+from tpusim.arch.config import config_from_dict, config_path
+from tpusim.arch.errors import CompileError, ConfigError, TpuError
+from tpusim.arch.fileio import write_bytes_atomic, write_text_atomic
+from tpusim.arch.host_transforms import host_input_transform
+from tpusim.flow.profile import area_mm2, energy_totals, layer_rows
+from tpusim.flow.stagecache import make_key, source_digest
+from tpusim.sim import run_binary
+
+COLUMNS = ("model", "config", "rows", "cols", "sram_bytes", "banks", "acc_depth", "outstanding", "ddr_latency",
+           "status", "cycles", "estimated_cycles", "estimate_error", "utilisation", "ddr_bytes",
+           "estimated_ddr_bytes", "energy_uj", "estimated_energy_uj", "area_mm2", "sim_seconds", "reason")
+
+#: knob -> (YAML path in the config, parser)
+KNOBS = {
+    "array": (None, None),                       # "RxC": array.rows and array.cols
+    "sram": (("sram", "size_bytes"), "bytes"),
+    "banks": (("sram", "banks"), int),
+    "acc_depth": (("accumulator", "depth_rows"), int),
+    "beat": (("ddr", "beat_bytes"), "bytes"),
+    "ddr_latency": (("ddr", "latency_cycles"), int),
+    "outstanding": (("dma", "outstanding"), int),
+    "burst": (("dma", "burst_bytes"), "bytes"),
+    "queue_depth": (("queues", "depth"), int),
+    "core_mhz": (("clocks", "core", "freq_mhz"), int),
+    "ddr_mhz": (("clocks", "ddr", "freq_mhz"), int),
+    "dma_mhz": (("clocks", "dma", "freq_mhz"), int),
+}
+_SHORT = {"sram": "s", "banks": "b", "acc_depth": "acc", "beat": "beat", "ddr_latency": "lat",
+          "outstanding": "k", "burst": "burst", "queue_depth": "q", "core_mhz": "core", "ddr_mhz": "ddr",
+          "dma_mhz": "dma"}
+
+
+class SweepError(TpuError):
+    """A bad sweep spec or flag (the message names the knob and the value)."""
+
+
+# ---------------------------------------------------------------- configurations
+def parse_bytes(text, knob: str) -> int:
+    """``131072``, ``128K``, ``1M`` -> bytes; SweepError naming the knob otherwise."""
+    s = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1024, "M": 1024 * 1024}.get(s[-1:], 1)
+    try:
+        v = int(s[:-1] if mult > 1 else s) * mult
+    except ValueError:
+        raise SweepError(f"{knob}: {text!r} is not a byte count (e.g. 131072, 128K, 1M)") from None
+    if v <= 0:
+        raise SweepError(f"{knob}: {text!r} must be positive")
+    return v
+
+
+def parse_array(text) -> tuple[int, int]:
+    """``"64x256"`` -> (64, 256); SweepError otherwise."""
+    parts = str(text).lower().split("x")
+    try:
+        r, c = (int(p) for p in parts)
+    except ValueError:
+        raise SweepError(f"array: {text!r} is not ROWSxCOLS (e.g. 128x128, 64x256)") from None
+    return r, c
+
+
+def _knob_value(knob: str, value):
+    if knob not in KNOBS:
+        raise SweepError(f"unknown knob {knob!r}; known: {', '.join(KNOBS)}")
+    if knob == "array":
+        return parse_array(value)
+    kind = KNOBS[knob][1]
+    if kind == "bytes":
+        return parse_bytes(value, knob)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise SweepError(f"{knob}: {value!r} is not an integer") from None
+
+
+def point_name(base: str, knobs: dict) -> str:
+    """A config name for ``knobs`` over ``base``: e.g. ``seed-64x256-s256K-k8``."""
+    parts = [base]
+    for k, v in knobs.items():
+        if k == "array":
+            parts.append(f"{v[0]}x{v[1]}")
+        elif KNOBS[k][1] == "bytes":
+            parts.append(f"{_SHORT[k]}{v // 1024}K" if v % 1024 == 0 else f"{_SHORT[k]}{v}")
+        else:
+            parts.append(f"{_SHORT[k]}{v}")
+    return "-".join(parts)
+
+
+def apply_knobs(base: dict, knobs: dict) -> dict:
+    """The base config's YAML mapping with ``knobs`` (parsed values) set."""
+    d = copy.deepcopy(base)
+    for k, v in knobs.items():
+        if k == "array":
+            d["array"]["rows"], d["array"]["cols"] = v
+            continue
+        node = d
+        path = KNOBS[k][0]
+        for p in path[:-1]:
+            node = node[p]
+        node[path[-1]] = v
+    return d
+
+
+@dataclass
+class Candidate:
+    """One configuration of the sweep: its knobs, the validated HwConfig or the refusal."""
+    name: str
+    knobs: dict
+    data: dict
+    cfg: object = None
+    refusal: str = ""
+
+
+def candidates(base: str, grid: dict, points: list) -> list[Candidate]:
+    """The grid's cartesian product then the explicit points, each validated; duplicates dropped."""
+    base_data = _base_data(base)
+    base_name = base_data["name"]
+    combos = []
+    if grid:
+        keys = list(grid)
+        vals = [[_knob_value(k, v) for v in (grid[k] if isinstance(grid[k], list) else [grid[k]])] for k in keys]
+        combos += [dict(zip(keys, c)) for c in itertools.product(*vals)]
+    for p in points or []:
+        if not isinstance(p, dict):
+            raise SweepError(f"points: each point is a mapping of knobs, got {p!r}")
+        combos.append({k: _knob_value(k, v) for k, v in p.items()})
+    if not combos:
+        combos = [{}]
+    out, seen = [], set()
+    for knobs in combos:
+        name = point_name(base_name, knobs)
+        if name in seen:
+            continue
+        seen.add(name)
+        data = apply_knobs(base_data, knobs)
+        data["name"] = name
+        c = Candidate(name, knobs, data)
+        try:
+            c.cfg = config_from_dict(data)
+        except ConfigError as e:
+            c.refusal = str(e)
+        out.append(c)
+    return out
+
+
+def _base_data(base: str) -> dict:
+    """The base config's YAML mapping (ConfigError if it is missing or invalid)."""
+    p = config_path(base)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise SweepError(f"--base {base}: {' '.join(str(e).split())}") from None
+    config_from_dict(data)          # the base itself must be valid (ConfigError names the key)
+    return data
+
+
+# ---------------------------------------------------------------- models
+@dataclass
+class ModelData:
+    """A model's quantized graph and its quantized test input (front end run once)."""
+    name: str
+    qg: object
+    x_q: np.ndarray
+    digest: str
+
+
+def load_model(name: str, cache: Path | None, calib: int) -> ModelData:
+    """The front end of ``name`` (a built-in model or an .onnx path), cached in ``cache`` by the
+    model, the calibration count and the compiler's source."""
+    src = source_digest("tpucompile/**/*.py", "tpusim/arch/*.py")
+    p = Path(name)
+    model_id = p.read_bytes() if p.is_file() else name.encode()
+    key = make_key(model_id, str(calib), src)
+    f = cache / f"frontend-{key[:24]}.pkl" if cache else None
+    if f is not None and f.is_file():
+        try:
+            return pickle.loads(f.read_bytes())
+        except Exception:       # a damaged cache file is recomputed
+            pass
+    onnx_model, x_float, calib_images = driver.load_model_and_data(name, calib=calib)
+    qg, _ = driver.compile_model(onnx_model, calib_images)
+    x_q = golden.quantize_input(qg, x_float)
+    md = ModelData(Path(name).stem if p.is_file() else name, qg, x_q,
+                   make_key(pickle.dumps(qg), np.ascontiguousarray(x_q).tobytes()))
+    if f is not None:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(f, pickle.dumps(md))
+    return md
+
+
+# ---------------------------------------------------------------- one SimPy point (a Dask task)
+def simulate(qg, x_q: np.ndarray, cfg) -> dict:
+    """Compile ``qg`` for ``cfg`` and run it on SimPy: cycles, DDR bytes, MACs, energy (uJ, from
+    the run's events: tpusim.flow.profile), wall seconds; or ``{"error": message}`` for a
+    CompileError / device error (a TpuError)."""
+    t0 = time.perf_counter()
+    try:
+        binary = compile_qgraph(qg, cfg)
+        name = binary.inputs[0].name
+        res = run_binary(binary, cfg, {name: host_input_transform(binary.meta, name, x_q)})
+    except TpuError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    rows = layer_rows(binary, cfg, res.timeline, res.sram_grants)
+    macs = sum(int(L.get("macs", 0)) for L in binary.meta["layers"])
+    c = res.counters
+    return {"cycles": int(res.cycles), "ddr_bytes": int(c["ddr_read_bytes"] + c["ddr_write_bytes"]),
+            "macs": macs, "energy_uj": energy_totals(rows, cfg, c)["total"],
+            "sim_seconds": time.perf_counter() - t0}
+
+
+def _point_key(md: ModelData, cfg) -> str:
+    return make_key(cfg.hash_hex(), repr(cfg.energy), repr(cfg.area), md.digest,
+                    source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/*.py",
+                                  "tpucompile/**/*.py", "tpusim/flow/profile.py"))
+
+
+# ---------------------------------------------------------------- the sweep
+@dataclass
+class SweepResult:
+    rows: list = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+
+def _row(md_name: str, c: Candidate) -> dict:
+    d = c.data
+    return {"model": md_name, "config": c.name, "rows": d["array"]["rows"], "cols": d["array"]["cols"],
+            "sram_bytes": d["sram"]["size_bytes"], "banks": d["sram"]["banks"],
+            "acc_depth": d["accumulator"]["depth_rows"], "outstanding": d["dma"]["outstanding"],
+            "ddr_latency": d["ddr"]["latency_cycles"], "status": "", "cycles": None, "estimated_cycles": None,
+            "estimate_error": None, "utilisation": None, "ddr_bytes": None, "estimated_ddr_bytes": None,
+            "energy_uj": None, "estimated_energy_uj": None, "area_mm2": None, "sim_seconds": None, "reason": ""}
+
+
+def estimate_rows(models: list, cands: list) -> tuple[list, float]:
+    """Every (model, candidate) row with its estimate; (rows, seconds spent estimating)."""
+    rows, t = [], 0.0
+    for md in models:
+        est = Estimator(md.qg)
+        for c in cands:
+            r = _row(md.name, c)
+            rows.append(r)
+            if c.cfg is None:
+                r["status"], r["reason"] = "refused", c.refusal
+                continue
+            r["area_mm2"] = area_mm2(c.cfg)["total"]
+            t0 = time.perf_counter()
+            try:
+                e = est.estimate(c.cfg)
+            except CompileError as ex:
+                r["status"], r["reason"] = "compile error", str(ex)
+                continue
+            finally:
+                t += time.perf_counter() - t0
+            r.update(status="estimated", estimated_cycles=e.cycles, estimated_ddr_bytes=e.ddr_bytes,
+                     estimated_energy_uj=e.energy_uj, utilisation=e.macs / (e.cycles * c.cfg.pes) if e.cycles else 0.0,
+                     macs=e.macs)
+    return rows, t
+
+
+def choose_simulated(rows: list, refine: int | None) -> list:
+    """Rows to run on SimPy: every estimated one, or the ``refine`` lowest estimates per model."""
+    ok = [r for r in rows if r["status"] == "estimated"]
+    if refine is None:
+        return ok
+    out = []
+    for m in dict.fromkeys(r["model"] for r in ok):
+        mine = sorted((r for r in ok if r["model"] == m), key=lambda r: r["estimated_cycles"])
+        out += mine[:refine]
+    return out
+
+
+def run_simpy(todo: list, models: dict, cfgs: dict, cache: Path | None, cluster: ClusterSpec | None,
+              progress: bool = True) -> None:
+    """Fill ``cycles`` etc. of the ``todo`` rows: from the cache, else on the Dask cluster."""
+    pending = []
+    for r in todo:
+        md, cfg = models[r["model"]], cfgs[r["config"]]
+        key = _point_key(md, cfg)
+        f = cache / f"point-{key[:32]}.json" if cache else None
+        if f is not None and f.is_file():
+            try:
+                _fill(r, json.loads(f.read_text()), cfg, cached=True)
+                continue
+            except (ValueError, KeyError):
+                pass
+        pending.append((r, md, cfg, f))
+    if not pending:
+        return
+    with connect(cluster or ClusterSpec(jobs=2)) as client, _bar(progress, len(pending)) as bar:
+        scattered = {m: client.scatter((md.qg, md.x_q), broadcast=True)
+                     for m, md in {p[1].name: p[1] for p in pending}.items()}
+        futs = {client.submit(_simulate_task, scattered[md.name], cfg, pure=False): (r, cfg, f)
+                for r, md, cfg, f in pending}
+        for fut in as_completed(futs):
+            r, cfg, f = futs[fut]
+            try:
+                out = fut.result()
+            except Exception as e:          # a worker that died: the row says so, the sweep goes on
+                out = {"error": f"dask task failed: {type(e).__name__}: {e}"}
+            _fill(r, out, cfg, cached=False)
+            if f is not None and "error" not in out:
+                f.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(f, json.dumps(out))
+            bar(r)
+
+
+def _simulate_task(model_data, cfg) -> dict:
+    qg, x_q = model_data
+    return simulate(qg, x_q, cfg)
+
+
+def _fill(r: dict, out: dict, cfg, cached: bool) -> None:
+    if "error" in out:
+        r["status"], r["reason"] = "sim error", out["error"]
+        return
+    r.update(status="cached" if cached else "simulated", cycles=out["cycles"], ddr_bytes=out["ddr_bytes"],
+             energy_uj=out["energy_uj"], sim_seconds=round(out["sim_seconds"], 2),
+             utilisation=out["macs"] / (out["cycles"] * cfg.pes))
+    if r["estimated_cycles"]:
+        r["estimate_error"] = (r["estimated_cycles"] - r["cycles"]) / r["cycles"]
+
+
+class _bar:
+    """A rich progress bar over the SimPy points (a no-op when ``enabled`` is False)."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self.p = Progress(TextColumn("SimPy points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                              TextColumn("{task.description}"))
+            self.p.__enter__()
+            self.t = self.p.add_task("", total=self.total)
+        return self
+
+    def __call__(self, r: dict) -> None:
+        if self.enabled:
+            self.p.update(self.t, advance=1, description=f"{r['model']} on {r['config']}")
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.p.__exit__(*exc)
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation of two equal-length sequences (average ranks for ties); nan for
+    fewer than 2 values or a constant sequence."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 2:
+        return float("nan")
+
+    def ranks(x):
+        order = np.argsort(x, kind="stable")
+        r = np.empty(len(x))
+        r[order] = np.arange(len(x), dtype=float)
+        for v in np.unique(x):          # ties share their average rank
+            m = x == v
+            r[m] = r[m].mean()
+        return r
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def estimator_stats(rows: list) -> dict:
+    """Median and maximum |relative error| of the estimate and the Spearman rank correlation of
+    estimated and SimPy cycles, over the rows that have both (all models together, and per
+    model)."""
+    both = [r for r in rows if r["cycles"] and r["estimated_cycles"]]
+
+    def stats(rs):
+        if not rs:
+            return {"points": 0}
+        err = np.abs([r["estimate_error"] for r in rs])
+        return {"points": len(rs), "median_error": float(np.median(err)), "max_error": float(err.max()),
+                "spearman": spearman([r["estimated_cycles"] for r in rs], [r["cycles"] for r in rs])}
+    out = {"all": stats(both)}
+    for m in dict.fromkeys(r["model"] for r in both):
+        out[m] = stats([r for r in both if r["model"] == m])
+    return out
+
+
+# ---------------------------------------------------------------- outputs
+def write_results(rows: list, stats: dict, out: Path, meta: dict) -> None:
+    import csv
+    import io
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in COLUMNS})
+    write_text_atomic(out / "results.csv", buf.getvalue())
+    write_text_atomic(out / "results.json", json.dumps({"meta": meta, "estimator": stats, "rows": rows},
+                                                       indent=1, default=float))
+
+
+def _cycles_of(r: dict):
+    return r["cycles"] if r["cycles"] else r["estimated_cycles"]
+
+
+def pareto_front(points: list) -> list:
+    """The points (x, y, ...) no other point beats in both x and y (lower is better), by x."""
+    front, best_y = [], math.inf
+    for p in sorted(points, key=lambda p: (p[0], p[1])):
+        if p[1] < best_y:
+            front.append(p)
+            best_y = p[1]
+    return front
+
+
+def plot_cycles(rows: list, path: Path) -> None:
+    """Grouped bars: cycles (SimPy where run, else the estimate) per model per config."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ok = [r for r in rows if _cycles_of(r)]
+    models = list(dict.fromkeys(r["model"] for r in ok))
+    configs = list(dict.fromkeys(r["config"] for r in ok))
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(configs) * max(1, len(models)) + 2), 4.5))
+    width = 0.8 / max(1, len(models))
+    for i, m in enumerate(models):
+        vals = {r["config"]: _cycles_of(r) for r in ok if r["model"] == m}
+        xs = [j + i * width for j, c in enumerate(configs) if c in vals]
+        ax.bar(xs, [vals[c] for c in configs if c in vals], width, label=m)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(configs))])
+    ax.set_xticklabels(configs, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("cycles")
+    ax.set_xlabel("config")
+    ax.set_yscale("log")
+    ax.set_title("cycles per inference (SimPy; estimate where not simulated)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_pareto(rows: list, path: Path) -> None:
+    """Cycles against area (left) and against energy (right), each model's Pareto frontier drawn."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ok = [r for r in rows if _cycles_of(r)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, label in ((axes[0], "area_mm2", "area (mm^2)"), (axes[1], "energy", "energy per inference (uJ)")):
+        for m in dict.fromkeys(r["model"] for r in ok):
+            pts = [((r["area_mm2"] if key == "area_mm2" else (r["energy_uj"] or r["estimated_energy_uj"])),
+                    _cycles_of(r), r["config"]) for r in ok if r["model"] == m]
+            line = ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, label=m)
+            front = pareto_front(pts)
+            ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=line.get_facecolor()[0], lw=1)
+        ax.set_xlabel(label)
+        ax.set_ylabel("cycles")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    axes[0].set_title("cycles vs area (Pareto frontier per model)")
+    axes[1].set_title("cycles vs energy (Pareto frontier per model)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def print_summary(rows: list, stats: dict, est_seconds: float, n_est: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title="sweep")
+    for c in ("model", "config", "status", "cycles", "estimated", "error", "util", "DDR MB", "energy uJ", "mm^2"):
+        t.add_column(c, justify="right" if c not in ("model", "config", "status") else "left")
+    for r in rows:
+        t.add_row(r["model"], r["config"], r["status"], f"{r['cycles']:,}" if r["cycles"] else "-",
+                  f"{r['estimated_cycles']:,}" if r["estimated_cycles"] else "-",
+                  f"{100 * r['estimate_error']:+.1f}%" if r["estimate_error"] is not None else "-",
+                  f"{100 * r['utilisation']:.1f}%" if r["utilisation"] is not None else "-",
+                  f"{(r['ddr_bytes'] or r['estimated_ddr_bytes'] or 0) / 1e6:.1f}",
+                  f"{(r['energy_uj'] or r['estimated_energy_uj'] or 0):,.0f}",
+                  f"{r['area_mm2']:.2f}" if r["area_mm2"] else "-")
+    Console(width=160).print(t)
+    for r in rows:
+        if r["reason"]:
+            print(f"  {r['model']} on {r['config']}: {r['status']}: {r['reason']}")
+    if n_est:
+        print(f"estimator: {n_est} points in {est_seconds:.2f} s ({n_est / max(est_seconds, 1e-9):,.0f} points/s)")
+    for m, s in stats.items():
+        if s["points"]:
+            print(f"estimator vs SimPy ({m}, {s['points']} points): median error {100 * s['median_error']:.1f} %, "
+                  f"max {100 * s['max_error']:.1f} %, Spearman {s['spearman']:.3f}")
+
+
+def run_sweep(models: list, cands: list, out: Path, *, estimate_only: bool = False, refine: int | None = None,
+              cluster: ClusterSpec | None = None, cache: bool = True, calib: int = 2,
+              progress: bool = True) -> SweepResult:
+    """The whole sweep (module docstring); returns the rows and the estimator's statistics."""
+    out.mkdir(parents=True, exist_ok=True)
+    cache_dir = out / "cache" if cache else None
+    mds = [load_model(m, cache_dir, calib) for m in models]
+    rows, est_s = estimate_rows(mds, cands)
+    if not estimate_only:
+        run_simpy(choose_simulated(rows, refine), {md.name: md for md in mds},
+                  {c.name: c.cfg for c in cands if c.cfg is not None}, cache_dir, cluster, progress)
+    stats = estimator_stats(rows)
+    n_est = sum(1 for r in rows if r["estimated_cycles"])
+    meta = {"models": models, "configs": [c.name for c in cands], "estimate_seconds": est_s,
+            "estimated_points": n_est}
+    write_results(rows, stats, out, meta)
+    if any(_cycles_of(r) for r in rows):
+        plot_cycles(rows, out / "cycles.png")
+        plot_pareto(rows, out / "pareto.png")
+    if progress:
+        print_summary(rows, stats, est_s, n_est)
+    return SweepResult(rows, stats)
+
+
+# ---------------------------------------------------------------- command line
+def _split(text: str | None) -> list:
+    return [s.strip() for s in text.split(",") if s.strip()] if text else []
+
+
+def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = p or argparse.ArgumentParser(prog="python -m tpusim.sweep", description=__doc__.split("\n")[0])
+    p.add_argument("--spec", help="YAML spec: base, models, grid (knob -> list), points (list of knob maps)")
+    p.add_argument("--models", help="comma-separated built-in model names or .onnx paths")
+    p.add_argument("--base", help="base hardware config name or YAML path (default seed)")
+    for k in KNOBS:
+        p.add_argument(f"--{k.replace('_', '-')}", dest=k, help=f"comma-separated values of {k}")
+    p.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
+    p.add_argument("--estimate-only", action="store_true", help="estimate every point, run none on SimPy")
+    p.add_argument("--refine", type=int, help="run SimPy on the N best points by estimate, per model")
+    p.add_argument("--workers", type=int, default=2, help="local Dask worker processes (default 2)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (instead of a local cluster)")
+    p.add_argument("--no-cache", action="store_true", help="recompute every point (ignore OUT/cache)")
+    p.add_argument("--calib", type=int, default=2, help="calibration images per model (default 2)")
+    return p
+
+
+def spec_from_args(a) -> tuple[list, str, dict, list]:
+    """(models, base, grid, points) from the spec file and the flags (flags win)."""
+    spec = {}
+    if a.spec:
+        try:
+            spec = yaml.safe_load(Path(a.spec).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise SweepError(f"--spec {a.spec}: {' '.join(str(e).split())}") from None
+        if not isinstance(spec, dict):
+            raise SweepError(f"--spec {a.spec}: expected a mapping with base, models, grid, points")
+        unknown = sorted(set(spec) - {"base", "models", "grid", "points"})
+        if unknown:
+            raise SweepError(f"--spec {a.spec}: unknown key(s) {unknown}; expected base, models, grid, points")
+    models = _split(a.models) or list(spec.get("models") or [])
+    if not models:
+        raise SweepError("no models: give --models a,b or a spec with models: [...]")
+    grid = dict(spec.get("grid") or {})
+    for k in KNOBS:
+        v = getattr(a, k)
+        if v:
+            grid[k] = _split(v)
+    if not isinstance(spec.get("points") or [], list):
+        raise SweepError("points: expected a list of knob mappings")
+    return models, a.base or spec.get("base") or "seed", grid, list(spec.get("points") or [])
+
+
+@user_errors("tpusim sweep")
+def main(argv: list | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.refine is not None and a.refine < 1:
+        raise SweepError(f"--refine must be at least 1, got {a.refine}")
+    if a.workers < 1:
+        raise SweepError(f"--workers must be at least 1, got {a.workers}")
+    models, base, grid, points = spec_from_args(a)
+    cands = candidates(base, grid, points)
+    cluster = ClusterSpec(scheduler=a.scheduler) if a.scheduler else ClusterSpec(jobs=a.workers)
+    run_sweep(models, cands, Path(a.out), estimate_only=a.estimate_only, refine=a.refine, cluster=cluster,
+              cache=not a.no_cache, calib=a.calib)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
