@@ -70,26 +70,46 @@ def generic_work(op, lays: dict, tiling, cfg: HwConfig) -> LayerWork:
     return w
 
 
-def elt_work(tl, nblocks: int, oh: int, ow: int, cfg: HwConfig, *, inputs: int = 1,
-             vpu_per_output: float = 2.0, vpu_per_tile: float = 0.0, window: bool = True,
-             serial: bool = False) -> LayerWork:
-    """A lane-wise op tiled by ``backend.tiling.tile_vector`` (EltTiling ``tl``): per tile, each of
-    ``inputs`` operands loaded (the ih x iw window of kbg blocks when ``window``, else the th x tw
-    tile), one VPU instruction per block of ``vpu_per_output`` accesses per output word plus
-    ``vpu_per_tile``, the th x tw x kbg output stored; ``serial``: one slot group (no overlap)."""
+def no_work(op, lays: dict, tiling, cfg: HwConfig) -> None:
+    """The ``work`` hook of a view (Concat, Slice): no instruction, nothing moved."""
+    return None
+
+
+def tile_sizes(n: int, t: int) -> list:
+    """(size, how many) of the tiles ``range(0, n, t)`` cuts: the full ones and the remainder."""
+    out = [(t, n // t)] if n >= t else []
+    return out + [(n % t, 1)] if n % t else out
+
+
+def elt_work(tl, nblocks: int, oh: int, ow: int, cfg: HwConfig, *, kernel=(1, 1), strides=(1, 1),
+             inputs: int = 1, vpu_per_output: float = 2.0, vpu_per_block: float = 0.0,
+             block_instrs: bool = True) -> LayerWork:
+    """A lane-wise op tiled by ``backend.tiling.tile_vector`` (EltTiling ``tl``): per tile of kbg
+    channel blocks x th x tw outputs, each of ``inputs`` operands loaded (its window for a
+    ``kernel`` > 1 op: (th-1)*sh+kh rows of (tw-1)*sw+kw pixels), VPU work of ``vpu_per_output``
+    accesses per output word plus ``vpu_per_block`` per block (one instruction per block when
+    ``block_instrs``, else one per tile), the output stored. A tiling with one slot group
+    (``tl.regions`` slots equal) runs each tile's load, compute and store in turn."""
     W, bb = cfg.word_bytes, cfg.dma_burst_bytes
-    ntiles = ceil_div(oh, tl.th) * ceil_div(ow, tl.tw) * ceil_div(nblocks, tl.kbg)
-    th, tw = min(tl.th, oh), min(tl.tw, ow)
-    ih, iw = (tl.ih, tl.iw) if window and tl.ih else (th, tw)
-    w = LayerWork(tiles=ntiles, serial=serial)
-    for _ in range(inputs):
-        w.fill_bursts.append(w.load(ntiles, iw * W, bb, runs=tl.kbg * ih))
-    w.drain_bursts.append(w.store(ntiles, tw * W, bb, runs=tl.kbg * th))
-    w.vpu_cycles = ntiles * (tl.kbg * (th * tw * vpu_per_output + vpu_per_tile))
-    w.vpu_instrs = ntiles * tl.kbg
-    w.drain_cycles = w.vpu_cycles / ntiles
+    (kh, kw), (sh, sw) = kernel, strides
+    regs = tl.regions.get("i") or tl.regions.get("a") or [0, 1]
+    w = LayerWork(tiles=0, serial=len(regs) > 1 and regs[0] == regs[1])
+    for nk, nn in tile_sizes(nblocks, tl.kbg):
+        for th, nh in tile_sizes(oh, tl.th):
+            for tw, nw in tile_sizes(ow, tl.tw):
+                n = nn * nh * nw
+                w.tiles += n
+                ih, iw = (th - 1) * sh + kh, (tw - 1) * sw + kw
+                fill = [w.load(n, iw * W, bb, runs=nk * ih) for _ in range(inputs)]
+                out = w.store(n, tw * W, bb, runs=nk * th)
+                vpu = nk * (th * tw * vpu_per_output + vpu_per_block)
+                w.vpu_cycles += n * vpu
+                w.vpu_instrs += n * (nk if block_instrs else 1)
+                if not w.fill_bursts:
+                    w.fill_bursts = fill
+                w.drain_cycles, w.drain_bursts = vpu, [out]
     w.sram_words = w.vpu_cycles
     return w
 
 
-__all__ = ["LayerWork", "elt_work", "generic_work"]
+__all__ = ["LayerWork", "elt_work", "generic_work", "no_work", "tile_sizes"]

@@ -28,6 +28,7 @@ from tpucompile.backend.tiling import (
     tile_vector,
     untileable,
 )
+from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
 from tpucompile.ops.lut import elementwise_binary
@@ -162,6 +163,12 @@ def _tile(op: QAdd, lays: dict, cfg) -> EltTiling:
     return tl
 
 
+def _work(op: QAdd, lays: dict, tl: EltTiling, cfg):
+    """Per tile: both operands loaded, one ADD (3 accesses per word), the store."""
+    Y = lays[op.out]
+    return elt_work(tl, Y.nblocks, Y.H, Y.W, cfg, inputs=2, vpu_per_output=3, block_instrs=False)
+
+
 def _describe(op: QAdd, tl: EltTiling) -> dict:
     return dict(relu=bool(op.relu), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
 
@@ -186,7 +193,8 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
 
 DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform,
                   remap_channels=two_operand_channels, plan_layout=_layout,
-                  constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
+                  constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs,
+                  work=_work)
 OPS = (
     OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),
     OpDef("Add", import_node=no_attrs, fold=_fold_add, canonicalize=_canonicalize_add, affine=_affine,

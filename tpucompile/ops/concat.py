@@ -31,6 +31,7 @@ import numpy as np
 
 from tpucompile.backend.channels import ChannelMap
 from tpucompile.backend.layout import ceil_div
+from tpucompile.backend.work import no_work
 from tpucompile.ir import Node
 from tpucompile.ops.common import ViewTiling, bad_attr, no_constants, no_input_transform, no_macs
 from tpucompile.ops.lut import lut_qop
@@ -203,6 +204,6 @@ def _describe(op: QConcat, tl: ViewTiling) -> dict:
 
 DEVICE = DeviceOp(QConcat, golden=_golden, input_transform=no_input_transform,
                   remap_channels=_remap_channels, plan_layout=_layout, constants=no_constants,
-                  tile=_tile, emit=_emit, describe=_describe, macs=no_macs)
+                  tile=_tile, emit=_emit, describe=_describe, macs=no_macs, work=no_work)
 OPS = (OpDef("Concat", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_quantize,
              shared_range=_shared_range, range_from_zero=_range_from_zero, device=DEVICE),)

@@ -36,7 +36,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
-from tpucompile.backend.work import LayerWork
+from tpucompile.backend.work import LayerWork, tile_sizes
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     QFilter,
@@ -283,12 +283,6 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                               n * W, buf=Y.buf_id)
 
 
-def _tile_sizes(n: int, t: int) -> list:
-    """(size, how many) of the tiles ``range(0, n, t)`` cuts: the full ones and the remainder."""
-    out = [(t, n // t)] if n >= t else []
-    return out + [(n % t, 1)] if n % t else out
-
-
 def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
     """(rows, columns) of each REQUANT/STORE chunk of a th x tw tile, as ``_emit`` cuts it."""
     if tw <= s_out:
@@ -311,8 +305,8 @@ def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
     windows = (1 if nkg == 1 else ceil_div(NB, tl.nbg)) * nkg
     _, _, Ho, Wo = lays[op.out].shape
     w = LayerWork(tiles=0)
-    for th, nh in _tile_sizes(Ho, tl.th):
-        for tw, nw in _tile_sizes(Wo, tl.tw):
+    for th, nh in tile_sizes(Ho, tl.th):
+        for tw, nw in tile_sizes(Wo, tl.tw):
             n, M = nh * nw, th * tw
             w.tiles += n
             win = w.load(n * windows, ((tw - 1) * sw + kw) * W, bb, runs=tl.kbg * ((th - 1) * sh + kh))

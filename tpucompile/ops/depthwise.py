@@ -25,6 +25,7 @@ import numpy as np
 
 from tpucompile.backend.layout import ceil_div, ddr_granule, param_tables, requant_table_stride, round_up
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
+from tpucompile.backend.work import elt_work
 from tpucompile.ops.common import (
     QFilter,
     no_input_transform,
@@ -208,6 +209,20 @@ def _emit(P, op: QDwConv, lays: dict, tl: EltTiling, consts: dict) -> None:
                       dst_addr=dst, qreg_in=qin, qreg_out=qout, wt_addr=wt, param_addr=ps)
 
 
+def _work(op: QDwConv, lays: dict, tl: EltTiling, cfg):
+    """Per group of kbg blocks its weights and tables, per tile the window, one DWCONV per block
+    (the table, then 2 accesses per tap and one write per output), the store."""
+    X, Y = lays[op.inp], lays[op.out]
+    kh, kw = op.kernel
+    W, bb, pw = cfg.word_bytes, cfg.dma_burst_bytes, cfg.param_words
+    w = elt_work(tl, X.nblocks, Y.H, Y.W, cfg, kernel=op.kernel, strides=op.strides,
+                 vpu_per_output=2 * kh * kw + 1, vpu_per_block=pw)
+    groups = ceil_div(X.nblocks, tl.kbg)
+    w.load(groups, kh * kw * W, bb, runs=tl.kbg)
+    w.load(groups, pw * W, bb, runs=tl.kbg)
+    return w
+
+
 def _describe(op: QDwConv, tl: EltTiling) -> dict:
     return dict(kernel=list(op.kernel), strides=list(op.strides), channels=int(op.weight.shape[0]),
                 relu=bool(op.relu), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg,
@@ -221,7 +236,7 @@ def _macs(op: QDwConv, qg) -> int:
 
 DEVICE = DeviceOp(QDwConv, golden=dwconv_int8, input_transform=no_input_transform,
                   remap_channels=_remap_channels, plan_layout=_layout, constants=_constants, tile=_tile,
-                  emit=_emit, describe=_describe, macs=_macs)
+                  emit=_emit, describe=_describe, macs=_macs, work=_work)
 #: DepthwiseConv: the IR op Conv's canonicalize makes of a depthwise Conv (after fold_affine has
 #: folded BatchNormalization and scales into its weights); a Relu / Clip(0, x) fuses into it
 OPS = (OpDef("DepthwiseConv", fuses_relu=True, quantize=_quantize, device=DEVICE, layer=True),)

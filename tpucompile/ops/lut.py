@@ -41,6 +41,7 @@ from tpucompile.backend.tiling import (
     tile_vector,
     untileable,
 )
+from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node
 from tpucompile.ops.common import bad_attr, lane_wise_channels, no_attrs, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef, refusal
@@ -259,9 +260,17 @@ def _emit(P, op: QLut, lays: dict, tl: EltTiling, consts: dict) -> None:
         P.tile_dma("DMA_STORE", Y, s, tile)
 
 
+def _work(op: QLut, lays: dict, tl: EltTiling, cfg):
+    """The table once, then per tile: LOAD, one LUT (2 accesses per word and the table), STORE."""
+    Y = lays[op.out]
+    w = elt_work(tl, Y.nblocks, Y.H, Y.W, cfg, vpu_per_output=2, vpu_per_block=cfg.lut_words, block_instrs=False)
+    w.load(1, cfg.lut_words * cfg.word_bytes, cfg.dma_burst_bytes)
+    return w
+
+
 DEVICE = DeviceOp(QLut, golden=_golden, input_transform=no_input_transform, remap_channels=lane_wise_channels,
                   plan_layout=_layout, constants=_constants, tile=_tile, emit=_emit, describe=_describe,
-                  macs=no_macs)
+                  macs=no_macs, work=_work)
 def is_scalar(graph, name: str) -> bool:
     """``name`` is a constant of one element."""
     c = graph.const(name)

@@ -29,6 +29,7 @@ from tpucompile.backend.tiling import (
     tile_vector,
     untileable,
 )
+from tpucompile.backend.work import elt_work
 from tpucompile.ops.add import two_operand_channels
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
 from tpucompile.ops.lut import elementwise_binary
@@ -168,9 +169,15 @@ def _emit(P, op: QMul, lays: dict, tl: EltTiling, consts: dict) -> None:
         P.tile_dma("DMA_STORE", Y, so, t)
 
 
+def _work(op: QMul, lays: dict, tl, cfg):
+    """Per tile: both operands (a channel gate is one word per block), one MUL per tile, STORE."""
+    Y = lays[op.out]
+    return elt_work(tl, Y.nblocks, Y.H, Y.W, cfg, inputs=2, vpu_per_output=3, block_instrs=False)
+
+
 DEVICE = DeviceOp(QMul, golden=_golden, input_transform=no_input_transform, remap_channels=two_operand_channels,
                   plan_layout=_layout, constants=no_constants, tile=_tile, emit=_emit, describe=_describe,
-                  macs=no_macs)
+                  macs=no_macs, work=_work)
 OPS = (
     OpDef("Mul", import_node=no_attrs, fold=_fold, affine=lambda g, n, cout, b: affine_of_constant(g, n, cout, b, _mul),
           fuses_relu=True, quantize=_quantize, elementwise=elementwise_binary, device=DEVICE),

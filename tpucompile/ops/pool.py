@@ -28,6 +28,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
+from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     bad_attr,
@@ -292,6 +293,14 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
     return tl
 
 
+def _work(op, lays: dict, tl: EltTiling, cfg):
+    """Per tile: the input window, one POOL per block (taps + 1 accesses per output), the store."""
+    X, Y = lays[op.inp], lays[op.out]
+    kh, kw = op.kernel
+    return elt_work(tl, X.nblocks, Y.H, Y.W, cfg, kernel=op.kernel, strides=op.strides,
+                    vpu_per_output=kh * kw + 1)
+
+
 def _describe(op, tl: EltTiling) -> dict:
     return dict(kernel=list(op.kernel), strides=list(op.strides), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
 
@@ -329,11 +338,11 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
 MAXPOOL = DeviceOp(QMaxPool, golden=_golden_max, input_transform=no_input_transform,
                    remap_channels=lane_wise_channels,
                    plan_layout=_layout_max, constants=no_constants, tile=_tile, emit=_emit_max,
-                   describe=_describe, macs=no_macs)
+                   describe=_describe, macs=no_macs, work=_work)
 AVGPOOL = DeviceOp(QAvgPool, golden=_golden_avg, input_transform=no_input_transform,
                    remap_channels=lane_wise_channels,
                    plan_layout=_layout_avg, constants=no_constants, tile=_tile, emit=_emit_avg,
-                   describe=_describe, macs=no_macs)
+                   describe=_describe, macs=no_macs, work=_work)
 OPS = (
     OpDef("MaxPool", import_node=_import_max, quantize=_quantize_max, calibrated=False, device=MAXPOOL),
     OpDef("AveragePool", import_node=_import_avg, canonicalize=_canonicalize_avg, quantize=_quantize_avg,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend.channels import ChannelMap
+from tpucompile.backend.work import no_work
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import ViewTiling, bad_attr, no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
@@ -299,7 +300,7 @@ def _describe(op: QSlice, tl: ViewTiling) -> dict:
 
 DEVICE = DeviceOp(QSlice, golden=_golden, input_transform=no_input_transform, remap_channels=_remap_channels,
                   plan_layout=_layout, constants=no_constants, tile=_tile, emit=_emit, describe=_describe,
-                  macs=no_macs)
+                  macs=no_macs, work=no_work)
 OPS = (
     OpDef("Slice", import_node=_import_slice, fold=_fold_slice, canonicalize=_canonicalize_slice),
     OpDef("Split", import_node=_import_split, fold=_fold_split, canonicalize=_canonicalize_split),

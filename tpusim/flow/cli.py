@@ -2,6 +2,7 @@
 
     tpusim run OUT.tpubin --input x.npy [--input name=y.npy] [--hw CONFIG] [--vcd FILE] [--out DIR]
     tpusim profile OUT.tpubin --input x.npy [--hw CONFIG] [--out DIR]
+    tpusim sweep --models M1,M2 --array 128x128,32x32 [...]   (tpusim.flow.sweep)
 
 Prints the cycle count and the performance counters; with ``--out`` writes every output as
 ``<name>.npy`` and ``summary.json`` (cycles, counters, wall time, retire trace). ``profile``
@@ -25,7 +26,7 @@ from tpusim.arch.config import CONFIG_DIR, load_config
 from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import save_npy_atomic, write_text_atomic
 from tpusim.arch.host_transforms import host_input_transform
-from tpusim.flow import profile
+from tpusim.flow import profile, sweep
 from tpusim.sim import run_binary
 
 EXIT_ERROR = 2
@@ -180,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--hw", default=None, help="hardware config name or YAML path (default: the binary's)")
     pr.add_argument("--out", default="profile", help="directory for profile.csv, trace.json, roofline.png")
     pr.set_defaults(func=cmd_profile)
+    sw = sub.add_parser("sweep", help="models x configs: the fast estimate and SimPy (tpusim.flow.sweep)")
+    sweep.build_parser(sw)
+    sw.set_defaults(func=sweep.run_args)
     return p
 
 

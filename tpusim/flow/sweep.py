@@ -505,6 +505,8 @@ def plot_pareto(rows: list, path: Path) -> None:
             line = ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, label=m)
             front = pareto_front(pts)
             ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=line.get_facecolor()[0], lw=1)
+            for x, y, name in front:
+                ax.annotate(name, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
         ax.set_xlabel(label)
         ax.set_ylabel("cycles")
         ax.set_yscale("log")
@@ -614,19 +616,25 @@ def spec_from_args(a) -> tuple[list, str, dict, list]:
     return models, a.base or spec.get("base") or "seed", grid, list(spec.get("points") or [])
 
 
-@user_errors("tpusim sweep")
-def main(argv: list | None = None) -> int:
-    a = build_parser().parse_args(argv)
+def run_args(a: argparse.Namespace) -> int:
+    """The sweep of parsed ``build_parser`` arguments (``main`` and ``tpusim sweep``)."""
     if a.refine is not None and a.refine < 1:
         raise SweepError(f"--refine must be at least 1, got {a.refine}")
     if a.workers < 1:
         raise SweepError(f"--workers must be at least 1, got {a.workers}")
+    if a.calib < 1:
+        raise SweepError(f"--calib must be at least 1, got {a.calib}")
     models, base, grid, points = spec_from_args(a)
     cands = candidates(base, grid, points)
     cluster = ClusterSpec(scheduler=a.scheduler) if a.scheduler else ClusterSpec(jobs=a.workers)
     run_sweep(models, cands, Path(a.out), estimate_only=a.estimate_only, refine=a.refine, cluster=cluster,
               cache=not a.no_cache, calib=a.calib)
     return 0
+
+
+@user_errors("tpusim sweep")
+def main(argv: list | None = None) -> int:
+    return run_args(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":
