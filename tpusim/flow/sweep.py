@@ -172,7 +172,7 @@ def candidates(base: str, grid: dict, points: list) -> list[Candidate]:
     combos = []
     if grid:
         keys = list(grid)
-        vals = [[_knob_value(k, v) for v in (grid[k] if isinstance(grid[k], list) else [grid[k]])] for k in keys]
+        vals = [[_knob_value(k, v) for v in (grid[k] if isinstance(grid[k], (list, tuple)) else [grid[k]])] for k in keys]
         combos += [dict(zip(keys, c)) for c in itertools.product(*vals)]
     for p in points or []:
         if not isinstance(p, dict):
