@@ -118,6 +118,9 @@ class _Geometry:
         self.stores = self._triples([w.stores for w in works])
         self.fill = self._triples([_counts(w.fill_bursts) for w in works])
         self.drain_stores = self._triples([_counts(w.drain_bursts) for w in works])
+        self.exposed_loads = self._triples([w.exposed_loads for w in works])
+        self.exposed_stores = self._triples([w.exposed_stores for w in works])
+        self.exposed = col(lambda w: w.exposed_cycles)
 
     @staticmethod
     def _triples(per_layer: list) -> tuple:
@@ -142,13 +145,23 @@ class _Geometry:
         store = self._time(self.stores, lambda b: dt.store_ps_array(b) + dma_ps, nl) / core_ps
         bus = dt.bus_burst_ps / core_ps
         load_bus, store_bus = self.load_bursts * bus, self.store_bursts * bus
-        load, store = load + store_bus / 2, store + load_bus / 2
-        busy = np.stack([load, store, load_bus + store_bus, self.mxu, self.vpu])
-        bound = busy.argmax(axis=0)
+        # a request that finds the other channel's burst on the bus (the share of the layer's
+        # span that channel holds it) waits for the rest of it, on average half a burst
+        span = np.maximum(np.maximum(load, store), np.maximum(self.mxu, self.vpu))
+        span = np.maximum(span, 1.0)
+        load, store = (load + load_bus * store_bus / (2 * span * bus) * bus,
+                       store + store_bus * load_bus / (2 * span * bus) * bus)
         fill = self._time(self.fill, dt.load_ps_array, nl) / core_ps
-        drain = self.drain + self._time(self.drain_stores, dt.store_ps_array, nl) / core_ps
-        overlapped = busy.max(axis=0) + fill + drain
-        cycles = np.where(self.serial, load + store + self.mxu + self.vpu, overlapped)
+        drain_store = self._time(self.drain_stores, dt.store_ps_array, nl) / core_ps
+        drain = self.drain + drain_store
+        # each engine's path through the layer: what must happen before it can start (the first
+        # tile's loads), its own busy time, what follows its last instruction (the last tile)
+        exposed = (self.exposed + (self._time(self.exposed_loads, dt.load_ps_array, nl)
+                                   + self._time(self.exposed_stores, dt.store_ps_array, nl)) / core_ps)
+        paths = np.stack([load + drain, fill + store, load_bus + store_bus,
+                          fill + self.mxu + exposed + drain, fill + self.vpu + drain_store])
+        bound = paths.argmax(axis=0)
+        cycles = np.where(self.serial, load + store + self.mxu + self.vpu, paths.max(axis=0))
         bound = np.where(self.serial, len(BOUNDS) - 1, bound)
         mac_pj, sram_pj, acc_pj, ddr_pj, word_bytes = prices
         ddr = self.load_bytes + self.store_bytes

@@ -17,7 +17,9 @@ class LayerWork:
     the layer is cut into; ``*_bytes``: DDR bytes moved. The pipeline's ends, which do not
     overlap the rest: ``fill_bursts`` (bursts of each LOAD before the first compute can start),
     ``drain_cycles`` (MXU + VPU cycles after the last LOAD) and ``drain_bursts`` (bursts of each
-    STORE after the last compute)."""
+    STORE after the last compute). What lies on the MXU's path besides its own work (a tiling
+    without double buffering): ``exposed_loads`` / ``exposed_stores`` (bursts -> instructions)
+    and ``exposed_cycles`` (VPU cycles)."""
     loads: dict = field(default_factory=dict)
     stores: dict = field(default_factory=dict)
     mxu_cycles: float = 0.0
@@ -32,6 +34,17 @@ class LayerWork:
     serial: bool = False            # one slot group: a tile's load, compute and store in turn
     sram_words: float = 0.0         # SRAM word accesses of the MXU and VPU (DMA ones: from the bytes)
     acc_accesses: float = 0.0       # int32 accumulator elements read or written
+    exposed_loads: dict = field(default_factory=dict)
+    exposed_stores: dict = field(default_factory=dict)
+    exposed_cycles: float = 0.0
+
+    def expose_loads(self, count: int, bursts: int) -> None:
+        """``count`` LOADs of ``bursts`` that the MXU waits for (no double buffer)."""
+        self.exposed_loads[bursts] = self.exposed_loads.get(bursts, 0) + count
+
+    def expose_stores(self, count: int, bursts: int) -> None:
+        """``count`` STOREs of ``bursts`` that the MXU waits for (no second accumulator half)."""
+        self.exposed_stores[bursts] = self.exposed_stores.get(bursts, 0) + count
     drain_bursts: list = field(default_factory=list)
 
     def totals(self) -> tuple[int, int]:

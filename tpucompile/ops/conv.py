@@ -326,9 +326,17 @@ def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
             if not w.fill_bursts:      # the first tile: its window and weight tile come first
                 w.fill_bursts = [win, wt]
             # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
-            last = min(tl.nbg, NB)
-            w.drain_cycles = C + M + R + C + last * sum(pw + k * cols for k, cols in chunks)
-            w.drain_bursts = [ceil_div(k * cols * W, bb) for k, cols in chunks]
+            group = [ceil_div(k * cols * W, bb) for k, cols in chunks] * min(tl.nbg, NB)
+            w.drain_cycles = C + M + R + C + min(tl.nbg, NB) * sum(pw + k * cols for k, cols in chunks)
+            w.drain_bursts = group
+            if tl.ni == 1:             # one input slot: the next window loads after the last MATMUL
+                w.expose_loads(n * windows, win)
+            if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the
+                # next group's first MATMUL overwrites it, and a REQUANT waits for the STORE two
+                # chunks back (two output slots): all but the last two STOREs are on the MXU's path
+                for b in group[:-2]:
+                    w.expose_stores(n * ceil_div(NB, tl.nbg), b)
+                w.exposed_cycles += n * ceil_div(NB, tl.nbg) * sum(pw + k * c for k, c in chunks[-2:])
     return w
 
 
