@@ -99,33 +99,42 @@ def tile_sizes(n: int, t: int) -> list:
     return out + [(n % t, 1)] if n % t else out
 
 
-def elt_work(tl, nblocks: int, oh: int, ow: int, cfg: HwConfig, *, kernel=(1, 1), strides=(1, 1),
+def elt_work(tl, nblocks: int, oh: int, ow: int, cfg: HwConfig, *, window=None, regions=None,
              inputs: int = 1, vpu_per_output: float = 2.0, vpu_per_block: float = 0.0,
              block_instrs: bool = True) -> LayerWork:
     """A lane-wise op tiled by ``backend.tiling.tile_vector`` (EltTiling ``tl``): per tile of kbg
-    channel blocks x th x tw outputs, each of ``inputs`` operands loaded (its window for a
-    ``kernel`` > 1 op: (th-1)*sh+kh rows of (tw-1)*sw+kw pixels), VPU work of ``vpu_per_output``
-    accesses per output word plus ``vpu_per_block`` per block (one instruction per block when
-    ``block_instrs``, else one per tile), the output stored. A tiling with one slot group
-    (``tl.regions`` slots equal) runs each tile's load, compute and store in turn."""
+    channel blocks x th x tw outputs, each of ``inputs`` operands loaded (a window op's
+    ``window(oy0, th, ox0, tw) -> (rows, columns)`` of input it loads, over each of its
+    ``regions`` (ry0, ry1, rx0, rx1) of the output, default the whole; else the tile itself),
+    VPU work of ``vpu_per_output`` accesses per output word plus ``vpu_per_block`` per block (one
+    instruction per block when ``block_instrs``, else one per tile), the output stored. A tiling
+    with one slot group (``tl.regions`` slots equal) runs each tile's load, compute and store in
+    turn."""
     W, bb = cfg.word_bytes, cfg.dma_burst_bytes
-    (kh, kw), (sh, sw) = kernel, strides
     regs = tl.regions.get("i") or tl.regions.get("a") or [0, 1]
     w = LayerWork(tiles=0, serial=len(regs) > 1 and regs[0] == regs[1])
+    tiles = []                       # (tiles of this shape, nk, th, tw, input rows, input columns)
     for nk, nn in tile_sizes(nblocks, tl.kbg):
-        for th, nh in tile_sizes(oh, tl.th):
-            for tw, nw in tile_sizes(ow, tl.tw):
-                n = nn * nh * nw
-                w.tiles += n
-                ih, iw = (th - 1) * sh + kh, (tw - 1) * sw + kw
-                fill = [w.load(n, iw * W, bb, runs=nk * ih) for _ in range(inputs)]
-                out = w.store(n, tw * W, bb, runs=nk * th)
-                vpu = nk * (th * tw * vpu_per_output + vpu_per_block)
-                w.vpu_cycles += n * vpu
-                w.vpu_instrs += n * (nk if block_instrs else 1)
-                if not w.fill_bursts:
-                    w.fill_bursts = fill
-                w.drain_cycles, w.drain_bursts = vpu, [out]
+        if window is None:
+            tiles += [(nn * nh * nw, nk, th, tw, th, tw) for th, nh in tile_sizes(oh, tl.th)
+                      for tw, nw in tile_sizes(ow, tl.tw)]
+            continue
+        for ry0, ry1, rx0, rx1 in regions or ((0, oh, 0, ow),):
+            for oy0 in range(ry0, ry1, tl.th):
+                th = min(tl.th, ry1 - oy0)
+                for ox0 in range(rx0, rx1, tl.tw):
+                    tw = min(tl.tw, rx1 - ox0)
+                    tiles.append((nn, nk, th, tw, *window(oy0, th, ox0, tw)))
+    for n, nk, th, tw, ih, iw in tiles:
+        w.tiles += n
+        fill = [w.load(n, iw * W, bb, runs=nk * ih) for _ in range(inputs)]
+        out = w.store(n, tw * W, bb, runs=nk * th)
+        vpu = nk * (th * tw * vpu_per_output + vpu_per_block)
+        w.vpu_cycles += n * vpu
+        w.vpu_instrs += n * (nk if block_instrs else 1)
+        if not w.fill_bursts:
+            w.fill_bursts = fill
+        w.drain_cycles, w.drain_bursts = vpu, [out]
     w.sram_words = w.vpu_cycles
     return w
 

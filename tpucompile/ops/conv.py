@@ -36,7 +36,7 @@ import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
 from tpucompile.backend.tiling import tile_conv
-from tpucompile.backend.work import LayerWork, tile_sizes
+from tpucompile.backend.work import LayerWork
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     QFilter,
@@ -298,45 +298,51 @@ def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
     and MATMUL, per cout block a requant table and the REQUANT/STORE chunks."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
     ap, pw = align_px(cfg), cfg.param_words
-    (kh, kw), (sh, sw) = op.kernel, op.strides
+    kh, kw = op.kernel
     cout, cin = op.weight.shape[:2]
     KB, NB, T = ceil_div(cin, R), ceil_div(cout, C), kh * kw
     nkg = ceil_div(KB, tl.kbg)
     windows = (1 if nkg == 1 else ceil_div(NB, tl.nbg)) * nkg
-    _, _, Ho, Wo = lays[op.out].shape
+    X, (_, _, Ho, Wo) = lays[op.inp], lays[op.out].shape
     w = LayerWork(tiles=0)
-    for th, nh in tile_sizes(Ho, tl.th):
-        for tw, nw in tile_sizes(Wo, tl.tw):
-            n, M = nh * nw, th * tw
-            w.tiles += n
-            win = w.load(n * windows, ((tw - 1) * sw + kw) * W, bb, runs=tl.kbg * ((th - 1) * sh + kh))
-            wt = w.load(n * NB * KB * T, C * W, bb)
-            w.load(n * NB, pw * W, bb)
-            w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
-            w.mxu_instrs += 2 * n * NB * KB * T
-            w.sram_words += n * NB * KB * T * (C + M)
-            w.acc_accesses += n * NB * (2 * KB * T - 1) * M * C
-            chunks = _store_chunks(th, tw, tl.s_out, ap)
-            for k, cols in chunks:
-                w.store(n * NB, cols * W, bb, runs=k)
-                w.vpu_cycles += n * NB * (pw + k * cols)
-                w.vpu_instrs += n * NB
-                w.sram_words += n * NB * (pw + k * cols)
-                w.acc_accesses += n * NB * k * cols * C
-            if not w.fill_bursts:      # the first tile: its window and weight tile come first
-                w.fill_bursts = [win, wt]
-            # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
-            group = [ceil_div(k * cols * W, bb) for k, cols in chunks] * min(tl.nbg, NB)
-            w.drain_cycles = C + M + R + C + min(tl.nbg, NB) * sum(pw + k * cols for k, cols in chunks)
-            w.drain_bursts = group
-            if tl.ni == 1:             # one input slot: the next window loads after the last MATMUL
-                w.expose_loads(n * windows, win)
-            if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the
-                # next group's first MATMUL overwrites it, and a REQUANT waits for the STORE two
-                # chunks back (two output slots): all but the last two STOREs are on the MXU's path
-                for b in group[:-2]:
-                    w.expose_stores(n * ceil_div(NB, tl.nbg), b)
-                w.exposed_cycles += n * ceil_div(NB, tl.nbg) * sum(pw + k * c for k, c in chunks[-2:])
+    tiles: dict = {}                 # (th, tw, window rows, window columns) -> tiles
+    for oy0 in range(0, Ho, tl.th):
+        for ox0 in range(0, Wo, tl.tw):
+            th, tw = min(tl.th, Ho - oy0), min(tl.tw, Wo - ox0)
+            win = input_window(op, X, oy0, th, ox0, tw, ap)
+            key = (th, tw, win.nrows, win.ncols)
+            tiles[key] = tiles.get(key, 0) + 1
+    for (th, tw, nrows, ncols), n in tiles.items():
+        M = th * tw
+        w.tiles += n
+        win = w.load(n * windows, ncols * W, bb, runs=tl.kbg * nrows)
+        wt = w.load(n * NB * KB * T, C * W, bb)
+        w.load(n * NB, pw * W, bb)
+        w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
+        w.mxu_instrs += 2 * n * NB * KB * T
+        w.sram_words += n * NB * KB * T * (C + M)
+        w.acc_accesses += n * NB * (2 * KB * T - 1) * M * C
+        chunks = _store_chunks(th, tw, tl.s_out, ap)
+        for k, cols in chunks:
+            w.store(n * NB, cols * W, bb, runs=k)
+            w.vpu_cycles += n * NB * (pw + k * cols)
+            w.vpu_instrs += n * NB
+            w.sram_words += n * NB * (pw + k * cols)
+            w.acc_accesses += n * NB * k * cols * C
+        if not w.fill_bursts:      # the first tile: its window and weight tile come first
+            w.fill_bursts = [win, wt]
+        # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
+        group = [ceil_div(k * cols * W, bb) for k, cols in chunks] * min(tl.nbg, NB)
+        w.drain_cycles = C + M + R + C + min(tl.nbg, NB) * sum(pw + k * cols for k, cols in chunks)
+        w.drain_bursts = group
+        if tl.ni == 1:             # one input slot: the next window loads after the last MATMUL
+            w.expose_loads(n * windows, win)
+        if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the
+            # next group's first MATMUL overwrites it, and a REQUANT waits for the STORE two
+            # chunks back (two output slots): all but the last two STOREs are on the MXU's path
+            for b in group[:-2]:
+                w.expose_stores(n * ceil_div(NB, tl.nbg), b)
+            w.exposed_cycles += n * ceil_div(NB, tl.nbg) * sum(pw + k * c for k, c in chunks[-2:])
     return w
 
 

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.backend.layout import ceil_div, ddr_granule, param_tables, requant_table_stride, round_up
+from tpucompile.backend.layout import align_px, ceil_div, ddr_granule, param_tables, requant_table_stride, round_up
 from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
-from tpucompile.backend.work import elt_work
+from tpucompile.backend.work import elt_work, tile_sizes
 from tpucompile.ops.common import (
     QFilter,
+    input_window,
     no_input_transform,
     requant_multiplier,
     weight_params,
@@ -215,11 +216,15 @@ def _work(op: QDwConv, lays: dict, tl: EltTiling, cfg):
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
     W, bb, pw = cfg.word_bytes, cfg.dma_burst_bytes, cfg.param_words
-    w = elt_work(tl, X.nblocks, Y.H, Y.W, cfg, kernel=op.kernel, strides=op.strides,
-                 vpu_per_output=2 * kh * kw + 1, vpu_per_block=pw)
-    groups = ceil_div(X.nblocks, tl.kbg)
-    w.load(groups, kh * kw * W, bb, runs=tl.kbg)
-    w.load(groups, pw * W, bb, runs=tl.kbg)
+    ap = align_px(cfg)
+
+    def window(oy0, th, ox0, tw):
+        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        return win.nrows, win.ncols
+    w = elt_work(tl, X.nblocks, Y.H, Y.W, cfg, window=window, vpu_per_output=2 * kh * kw + 1, vpu_per_block=pw)
+    for nk, groups in tile_sizes(X.nblocks, tl.kbg):
+        w.load(groups, kh * kw * W, bb, runs=nk)
+        w.load(groups, pw * W, bb, runs=nk)
     return w
 
 

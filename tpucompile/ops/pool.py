@@ -32,6 +32,7 @@ from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     bad_attr,
+    input_window,
     lane_wise_channels,
     no_attrs,
     no_constants,
@@ -294,11 +295,17 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
 
 
 def _work(op, lays: dict, tl: EltTiling, cfg):
-    """Per tile: the input window, one POOL per block (taps + 1 accesses per output), the store."""
+    """Per tile (of each averaging region): the input window, one POOL per block (taps + 1
+    accesses per output), the store."""
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
-    return elt_work(tl, X.nblocks, Y.H, Y.W, cfg, kernel=op.kernel, strides=op.strides,
-                    vpu_per_output=kh * kw + 1)
+    ap = align_px(cfg)
+    regions = [r[:4] for r in op.regions] if isinstance(op, QAvgPool) and op.regions else None
+
+    def window(oy0, th, ox0, tw):
+        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        return win.nrows, win.ncols
+    return elt_work(tl, X.nblocks, Y.H, Y.W, cfg, window=window, regions=regions, vpu_per_output=kh * kw + 1)
 
 
 def _describe(op, tl: EltTiling) -> dict:
