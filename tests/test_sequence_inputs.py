@@ -10,6 +10,7 @@ import pytest
 from onnx import helper
 
 from tests import qnets
+from tpucompile import realdata
 from tpucompile.driver import compile_onnx
 from tpucompile.frontend.lift_1d import lift_sequence_model
 from tpucompile.frontend.onnx_import import import_onnx
@@ -121,3 +122,14 @@ def test_average_pool_excluding_column_pads_on_a_sequence_gives_sequence_advice(
     with pytest.raises(CompileError, match=r"AveragePool 'avg': count_include_pad=0 with column pads .* use "
                                            r"count_include_pad=1 \(a sequence has no rows to pad instead\)"):
         compile_onnx(model, load_config("small"), qnets.inputs(qnets.in_shape(model), 2, seed=2))
+
+
+def test_transformer_linears_golden_equals_simpy_and_tracks_fp32(tmp_path):
+    """The sweep's transformer proxy (realdata.transformer_linears: QKV, channel Slice, output
+    projection, Erf-GELU FFN, residual Adds) at toy size: bit-exact golden = SimPy, close to FP32."""
+    model = realdata.transformer_linears(d_model=16, d_ff=32, layers=2, seq=12)
+    xs = qnets.inputs(qnets.in_shape(model), 4, seed=3)
+    assert xs[0].shape == (1, 16, 12)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="tlin")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    assert v.accuracy["cosine"] > 0.98, v.accuracy

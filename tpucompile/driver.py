@@ -27,6 +27,10 @@ MODELS = {
     "resnet50-reduced": (realdata.resnet50_reduced, "stem + stage 1 of ResNet-50 on a 32x32 input (fast tests)"),
     **{name: ((lambda n=name: realdata.wheel_model(n)), f"{file}.onnx from the onnx wheel, synthetic weights")
        for name, file in realdata.WHEEL_MODELS.items()},
+    "bert-base-linears": (realdata.transformer_linears, "the linear layers (QKV, output projection, GELU FFN, "
+                          "residual Adds; no attention) of 2 BERT-base encoder layers over 128 tokens, synthetic"),
+    "bert-tiny-linears": ((lambda: realdata.transformer_linears(128, 512, 2, 128)),
+                          "the same for BERT-tiny (d_model 128, d_ff 512, 2 layers, 128 tokens)"),
     "digits": (digits.load, "a small CNN trained on scikit-learn's 8x8 digits (scripts/train_digits.py)"),
 }
 #: built-in models that come with a labelled dataset: name -> split() = ((x_train, y_train),

@@ -29,7 +29,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image",
+__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "transformer_linears", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image",
            "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
@@ -224,6 +224,58 @@ def resnet50_reduced(stages: int = 1, size: int = 32, seed: int = 0) -> onnx.Mod
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def transformer_linears(d_model: int = 768, d_ff: int = 3072, layers: int = 2, seq: int = 128,
+                        seed: int = 0) -> onnx.ModelProto:
+    """The linear layers of ``layers`` transformer encoder layers (BERT-base: d_model 768, d_ff
+    3072) over a sequence of ``seq`` tokens, as an exporter writes a Conv1d network: input
+    float32 (1, d_model, seq), channels = features, one token per position. Per layer: the QKV
+    projection (1x1 Conv d -> 3d), V taken by a channel Slice, the output projection (d -> d),
+    the residual Add, the FFN (d -> d_ff, the Erf form of GELU, d_ff -> d) and its residual Add.
+    The attention itself (softmax(QK^T)V, LayerNorm) is not included: this is the architecture
+    sweep's proxy for a transformer's GEMMs (about 2/3 of BERT-base's MACs at seq 128), whose
+    M = seq, K = d_model, N = 3d / d / d_ff shapes are what the array sees. Weights: seeded
+    normal, std 1/sqrt(fan_in); biases N(0, 0.01). Opset 13."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, np.float32), name))
+        return name
+
+    def conv(x, cin, cout, name):
+        w = const(f"{name}.weight", rng.normal(0, 1 / np.sqrt(cin), (cout, cin, 1)))
+        b = const(f"{name}.bias", rng.normal(0, 0.01, cout))
+        nodes.append(helper.make_node("Conv", [x, w, b], [name], name=name, kernel_shape=[1]))
+        return name
+
+    sqrt2, half, one = const("sqrt2", np.sqrt(2.0)), const("half", 0.5), const("one", 1.0)
+    s0, s1, ax = (inits.append(numpy_helper.from_array(np.array([v], np.int64), n)) or n
+                  for n, v in (("v_start", 2 * d_model), ("v_end", 3 * d_model), ("axis1", 1)))
+    x = "tokens"
+    for i in range(layers):
+        p = f"layer{i}"
+        qkv = conv(x, d_model, 3 * d_model, f"{p}.qkv")
+        nodes.append(helper.make_node("Slice", [qkv, s0, s1, ax], [f"{p}.v"], name=f"{p}.v"))
+        o = conv(f"{p}.v", d_model, d_model, f"{p}.attn_out")
+        nodes.append(helper.make_node("Add", [x, o], [f"{p}.res1"], name=f"{p}.res1"))
+        h = conv(f"{p}.res1", d_model, d_ff, f"{p}.ffn1")
+        for op, ins, out in (("Div", [h, sqrt2], "div"), ("Erf", None, "erf"), ("Add", None, "erf1"),
+                             ("Mul", [h, None], "mul"), ("Mul", [None, half], "gelu")):
+            prev = nodes[-1].output[0]
+            ins = {"Erf": [prev], "Add": [prev, one]}.get(op, [prev if t is None else t for t in ins or []])
+            nodes.append(helper.make_node(op, ins, [f"{p}.{out}"], name=f"{p}.{out}"))
+        f = conv(f"{p}.gelu", d_ff, d_model, f"{p}.ffn2")
+        nodes.append(helper.make_node("Add", [f"{p}.res1", f], [f"{p}.out"], name=f"{p}.out"))
+        x = f"{p}.out"
+    g = helper.make_graph(nodes, f"transformer_linears_d{d_model}_l{layers}",
+                          [helper.make_tensor_value_info("tokens", onnx.TensorProto.FLOAT, [1, d_model, seq])],
+                          [helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, [1, d_model, seq])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    return m
 
 
 def _photo(name: str) -> np.ndarray:
