@@ -3,7 +3,8 @@
     python -m tpusim.flow.bench [--hw seed] [--model resnet50] [--rtl]
 
 Budgets (issue #2): compile ResNet-50 <= 30 s; SimPy full ResNet-50 <= 120 s; the whole
-`make cosim MODEL=resnet50` including the first RTL build <= 20 min (with --rtl: the RTL build is
+`make cosim MODEL=resnet50` including the first RTL build <= 20 min; the profile of the run
+(table, Perfetto trace <= 200 MB, roofline plot) <= 10 s (with --rtl: the RTL build is
 measured from a clean cache folder and the RTL run on the full network).
 """
 from __future__ import annotations
@@ -20,9 +21,12 @@ from tpucompile import driver, golden
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_input_transform
+from tpusim.flow.profile import write_profile
 from tpusim.sim import run_binary
 
-BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0}
+BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0, "profile": 10.0}
+#: the profiler's Perfetto trace of a full ResNet-50 run (architecture-exploration issue)
+TRACE_BUDGET_BYTES = 200 * 10**6
 
 
 @user_errors("bench")
@@ -57,7 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     t_sim = time.perf_counter() - t
     rows.append((f"SimPy model, {sim.cycles:,} cycles ({sim.cycles / t_sim:,.0f} cycles/s, "
                  f"{sim.events:,} events)", t_sim, BUDGETS_S["simpy"]))
-    figures = {"model": a.model, "config": cfg.name, "load_s": t_load, "compile_s": t_compile,
+    t = time.perf_counter()
+    write_profile(res.binary, cfg, sim.timeline, a.out / "profile", sim.sram_grants)
+    t_prof = time.perf_counter() - t
+    trace_bytes = (a.out / "profile" / "trace.json").stat().st_size
+    rows.append((f"profile (profile.csv, trace.json {trace_bytes / 1e6:.1f} MB of a "
+                 f"{TRACE_BUDGET_BYTES / 1e6:.0f} MB budget, roofline.png)", t_prof, BUDGETS_S["profile"]))
+    figures = {"profile_s": t_prof, "trace_bytes": trace_bytes, "model": a.model, "config": cfg.name, "load_s": t_load, "compile_s": t_compile,
                "simpy_s": t_sim, "cycles": sim.cycles, "instructions": res.binary.meta["stats"]["instructions"],
                "simpy_cycles_per_s": sim.cycles / t_sim, "events": sim.events}
     if a.rtl:
