@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from tpucompile.backend.compile import compile_qgraph
@@ -59,3 +60,21 @@ def test_refusal_names_the_layer(models):
     cfg = dataclasses.replace(load_config("small"), acc_depth_rows=1, name="tiny-acc")
     with pytest.raises(CompileError, match=r"QConv '.*' .*cannot be tiled"):
         Estimator(models["digits"].qg).estimate(cfg)
+
+
+def test_true_compulsory_traffic_and_floor(models):
+    """meta["stats"]["true_compulsory"]: unpadded int8 bytes of the graph as given, by hand."""
+    md, cfg = models["resnet50-reduced"], load_config("small")
+    b = compile_qgraph(md.qg, cfg)
+    tc, qg = b.meta["stats"]["true_compulsory"], md.qg
+    n = {k: int(np.prod(t.shape)) for k, t in qg.tensors.items()}
+    moving = [op for op in qg.ops if any(L["name"] == op.name and L["instr_end"] > L["instr_begin"]
+                                         for L in b.meta["layers"])]
+    assert tc["input"] == 3 * 32 * 32                      # the 32x32 RGB image, not its im2col
+    assert tc["weights"] == sum(op.weight.size for op in qg.ops if hasattr(op, "weight"))
+    assert tc["writes"] == sum(n[op.out] for op in moving)
+    assert tc["reads"] == sum(n[qg.resolve(t)] for op in moving for t in dict.fromkeys(op.inputs))
+    assert tc["total"] == tc["weights"] + tc["input"] + tc["writes"] + tc["reads"]
+    peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+    macs = sum(L["macs"] for L in b.meta["layers"])
+    assert tc["floor_cycles"] == round(max(macs / cfg.pes, tc["total"] / peak))

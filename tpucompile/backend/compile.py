@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Optional, Union
 
+import numpy as np
+
 from tpucompile.backend.memplan import place_code
 from tpucompile.backend.pipeline import PASSES, BackendOptions, CheckedProgram, DeviceGraph
 from tpucompile.qgraph import QGraph
@@ -14,7 +16,7 @@ from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import HwConfig
 from tpusim.arch.isa import INSTR_BYTES, encode_program
 
-__all__ = ["compile_qgraph", "assemble"]
+__all__ = ["compile_qgraph", "assemble", "true_compulsory"]
 
 
 def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name: str = "",
@@ -32,7 +34,30 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
     t0 = time.perf_counter()
     qg.validate()
     start = DeviceGraph(qg, cfg, BackendOptions(im2col=im2col, keep_intermediates=keep_intermediates))
-    return assemble(run_pipeline(PASSES, start, IrDumps.open(dump_ir)), model_name, t0)
+    binary = assemble(run_pipeline(PASSES, start, IrDumps.open(dump_ir)), model_name, t0)
+    binary.meta["stats"]["true_compulsory"] = true_compulsory(qg, binary.meta["layers"], cfg)
+    return binary
+
+
+def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:
+    """The DDR traffic no schedule can avoid, in unpadded int8 bytes of the graph as given (before
+    host transforms and channel padding): every weight once, each graph input once, each
+    layer's output written once and read once by each layer that reads it (layers that move
+    data: views move nothing); ``floor_cycles`` = max(MACs / PEs, those bytes / the DDR's peak
+    bytes per core cycle (beat bytes x DDR MHz / core MHz)). Keys: ``weights``, ``input``,
+    ``writes``, ``reads``, ``total`` (bytes), ``floor_cycles``."""
+    size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
+    moving = {L["name"] for L in layers if L["instr_end"] > L["instr_begin"]}
+    ops = [op for op in qg.ops if op.name in moving]
+    out = {"weights": sum(int(op.weight.size) for op in qg.ops if isinstance(getattr(op, "weight", None), np.ndarray)),
+           "input": sum(size[n] for n in qg.inputs),
+           "writes": sum(size[op.out] for op in ops),
+           "reads": sum(size[qg.resolve(t)] for op in ops for t in dict.fromkeys(op.inputs) if qg.resolve(t) in size)}
+    out["total"] = out["weights"] + out["input"] + out["writes"] + out["reads"]
+    peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+    macs = sum(int(L.get("macs", 0)) for L in layers)
+    out["floor_cycles"] = int(round(max(macs / cfg.pes, out["total"] / peak)))
+    return out
 
 
 def assemble(cp: CheckedProgram, model_name: str, t0: float) -> TpuBinary:

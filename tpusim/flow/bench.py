@@ -21,7 +21,7 @@ from tpucompile import driver, golden
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_input_transform
-from tpusim.flow.profile import write_profile
+from tpusim.flow.profile import print_table, write_profile
 from tpusim.sim import run_binary
 
 BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0, "profile": 10.0}
@@ -62,12 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     rows.append((f"SimPy model, {sim.cycles:,} cycles ({sim.cycles / t_sim:,.0f} cycles/s, "
                  f"{sim.events:,} events)", t_sim, BUDGETS_S["simpy"]))
     t = time.perf_counter()
-    write_profile(res.binary, cfg, sim.timeline, a.out / "profile", sim.sram_grants)
+    layer_rows = write_profile(res.binary, cfg, sim.timeline, a.out / "profile", sim.sram_grants)
     t_prof = time.perf_counter() - t
+    tc = res.binary.meta["stats"]["true_compulsory"]
+    c = sim.counters
+    moved = c["ddr_read_bytes"] + c["ddr_write_bytes"]
     trace_bytes = (a.out / "profile" / "trace.json").stat().st_size
     rows.append((f"profile (profile.csv, trace.json {trace_bytes / 1e6:.1f} MB of a "
                  f"{TRACE_BUDGET_BYTES / 1e6:.0f} MB budget, roofline.png)", t_prof, BUDGETS_S["profile"]))
-    figures = {"profile_s": t_prof, "trace_bytes": trace_bytes, "model": a.model, "config": cfg.name, "load_s": t_load, "compile_s": t_compile,
+    figures = {"profile_s": t_prof, "trace_bytes": trace_bytes, "true_compulsory": tc, "ddr_bytes": moved,
+               "floor_ratio": sim.cycles / tc["floor_cycles"], "model": a.model, "config": cfg.name, "load_s": t_load, "compile_s": t_compile,
                "simpy_s": t_sim, "cycles": sim.cycles, "instructions": res.binary.meta["stats"]["instructions"],
                "simpy_cycles_per_s": sim.cycles / t_sim, "events": sim.events}
     if a.rtl:
@@ -80,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("whole cosim (sum of the steps above)", total, BUDGETS_S["cosim_total"]))
         figures.update(rtl_build_s=r.build_s, rtl_run_s=r.run_s, rtl_cycles=r.cycles, cosim_total_s=total)
 
+    print_table(layer_rows, "per layer: cycles against the layer's own floor max(MACs / PEs, DDR bytes / peak)")
+    print(f"whole run: {sim.cycles:,} cycles = x{sim.cycles / tc['floor_cycles']:.2f} the physical floor "
+          f"{tc['floor_cycles']:,} (true compulsory traffic {tc['total'] / 1e6:.2f} MB: weights {tc['weights'] / 1e6:.2f}, "
+          f"input {tc['input'] / 1e6:.2f}, activations written {tc['writes'] / 1e6:.2f}, read {tc['reads'] / 1e6:.2f}); "
+          f"DDR moved {moved / 1e6:.2f} MB = x{moved / tc['total']:.2f}")
     tab = Table(title=f"bench: {a.model} on '{cfg.name}' ({cfg.array_rows}x{cfg.array_cols} array)")
     tab.add_column("step")
     tab.add_column("seconds", justify="right")

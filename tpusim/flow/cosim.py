@@ -255,7 +255,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
         v.traffic = {"ddr_read": c.get("ddr_read_bytes", 0), "ddr_write": c.get("ddr_write_bytes", 0),
                      "fetch": c.get("fetch_bytes", 0),
                      "compulsory_read": int(meta["stats"]["compulsory_load_bytes"]),
-                     "compulsory_write": int(meta["stats"]["compulsory_store_bytes"])}
+                     "compulsory_write": int(meta["stats"]["compulsory_store_bytes"]),
+                     "true_compulsory": dict(meta["stats"].get("true_compulsory", {}))}
     v.write(out / "verdict.json")
     return v
 

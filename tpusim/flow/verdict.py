@@ -38,7 +38,7 @@ class Verdict:
     utilisation: float | None = None
     roofline_cycles: float | None = None
     roofline_bound: str = ""
-    traffic: dict = field(default_factory=dict)           # ddr_read, ddr_write, fetch, compulsory_read, compulsory_write
+    traffic: dict = field(default_factory=dict)           # ddr_read, ddr_write, fetch, compulsory_read, compulsory_write, true_compulsory
     counters: dict = field(default_factory=dict)
     rtl_skipped: str = ""                                 # reason, if the RTL was not run
     notes: list = field(default_factory=list)
@@ -176,6 +176,14 @@ def render(v: Verdict) -> None:
                              f"×{tr['ddr_read'] / max(tr['compulsory_read'], 1):.2f}), write {tr['ddr_write']:,} B "
                              f"(compulsory {tr['compulsory_write']:,}, ×{tr['ddr_write'] / max(tr['compulsory_write'], 1):.2f}), "
                              f"instruction fetch {tr['fetch']:,} B", "")
+        tc = tr.get("true_compulsory")
+        if tc:
+            moved = tr["ddr_read"] + tr["ddr_write"]
+            t.add_row("floor", f"true compulsory traffic {tc['total'] / 1e6:.2f} MB (unpadded: weights once "
+                               f"{tc['weights'] / 1e6:.2f}, input {tc['input'] / 1e6:.2f}, each activation written once "
+                               f"{tc['writes'] / 1e6:.2f} and read once per consumer {tc['reads'] / 1e6:.2f}); DDR moved "
+                               f"{moved / 1e6:.2f} MB = ×{moved / max(tc['total'], 1):.2f} of it; physical floor "
+                               f"{tc['floor_cycles']:,} cycles, this run ×{v.cycles_simpy / max(tc['floor_cycles'], 1):.2f}", "")
     for n in v.notes:
         t.add_row("note", n, "")
     Console().print(t)
