@@ -141,3 +141,19 @@ def test_sweep_cli_errors(tmp_path, capsys):
     assert "unknown key(s) ['colour']" in capsys.readouterr().err
     assert sweep.main(["--models", "digits", "--refine", "0"]) == 2
     assert "--refine must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"beat": 512}, "ddr.beat_bytes must be a power of two <= the burst, got 512"),
+    ({"core_mhz": 1500}, "clocks.core.freq_mhz: 1500 MHz has a period of 666.66"),
+    ({"banks": 3}, "sram.size_bytes 131072 is not divisible into 3 banks"),
+    ({"burst": 64}, "dma.burst_bytes 64 must be a multiple of the SRAM word (128 bytes = array.rows)"),
+    ({"acc_depth": 0}, "acc_depth_rows must be positive, got 0"),
+    ({"queue_depth": 3}, "queues.depth must be a power of two >= 2, got 3"),
+    ({"outstanding": 16}, "dma.outstanding must be 1, 2, 4 or 8"),
+    ({"ddr_latency": 1}, "ddr.latency_cycles must be >= 2, got 1"),
+])
+def test_impossible_knob_combinations_are_refused_with_the_reason(knobs, message):
+    c = sweep.candidates("seed", {}, [knobs])[0]
+    assert c.cfg is None and message in c.refusal, c.refusal
+    assert c.refusal.startswith(f"config '{c.name}'")
