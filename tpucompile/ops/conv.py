@@ -21,6 +21,11 @@ picks the tiling; the loop nest (docs/backend.md)::
           for kb, nb, (ky, kx):  LOAD weight tile -> LOAD_WEIGHTS -> MATMUL (accumulate)
         for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE
 
+Non-square arrays (docs/architecture.md, "Non-square arrays"): an N tile of C output channels is
+C/R channel blocks (C > R: its REQUANT writes C/R planes of the output slot, one STORE moves them
+to C/R blocks) or 1/m of one (R = m*C: the m tiles of a block are one group's neighbours; their m
+tables load together, m REQUANTs fill the m lane groups of the slot, then one STORE).
+
 Host im2col of the first conv: a graph input with Cin < R/2 read only by one conv with a kernel
 larger than 1x1 becomes ``(1, Cin*kh*kw, OH, OW)`` with channel ``k = (c*kh + ky)*kw + kx`` =
 ``xpad[c, oy*sh+ky, ox*sw+kx]`` (``xpad`` padded with the input zero point), and the conv a 1x1
@@ -34,7 +39,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
+from tpucompile.backend.layout import (
+    align_px,
+    ceil_div,
+    out_tiles,
+    param_tables,
+    requant_table_stride,
+    weight_tiles,
+)
 from tpucompile.backend.tiling import tile_conv
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
@@ -211,7 +223,8 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
     kh, kw = op.kernel
     sh, sw = op.strides
     cout, cin = op.weight.shape[:2]
-    KB, NB = ceil_div(cin, R), ceil_div(cout, C)
+    KB, NB = ceil_div(cin, R), out_tiles(cout, cfg)
+    mp, mg = cfg.requant_planes, cfg.lane_groups
     _, _, Ho, Wo = Y.shape
     tile_bytes = C * W
     pw = cfg.param_words
@@ -266,20 +279,38 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                 else:
                     seg = max(ap, tl.s_out - tl.s_out % ap)
                     chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
-                for nb in gnb:
+                for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
                     ps = reg["p"][pslot]
                     pslot ^= 1
-                    P.dma("DMA_LOAD", par_addr + nb * par_stride, ps, pw * W)
-                    accb = acc0 + (nb - g0) * mstride
+                    P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
+                          *((mg, par_stride, pw * W) if mg > 1 else ()))
+                    blk = b0 * mp // mg                   # first output channel block written
+                    planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
                     for (y, x, k, n) in chunks:
                         os_ = reg["o"][oslot]
                         oslot ^= 1
-                        a = accb + y * tw + x
-                        P.add("REQUANT", rs=[(ps, ps + pw)], ra=[(a, a + k * n)], ws=[(os_, os_ + k * n)],
-                              acc_addr=a, count=k * n, param_addr=ps, dst_addr=os_, qreg=qreg,
-                              relu=int(op.relu))
-                        P.dma("DMA_STORE", Y.iaddr(nb, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
-                              n * W, buf=Y.buf_id)
+                        _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
+                                       mstride, k * n, os_, qreg)
+                        store = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
+                        P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
+                              n * W, *store, buf=Y.buf_id)
+
+
+def _requant_chunk(P, op: QConv, tiles: range, ps: int, a: int, mstride: int, count: int, os_: int,
+                   qreg: int) -> None:
+    """The REQUANTs of ``count`` accumulator rows from row ``a`` of the first of ``tiles`` (the
+    next ones ``mstride`` rows apart) into the output slot at word ``os_``: one N tile (R <= C;
+    C > R: its C/R planes ``count`` words apart), or the lane groups of one output block (R > C:
+    tile g's table at ``ps + g*param_words``, lane group g)."""
+    cfg = P.cfg
+    pw, mp, mg = cfg.param_words, cfg.requant_planes, cfg.lane_groups
+    for g in range(len(tiles)):
+        pa, ag = ps + g * pw, a + g * mstride
+        extra = {"dst_plane_stride": count} if mp > 1 else {}
+        if mg > 1:
+            extra["lane_group"] = g
+        P.add("REQUANT", rs=[(pa, pa + pw)], ra=[(ag, ag + count)], ws=[(os_, os_ + mp * count)],
+              acc_addr=ag, count=count, param_addr=pa, dst_addr=os_, qreg=qreg, relu=int(op.relu), **extra)
 
 
 def _remap_channels(op: QConv, maps: dict, blk: int):

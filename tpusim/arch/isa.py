@@ -124,6 +124,9 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
         _f("dst_addr", 16),      # word address; acc row i -> word dst_addr + i
         _f("qreg", 6),           # output zero point
         _f("relu", 1),           # clamp below at the zero point
+        # non-square arrays (0 when R = C; docs/architecture.md, "Non-square arrays"):
+        _f("dst_plane_stride", 16),  # C > R: words between the C/R channel-block planes
+        _f("lane_group", 8),     # R > C: the C-byte lane group (< R/C) of the words written
     )),
     OpSpec("POOL", 0x09, Engine.VPU, (
         _f("mode", 1),           # 0 max, 1 average
