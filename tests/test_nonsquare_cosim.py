@@ -12,8 +12,11 @@ import pytest
 from tests import qnets
 from tests.test_cosim_rtl import _check
 from tpusim.arch.binary import TpuBinary
-from tpusim.arch.isa import decode_program
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import SimulationError, flag_of
+from tpusim.arch.isa import decode_program, encode_program, make
 from tpusim.flow.cosim import run
+from tpusim.sim import run_binary
 
 HW = ("small_wide", "small_tall")
 
@@ -71,3 +74,29 @@ def test_nonsquare_three_way(graph, hw, tmp_path):
     v = _run(RTL_GRAPHS[graph], hw, tmp_path, graph, rtl=True)
     _check(v)
     assert v.accuracy["cosine"] > 0.98
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("hw, requant", [
+    ("small_tall", dict(lane_group=2, dst_addr=100)),              # lanes 16..23 of a 16-byte word
+    ("small_wide", dict(lane_group=1, dst_addr=100)),              # one lane group: must be 0
+    ("small_wide", dict(dst_addr=2000, dst_plane_stride=40)),      # the second plane past word 2047
+    ("small_wide", dict(dst_addr=2000, dst_plane_stride=20)),      # ... ends on the last word: valid
+])
+def test_nonsquare_requant_range_on_the_rtl(hw, requant, tmp_path):
+    """REQUANT's non-square range rules (tpu_vpu_check) flag what the SimPy model raises: the same
+    outcome (vpu_sram_range at the same pc and cycle, or a clean run) and the same cycles."""
+    from cocotb_tests.harness import run_rtl  # as tests/test_device_errors_rtl.py: cocotb only here
+    cfg = load_config(hw)
+    prog = [make("LOAD_QREG", qreg=0), make("REQUANT", count=10, qreg=0, **requant), make("HALT")]
+    b = TpuBinary(cfg.hash_bytes(), 0x100000, encode_program(prog))
+    b.write(tmp_path / "p.tpubin")
+    try:
+        sim = run_binary(b, cfg, {})
+    except SimulationError as e:
+        sim = e
+    rtl = run_rtl(tmp_path / "p.tpubin", cfg, {}, tmp_path / "rtl", max_cycles=20_000)
+    assert flag_of(rtl) == flag_of(sim), rtl.message
+    valid = requant.get("dst_plane_stride") == 20
+    assert flag_of(sim)[:2] == (("ok",) if valid else ("error", "vpu_sram_range"))
+    assert rtl.cycles == (sim.cycles if valid else sim.run.cycles)
