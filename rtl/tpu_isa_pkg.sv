@@ -268,15 +268,21 @@ package tpu_isa_pkg;
   localparam int unsigned REQUANT_QREG_BITS                  = 6;
   localparam int unsigned REQUANT_RELU_LSB                   = 86;  // [86:86]
   localparam int unsigned REQUANT_RELU_BITS                  = 1;
-  localparam int unsigned REQUANT_USED_BITS                  = 87;  // bits above are zero
+  localparam int unsigned REQUANT_DST_PLANE_STRIDE_LSB       = 87;  // [102:87]
+  localparam int unsigned REQUANT_DST_PLANE_STRIDE_BITS      = 16;
+  localparam int unsigned REQUANT_LANE_GROUP_LSB             = 103;  // [110:103]
+  localparam int unsigned REQUANT_LANE_GROUP_BITS            = 8;
+  localparam int unsigned REQUANT_USED_BITS                  = 111;  // bits above are zero
   // requant_t = requant_fields(instr): the fields from the highest bit down
   typedef struct packed {
-    logic        relu;        // [86:86]
-    logic [5:0]  qreg;        // [85:80]
-    logic [15:0] dst_addr;    // [79:64]
-    logic [15:0] param_addr;  // [63:48]
-    logic [15:0] count;       // [47:32]
-    logic [15:0] acc_addr;    // [31:16]
+    logic [7:0]  lane_group;        // [110:103]
+    logic [15:0] dst_plane_stride;  // [102:87]
+    logic        relu;              // [86:86]
+    logic [5:0]  qreg;              // [85:80]
+    logic [15:0] dst_addr;          // [79:64]
+    logic [15:0] param_addr;        // [63:48]
+    logic [15:0] count;             // [47:32]
+    logic [15:0] acc_addr;          // [31:16]
   } requant_t;
   function automatic requant_t requant_fields(input logic [INSTR_BITS-1:0] w);
     return requant_t'(w[REQUANT_USED_BITS-1:HEADER_BITS]);

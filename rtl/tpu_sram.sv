@@ -9,6 +9,7 @@
 //   output logic [3:0]                gnt_o      // high during cycle g
 //   input  logic [3:0][15:0]          addr_i     // access k during cycle g+k (word address)
 //   input  logic [3:0]                we_i
+//   input  logic [3:0][Groups-1:0]    wgrp_i     // per lane group of WordBytes/Groups bytes: write it
 //   input  logic [3:0][WordBits-1:0]  wdata_i    // lane j = byte j = byte address word*W + j
 //   output logic [3:0][WordBits-1:0]  rdata_o    // read data of access k during cycle g+k+1
 //   output logic [63:0]               sram_conflicts_o
@@ -21,6 +22,7 @@ module tpu_sram #(
   parameter int unsigned Banks     = tpu_cfg_pkg::SRAM_BANKS,
   parameter int unsigned BankWords = tpu_cfg_pkg::BANK_WORDS,
   parameter int unsigned WordBytes = tpu_cfg_pkg::WORD_BYTES,
+  parameter int unsigned Groups    = tpu_cfg_pkg::LANE_GROUPS,
   localparam int unsigned WordBits = WordBytes * 8
 ) (
   input  logic                           clk_i,
@@ -31,6 +33,7 @@ module tpu_sram #(
   output logic [NumReq-1:0]              gnt_o,
   input  logic [NumReq-1:0][15:0]        addr_i,
   input  logic [NumReq-1:0]              we_i,
+  input  logic [NumReq-1:0][Groups-1:0]  wgrp_i,
   input  logic [NumReq-1:0][WordBits-1:0] wdata_i,
   output logic [NumReq-1:0][WordBits-1:0] rdata_o,
   output logic [63:0]                    sram_conflicts_o,
@@ -97,8 +100,12 @@ module tpu_sram #(
       end
     end
 
-    always_ff @(posedge clk_i) begin
-      if (en && we) mem_q[off] <= wdata_i[sel];
+    // A write stores the lane groups enabled by its requester (whole words unless Groups > 1).
+    localparam int unsigned GB = WordBits / Groups;
+    for (genvar g = 0; g < Groups; g++) begin : g_grp
+      always_ff @(posedge clk_i) begin
+        if (en && we && wgrp_i[sel][g]) mem_q[off][g*GB +: GB] <= wdata_i[sel][g*GB +: GB];
+      end
     end
 
     always_ff @(posedge clk_i or negedge rst_ni) begin

@@ -278,9 +278,12 @@ module tpu_top
   logic [3:0]                 sram_req, sram_gnt, sram_we;
   logic [3:0][16:0]           sram_len;
   logic [3:0][SRAM_BANKS-1:0] sram_mask;
+  logic [3:0][LANE_GROUPS-1:0] sram_wgrp;     // lane-group write enables: only the VPU's vary
   logic [3:0][15:0]           sram_addr;
   logic [3:0][WordBits-1:0]   sram_wdata, sram_rdata;
   logic [63:0]                sram_conflicts, sram_conflict_cycles;
+
+  assign sram_wgrp[2:0] = '1;
 
   tpu_sram u_sram (
     .clk_i                 (clk_core_i),
@@ -291,6 +294,7 @@ module tpu_top
     .gnt_o                 (sram_gnt),
     .addr_i                (sram_addr),
     .we_i                  (sram_we),
+    .wgrp_i                (sram_wgrp),
     .wdata_i               (sram_wdata),
     .rdata_o               (sram_rdata),
     .sram_conflicts_o      (sram_conflicts),
@@ -364,6 +368,7 @@ module tpu_top
     .sram_gnt_i    (sram_gnt[3]),
     .sram_addr_o   (sram_addr[3]),
     .sram_we_o     (sram_we[3]),
+    .sram_wgrp_o   (sram_wgrp[3]),
     .sram_wdata_o  (sram_wdata[3]),
     .sram_rdata_i  (sram_rdata[3]),
     .acc_rd_addr_o (acc_rd_addr),

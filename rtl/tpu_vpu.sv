@@ -12,6 +12,7 @@
 //   input  logic                sram_gnt_i
 //   output logic [15:0]         sram_addr_o
 //   output logic                sram_we_o
+//   output logic [Groups-1:0]   sram_wgrp_o      // write enable per Cols-byte lane group
 //   output logic [WordBits-1:0] sram_wdata_o
 //   input  logic [WordBits-1:0] sram_rdata_i
 //   output logic [15:0]         acc_rd_addr_o    // -> tpu_mxu acc_rd_addr_i (row in cycle t)
@@ -20,13 +21,16 @@
 //   output logic [5:0]          qreg_err_idx_o   //   its index (bank*16 + entry)
 //
 // Access order inside the one SRAM transaction (D accesses, access k in cycle g+k, c = g + D):
-//   REQUANT: k < P: read table word param_addr+k; then write dst_addr+i (i = k-P).
+//   REQUANT: k < P: read table word param_addr+k; then per accumulator row i, per plane j <
+//            Planes: write dst_addr + j*dst_plane_stride + i (k = P + i*Planes + j), channels
+//            j*WordBytes .. of row i (Cols > WordBytes); Cols < WordBytes: the row's Cols bytes
+//            go to lane group lane_group only (sram_wgrp_o), the other lanes keep their bytes.
 //   POOL:    per output (y, x): win_w*win_h tap reads (ty outer, tx inner), then 1 write.
 //   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
 //   MUL:     as ADD, reading src_b (stride_b = 0) or src_b+i (stride_b = 1).
 //   LUT:     k < LUT_WORDS: read table word table_addr+k; then per i: read src_addr+i, write
 //            dst_addr+i.
-//   DWCONV:  k < P: read table word param_addr+k; then per output (y, x): per tap (ty outer, tx
+//   DWCONV:  k < DwP: read table word param_addr+k (WordBytes channels); then per output (y, x): per tap (ty outer, tx
 //            inner) read the source tap, read weight word wt_addr + ty*win_w + tx; then 1 write.
 //            The window is POOL's (its fields lie at POOL's bits: pool_fields decodes it).
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i] /
@@ -47,6 +51,9 @@ module tpu_vpu
   parameter int unsigned Banks      = tpu_cfg_pkg::SRAM_BANKS,
   parameter int unsigned BankWords  = tpu_cfg_pkg::BANK_WORDS,
   parameter int unsigned ParamWords = tpu_cfg_pkg::PARAM_WORDS,
+  parameter int unsigned DwParamWords = tpu_cfg_pkg::DW_PARAM_WORDS,
+  parameter int unsigned Planes     = tpu_cfg_pkg::RQ_PLANES,
+  parameter int unsigned Groups     = tpu_cfg_pkg::LANE_GROUPS,
   parameter int unsigned LutWords   = tpu_cfg_pkg::LUT_WORDS,
   localparam int unsigned WordBits  = WordBytes * 8
 ) (
@@ -61,6 +68,7 @@ module tpu_vpu
   input  logic                 sram_gnt_i,
   output logic [15:0]          sram_addr_o,
   output logic                 sram_we_o,
+  output logic [Groups-1:0]    sram_wgrp_o,
   output logic [WordBits-1:0]  sram_wdata_o,
   input  logic [WordBits-1:0]  sram_rdata_i,
   output logic [15:0]          acc_rd_addr_o,
@@ -69,17 +77,26 @@ module tpu_vpu
   output logic [5:0]           qreg_err_idx_o
 );
 
-  localparam int unsigned P = ParamWords;
-  localparam int unsigned T = LutWords;
+  localparam int unsigned P   = ParamWords;
+  localparam int unsigned DwP = DwParamWords;
+  localparam int unsigned TP  = (P > DwP) ? P : DwP;          // table registers (words)
+  localparam int unsigned T   = LutWords;
+  localparam int unsigned PlaneSh = (Planes > 1) ? $clog2(Planes) : 0;
+  localparam int unsigned PlaneW  = (Planes > 1) ? $clog2(Planes) : 1;
+  localparam int unsigned GroupW  = (Groups > 1) ? $clog2(Groups) : 1;
 
-  if (Cols != WordBytes) begin : g_check_square
-    $error("tpu_vpu: Cols (%0d) must equal WordBytes (%0d)", Cols, WordBytes);
+  if (Planes * WordBytes != Cols * Groups || (Planes > 1 && Groups > 1)) begin : g_check_shape
+    $error("tpu_vpu: Planes (%0d) * WordBytes (%0d) != Cols (%0d) * Groups (%0d)", Planes, WordBytes,
+           Cols, Groups);
+  end
+  if (DwP * WordBytes != 9 * WordBytes) begin : g_check_dw_param
+    $error("tpu_vpu: DwParamWords (%0d) != 9", DwP);
   end
   if (T * WordBytes < 256 || (T - 1) * WordBytes >= 256) begin : g_check_lut
     $error("tpu_vpu: LutWords (%0d) != ceil(256 / WordBytes (%0d))", T, WordBytes);
   end
-  if (P * WordBytes != 9 * Cols) begin : g_check_param
-    $error("tpu_vpu: ParamWords*WordBytes (%0d) != 9*Cols (%0d)", P * WordBytes, 9 * Cols);
+  if (P * WordBytes < 9 * Cols || (P - 1) * WordBytes >= 9 * Cols) begin : g_check_param
+    $error("tpu_vpu: ParamWords (%0d) != ceil(9*Cols (%0d) / WordBytes (%0d))", P, 9 * Cols, WordBytes);
   end
 
   // ================================================================ arithmetic (tpusim/arch/arith.py)
@@ -169,6 +186,8 @@ module tpu_vpu
   assign mu      = mul_fields(instr_i);
   assign lu      = lut_fields(instr_i);
   assign dw      = dwconv_fields(instr_i);
+  logic unused_rq;          // lane_group: only its low bits, and only on a tall array (Groups > 1)
+  assign unused_rq = ^rq.lane_group;
   logic unused_dw;          // DWCONV's window is read through pl
   assign unused_dw = ^{dw.src_addr, dw.win_w, dw.win_h, dw.win_stride_x, dw.win_stride_y, dw.out_w,
                        dw.out_stride_x, dw.out_h, dw.out_stride_y, dw.dst_addr, dw.qreg_in, dw.qreg_out};
@@ -243,7 +262,7 @@ module tpu_vpu
   assign pl_taps = pl.win_w * pl.win_h;
   assign pl_outs = pl.out_w * pl.out_h;
   assign pl_len  = 17'(pl_outs * (32'(pl_taps) + 32'd1));
-  assign dw_len  = (pl_outs != '0) ? 17'(32'(P) + pl_outs * (32'd2 * 32'(pl_taps) + 32'd1)) : '0;
+  assign dw_len  = (pl_outs != '0) ? 17'(32'(DwP) + pl_outs * (32'd2 * 32'(pl_taps) + 32'd1)) : '0;
   assign pl_last_tap = 34'(pl.src_addr)
       + ((pl.out_h != '0) ? 34'(pl.out_h - 16'd1) * 34'(pl.out_stride_y) : 34'd0)
       + ((pl.out_w != '0) ? 34'(pl.out_w - 16'd1) * 34'(pl.out_stride_x) : 34'd0)
@@ -254,9 +273,14 @@ module tpu_vpu
     len  = '0;
     mask = '0;
     if (is_rq) begin
-      len  = 17'(P) + 17'(rq.count);
+      len  = 17'(P) + (17'(rq.count) << PlaneSh);
       mask = span(34'(rq.param_addr), 34'(rq.param_addr) + 34'(P - 1));
-      if (rq.count != '0) mask |= span(34'(rq.dst_addr), 34'(rq.dst_addr) + 34'(rq.count) - 34'd1);
+      if (rq.count != '0) begin
+        for (int j = 0; j < int'(Planes); j++) begin
+          mask |= span(34'(rq.dst_addr) + 34'(j) * 34'(rq.dst_plane_stride),
+                       34'(rq.dst_addr) + 34'(j) * 34'(rq.dst_plane_stride) + 34'(rq.count) - 34'd1);
+        end
+      end
     end else if (is_pool) begin
       len = pl_len;
       if (pl_outs != '0) begin
@@ -280,7 +304,7 @@ module tpu_vpu
     end else if (is_dw) begin
       len = dw_len;
       if (pl_outs != '0) begin
-        mask = span(34'(dw.param_addr), 34'(dw.param_addr) + 34'(P - 1))
+        mask = span(34'(dw.param_addr), 34'(dw.param_addr) + 34'(DwP - 1))
              | span(34'(pl.dst_addr), 34'(pl.dst_addr) + 34'(pl_outs) - 34'd1);
         if (pl_taps != '0) mask |= span(34'(pl.src_addr), pl_last_tap)
                                  | span(34'(dw.wt_addr), 34'(dw.wt_addr) + 34'(pl_taps) - 34'd1);
@@ -321,7 +345,7 @@ module tpu_vpu
   assign acc_on       = sram_gnt_i || xfer_q;
   assign last_acc     = (k_q + 17'd1) == len;
   assign pl_empty_win = (pl.win_w == '0) || (pl.win_h == '0);
-  assign dw_tbl       = is_dw && k_q < 17'(P);
+  assign dw_tbl       = is_dw && k_q < 17'(DwP);
   assign win_step     = !(is_dw && (dw_tbl || (!wph_q && !dph_q)));
 
   always_comb begin
@@ -409,8 +433,12 @@ module tpu_vpu
     end
   end
 
-  logic [15:0] rq_i;          // REQUANT output index of a write slot
-  assign rq_i = 16'(k_q - 17'(P));
+  logic [16:0] rq_t;          // REQUANT write slot t = i*Planes + j
+  logic [15:0] rq_i;          //   accumulator row i
+  logic [PlaneW-1:0] rq_j;    //   plane j
+  assign rq_t = k_q - 17'(P);
+  assign rq_i = 16'(rq_t >> PlaneSh);
+  assign rq_j = PlaneW'((Planes > 1) ? rq_t : 17'd0);
   logic [16:0] lu_j;          // LUT access after the table: 2i read src[i], 2i+1 write dst[i]
   assign lu_j = k_q - 17'(T);
 
@@ -419,7 +447,8 @@ module tpu_vpu
     sram_we_o   = 1'b0;
     if (is_rq) begin
       sram_we_o   = k_q >= 17'(P);
-      sram_addr_o = sram_we_o ? rq.dst_addr + rq_i : rq.param_addr + 16'(k_q);
+      sram_addr_o = sram_we_o ? rq.dst_addr + 16'(32'(rq_j) * 32'(rq.dst_plane_stride)) + rq_i
+                              : rq.param_addr + 16'(k_q);
     end else if (is_pool) begin
       sram_we_o   = wph_q;
       sram_addr_o = wph_q ? waddr_q : taddr_q;
@@ -450,22 +479,31 @@ module tpu_vpu
     if (!acc_on) sram_we_o = 1'b0;
   end
 
+  // Lane-group write enables: REQUANT on a tall array writes group lane_group only (< Groups:
+  // tpu_vpu_check), everything else whole words.
+  if (Groups > 1) begin : g_wgrp
+    assign sram_wgrp_o = is_rq ? Groups'(1) << rq.lane_group[GroupW-1:0] : '1;
+  end else begin : g_wgrp_word
+    assign sram_wgrp_o = 1'b1;
+  end
+
   // Accumulator row needed by the next slot (registered read port).
-  assign acc_rd_addr_o = rq.acc_addr + 16'(k_q + 17'd1 - 17'(P));
+  assign acc_rd_addr_o = rq.acc_addr + 16'((k_q + 17'd1 - 17'(P)) >> PlaneSh);
 
   // ================================================================ read data side
   logic        rd_v_q;            // the previous cycle drove a read access
   logic [16:0] rd_k_q;
   logic        rd_src_q, rd_wt_q; // DWCONV: it read a source tap / a weight word
-  logic [P-1:0][WordBits-1:0] tbl_q, tbl_view;
+  logic [TP-1:0][WordBits-1:0] tbl_q, tbl_view;
   logic [WordBits-1:0] a_q;
   logic [255:0][7:0]   lut_q;     // LUT table: entry k = output for input byte k
 
-  for (genvar j = 0; j < P; j++) begin : g_tbl
-    assign tbl_view[j] = ((is_rq || is_dw) && rd_v_q && rd_k_q == 17'(j)) ? sram_rdata_i : tbl_q[j];
+  for (genvar j = 0; j < TP; j++) begin : g_tbl
+    assign tbl_view[j] = (((is_rq && j < P) || (is_dw && j < DwP)) && rd_v_q && rd_k_q == 17'(j))
+                         ? sram_rdata_i : tbl_q[j];
   end
 
-  logic [P*WordBits-1:0] tbl;
+  logic [TP*WordBits-1:0] tbl;
   assign tbl = tbl_view;
 
   // ================================================================ lanes
@@ -544,16 +582,18 @@ module tpu_vpu
     if (sram_we_o) begin
       for (int n = 0; n < int'(Lanes); n++) begin
         if (is_rq) begin
-          sram_wdata_o[n*8 +: 8] = rq_lane(acc_rd_data_i[n*32 +: 32], tbl[n*32 +: 32],
-                                           tbl[(Cols + n)*32 +: 32], tbl[(8*Cols + n)*8 +: 8],
+          // channel of lane n: plane j's block (Cols > WordBytes), or n within its lane group
+          automatic int ch = (int'(rq_j) * int'(WordBytes) + n) % int'(Cols);
+          sram_wdata_o[n*8 +: 8] = rq_lane(acc_rd_data_i[ch*32 +: 32], tbl[ch*32 +: 32],
+                                           tbl[(Cols + ch)*32 +: 32], tbl[(8*Cols + ch)*8 +: 8],
                                            zp0, rq.relu);
         end else if (is_pool) begin
           sram_wdata_o[n*8 +: 8] = pl.mode ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
                                                       q_shift[1], zp1)
                                            : fin_max[n];
         end else if (is_dw) begin
-          sram_wdata_o[n*8 +: 8] = rq_lane(fin_sum[n], tbl[n*32 +: 32], tbl[(Cols + n)*32 +: 32],
-                                           tbl[(8*Cols + n)*8 +: 8], zp1, dw.relu);
+          sram_wdata_o[n*8 +: 8] = rq_lane(fin_sum[n], tbl[n*32 +: 32], tbl[(WordBytes + n)*32 +: 32],
+                                           tbl[(8*WordBytes + n)*8 +: 8], zp1, dw.relu);
         end else if (is_lut) begin
           sram_wdata_o[n*8 +: 8] = lut_q[sram_rdata_i[n*8 +: 8]];
         end else if (is_mul) begin

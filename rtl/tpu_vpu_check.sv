@@ -4,8 +4,9 @@
 // next VPU instruction starts two edges later at the earliest). In the SimPy model's order
 // (models/vector_unit.py), the first that holds gives code_o:
 //   REQUANT: ERR_VPU_ACC_RANGE  acc_addr + count > ACC_DEPTH;
-//            ERR_VPU_SRAM_RANGE table param_addr + PARAM_WORDS - 1, or (count > 0) destination
-//                               dst_addr + count - 1, >= SRAM_WORDS;
+//            ERR_VPU_SRAM_RANGE table param_addr + PARAM_WORDS - 1, or (count > 0) the last
+//                               plane's last word dst_addr + (RQ_PLANES - 1) * dst_plane_stride
+//                               + count - 1, >= SRAM_WORDS, or lane_group >= LANE_GROUPS;
 //            ERR_QREG_UNLOADED  qreg never loaded.
 //   POOL with out_w*out_h > 0:  ERR_VPU_SRAM_RANGE last tap (if the window has taps) or last
 //                               destination word >= SRAM_WORDS; average: ERR_QREG_UNLOADED if
@@ -15,7 +16,7 @@
 //   MUL with count > 0:         as ADD; src_b spans count words (stride_b = 1) or one word.
 //   LUT:     ERR_VPU_SRAM_RANGE table table_addr + LUT_WORDS - 1 (even for count 0), or (count > 0)
 //            src_addr or dst_addr + count - 1, >= SRAM_WORDS.
-//   DWCONV with out_w*out_h > 0: ERR_VPU_SRAM_RANGE table param_addr + PARAM_WORDS - 1, last tap
+//   DWCONV with out_w*out_h > 0: ERR_VPU_SRAM_RANGE table param_addr + DW_PARAM_WORDS - 1, last tap
 //            or weight word wt_addr + taps - 1 (if the window has taps), or last destination word
 //            >= SRAM_WORDS; ERR_QREG_UNLOADED if qreg_in or qreg_out was never loaded.
 // LOAD_QREG and NOP are never errors; POOL and DWCONV without outputs, ADD and MUL with count 0
@@ -76,7 +77,9 @@ module tpu_vpu_check
   logic rq_acc_bad, rq_sram_bad, rq_q_bad;
   assign rq_acc_bad  = w_t'(rq.acc_addr) + w_t'(rq.count) > w_t'(ACC_DEPTH);
   assign rq_sram_bad = past_end(w_t'(rq.param_addr), w_t'(PARAM_WORDS))
-                    || (rq.count != '0 && past_end(w_t'(rq.dst_addr), w_t'(rq.count)));
+                    || (rq.count != '0 && past_end(w_t'(rq.dst_addr) + (w_t'(RQ_PLANES) - w_t'(1))
+                                                   * w_t'(rq.dst_plane_stride), w_t'(rq.count)))
+                    || w_t'(rq.lane_group) >= w_t'(LANE_GROUPS);
   assign rq_q_bad    = !valid_q[rq.qreg];
 
   w_t   pl_outs, pl_taps, pl_last_tap;
@@ -105,7 +108,7 @@ module tpu_vpu_check
   assign mu_q_bad    = !(valid_q[mu.qreg_a] && valid_q[mu.qreg_b] && valid_q[mu.qreg_out]);
 
   logic dw_sram_bad, dw_q_bad;
-  assign dw_sram_bad = past_end(w_t'(dw.param_addr), w_t'(PARAM_WORDS))
+  assign dw_sram_bad = past_end(w_t'(dw.param_addr), w_t'(DW_PARAM_WORDS))
                     || (pl_taps != '0 && (pl_last_tap >= w_t'(SRAM_WORDS) || past_end(w_t'(dw.wt_addr), pl_taps)))
                     || past_end(w_t'(pl.dst_addr), pl_outs);
   assign dw_q_bad    = !(valid_q[pl.qreg_in] && valid_q[pl.qreg_out]);

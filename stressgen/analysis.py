@@ -71,10 +71,12 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         acc.append(("acc", a["acc_addr"], a["acc_addr"] + m, True))
     elif op == "REQUANT":
         n = a["count"]
-        acc.append(("sram", a["param_addr"] * w, a["param_addr"] * w + 9 * c, False))
+        acc.append(("sram", a["param_addr"] * w, (a["param_addr"] + cfg.param_words) * w, False))
         if n:
             acc.append(("acc", a["acc_addr"], a["acc_addr"] + n, False))
-            acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
+            for j in range(cfg.requant_planes):     # a lane group's write: the whole words
+                d = a["dst_addr"] + j * a["dst_plane_stride"]
+                acc.append(("sram", d * w, (d + n) * w, True))
     elif op in ("POOL", "DWCONV"):
         outs = a["out_w"] * a["out_h"]
         if outs == 0:
@@ -85,7 +87,7 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         elif taps:
             acc += [("sram", lo, hi, False) for lo, hi in _word_ranges(pool_taps(a), w)]
         if op == "DWCONV":
-            acc.append(("sram", a["param_addr"] * w, a["param_addr"] * w + 9 * c, False))
+            acc.append(("sram", a["param_addr"] * w, (a["param_addr"] + cfg.dw_param_words) * w, False))
             if taps:
                 acc.append(("sram", a["wt_addr"] * w, (a["wt_addr"] + a["win_w"] * a["win_h"]) * w, False))
         acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + outs) * w, True))

@@ -85,11 +85,25 @@ EDGE_BINS = ("valid_edge_sram", "valid_edge_acc")
 #: unused_bits device error)
 INVALID_BINS = ("invalid_unused_bits",)
 ALL_BINS = STATIC_BINS + DYNAMIC_BINS + INVALID_BINS
+#: Non-square arrays (static; required only of a campaign on such a config, so not in ALL_BINS):
+#: wide (C > R) ``rq_planes``: a REQUANT (count > 0) writing its C/R planes, ``rq_planes_banks``:
+#: whose planes lie in more than one bank, ``rq_planes_gap``: with words between the planes
+#: (dst_plane_stride > count); tall (R > C) ``rq_lane_group``: a REQUANT into a lane group > 0,
+#: ``rq_lane_groups_full``: the REQUANTs of one program write every lane group of the same words.
+WIDE_BINS = ("rq_planes", "rq_planes_banks", "rq_planes_gap")
+TALL_BINS = ("rq_lane_group", "rq_lane_groups_full")
 
 
-def required_bins(invalid_rate: float) -> tuple[str, ...]:
-    """The bins a campaign must hit: INVALID_BINS only if it makes invalid programs."""
-    return ALL_BINS if invalid_rate > 0 else STATIC_BINS + DYNAMIC_BINS
+def shape_bins(cfg) -> tuple[str, ...]:
+    """The non-square bins a campaign on ``cfg`` must hit (none on a square array)."""
+    return (WIDE_BINS if cfg.requant_planes > 1 else ()) + (TALL_BINS if cfg.lane_groups > 1 else ())
+
+
+def required_bins(invalid_rate: float, cfg=None) -> tuple[str, ...]:
+    """The bins a campaign must hit: INVALID_BINS only if it makes invalid programs, the
+    ``shape_bins`` of its config ``cfg`` (None: a square one)."""
+    base = ALL_BINS if invalid_rate > 0 else STATIC_BINS + DYNAMIC_BINS
+    return base + (shape_bins(cfg) if cfg is not None else ())
 LONG_CHAIN_HOPS = 6
 SHIFT_COMPILER = (-31, 30)        # tpusim.arch.arith.quantize_multiplier's shifts
 
@@ -243,6 +257,7 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
     W, bank_bytes = cfg.word_bytes, cfg.bank_bytes
     feet = [footprint(ins, cfg) for ins in instrs]
     banks, loaded, qbanks, lut_outs = set(), set(), set(), set()
+    groups = {}                                        # tall: (dst_addr, count) -> lane groups
     for i, ins in enumerate(instrs):
         a = getattr(ins, "args", {})
         for sp, lo, hi, wr in feet[i]:
@@ -295,12 +310,28 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):
             b["relu"] += 1
+        if ins.op == "REQUANT" and a["count"]:
+            _requant_shape(a, cfg, b, groups)
         if ins.op in ("REQUANT", "ADD", "MUL", "DWCONV") or ins.op == "POOL" and a["mode"]:
             qbanks.update(a[f] // 16 for f in ("qreg", "qreg_a", "qreg_b", "qreg_out", "qreg_in") if f in a)
     b["sram_all_banks"] += len(banks) == cfg.sram_banks
     b["sram_full"] += len(loaded) == cfg.sram_words
     b["qreg_all_banks"] += len(qbanks) >= cfg.qreg_banks
+    if cfg.lane_groups > 1:
+        b["rq_lane_groups_full"] += sum(len(g) == cfg.lane_groups for g in groups.values())
     _pairs(instrs, cfg, feet, b)
+
+
+def _requant_shape(a: dict, cfg, b: Counter, groups: dict) -> None:
+    """The non-square bins (WIDE_BINS, TALL_BINS) of one REQUANT with count > 0."""
+    if cfg.requant_planes > 1:
+        firsts = [a["dst_addr"] + j * a["dst_plane_stride"] for j in range(cfg.requant_planes)]
+        b["rq_planes"] += 1
+        b["rq_planes_banks"] += len({w // cfg.bank_words for f in firsts for w in (f, f + a["count"] - 1)}) > 1
+        b["rq_planes_gap"] += a["dst_plane_stride"] > a["count"]
+    if cfg.lane_groups > 1:
+        b["rq_lane_group"] += a["lane_group"] > 0
+        groups.setdefault((a["dst_addr"], a["count"]), set()).add(a["lane_group"])
 
 
 def bursts(a: dict, bb: int) -> int:
@@ -459,5 +490,5 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
     return {k: int(v) for k, v in sorted(b.items()) if v}
 
 
-__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS",
+__all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "WIDE_BINS", "TALL_BINS", "shape_bins", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS",
            "required_bins", "bins_of", "error_bins", "path_bin", "edge_bins", "observed_bins", "tie_mask"]

@@ -133,11 +133,12 @@ def extreme_shift(side: random.Random, shift: int, p: float) -> int:
     return side.choice(EXTREME_SHIFTS) if side.random() < p else shift
 
 
-def requant_table(cfg, r, nrng, mode: str) -> tuple[bytes, str]:
-    """(9C-byte per-channel table, scale class): bias int32[C], mult int32[C], shift int8[C].
-    A few tables (EXTREME_TABLE_P, decided by a stream seeded with the table itself) have 1-3
-    channels with a shift from EXTREME_SHIFTS."""
-    c = cfg.array_cols
+def requant_table(cfg, r, nrng, mode: str, channels: int | None = None) -> tuple[bytes, str]:
+    """(9C-byte per-channel table, scale class): bias int32[C], mult int32[C], shift int8[C];
+    C = ``channels`` (default array_cols: REQUANT's; DWCONV's has word_bytes). A few tables
+    (EXTREME_TABLE_P, decided by a stream seeded with the table itself) have 1-3 channels with a
+    shift from EXTREME_SHIFTS."""
+    c = cfg.array_cols if channels is None else channels
     cls = rand_scale_class(r, mode == "small")
     per = [cls if r.random() < 0.75 else rand_scale_class(r) for _ in range(c)]
     qm = [scale_to_qm(SCALES[k](r)) for k in per]

@@ -224,7 +224,8 @@ def _acc_rq(prog, i, cfg, r):
 
 def _words_past(field: str, count_field: str | None = None, table: str = "param_words"):
     """A VPU operand of n words (``count_field``, or the table's ``table`` words: REQUANT's
-    param_words, LUT's lut_words) that runs ``_past`` words past the last SRAM word."""
+    param_words, DWCONV's dw_param_words, LUT's lut_words) that runs ``_past`` words past the
+    last SRAM word."""
     def mutate(prog, i, cfg, r):
         a = prog.instrs[i].args
         n = max(1, a[count_field]) if count_field else getattr(cfg, table)
@@ -283,7 +284,7 @@ SRAM_SUBKINDS = (
     ("vpu_sram_pool_src", ("POOL",), lambda ins: _is_pool(ins) and ins.args["win_w"] * ins.args["win_h"] > 0,
      _pool_src),
     ("vpu_sram_pool_dst", ("POOL",), _is_pool, _pool_dst),
-    ("vpu_sram_dw_param", ("DWCONV",), _is_dw, _words_past("param_addr")),
+    ("vpu_sram_dw_param", ("DWCONV",), _is_dw, _words_past("param_addr", table="dw_param_words")),
     ("vpu_sram_dw_src", ("DWCONV",), lambda ins: _is_dw(ins, taps=True), _pool_src),
     ("vpu_sram_dw_wt", ("DWCONV",), lambda ins: _is_dw(ins, taps=True), _dw_wt),
     ("vpu_sram_dw_dst", ("DWCONV",), _is_dw, _pool_dst),

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 from stressgen.coverage import ALL_BINS, required_bins
 from stressgen.db import ResultsDb
+from stressgen.program import config
 from stressgen.writefail import is_write_failure
+from tpusim.arch.errors import ConfigError
 
 
 @dataclass
@@ -55,13 +57,22 @@ def all_bins() -> tuple[str, ...]:
     return tuple(ALL_BINS)
 
 
+def _config_or_none(hw: str):
+    """The campaign's hardware config (its non-square bins are required), None if it no longer
+    loads (a YAML path gone: only the square bins are then required)."""
+    try:
+        return config(hw)
+    except ConfigError:
+        return None
+
+
 def summarize(db: ResultsDb, campaign_id: str | None = None) -> list[CampaignSummary]:
     """One CampaignSummary per campaign in ``db`` (or only ``campaign_id``)."""
     out = []
     for c in db.campaigns():
         if campaign_id and c["id"] != campaign_id:
             continue
-        bins_required = required_bins(c["invalid_rate"])
+        bins_required = required_bins(c["invalid_rate"], _config_or_none(c["hw"]))
         s = CampaignSummary(c["id"], c["hw"], c["bug"], bool(c["rtl"]), bins_required=bins_required)
         progs = db.programs(c["id"])
         bp, bh = Counter(), Counter()

@@ -27,7 +27,11 @@ def pick_m(r) -> int:
 
 def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
     """C[M, N] = X[M, K] @ W[K, N] over K tiles of R rows and N tiles of C columns, then
-    REQUANT per N tile (random per-channel table), optional POOL, DMA_STORE."""
+    REQUANT per N tile (random per-channel table), optional POOL, DMA_STORE. Output region: M
+    words per output channel block. Wide array (C = mp*R): tile n writes its mp planes at
+    obase + n*mp*ps + j*ps (plane stride ps = M + a random gap); tall (R = mg*C): tile n fills
+    lane group n % mg of block n // mg (a short last block: the last tile again in the missing
+    groups, so no lane of the stored region is left unwritten)."""
     cfg, r, nrng = ctx.cfg, ctx.r, ctx.nrng
     R, C, W, pw = cfg.array_rows, cfg.array_cols, ctx.W, cfg.param_words
     tk, tn = math.ceil(K / R), math.ceil(N / C)
@@ -74,23 +78,27 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
         geo = dict(count_x=cx, stride_x=sx, count_y=cy, stride_y=sy)
         base_of = lambda b, t: b + t * g                              # noqa: E731
     tables, classes = zip(*[requant_table(cfg, r, nrng, dmode) for _ in range(tn)])
+    mp, mg = cfg.requant_planes, cfg.lane_groups
+    pstride = M + (r.choice([0, 0, 1, r.randint(2, 40)]) if mp > 1 else 0)   # words between planes
+    nrq = -(-tn // mg) * mg                     # REQUANTs: whole blocks of lane groups
+    out_words = tn * mp * pstride if mp > 1 else nrq // mg * M
     shared_acc = r.random() < 0.5
     zp_val = rand_qreg(r)
     relu = int(r.random() < 0.3)
     post = r.choice([None, None, "pool", "add"]) if M >= 2 else None
-    task = Task(ctx, 3 + tn * (2 * tk + 1) + 2 + (3 if post else 0))
+    task = Task(ctx, 3 + tn * (2 * tk + 1) + nrq - tn + 2 + (3 if post else 0))
 
     def loads():
         nonlocal wbase, abase, pbase, obase, accs, dst
         wbase = ctx.alloc(task, "sram", tn * tk * C)
         abase = ctx.alloc(task, "sram", words)
         pbase = ctx.alloc(task, "sram", tn * pw)
-        obase = ctx.alloc(task, "sram", tn * M)
+        obase = ctx.alloc(task, "sram", out_words)
         dst = ctx.alloc(task, "sram", M) if post else 0
         accs = [ctx.alloc(task, "acc", M)] * tn if shared_acc else [ctx.alloc(task, "acc", M) for _ in range(tn)]
         ctx.load(wbase, wblob)
         ctx.load(abase, blob)
-        ctx.load(pbase, np.frombuffer(b"".join(tables), np.int8))
+        ctx.load(pbase, np.frombuffer(b"".join(t.ljust(pw * W, b"\0") for t in tables), np.int8))
 
     def compute():
         q = ctx.ensure_qreg(zp_val)
@@ -99,11 +107,21 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
                 ctx.em.emit("LOAD_WEIGHTS", sram_addr=wbase + (n * tk + t) * C)
                 ctx.em.emit("MATMUL", act_addr=base_of(abase, t), acc_addr=accs[n],
                             accumulate=int(t > 0), **geo)
-            ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
-                        dst_addr=obase + n * M, qreg=q, relu=relu)
+            if mp == mg == 1:
+                ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                            dst_addr=obase + n * M, qreg=q, relu=relu)
+            elif mp > 1:
+                ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                            dst_addr=obase + n * mp * pstride, dst_plane_stride=pstride, qreg=q, relu=relu)
+            else:
+                ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                            dst_addr=obase + n // mg * M, lane_group=n % mg, qreg=q, relu=relu)
+        for g in range(tn, nrq):                        # tall: the last tile in a short block's groups
+            ctx.em.emit("REQUANT", acc_addr=accs[tn - 1], count=M, param_addr=pbase + (tn - 1) * pw,
+                        dst_addr=obase + g // mg * M, lane_group=g % mg, qreg=q, relu=relu)
 
     def stores():
-        ctx.store(obase, tn * M * W)
+        ctx.store(obase, out_words * W)
         if post == "pool":
             ctx.em.emit("POOL", mode=0, src_addr=obase, win_w=2, win_h=1, win_stride_x=1,
                         win_stride_y=r.randint(0, 5), out_w=M - 1, out_stride_x=1, out_h=1,
@@ -111,7 +129,7 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
             ctx.store(dst, (M - 1) * W)
         elif post == "add":
             qa, qb, qo = (ctx.ensure_qreg(rand_qreg(r)) for _ in range(3))
-            ctx.em.emit("ADD", src_a=obase, src_b=obase + (tn - 1) * M, dst_addr=dst, count=M,
+            ctx.em.emit("ADD", src_a=obase, src_b=obase + out_words - M, dst_addr=dst, count=M,
                         qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(r.random() < 0.3))
             ctx.store(dst, M * W)
 
@@ -446,7 +464,7 @@ def dwconv_task(ctx, r, nrng):
     largest products, 255 * 128), relu 30 %. One operand (source, weights, table or destination)
     on a bank edge with a racing neighbour DMA 40 % of the time (bank_edge_neighbour). Drawn from
     ``r`` / ``nrng`` (side streams) apart from space, layouts and quant-register reuse."""
-    cfg, W, pw = ctx.cfg, ctx.W, ctx.cfg.param_words
+    cfg, W, pw = ctx.cfg, ctx.W, ctx.cfg.dw_param_words     # DWCONV's table: W channels
     h, wd = r.randint(1, 6), r.randint(1, 7)
     ww, wh = (0, 1) if r.random() < 0.25 else (r.randint(1, min(3, wd)), r.randint(1, min(3, h)))
     sx, sy = r.randint(1, 2), r.randint(1, 2)
@@ -459,11 +477,11 @@ def dwconv_task(ctx, r, nrng):
     if not ties and r.random() < 0.33:
         img[:], wts[:], zin = -128, -128, 127
     if ties:
-        c = cfg.array_cols
+        c = W
         table = (nrng.integers(-8, 9, c).astype("<i4").tobytes() + np.full(c, 1 << 30, "<i4").tobytes()
                  + np.array([-r.randint(1, 3) for _ in range(c)], np.int8).tobytes())
     else:
-        table, _ = requant_table(cfg, r, nrng, "any")
+        table, _ = requant_table(cfg, r, nrng, "any", channels=W)
     vin, vout = (0, 0, zin), (0, 0, r.choice([0, -128, r.randint(-128, 127)]))
     relu = int(r.random() < 0.3)
     sizes = {"src": h * wd, "wt": max(taps, 1), "param": pw, "dst": ow * oh}

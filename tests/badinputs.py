@@ -130,7 +130,7 @@ def bad_config(kind: str) -> dict:
     elif kind == "missing":
         del d["dma"]["outstanding"]
     elif kind == "inconsistent":
-        d["array"]["cols"] = 16
+        d["array"]["cols"] = 12
     elif kind == "type":
         d["sram"]["banks"] = "four"
     elif kind == "not_mapping":

@@ -26,7 +26,7 @@ def test_cosim_out_is_a_file(tmp_path, capsys):
 @pytest.mark.parametrize("main", [build.main, lambda a: bench.main(["--hw"] + a)])
 def test_unknown_config(main, capsys):
     assert main(["nosuch"]) == 2
-    assert "error: hardware config 'nosuch' not found (known names: ['medium', 'seed', 'small'])" \
+    assert "error: hardware config 'nosuch' not found (known names: ['medium', 'narrow', 'seed', 'small', 'small_tall', 'small_wide', 'wide'])" \
         in capsys.readouterr().err
 
 

@@ -242,10 +242,34 @@ def test_accumulator_too_deep():
         config_from_dict(with_(raw(), "accumulator.depth_rows", 65537))
 
 
-def test_non_square_array():
-    d = with_(raw(), "array.cols", 16)
-    with pytest.raises(ConfigError, match=re.escape(
-            "config 'small': array must be square for now (rows 8 != cols 16)")):
+@pytest.mark.parametrize("name,rows,cols,planes,groups,pw", [
+    ("wide", 64, 256, 4, 1, 36), ("narrow", 16, 256, 16, 1, 144),
+    ("small_wide", 8, 16, 2, 1, 18), ("small_tall", 16, 8, 1, 2, 5)])
+def test_non_square_configs(name, rows, cols, planes, groups, pw):
+    c = load_config(name)
+    assert (c.array_rows, c.array_cols, c.word_bytes) == (rows, cols, rows)
+    assert (c.requant_planes, c.lane_groups, c.param_words, c.dw_param_words) == (planes, groups, pw, 9)
+
+
+def test_wide_is_seed_but_the_array():
+    seed, wide = load_config("seed").to_dict(), load_config("wide").to_dict()
+    assert wide["array_rows"] * wide["array_cols"] == seed["array_rows"] * seed["array_cols"] == 16384
+    diff = {k for k in seed if seed[k] != wide[k]}
+    assert diff == {"name", "array_rows", "array_cols"}
+
+
+@pytest.mark.parametrize("rows,cols,msg", [
+    (8, 12, "array.cols must be a power of two >= 4, got 12 (an accumulator row of cols int32 must "
+            "fill whole words or whole lane groups)"),
+    (8, 2, "array.cols must be a power of two >= 4, got 2"),
+    (8, 256, "array 8x256: cols/rows 32 must lie in [1/16, 16] (REQUANT's lane_group field and the "
+             "VPU's plane sequencer)"),
+    (128, 4, "array 128x4: cols/rows 0.03125 must lie in [1/16, 16]"),
+])
+def test_impossible_non_square_array(rows, cols, msg):
+    d = with_(with_(raw(), "array.rows", rows), "array.cols", cols)
+    d = with_(with_(d, "sram.size_bytes", 4096 * rows), "dma.burst_bytes", max(64, rows))
+    with pytest.raises(ConfigError, match=re.escape(f"config 'small': {msg}")):
         config_from_dict(d)
 
 
@@ -375,7 +399,7 @@ def test_other_distinct_phases_accepted():
 # ---- files ---------------------------------------------------------------------------------
 def test_unknown_name():
     with pytest.raises(ConfigError, match=re.escape(
-            "hardware config 'nosuchchip' not found (known names: ['medium', 'seed', 'small'])")):
+            "hardware config 'nosuchchip' not found (known names: ['medium', 'narrow', 'seed', 'small', 'small_tall', 'small_wide', 'wide'])")):
         load_config("nosuchchip")
 
 

@@ -16,7 +16,7 @@
 // therefore monotonic and exact. The file is flushed every 4096 edges: a killed run leaves a
 // readable prefix (waves/reader.py reads the complete part of a truncated dump).
 //
-// Digests (as tpusim.models.trace.digest_*): every SRAM byte written by requester r (0 LOAD,
+// Digests (as tpusim.models.trace.digest_*): every SRAM byte written (in an enabled lane group) by requester r (0 LOAD,
 // 3 VPU), every DDR byte written (STORE) and every accumulator word written (MXU) adds
 // hmix(kind, address, value) to its engine's running 64-bit sum at the write's edge; when the
 // engine's retire count changed at edge c, its digest becomes fold32(sum through c - sum at the
@@ -83,11 +83,13 @@ module tb_arch_probe
       if (on && tb_top.u_tpu.u_sram.g_bank[b].en && tb_top.u_tpu.u_sram.g_bank[b].we) begin
         automatic logic [1:0] sel = 2'(tb_top.u_tpu.u_sram.g_bank[b].sel);
         automatic logic [WORD_BYTES*8-1:0] d = tb_top.u_tpu.u_sram.wdata_i[sel];
+        automatic logic [LANE_GROUPS-1:0] grp = tb_top.u_tpu.u_sram.wgrp_i[sel];
         automatic longint unsigned word = longint'(b) * BANK_WORDS
                                           + longint'(tb_top.u_tpu.u_sram.g_bank[b].off);
         automatic longint unsigned s = 0;
-        for (int j = 0; j < int'(WORD_BYTES); j++)
-          s += hmix(1, word * WORD_BYTES + longint'(j), longint'(d[j*8 +: 8]));
+        for (int j = 0; j < int'(WORD_BYTES); j++)     // the bytes of the enabled lane groups
+          if (grp[j / (WORD_BYTES / LANE_GROUPS)])
+            s += hmix(1, word * WORD_BYTES + longint'(j), longint'(d[j*8 +: 8]));
         if (sel == 2'd3) sum_vp_q[b] <= sum_vp_q[b] + s;
         else             sum_ld_q[b] <= sum_ld_q[b] + s;
       end

@@ -43,6 +43,7 @@ module dp_tb_top
   logic [3:0][SRAM_BANKS-1:0] mask;
   logic [3:0][15:0]           addr;
   logic [3:0][WB-1:0]         wdata, rdata;
+  logic [3:0][LANE_GROUPS-1:0] wgrp;
   logic mxu_done, vpu_done;
   logic [15:0] vpu_acc_addr, acc_addr;
 
@@ -52,13 +53,14 @@ module dp_tb_top
   assign addr[1:0]  = tb_addr_i;
   assign we[1:0]    = tb_we_i;
   assign wdata[1:0] = tb_wdata_i;
+  assign wgrp[2:0]  = '1;
   assign tb_gnt_o   = gnt[1:0];
   assign tb_rdata_o = rdata[1:0];
   assign acc_addr   = tb_acc_sel_i ? tb_acc_addr_i : vpu_acc_addr;
 
   tpu_sram u_sram (
     .clk_i, .rst_ni, .req_i(req), .len_i(len), .mask_i(mask), .gnt_o(gnt), .addr_i(addr),
-    .we_i(we), .wdata_i(wdata), .rdata_o(rdata), .sram_conflicts_o, .sram_conflict_cycles_o);
+    .we_i(we), .wgrp_i(wgrp), .wdata_i(wdata), .rdata_o(rdata), .sram_conflicts_o, .sram_conflict_cycles_o);
 
   tpu_mxu u_mxu (
     .clk_i, .rst_ni, .start_i(mxu_start_i), .instr_i(mxu_instr_i), .done_o(mxu_done),
@@ -69,8 +71,8 @@ module dp_tb_top
   tpu_vpu u_vpu (
     .clk_i, .rst_ni, .start_i(vpu_start_i), .instr_i(vpu_instr_i), .done_o(vpu_done),
     .sram_req_o(req[3]), .sram_len_o(len[3]), .sram_mask_o(mask[3]), .sram_gnt_i(gnt[3]),
-    .sram_addr_o(addr[3]), .sram_we_o(we[3]), .sram_wdata_o(wdata[3]), .sram_rdata_i(rdata[3]),
-    .acc_rd_addr_o(vpu_acc_addr), .acc_rd_data_i(tb_accsrc_i ? accmem_q : acc_data_o),
+    .sram_addr_o(addr[3]), .sram_we_o(we[3]), .sram_wgrp_o(wgrp[3]), .sram_wdata_o(wdata[3]),
+    .sram_rdata_i(rdata[3]), .acc_rd_addr_o(vpu_acc_addr), .acc_rd_data_i(tb_accsrc_i ? accmem_q : acc_data_o),
     .qreg_err_o, .qreg_err_idx_o);
 
   logic [COLS*32-1:0] accmem [64];

@@ -41,6 +41,7 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
         dut.rst_ni.value = 0
         for sig in ("req_i", "len_i", "mask_i", "addr_i", "we_i", "wdata_i"):
             getattr(dut, sig).value = 0
+        dut.wgrp_i.value = (1 << len(dut.wgrp_i)) - 1     # whole-word writes (every lane group)
         await RisingEdge(dut.clk_i)
         dut.rst_ni.value = 1
         ports = [Port() for _ in range(NREQ)]

@@ -11,13 +11,16 @@ DMA alignment: DDR addresses and strides must be multiples of ``G = max(W, 32)``
 a word is smaller than 32 bytes (the 'small' config) the left border and the padded row width are
 rounded up to ``G / W`` pixels; the extra columns are never read by a consumer's MATMUL/POOL.
 
-Weights: per (layer, cout block nb, cin block kb, tap) a tile of C words; word n holds the R
-int8 weights ``W[nb*C + n, kb*R : kb*R + R, ky, kx]`` (zero for padded channels). Tiles are
-stored in the order nb, kb, ky, kx.
+Weights: per (layer, N tile nb of C output channels, cin block kb, tap) a tile of C words; word
+n holds the R int8 weights ``W[nb*C + n, kb*R : kb*R + R, ky, kx]`` (zero for padded channels).
+Tiles are stored in the order nb, kb, ky, kx. R != C (docs/architecture.md, "Non-square
+arrays"): an N tile is C/R output channel blocks (C > R) or 1/m of one (R = m*C, ``out_tiles``
+rounds up to whole blocks).
 
-Requant tables: per (layer, cout block) ``param_words = 9C/W`` words: bias int32[C], mult
-int32[C], shift int8[C] (little endian); padded channels have bias 0, mult 0, shift 0 (output =
-zero point). Each table is padded to a multiple of G bytes in DDR.
+Requant tables: per (layer, N tile) ``param_words = ceil(9C/W)`` words: bias int32[C], mult
+int32[C], shift int8[C] (little endian, zero-padded); padded channels have bias 0, mult 0,
+shift 0 (output = zero point). DWCONV: per channel block of W channels, 9 words. Each table is
+padded to a multiple of G bytes in DDR.
 
 Views: a tensor can be a view of a block range of another's buffer (a Concat part, written in
 place by its producer: ``view_of``, ``view_block``; or a channel Slice's output, read only:
@@ -203,12 +206,20 @@ def check_input_borders(qg: QGraph, lays: dict) -> None:
 
 
 # ---------------------------------------------------------------- constants
+def out_tiles(cout: int, cfg: HwConfig) -> int:
+    """N tiles (of C output channels) of a layer with ``cout`` outputs: ceil(cout / C); on a tall
+    array (R = m*C) a whole number of output channel blocks, m tiles per block (the m lane groups
+    of a word: tiles past cout have zero weights and tables, so their lanes hold the zero point)."""
+    per = max(cfg.array_cols, cfg.word_bytes)
+    return ceil_div(cout, per) * (per // cfg.array_cols)
+
+
 def weight_tiles(weight: np.ndarray, cfg: HwConfig) -> bytes:
     """All weight tiles of int8 weights [Cout, Cin, kh, kw], order (nb, kb, ky, kx), each C words
-    of R bytes (module docstring)."""
+    of R bytes (module docstring); ``out_tiles`` N tiles."""
     R, C = cfg.array_rows, cfg.array_cols
     cout, cin, kh, kw = weight.shape
-    nbk, kbk = ceil_div(cout, C), ceil_div(cin, R)
+    nbk, kbk = out_tiles(cout, cfg), ceil_div(cin, R)
     w = np.zeros((nbk * C, kbk * R, kh, kw), np.int8)
     w[:cout, :cin] = weight
     # [nb, n, kb, k, ky, kx] -> [nb, kb, ky, kx, n, k]
@@ -216,22 +227,28 @@ def weight_tiles(weight: np.ndarray, cfg: HwConfig) -> bytes:
     return np.ascontiguousarray(t).tobytes()
 
 
-def requant_table_stride(cfg: HwConfig) -> int:
-    """DDR bytes from one cout block's requant table to the next (one table, padded to the granule)."""
-    return round_up(cfg.param_words * cfg.word_bytes, ddr_granule(cfg))
+def requant_table_stride(cfg: HwConfig, words: int | None = None) -> int:
+    """DDR bytes from one table to the next: ``words`` (default: REQUANT's ``param_words``; DWCONV:
+    ``dw_param_words``) SRAM words, padded to the granule."""
+    return round_up((cfg.param_words if words is None else words) * cfg.word_bytes, ddr_granule(cfg))
 
 
-def param_tables(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, cfg: HwConfig) -> bytes:
-    """Requant tables of every cout block (int32 bias, int32 mult, shift [Cout]), each padded to
-    ``requant_table_stride`` bytes (module docstring)."""
-    C = cfg.array_cols
+def param_tables(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, cfg: HwConfig,
+                 depthwise: bool = False) -> bytes:
+    """Requant tables (int32 bias, int32 mult, shift [Cout]), each padded to
+    ``requant_table_stride`` bytes (module docstring): REQUANT's, one per N tile (``out_tiles``)
+    of C channels in ``param_words`` words; ``depthwise``: DWCONV's, one per channel block of W
+    channels in ``dw_param_words`` words."""
     cout = bias.shape[0]
-    nbk = ceil_div(cout, C)
-    tbytes = cfg.param_words * cfg.word_bytes
-    stride = requant_table_stride(cfg)
+    if depthwise:
+        C, nbk, words = cfg.word_bytes, ceil_div(cout, cfg.word_bytes), cfg.dw_param_words
+    else:
+        C, nbk, words = cfg.array_cols, out_tiles(cout, cfg), cfg.param_words
+    tbytes = words * cfg.word_bytes
+    stride = requant_table_stride(cfg, words)
     out = bytearray()
     for nb in range(nbk):
-        sl = slice(nb * C, min(cout, nb * C + C))
+        sl = slice(min(cout, nb * C), min(cout, nb * C + C))
         b = np.zeros(C, "<i4"); m = np.zeros(C, "<i4"); sh = np.zeros(C, np.int8)
         n = sl.stop - sl.start
         b[:n] = bias[sl]; m[:n] = mult[sl]; sh[:n] = shift[sl]

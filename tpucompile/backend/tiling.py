@@ -4,7 +4,8 @@ SRAM regions with double buffering, accumulator budget.
 SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per layer:
   conv:  ``nw`` weight slots of C words (ring; bank-aligned so the DMA filling one slot and the
          MXU reading the other use different banks), 2 requant-table slots, 2 output slots
-         (REQUANT destination, drained by STORE), ``ni`` input slots of ``kbg`` cin blocks of an
+         (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
+         a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
          (ih x iw) input window.
   vector-unit ops (pool, add): two slot groups (double buffering) of the regions the op
          names (``tile_vector`` searches the tile, the op module gives the cost and the sizes).
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tpucompile.backend.layout import align_px, ceil_div, round_up
+from tpucompile.backend.layout import align_px, ceil_div, out_tiles, round_up
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES
@@ -127,10 +128,17 @@ class _Alloc:
 
 
 def out_slot_words(cfg: HwConfig, M: int) -> int:
-    """REQUANT/STORE chunk: two of them and two requant tables share one bank when possible."""
+    """REQUANT/STORE chunk (accumulator rows): two of them (``requant_planes`` words a row) and
+    two requant-table slots (``table_slot_words``) share one bank when possible."""
     ap = align_px(cfg)
-    cap = max(ap, (cfg.bank_words - 2 * cfg.param_words) // 2, 16)
+    cap = max(ap, (cfg.bank_words - 2 * table_slot_words(cfg)) // (2 * cfg.requant_planes), 16)
     return max(1, min(M, cap - cap % ap if cap >= ap else ap))
+
+
+def table_slot_words(cfg: HwConfig) -> int:
+    """Words of a conv's requant-table slot: the tables of one output channel block's N tiles
+    (``lane_groups`` of them, packed ``param_words`` apart; one on a square or wide array)."""
+    return cfg.lane_groups * cfg.param_words
 
 
 def _wstride(cfg: HwConfig) -> int:
@@ -147,8 +155,8 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
     if aligned:
         a.top = round_up(a.top, bw)
-    a.take("p", 2, cfg.param_words)
-    a.take("o", 2, s_out)
+    a.take("p", 2, table_slot_words(cfg))
+    a.take("o", 2, cfg.requant_planes * s_out)
     slots = []
     for _ in range(ni):
         if aligned:
@@ -172,13 +180,17 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> ConvTiling:
+    """The cheapest conv tiling (module docstring). Non-square arrays: NB = ``out_tiles`` N
+    tiles; a group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output
+    slots hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``."""
     R, C = cfg.array_rows, cfg.array_cols
     W = cfg.word_bytes
     ap = align_px(cfg)
     kh, kw = kernel
     sh, sw = strides
-    KB, NB, T = ceil_div(cin, R), ceil_div(cout, C), kh * kw
-    pw = cfg.param_words
+    KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
+    pw, mg, mp = cfg.param_words, cfg.lane_groups, cfg.requant_planes
+    tsw = table_slot_words(cfg)
     bwd = cfg.bank_words
     bw = load_bw(cfg)
     wgrp = round_up(2 * _wstride(cfg), bwd)
@@ -194,16 +206,16 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
             iw = (tw - 1) * sw + kw + (ap - 1)
             ntiles = ceil_div(oh, th) * ceil_div(ow, tw)
             s_out = out_slot_words(cfg, M)
-            pogrp = round_up(2 * pw + 2 * s_out, bwd)
+            pogrp = round_up(2 * tsw + 2 * mp * s_out, bwd)
             for nbg in nb_cands:
-                if M * nbg > acc_depth or nbg > max_nbg:
+                if M * nbg > acc_depth or nbg > max_nbg or nbg % mg:
                     continue
                 ngrp = ceil_div(NB, nbg)
                 for kbg in kb_cands:
                     nkg = ceil_div(KB, kbg)
                     slot = kbg * ih * iw
                     for ni in (2, 1):
-                        packed = 2 * C + 2 * pw + 2 * s_out + ni * slot
+                        packed = 2 * C + 2 * tsw + 2 * mp * s_out + ni * slot
                         if packed > sram_words:
                             continue
                         aligned = wgrp + pogrp + ni * round_up(slot, bwd) <= sram_words
@@ -213,7 +225,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
                         n_dma = ntiles * ((1 if nkg == 1 else ngrp) * nkg + NB * KB * T + NB)
                         load_t = (in_b + w_b + p_b) / bw + 40 * n_dma
                         mxu_t = ntiles * NB * KB * T * (C + M + R + C + 6)
-                        vpu_t = ntiles * NB * (M + pw * ceil_div(M, s_out))
+                        vpu_t = ntiles * NB * (mp * M + pw * ceil_div(M, s_out))
                         est = max(load_t, mxu_t, vpu_t)
                         if not aligned:   # bank conflicts: the LOAD channel waits behind MATMULs
                             est += 0.3 * min(load_t, mxu_t)
@@ -226,7 +238,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     if best is None:
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
-                           f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * pw + 2 + kh * (kw + ap - 1)} "
+                           f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * tsw + 2 * mp + kh * (kw + ap - 1)} "
                            f"words: double-buffered weight tiles, requant tables, input window)")
     slot = best.kbg * best.ih * best.iw
     for aligned in ((True, False) if best.aligned else (False,)):
@@ -240,7 +252,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     if not best.regions:
         raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
     best.acc_halves = 2 * best.nbg * best.th * best.tw <= cfg.acc_depth_rows
-    best.slot_words = {"w": C, "p": pw, "o": best.s_out, "i": slot}
+    best.slot_words = {"w": C, "p": tsw, "o": mp * best.s_out, "i": slot}
     return best
 
 

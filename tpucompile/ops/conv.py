@@ -21,6 +21,11 @@ picks the tiling; the loop nest (docs/backend.md)::
           for kb, nb, (ky, kx):  LOAD weight tile -> LOAD_WEIGHTS -> MATMUL (accumulate)
         for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE
 
+Non-square arrays (docs/architecture.md, "Non-square arrays"): an N tile of C output channels is
+C/R channel blocks (C > R: its REQUANT writes C/R planes of the output slot, one STORE moves them
+to C/R blocks) or 1/m of one (R = m*C: the m tiles of a block are one group's neighbours; their m
+tables load together, m REQUANTs fill the m lane groups of the slot, then one STORE).
+
 Host im2col of the first conv: a graph input with Cin < R/2 read only by one conv with a kernel
 larger than 1x1 becomes ``(1, Cin*kh*kw, OH, OW)`` with channel ``k = (c*kh + ky)*kw + kx`` =
 ``xpad[c, oy*sh+ky, ox*sw+kx]`` (``xpad`` padded with the input zero point), and the conv a 1x1
@@ -34,9 +39,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.backend.layout import align_px, ceil_div, param_tables, requant_table_stride, weight_tiles
+from tpucompile.backend.layout import (
+    align_px,
+    ceil_div,
+    out_tiles,
+    param_tables,
+    requant_table_stride,
+    weight_tiles,
+)
 from tpucompile.backend.tiling import tile_conv
-from tpucompile.backend.work import LayerWork
+from tpucompile.backend.work import LayerWork, tile_sizes
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     QFilter,
@@ -212,7 +224,8 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
     kh, kw = op.kernel
     sh, sw = op.strides
     cout, cin = op.weight.shape[:2]
-    KB, NB = ceil_div(cin, R), ceil_div(cout, C)
+    KB, NB = ceil_div(cin, R), out_tiles(cout, cfg)
+    mp, mg = cfg.requant_planes, cfg.lane_groups
     _, _, Ho, Wo = Y.shape
     tile_bytes = C * W
     pw = cfg.param_words
@@ -267,20 +280,38 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                 else:
                     seg = max(ap, tl.s_out - tl.s_out % ap)
                     chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
-                for nb in gnb:
+                for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
                     ps = reg["p"][pslot]
                     pslot ^= 1
-                    P.dma("DMA_LOAD", par_addr + nb * par_stride, ps, pw * W)
-                    accb = acc0 + (nb - g0) * mstride
+                    P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
+                          *((mg, par_stride, pw * W) if mg > 1 else ()))
+                    blk = b0 * mp // mg                   # first output channel block written
+                    planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
                     for (y, x, k, n) in chunks:
                         os_ = reg["o"][oslot]
                         oslot ^= 1
-                        a = accb + y * tw + x
-                        P.add("REQUANT", rs=[(ps, ps + pw)], ra=[(a, a + k * n)], ws=[(os_, os_ + k * n)],
-                              acc_addr=a, count=k * n, param_addr=ps, dst_addr=os_, qreg=qreg,
-                              relu=int(op.relu))
-                        P.dma("DMA_STORE", Y.iaddr(nb, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
-                              n * W, buf=Y.buf_id)
+                        _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
+                                       mstride, k * n, os_, qreg)
+                        store = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
+                        P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
+                              n * W, *store, buf=Y.buf_id)
+
+
+def _requant_chunk(P, op: QConv, tiles: range, ps: int, a: int, mstride: int, count: int, os_: int,
+                   qreg: int) -> None:
+    """The REQUANTs of ``count`` accumulator rows from row ``a`` of the first of ``tiles`` (the
+    next ones ``mstride`` rows apart) into the output slot at word ``os_``: one N tile (R <= C;
+    C > R: its C/R planes ``count`` words apart), or the lane groups of one output block (R > C:
+    tile g's table at ``ps + g*param_words``, lane group g)."""
+    cfg = P.cfg
+    pw, mp, mg = cfg.param_words, cfg.requant_planes, cfg.lane_groups
+    for g in range(len(tiles)):
+        pa, ag = ps + g * pw, a + g * mstride
+        extra = {"dst_plane_stride": count} if mp > 1 else {}
+        if mg > 1:
+            extra["lane_group"] = g
+        P.add("REQUANT", rs=[(pa, pa + pw)], ra=[(ag, ag + count)], ws=[(os_, os_ + mp * count)],
+              acc_addr=ag, count=count, param_addr=pa, dst_addr=os_, qreg=qreg, relu=int(op.relu), **extra)
 
 
 def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
@@ -294,16 +325,21 @@ def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
 
 def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
     """The DMA instructions and engine cycles of ``_emit``'s loop nest (backend/estimate.py):
-    per tile the input window(s), per (cout block, cin block, tap) a weight tile, LOAD_WEIGHTS
-    and MATMUL, per cout block a requant table and the REQUANT/STORE chunks."""
+    per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
+    MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
+    REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
+    ``requant_planes`` planes."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
-    ap, pw = align_px(cfg), cfg.param_words
+    ap, pw, mp, mg = align_px(cfg), cfg.param_words, cfg.requant_planes, cfg.lane_groups
     kh, kw = op.kernel
     cout, cin = op.weight.shape[:2]
-    KB, NB, T = ceil_div(cin, R), ceil_div(cout, C), kh * kw
+    KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
     nkg = ceil_div(KB, tl.kbg)
-    windows = (1 if nkg == 1 else ceil_div(NB, tl.nbg)) * nkg
-    X, (_, _, Ho, Wo) = lays[op.inp], lays[op.out].shape
+    reloads = 1 if nkg == 1 else ceil_div(NB, tl.nbg)      # each cin group's window per N group
+    X, Y = lays[op.inp], lays[op.out]
+    _, _, Ho, Wo = Y.shape
+    # output blocks (N tiles / lane groups) and the planes each one's STOREs move
+    blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
     w = LayerWork(tiles=0)
     tiles: dict = {}                 # (th, tw, window rows, window columns) -> tiles
     for oy0 in range(0, Ho, tl.th):
@@ -312,37 +348,43 @@ def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
             win = input_window(op, X, oy0, th, ox0, tw, ap)
             key = (th, tw, win.nrows, win.ncols)
             tiles[key] = tiles.get(key, 0) + 1
+    groups = ceil_div(NB, tl.nbg)
+    per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     for (th, tw, nrows, ncols), n in tiles.items():
         M = th * tw
         w.tiles += n
-        win = w.load(n * windows, ncols * W, bb, runs=tl.kbg * nrows)
+        wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
+        win = wins[0]
         wt = w.load(n * NB * KB * T, C * W, bb)
-        w.load(n * NB, pw * W, bb)
+        w.load(n * len(blocks), pw * W, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
         w.mxu_instrs += 2 * n * NB * KB * T
         w.sram_words += n * NB * KB * T * (C + M)
         w.acc_accesses += n * NB * (2 * KB * T - 1) * M * C
         chunks = _store_chunks(th, tw, tl.s_out, ap)
-        for k, cols in chunks:
-            w.store(n * NB, cols * W, bb, runs=k)
-            w.vpu_cycles += n * NB * (pw + k * cols)
-            w.vpu_instrs += n * NB
-            w.sram_words += n * NB * (pw + k * cols)
+        rq = [mg * (pw + mp * k * cols) for k, cols in chunks]        # one output block's REQUANTs
+        for (k, cols), r in zip(chunks, rq):
+            for planes in blocks:
+                w.store(n, cols * W, bb, runs=k * planes)
+            w.vpu_cycles += n * len(blocks) * r
+            w.vpu_instrs += n * len(blocks) * mg
+            w.sram_words += n * len(blocks) * r
             w.acc_accesses += n * NB * k * cols * C
         if not w.fill_bursts:      # the first tile: its window and weight tile come first
             w.fill_bursts = [win, wt]
         # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
-        group = [ceil_div(k * cols * W, bb) for k, cols in chunks] * min(tl.nbg, NB)
-        w.drain_cycles = C + M + R + C + min(tl.nbg, NB) * sum(pw + k * cols for k, cols in chunks)
+        group = [ceil_div(k * cols * W, bb) * mp for k, cols in chunks] * per_group
+        w.drain_cycles = C + M + R + C + per_group * sum(rq)
         w.drain_bursts = group
         if tl.ni == 1:             # one input slot: the next window loads after the last MATMUL
-            w.expose_loads(n * windows, win)
+            for nk, cnt in tile_sizes(KB, tl.kbg):
+                w.expose_loads(n * reloads * cnt, ceil_div(ncols * W, bb) * nk * nrows)
         if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the
             # next group's first MATMUL overwrites it, and a REQUANT waits for the STORE two
             # chunks back (two output slots): all but the last two STOREs are on the MXU's path
             for b in group[:-2]:
-                w.expose_stores(n * ceil_div(NB, tl.nbg), b)
-            w.exposed_cycles += n * ceil_div(NB, tl.nbg) * sum(pw + k * c for k, c in chunks[-2:])
+                w.expose_stores(n * groups, b)
+            w.exposed_cycles += n * groups * sum(rq[-2:])
     return w
 
 

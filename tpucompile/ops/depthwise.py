@@ -153,7 +153,7 @@ def _constants(op: QDwConv, cfg) -> dict:
     stride = weight_stride(op, cfg)
     raw = np.zeros((nb, stride), np.int8)
     raw[:, :blocks.shape[1]] = blocks
-    return {"weights": raw.tobytes(), "requant": param_tables(op.bias, op.mult, op.shift, cfg)}
+    return {"weights": raw.tobytes(), "requant": param_tables(op.bias, op.mult, op.shift, cfg, depthwise=True)}
 
 
 def _tile(op: QDwConv, lays: dict, cfg) -> EltTiling:
@@ -161,7 +161,7 @@ def _tile(op: QDwConv, lays: dict, cfg) -> EltTiling:
     window, kbg blocks of th x tw outputs, kbg blocks of weight words and of requant tables)."""
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
-    taps, pw = kh * kw, cfg.param_words
+    taps, pw = kh * kw, cfg.dw_param_words
     W, bw = cfg.word_bytes, load_bw(cfg)
 
     def cost(th, tw, ih, iw, kbg, nt, groups):
@@ -185,13 +185,13 @@ def _emit(P, op: QDwConv, lays: dict, tl: EltTiling, consts: dict) -> None:
     one DWCONV per block, STORE."""
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
-    W, pw = cfg.word_bytes, cfg.param_words
+    W, pw = cfg.word_bytes, cfg.dw_param_words
     kh, kw = op.kernel
     sh, sw = op.strides
     taps = kh * kw
     _, _, Ho, Wo = Y.shape
     reg = tl.regions
-    wstride, pstride = weight_stride(op, cfg), requant_table_stride(cfg)
+    wstride, pstride = weight_stride(op, cfg), requant_table_stride(cfg, pw)
     qin = P.qregs.get(0, 0, op.x_zp)
     qout = P.qregs.get(0, 0, op.y_zp, pinned=(qin,))
     slots, cslot = {"i": 0, "o": 0}, 0
@@ -215,7 +215,7 @@ def _work(op: QDwConv, lays: dict, tl: EltTiling, cfg):
     (the table, then 2 accesses per tap and one write per output), the store."""
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
-    W, bb, pw = cfg.word_bytes, cfg.dma_burst_bytes, cfg.param_words
+    W, bb, pw = cfg.word_bytes, cfg.dma_burst_bytes, cfg.dw_param_words
     ap = align_px(cfg)
 
     def window(oy0, th, ox0, tw):

@@ -6,8 +6,13 @@ a generated SystemVerilog package, see ``tpusim.arch.svgen``). Unknown and missi
 Optional sections ``energy`` and ``area`` (pJ per event, um^2 per block: tpusim.arch.costs, with
 published 45 nm defaults) feed the energy and area estimates; they are not part of the config hash.
 
-Derived quantities:
-  * ``word_bytes`` = ``array.rows``: one SRAM word holds one activation vector (K lanes of int8).
+Derived quantities (R = ``array.rows``, C = ``array.cols``; non-square arrays:
+docs/architecture.md, "Non-square arrays"):
+  * ``word_bytes`` = R: one SRAM word holds one activation vector (K lanes of int8).
+  * ``requant_planes`` = C / R if C > R else 1: SRAM words one accumulator row (C int32) gives.
+  * ``lane_groups`` = R / C if R > C else 1: accumulator rows (C-byte lane groups) in one word.
+  * ``param_words`` = ceil(9C / W): REQUANT's per-channel table; ``dw_param_words`` = 9 (DWCONV's
+    table of W lanes).
   * ``bank_bytes`` = ``sram.size_bytes / sram.banks``; banks are address-partitioned
     (bank index = SRAM byte address // bank_bytes).
 """
@@ -27,6 +32,11 @@ from tpusim.arch.operands import REQUANT_TABLE_BYTES_PER_CHANNEL, lut_words
 from tpusim.arch.timebase import Timebase
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+#: Largest cols/rows of a wide array (REQUANT's channel-block planes per accumulator row) and
+#: rows/cols of a tall one (lane groups per word; REQUANT's 8-bit lane_group field).
+MAX_REQUANT_PLANES = 16
+MAX_LANE_GROUPS = 16
 
 
 @dataclass(frozen=True)
@@ -83,9 +93,28 @@ class HwConfig:
         return self.qreg_banks * self.qreg_entries
 
     @property
+    def requant_planes(self) -> int:
+        """SRAM words (channel-block planes of R channels) one accumulator row of C int32 fills
+        in a REQUANT: C / R for a wide array (C > R), else 1."""
+        return max(1, self.array_cols // self.array_rows)
+
+    @property
+    def lane_groups(self) -> int:
+        """C-byte lane groups of an SRAM word, each filled by one REQUANT accumulator row: R / C
+        for a tall array (R > C), else 1."""
+        return max(1, self.array_rows // self.array_cols)
+
+    @property
     def param_words(self) -> int:
-        """SRAM words of one per-channel requant table: bias int32[cols], mult int32[cols], shift int8[cols]."""
-        return (REQUANT_TABLE_BYTES_PER_CHANNEL * self.array_cols) // self.word_bytes
+        """SRAM words of one REQUANT per-channel table: bias int32[cols], mult int32[cols], shift
+        int8[cols], packed, the last word zero-padded: ceil(9 * cols / word_bytes)."""
+        return -(-(REQUANT_TABLE_BYTES_PER_CHANNEL * self.array_cols) // self.word_bytes)
+
+    @property
+    def dw_param_words(self) -> int:
+        """SRAM words of one DWCONV per-channel table (one channel per lane, word_bytes lanes):
+        bias int32[W], mult int32[W], shift int8[W] = 9 words (= param_words when R = C)."""
+        return REQUANT_TABLE_BYTES_PER_CHANNEL
 
     @property
     def lut_words(self) -> int:
@@ -155,13 +184,22 @@ def _pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
 
-def require_square_array(c: HwConfig) -> None:
-    """The one place that requires ``array.rows == array.cols`` (ConfigError otherwise). How a
-    non-square array maps onto SRAM words, weight tiles and the VPU's lanes, and which code
-    relies on the square shape today: docs/architecture.md, "Non-square arrays"."""
-    if c.array_rows != c.array_cols:
-        raise ConfigError(f"config '{c.name}': array must be square for now "
-                          f"(rows {c.array_rows} != cols {c.array_cols})")
+def check_array_shape(c: HwConfig) -> None:
+    """The array's shape rules (ConfigError naming the field and the reason): array.rows and
+    array.cols powers of two >= 4 (so one is a multiple of the other: an accumulator row of C
+    int32 fills C/R whole SRAM words, or R/C rows fill one word in C-byte lane groups), their
+    ratio within MAX_REQUANT_PLANES / MAX_LANE_GROUPS (docs/architecture.md, "Non-square
+    arrays")."""
+    r, col = c.array_rows, c.array_cols
+    if not (_pow2(r) and r >= 4):
+        raise ConfigError(f"config '{c.name}': array.rows must be a power of two >= 4, got {r}")
+    if not (_pow2(col) and col >= 4):
+        raise ConfigError(f"config '{c.name}': array.cols must be a power of two >= 4, got {col} "
+                          "(an accumulator row of cols int32 must fill whole words or whole lane groups)")
+    if c.requant_planes > MAX_REQUANT_PLANES or c.lane_groups > MAX_LANE_GROUPS:
+        raise ConfigError(f"config '{c.name}': array {r}x{col}: cols/rows {col / r:g} must lie in "
+                          f"[1/{MAX_LANE_GROUPS}, {MAX_REQUANT_PLANES}] (REQUANT's lane_group field "
+                          "and the VPU's plane sequencer)")
 
 
 def _validate(c: HwConfig) -> None:
@@ -173,8 +211,7 @@ def _validate(c: HwConfig) -> None:
                 "ddr_beat_bytes", "ddr_latency_cycles", "dma_burst_bytes", "qreg_banks",
                 "qreg_entries", "queue_depth", "fetch_line_buffers"):
         need(getattr(c, key) > 0, f"{key} must be positive, got {getattr(c, key)}")
-    require_square_array(c)
-    need(_pow2(c.array_rows) and c.array_rows >= 4, f"array.rows must be a power of two >= 4, got {c.array_rows}")
+    check_array_shape(c)
     need(c.sram_size_bytes % c.sram_banks == 0,
          f"sram.size_bytes {c.sram_size_bytes} is not divisible into {c.sram_banks} banks")
     need(_pow2(c.sram_banks), f"sram.banks must be a power of two, got {c.sram_banks}")
@@ -200,8 +237,6 @@ def _validate(c: HwConfig) -> None:
     need(c.fetch_line_buffers in (1, 2), f"fetch.line_buffers must be 1 or 2, got {c.fetch_line_buffers}")
     need(c.dma_outstanding in (1, 2, 4, 8),
          f"dma.outstanding must be 1, 2, 4 or 8 (burst buffers per channel), got {c.dma_outstanding}")
-    need((REQUANT_TABLE_BYTES_PER_CHANNEL * c.array_cols) % c.word_bytes == 0,
-         "requant table does not fill whole words")
     # Clock checks (exact periods, no coincident edges) live in the timebase.
     try:
         Timebase(c)

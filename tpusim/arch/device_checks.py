@@ -22,7 +22,7 @@ from tpusim.arch.device_errors import DEVICE_ERRORS
 from tpusim.arch.errors import DeviceError, IsaError
 from tpusim.arch.isa import BY_CODE, ENGINE_NAMES, INSTR_BYTES, lowest_unused_bit, unused_bit_why
 from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_MAX
-from tpusim.arch.operands import dma_ddr_end, dma_sram_end, matmul_last_word, pool_last_tap
+from tpusim.arch.operands import dma_ddr_end, dma_sram_end, matmul_last_word, pool_last_tap, requant_last_word
 
 #: DDR addresses and strides of a DMA are multiples of max(W, DDR_ALIGN_MIN_BYTES).
 DDR_ALIGN_MIN_BYTES = 32
@@ -146,12 +146,29 @@ def _vpu_words(field: str, a: dict, n: int, cfg) -> DeviceFault | None:
 
 def requant_fault(a: dict, cfg, loaded) -> DeviceFault | None:
     """vpu_acc_range (``acc_addr + count``), vpu_sram_range (the table of ``param_words``
-    words, even for count 0; then the ``count`` destination words), qreg_unloaded (``qreg``)."""
+    words, even for count 0; then with count > 0 the destination: ``dst_addr`` to the last
+    plane's last word ``requant_last_word``; then ``lane_group`` >= ``cfg.lane_groups``, lanes
+    past the word), qreg_unloaded (``qreg``)."""
     n = a["count"]
+    dst = None
+    if n:
+        dst = _sram_words("vpu_sram_range", "dst_addr", a["dst_addr"],
+                          requant_last_word(a, cfg.requant_planes), cfg, span=True)
     return _first(_acc_rows("vpu_acc_range", a["acc_addr"], n, cfg),
                   _vpu_words("param_addr", a, cfg.param_words, cfg),
-                  _vpu_words("dst_addr", a, n, cfg),
+                  dst, _lane_group_fault(a, cfg),
                   qreg_fault("qreg", a["qreg"], loaded, cfg))
+
+
+def _lane_group_fault(a: dict, cfg) -> DeviceFault | None:
+    """vpu_sram_range if REQUANT's ``lane_group`` names lanes past the W-byte word."""
+    g = a["lane_group"]
+    if g < cfg.lane_groups:
+        return None
+    c = cfg.word_bytes // cfg.lane_groups
+    return DeviceFault("vpu_sram_range", "lane_group", g,
+                       f"writes lanes {g * c}..{g * c + c - 1}, past the {cfg.word_bytes}-byte word "
+                       f"({cfg.lane_groups} lane group(s) of {c} bytes)")
 
 
 def pool_fault(a: dict, cfg, loaded) -> DeviceFault | None:
@@ -198,7 +215,7 @@ def lut_fault(a: dict, cfg, loaded=frozenset()) -> DeviceFault | None:
 
 
 def dwconv_fault(a: dict, cfg, loaded) -> DeviceFault | None:
-    """With outputs (out_w * out_h > 0) only: vpu_sram_range (the table of ``param_words`` words;
+    """With outputs (out_w * out_h > 0) only: vpu_sram_range (the table of ``dw_param_words`` words;
     then, if the window has taps, the source first to last tap and the ``win_w * win_h`` weight
     words; then the dense destination), then qreg_unloaded (qreg_in, qreg_out)."""
     outs, taps = a["out_w"] * a["out_h"], a["win_w"] * a["win_h"]
@@ -207,7 +224,7 @@ def dwconv_fault(a: dict, cfg, loaded) -> DeviceFault | None:
     src = None
     if taps:
         src = _sram_words("vpu_sram_range", "src_addr", a["src_addr"], pool_last_tap(a), cfg, span=True)
-    return _first(_vpu_words("param_addr", a, cfg.param_words, cfg), src, _vpu_words("wt_addr", a, taps, cfg),
+    return _first(_vpu_words("param_addr", a, cfg.dw_param_words, cfg), src, _vpu_words("wt_addr", a, taps, cfg),
                   _vpu_words("dst_addr", a, outs, cfg),
                   *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg_in", "qreg_out")))
 

@@ -44,7 +44,8 @@ _DEVICE_ERROR_SPECS = (
                     'MATMUL (M > 0): `acc_addr + M` > accumulator rows'),
     DeviceErrorSpec("vpu_sram_range", 9, 'VPU, at start',
                     'a REQUANT table or destination, POOL source or destination, or ADD operand '
-                    '(with output) lies past the last SRAM word'),
+                    '(with output) lies past the last SRAM word, or a REQUANT `lane_group` names '
+                    'lanes past the word (>= R/C; > 0 when R <= C)'),
     DeviceErrorSpec("vpu_acc_range", 10, 'VPU, at start',
                     'REQUANT: `acc_addr + count` > accumulator rows'),
     DeviceErrorSpec("token_overflow", 11, 'sender engine, at completion',

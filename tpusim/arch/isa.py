@@ -40,9 +40,12 @@ ENGINE_KEYS = tuple(n.lower() for n in ENGINE_NAMES)
 
 @dataclass(frozen=True)
 class FieldSpec:
+    """One operand field. ``optional``: a field only some configs use (REQUANT's non-square
+    fields), left out of the assembly text when it is 0 (the assembler defaults it to 0)."""
     name: str
     bits: int
     signed: bool = False
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,8 @@ class OpSpec:
         return out
 
 
-def _f(name: str, bits: int, signed: bool = False) -> FieldSpec:
-    return FieldSpec(name, bits, signed)
+def _f(name: str, bits: int, signed: bool = False, optional: bool = False) -> FieldSpec:
+    return FieldSpec(name, bits, signed, optional)
 
 
 _DMA_FIELDS = (
@@ -124,6 +127,9 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
         _f("dst_addr", 16),      # word address; acc row i -> word dst_addr + i
         _f("qreg", 6),           # output zero point
         _f("relu", 1),           # clamp below at the zero point
+        # non-square arrays (0 when R = C; docs/architecture.md, "Non-square arrays"):
+        _f("dst_plane_stride", 16, optional=True),  # C > R: words between the C/R channel-block planes
+        _f("lane_group", 8, optional=True),         # R > C: the C-byte lane group (< R/C) written
     )),
     OpSpec("POOL", 0x09, Engine.VPU, (
         _f("mode", 1),           # 0 max, 1 average
@@ -190,9 +196,11 @@ class Instruction:
         return self.args[k]
 
     def text(self) -> str:
-        """Assembly text, e.g. ``MATMUL act_addr=0 count_x=4 ... wait=LOAD signal=VPU``."""
+        """Assembly text, e.g. ``MATMUL act_addr=0 count_x=4 ... wait=LOAD signal=VPU`` (an
+        optional field only when it is not 0)."""
         parts = [self.op] + [f"{f.name}={self.args[f.name]:#x}" if f.name.endswith("addr")
-                             else f"{f.name}={self.args[f.name]}" for f in self.spec.fields]
+                             else f"{f.name}={self.args[f.name]}" for f in self.spec.fields
+                             if not (f.optional and self.args[f.name] == 0)]
         for label, m in (("wait", self.wait), ("signal", self.signal)):
             if m:
                 parts.append(f"{label}=" + "|".join(e.name for e in Engine if m >> e & 1))

@@ -106,19 +106,29 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
                   "value is defined (*Requant arithmetic*)",
          "zero_point": "int8 zero point"}),
     "REQUANT": (
-        "Conv/FC output stage. Reads the per-channel table of `param_words = 9C/W` words at "
+        "Conv/FC output stage. Reads the per-channel table of `param_words = ceil(9C/W)` words at "
         "`param_addr` (bias int32[C], then multiplier int32[C], then shift int8[C], little "
-        "endian), then for `i < count` writes SRAM word `dst_addr + i` = "
-        "`requant_conv(acc[acc_addr + i], bias, mult, shift, zp(qreg), relu)` (int8[C], "
-        "`tpusim.arch.arith.requant_conv`).",
-        "SRAM transaction `D = param_words + count` (ranges: the table and the destination): "
-        "request at `s`, grant `g`, completion `c = g + D` (core).",
+        "endian, packed), then for `i < count` requantises accumulator row `i`: "
+        "`y = requant_conv(acc[acc_addr + i], bias, mult, shift, zp(qreg), relu)` (int8[C], "
+        "`tpusim.arch.arith.requant_conv`). R = C: `y` is SRAM word `dst_addr + i`. C > R "
+        "(`m = C/R` planes): channels `j*R .. j*R + R - 1` of `y` are word "
+        "`dst_addr + j*dst_plane_stride + i`, `j < m`, written in the order `i` outer, `j` inner "
+        "(a later write of a word wins). R > C (`R/C` lane groups): `y` fills lanes "
+        "`lane_group*C .. lane_group*C + C - 1` of word `dst_addr + i`; its other lanes keep "
+        "their bytes (`tpusim.arch.operands.requant_writes`).",
+        "SRAM transaction `D = param_words + m*count` (`m` = C/R if C > R, else 1; ranges: the "
+        "table and each destination plane): request at `s`, grant `g`, completion `c = g + D` "
+        "(core). `D` must fit 17 bits (the SRAM `len`).",
         {"acc_addr": "first accumulator row",
-         "count": "rows to requantise = words written",
+         "count": "rows to requantise (words written per plane)",
          "param_addr": "SRAM word address of the per-channel table",
          "dst_addr": "SRAM word address of the first output word",
          "qreg": "quant register whose zero point is the output zero point",
-         "relu": "1: clamp below at the output zero point"}),
+         "relu": "1: clamp below at the output zero point",
+         "dst_plane_stride": "C > R: words between the `C/R` channel-block planes of the output "
+                             "(ignored when C <= R; 0 from the compiler then)",
+         "lane_group": "R > C: the C-byte lane group (< R/C) written; must be 0 when R <= C "
+                       "(else `vpu_sram_range`)"}),
     "POOL": (
         "Max or average pooling over int8 words, lane-wise. Output `(y, x)` for `y < out_h`, "
         "`x < out_w` reads taps `(ty, tx)`, `ty < win_h`, `tx < win_w`, at word "
@@ -202,7 +212,8 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "per-channel table at `param_addr` (`requant_conv(acc, bias, mult, shift, zp(qreg_out), "
         "relu)`); output `(y, x)` is word `dst_addr + y*out_w + x`. Only the zero points of the two "
         "quant registers are used. The first 13 fields lie where POOL's do (`relu` in `mode`'s bit).",
-        "SRAM transaction `D = param_words + out_w*out_h*(2*win_w*win_h + 1)` (the table words; then "
+        "SRAM transaction `D = 9 + out_w*out_h*(2*win_w*win_h + 1)` (the table of 9 words, "
+        "`dw_param_words`: bias int32[W], multiplier int32[W], shift int8[W]; then "
         "per output, per tap: read the source tap, read its weight word; then the write); ranges: "
         "table, source (first..last tap), weights (`win_w*win_h` words), destination; no outputs: no "
         "request, `c = s + 1`. Request at `s`, grant `g`, completion `c = g + D` (core).",

@@ -81,6 +81,32 @@ def lut_table(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, np.int8, LUT_TABLE_BYTES)
 
 
+def requant_writes(a: dict, planes: int, groups: int, cols: int) -> tuple[np.ndarray, int, int]:
+    """REQUANT's destination (``planes`` = cfg.requant_planes, ``groups`` = cfg.lane_groups,
+    ``cols`` = C): (words int64[count * planes], lo, hi). Write ``t = i * planes + j`` (the
+    access order: accumulator row i outer, plane j inner) puts channels ``j*(hi-lo) ..`` of row
+    i into lanes ``lo .. hi-1`` of SRAM word ``words[t] = dst_addr + j*dst_plane_stride + i``
+    (planes > 1: lo = 0, hi = W; groups > 1: one plane, lanes ``lane_group*C .. +C``; other
+    lanes keep their bytes). Later writes of a word win (planes that overlap)."""
+    i = np.arange(a["count"], dtype=np.int64)[:, None]
+    j = np.arange(planes, dtype=np.int64)[None, :]
+    words = (a["dst_addr"] + j * a["dst_plane_stride"] + i).reshape(-1)
+    lo = a["lane_group"] * cols if groups > 1 else 0
+    return words, lo, lo + cols // planes
+
+
+def requant_last_word(a: dict, planes: int) -> int:
+    """The largest SRAM word a REQUANT with ``count`` >= 1 writes: its last plane's last word."""
+    return a["dst_addr"] + (planes - 1) * a["dst_plane_stride"] + a["count"] - 1
+
+
+def last_writes(words: np.ndarray) -> np.ndarray:
+    """Indices into ``words`` of the last write of every distinct word (in increasing index
+    order): a numpy assignment of those is the in-order result of all writes."""
+    _, first_rev = np.unique(words[::-1], return_index=True)
+    return np.sort(len(words) - 1 - first_rev)
+
+
 def requant_table(raw: bytes, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Parse REQUANT's per-channel table (``REQUANT_TABLE_BYTES_PER_CHANNEL * cols`` bytes at
     word ``param_addr``): (bias int32[cols], multiplier int32[cols], shift int8[cols]), little
@@ -93,4 +119,5 @@ def requant_table(raw: bytes, cols: int) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 __all__ = ["REQUANT_TABLE_BYTES_PER_CHANNEL", "LUT_TABLE_BYTES", "lut_words", "lut_table", "dma_runs", "dma_ddr_end", "dma_sram_end",
-           "matmul_words", "matmul_last_word", "pool_taps", "pool_last_tap", "requant_table"]
+           "matmul_words", "matmul_last_word", "pool_taps", "pool_last_tap", "requant_table",
+           "requant_writes", "requant_last_word", "last_writes"]

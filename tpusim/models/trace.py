@@ -118,7 +118,9 @@ def fold32(total: int) -> int:
 
 
 def vpu_dst_words(instr) -> tuple[int, int]:
-    """(first SRAM word, word count) a REQUANT / POOL / ADD / MUL / LUT / DWCONV writes; (0, 0) for other opcodes."""
+    """(first SRAM word, word count) a REQUANT / POOL / ADD / MUL / LUT / DWCONV writes; (0, 0) for
+    other opcodes. REQUANT: its first plane (R = C: all it writes; planes and lane groups of a
+    non-square array: ``tpusim.arch.operands.requant_writes``)."""
     a = instr.args
     if instr.op in ("REQUANT", "ADD", "MUL", "LUT"):
         return a["dst_addr"], a["count"]
@@ -212,6 +214,13 @@ class Trace:
 
     def wrote_acc(self, engine: int, first_row: int, rows) -> None:
         self._writes[engine].append((ACC_KIND, first_row, np.array(rows, copy=True)))
+
+    def wrote_requant(self, engine: int, words, lo: int, vals, word_bytes: int) -> None:
+        """REQUANT's writes in access order (``tpusim.arch.operands.requant_writes``): write t
+        puts int8 ``vals[t]`` into lanes ``lo ..`` of SRAM word ``words[t]`` (every write is
+        digested, as the RTL probe digests every enabled byte on the write port)."""
+        for w, v in zip(words.tolist(), vals):
+            self.wrote_sram(engine, w * word_bytes + lo, v.tobytes())
 
     def wrote_vpu(self, engine: int, instr, sram) -> None:
         """The VPU instruction's output words, read back from ``sram`` right after its effect."""

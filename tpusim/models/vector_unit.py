@@ -3,18 +3,22 @@
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
   REQUANT / POOL / ADD / MUL / LUT: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
-    REQUANT D = param_words + count;      ranges: table, destination
+    REQUANT D = param_words + planes*count; ranges: table, each destination plane
     POOL    D = out_w*out_h*(win_w*win_h + 1); ranges: source (first..last tap), destination
     ADD     D = 3*count;                  ranges: src_a, src_b, dst (count words each)
     MUL     D = 3*count;                  ranges: src_a, src_b (count words, 1 if stride_b = 0), dst
     LUT     D = lut_words + 2*count;      ranges: table, src, dst (count words each)
-    DWCONV  D = param_words + out_w*out_h*(2*win_w*win_h + 1); ranges: table, source (first..last
+    DWCONV  D = dw_param_words + out_w*out_h*(2*win_w*win_h + 1); ranges: table, source (first..last
             tap), weights (win_w*win_h words), destination
   D = 0 (POOL/ADD/MUL/DWCONV with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
   Zero-word ranges are left out of the bank mask. POOL with a 0-tap window: max gives -128 in
   every lane, average gives pool_avg(0, 0, ...).
-Data: SRAM words are int8[W] (W = R = C lanes); the accumulator rows int32[C]. The requant table
-at word ``param_addr`` is bias int32[C], multiplier int32[C], shift int8[C], little endian.
+Data: SRAM words are int8[W] (W = R lanes); the accumulator rows int32[C]. The REQUANT table
+at word ``param_addr`` is bias int32[C], multiplier int32[C], shift int8[C], little endian
+(``param_words`` = ceil(9C/W) words); DWCONV's is the same for W channels (9 words). REQUANT with
+C > R writes ``planes`` = C/R words per accumulator row (at dst_addr + j*dst_plane_stride + i),
+with R > C the lanes of group ``lane_group`` of word dst_addr + i
+(``tpusim.arch.operands.requant_writes``).
 Every int8 shift (table or LOAD_QREG) is defined: tpusim.arch.arith.requant (left shift > 31
 saturates, right shift > 31 gives 0), as the RTL.
 Effects are applied at the grant edge (inside [s, c]). Device errors (vpu_acc_range,
@@ -28,7 +32,14 @@ import numpy as np
 from tpusim.arch.arith import add_int8, depthwise_acc, lut_int8, mul_int8, pool_avg, requant_conv
 from tpusim.arch.device_checks import add_fault, dwconv_fault, lut_fault, mul_fault, pool_fault, requant_fault
 from tpusim.arch.errors import SimulationError
-from tpusim.arch.operands import LUT_TABLE_BYTES, REQUANT_TABLE_BYTES_PER_CHANNEL, lut_table, requant_table
+from tpusim.arch.operands import (
+    LUT_TABLE_BYTES,
+    REQUANT_TABLE_BYTES_PER_CHANNEL,
+    last_writes,
+    lut_table,
+    requant_table,
+    requant_writes,
+)
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
@@ -65,7 +76,7 @@ class Vpu(EngineBase):
                     effect()
                 except ValueError as e:       # arith refuses a value outside its domain (none today)
                     raise SimulationError(f"{entry.where()}: {e}") from None
-                if self.trace is not None:
+                if self.trace is not None and op != "REQUANT":
                     self.trace.wrote_vpu(self.engine, entry.instr, self.sram)
                 c_ps = g_ps + accesses * self.period
         else:
@@ -87,10 +98,10 @@ class Vpu(EngineBase):
     # ------------------------------------------------------------------ REQUANT
     def _plan_requant(self, entry: QueueEntry):
         a = entry.instr.args
-        n, cols, pw = a["count"], self.cfg.array_cols, self.cfg.param_words
+        n, cols, pw, planes = a["count"], self.cfg.array_cols, self.cfg.param_words, self.cfg.requant_planes
         self._check(entry, requant_fault)
         table = self._span(a["param_addr"], pw)
-        dst = self._span(a["dst_addr"], n)
+        dst = [self._span(a["dst_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
         zp = self.qregs.get(a["qreg"]).zero_point
 
         def effect():
@@ -99,8 +110,13 @@ class Vpu(EngineBase):
             bias, mult, shift = requant_table(raw, cols)
             acc = self.acc.rows[a["acc_addr"]:a["acc_addr"] + n]
             out = requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
-            self.sram.words[a["dst_addr"]:a["dst_addr"] + n] = out
-        return [r for r in (table, dst) if r], pw + n, effect
+            words, lo, hi = requant_writes(a, planes, self.cfg.lane_groups, cols)
+            vals = out.reshape(len(words), hi - lo)
+            keep = last_writes(words)
+            self.sram.words[words[keep], lo:hi] = vals[keep]
+            if self.trace is not None:
+                self.trace.wrote_requant(self.engine, words, lo, vals, self.sram.word_bytes)
+        return [r for r in (table, *dst) if r], pw + planes * n, effect
 
     # ------------------------------------------------------------------ POOL
     @staticmethod
@@ -144,7 +160,7 @@ class Vpu(EngineBase):
         if outs == 0:
             return [], 0, None
         self._check(entry, dwconv_fault)
-        cols, pw = self.cfg.array_cols, self.cfg.param_words
+        cols, pw = self.cfg.word_bytes, self.cfg.dw_param_words      # one channel per lane
         idx, src = self._window(a)
         ranges = [self._span(a["param_addr"], pw), src, self._span(a["wt_addr"], taps),
                   self._span(a["dst_addr"], outs)]

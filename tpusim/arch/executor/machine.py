@@ -1,7 +1,8 @@
 """The architectural state and what every engine instruction does to it (docs/isa.md,
 "Semantics"; docs/architecture.md), one instruction at a time, atomically.
 
-State (``cfg`` = the HwConfig; W = word_bytes = array_rows = R, C = array_cols):
+State (``cfg`` = the HwConfig; W = word_bytes = array_rows = R, C = array_cols; R != C:
+docs/architecture.md, "Non-square arrays": a REQUANT row fills C/R words or one C-byte lane group):
   ``sram``     int8 [sram_words, W]: SRAM word k = bytes k*W .. k*W + W - 1
   ``acc``      int64 [acc_depth_rows, C] holding int32 values (wrap-around on accumulate)
   ``weights``  int8 [R, C], the loaded tile: ``weights[k][n]`` = byte k of tile word n
@@ -34,10 +35,12 @@ from tpusim.arch.operands import (
     LUT_TABLE_BYTES,
     REQUANT_TABLE_BYTES_PER_CHANNEL,
     dma_runs,
+    last_writes,
     lut_table,
     matmul_words,
     pool_taps,
     requant_table,
+    requant_writes,
 )
 
 #: The max-pool result of a window without taps (every lane).
@@ -118,8 +121,10 @@ class Machine:
             return
         acc = self.acc[a["acc_addr"]:a["acc_addr"] + n]
         self.observe("requant", i, x=arith.sat32(acc + bias), mult=mult, shift=shift, zp=zp, relu=a["relu"])
-        self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.requant_conv(acc, bias, mult, shift, zp,
-                                                                        bool(a["relu"]))
+        out = arith.requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
+        words, lo, hi = requant_writes(a, self.cfg.requant_planes, self.cfg.lane_groups, c)
+        keep = last_writes(words)
+        self.sram[words[keep], lo:hi] = out.reshape(len(words), hi - lo)[keep]
 
     def _pool(self, i, a):
         outs = a["out_w"] * a["out_h"]
@@ -168,7 +173,7 @@ class Machine:
         outs, taps = a["out_w"] * a["out_h"], a["win_w"] * a["win_h"]
         if outs == 0:
             return
-        c, start = self.C, a["param_addr"] * self.W
+        c, start = self.W, a["param_addr"] * self.W        # one channel per lane
         raw = self._flat_sram()[start:start + REQUANT_TABLE_BYTES_PER_CHANNEL * c].tobytes()
         bias, mult, shift = (v.astype(np.int64) for v in requant_table(raw, c))
         zi = self._qreg(i, "qreg_in", a["qreg_in"])[2]
