@@ -30,8 +30,9 @@
 //   MUL:     as ADD, reading src_b (stride_b = 0) or src_b+i (stride_b = 1).
 //   LUT:     k < LUT_WORDS: read table word table_addr+k; then per i: read src_addr+i, write
 //            dst_addr+i.
-//   DWCONV:  k < DwP: read table word param_addr+k (WordBytes channels); then per output (y, x): per tap (ty outer, tx
-//            inner) read the source tap, read weight word wt_addr + ty*win_w + tx; then 1 write.
+//   DWCONV:  k < DwP: read table word param_addr+k (WordBytes channels); then per output (y, x):
+//            per tap (ty outer, tx inner) read the source tap, read weight word
+//            wt_addr + ty*win_w + tx; then 1 write.
 //            The window is POOL's (its fields lie at POOL's bits: pool_fields decodes it).
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i] /
 // src[i] arrives in the same cycle as the write that needs it and is used combinationally (the
@@ -89,7 +90,7 @@ module tpu_vpu
     $error("tpu_vpu: Planes (%0d) * WordBytes (%0d) != Cols (%0d) * Groups (%0d)", Planes, WordBytes,
            Cols, Groups);
   end
-  if (DwP * WordBytes != 9 * WordBytes) begin : g_check_dw_param
+  if (DwP != 9) begin : g_check_dw_param     // bias, mult, shift of WordBytes channels
     $error("tpu_vpu: DwParamWords (%0d) != 9", DwP);
   end
   if (T * WordBytes < 256 || (T - 1) * WordBytes >= 256) begin : g_check_lut
@@ -487,7 +488,7 @@ module tpu_vpu
     assign sram_wgrp_o = 1'b1;
   end
 
-  // Accumulator row needed by the next slot (registered read port).
+  // Accumulator row needed by the next slot (registered read port): row (k+1-P) / Planes.
   assign acc_rd_addr_o = rq.acc_addr + 16'((k_q + 17'd1 - 17'(P)) >> PlaneSh);
 
   // ================================================================ read data side
