@@ -77,7 +77,10 @@ def test_ctrl_c_keeps_partial_results(tmp_path):
     db = tmp_path / "s.db"
     cmd = [sys.executable, "-m", "stressgen", "run", "--seed", "2", "--count", "200", "--jobs", "2",
            "--db", str(db), "--no-rtl", "--quiet", "--no-minimize"]
-    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default action in the campaign, whatever the test runner inherited (a shell's
+    # background job without job control starts with SIGINT ignored, and so would it)
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t = time.monotonic()
     n = 0
     while n < 3 and time.monotonic() - t < 120:

@@ -44,7 +44,10 @@ def test_pending_indices_lazy():
 def test_huge_count_memory_stays_flat(tmp_path):
     cmd = [sys.executable, "-m", "stressgen", "run", "--seed", "1", "--count", str(10**9), "--jobs", "1",
            "--no-rtl", "--quiet", "--no-minimize", "--db", str(tmp_path / "s.db")]
-    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default action in the campaign, whatever the test runner inherited (a shell's
+    # background job without job control starts with SIGINT ignored, and so would it)
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         peak = 0
         t = time.monotonic()
