@@ -24,6 +24,7 @@ back end raises it (a layer that does not fit the SRAM of the configuration).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,8 +117,8 @@ class _Geometry:
         self.store_bursts = col(lambda w: w.totals()[1])
         self.loads = self._triples([w.loads for w in works])
         self.stores = self._triples([w.stores for w in works])
-        self.fill = self._triples([_counts(w.fill_bursts) for w in works])
-        self.drain_stores = self._triples([_counts(w.drain_bursts) for w in works])
+        self.fill = self._triples([Counter(w.fill_bursts) for w in works])
+        self.drain_stores = self._triples([Counter(w.drain_bursts) for w in works])
         self.exposed_loads = self._triples([w.exposed_loads for w in works])
         self.exposed_stores = self._triples([w.exposed_stores for w in works])
         self.exposed = col(lambda w: w.exposed_cycles)
@@ -171,13 +172,6 @@ class _Geometry:
                         bound, energy)
 
 
-def _counts(bursts: list) -> dict:
-    out: dict = {}
-    for b in bursts:
-        out[b] = out.get(b, 0) + 1
-    return out
-
-
 def _prices(cfg: HwConfig) -> tuple:
     e = cfg.energy
     return e.mac_pj, cfg.sram_pj_per_byte, e.acc_pj_per_access, e.ddr_pj_per_byte, cfg.word_bytes
@@ -194,8 +188,7 @@ def _geometry_key(cfg: HwConfig) -> tuple:
 
 def _dma_key(cfg: HwConfig) -> HwConfig:
     """``cfg`` with the fields the DMA timing does not read normalised (one DmaTiming per timing)."""
-    return dataclasses.replace(cfg, name="", energy=EnergyTable(), area=AreaTable(),
-                               acc_depth_rows=1, sram_size_bytes=cfg.sram_size_bytes)
+    return dataclasses.replace(cfg, name="", energy=EnergyTable(), area=AreaTable(), acc_depth_rows=1)
 
 
 #: op fields no tiler or work hook reads: the name and scalar quantization parameters
@@ -215,17 +208,16 @@ def _signature(op, lays: dict) -> tuple:
         if isinstance(v, np.ndarray):
             v = (v.shape, v.dtype.str)
         elif isinstance(v, str) and v in lays:
-            L = lays[v]
-            v = (L.shape, L.blk, L.pads, L.need, L.view_of is not None, L.view_block, L.chan_map is not None)
+            v = _layout_signature(lays[v])
         elif isinstance(v, (list, tuple)) and any(isinstance(t, str) and t in lays for t in v):
-            v = tuple(_signature_of_name(t, lays) for t in v)
+            v = tuple(_layout_signature(lays[t]) if isinstance(t, str) and t in lays else t for t in v)
         out.append((f.name, v))
     return tuple(out)
 
 
-def _signature_of_name(t, lays):
-    L = lays.get(t) if isinstance(t, str) else None
-    return t if L is None else (L.shape, L.blk, L.pads, L.need)
+def _layout_signature(L) -> tuple:
+    """What a tiler reads of a tensor's ``ActLayout``: shape, block, border, view and map."""
+    return L.shape, L.blk, L.pads, L.need, L.view_of is not None, L.view_block, L.chan_map is not None
 
 
 class Estimator:

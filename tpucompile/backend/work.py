@@ -31,6 +31,7 @@ class LayerWork:
     store_bytes: int = 0
     fill_bursts: list = field(default_factory=list)
     drain_cycles: float = 0.0
+    drain_bursts: list = field(default_factory=list)
     serial: bool = False            # one slot group: a tile's load, compute and store in turn
     sram_words: float = 0.0         # SRAM word accesses of the MXU and VPU (DMA ones: from the bytes)
     acc_accesses: float = 0.0       # int32 accumulator elements read or written
@@ -40,12 +41,11 @@ class LayerWork:
 
     def expose_loads(self, count: int, bursts: int) -> None:
         """``count`` LOADs of ``bursts`` that the MXU waits for (no double buffer)."""
-        self.exposed_loads[bursts] = self.exposed_loads.get(bursts, 0) + count
+        _add(self.exposed_loads, bursts, count)
 
     def expose_stores(self, count: int, bursts: int) -> None:
         """``count`` STOREs of ``bursts`` that the MXU waits for (no second accumulator half)."""
-        self.exposed_stores[bursts] = self.exposed_stores.get(bursts, 0) + count
-    drain_bursts: list = field(default_factory=list)
+        _add(self.exposed_stores, bursts, count)
 
     def totals(self) -> tuple[int, int]:
         """(LOAD bursts, STORE bursts) of the layer."""
@@ -55,7 +55,7 @@ class LayerWork:
         """``count`` DMA_LOADs of ``runs`` runs of ``nbytes`` bytes each; returns the bursts of one."""
         b = runs * ceil_div(nbytes, burst_bytes)
         if count > 0 and nbytes > 0:
-            self.loads[b] = self.loads.get(b, 0) + count
+            _add(self.loads, b, count)
             self.load_bytes += count * runs * nbytes
         return b
 
@@ -63,9 +63,14 @@ class LayerWork:
         """``count`` DMA_STOREs of ``runs`` runs of ``nbytes`` bytes each; returns the bursts of one."""
         b = runs * ceil_div(nbytes, burst_bytes)
         if count > 0 and nbytes > 0:
-            self.stores[b] = self.stores.get(b, 0) + count
+            _add(self.stores, b, count)
             self.store_bytes += count * runs * nbytes
         return b
+
+
+def _add(instrs: dict, bursts: int, count: int) -> None:
+    """``count`` more DMA instructions of ``bursts`` bursts in a bursts -> instructions map."""
+    instrs[bursts] = instrs.get(bursts, 0) + count
 
 
 def generic_work(op, lays: dict, tiling, cfg: HwConfig) -> LayerWork:

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import csv
+import io
 import itertools
 import json
 import math
@@ -439,8 +441,7 @@ def estimator_stats(rows: list) -> dict:
 
 # ---------------------------------------------------------------- outputs
 def write_results(rows: list, stats: dict, out: Path, meta: dict) -> None:
-    import csv
-    import io
+    """results.csv (``COLUMNS``) and results.json (meta, estimator statistics, rows) in ``out``."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
     w.writeheader()
