@@ -13,7 +13,8 @@ from tpucompile import golden
 from tpucompile.driver import compile_onnx
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_input_transform
-from tpusim.arch.isa import ENGINE_KEYS
+from tpusim.arch.errors import TpuError
+from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES
 from tpusim.arch.timebase import Timebase
 from tpusim.flow import cli, profile
 from tpusim.flow.cosim import run
@@ -122,3 +123,14 @@ def test_shares_are_at_most_one(residual_run):
         for key in ENGINE_KEYS:
             assert 0 <= r[f"{key}_busy"] <= 1 and 0 <= r[f"{key}_wait"] <= 1, (r["layer"], key, r)
             assert r[f"{key}_busy"] + r[f"{key}_wait"] <= 1 + 1e-9, (r["layer"], key)
+
+
+def test_foreign_timeline_is_refused_naming_the_pc(residual_run):
+    """A timeline from another (longer) binary's run names the first pc past this binary's code,
+    in the rows and in the trace alike."""
+    cfg, binary, sim, _ = residual_run
+    n = len(binary.code) // INSTR_BYTES
+    bad = list(sim.timeline) + [(0, n * INSTR_BYTES, 0, 0, 1)]
+    for fn in (profile.layer_rows, profile.chrome_trace):
+        with pytest.raises(TpuError, match=rf"pc {n * INSTR_BYTES:#x} is outside the binary's {n} instructions"):
+            fn(binary, cfg, bad)

@@ -40,7 +40,7 @@ from pathlib import Path
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import write_text_atomic
-from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, decode
+from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, Instruction, decode_program
 from tpusim.arch.timebase import Timebase
 
 __all__ = ["layer_rows", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
@@ -124,14 +124,16 @@ def _acc_accesses(ins, cols: int) -> int:
     return 0
 
 
-def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=()) -> list[dict]:
+def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=(),
+               program: list[Instruction] | None = None) -> list[dict]:
     """One dict per layer with instructions (module docstring; keys ``COLUMNS``), in layer order.
     ``sram_grants``: the run's ``SimResult.sram_grants`` (SRAM word accesses; none: SRAM energy 0).
+    ``program``: ``isa.decode_program(binary.code)`` when the caller has it already.
     TpuError for a timeline whose pcs lie outside the binary's code (another binary's run)."""
     period = Timebase(cfg).core.period_ps
     layers = binary.meta.get("layers", [])
     owner = _layer_of(binary)
-    code = binary.code
+    program = decode_program(binary.code) if program is None else program
     sram_words = _sram_words_by_instruction(timeline, sram_grants)
     acc = [dict(t0=None, t1=None, load=0, store=0, sram=0, accs=0, busy=[0] * 4, wait=[0] * 4) for _ in layers]
     for idx, (eng, pc, r_ps, s_ps, c_ps) in enumerate(timeline):
@@ -146,7 +148,7 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=()) -> list[d
         a["t1"] = c_ps if a["t1"] is None else max(a["t1"], c_ps)
         a["busy"][eng] += c_ps - s_ps
         a.setdefault("waits", []).append((eng, r_ps, s_ps))
-        ins = decode(code[k * INSTR_BYTES:(k + 1) * INSTR_BYTES], pc)
+        ins = program[k]
         a["load" if ins.op == "DMA_LOAD" else "store"] += _dma_bytes(ins)
         a["sram"] += sram_words.get(idx, 0) * cfg.word_bytes
         a["accs"] += _acc_accesses(ins, cfg.array_cols)
@@ -188,20 +190,22 @@ def _cause(row: dict) -> str:
     return f"{busy} busy {row[f'{busy}_busy']:.0%}, {wait} token wait {row[f'{wait}_wait']:.0%}"
 
 
-def chrome_trace(binary: TpuBinary, cfg, timeline: list) -> dict:
+def chrome_trace(binary: TpuBinary, cfg, timeline: list, program: list[Instruction] | None = None) -> dict:
     """The run as a Trace Event Format object (module docstring): ``{"traceEvents": [...],
-    "displayTimeUnit": "ns"}``."""
+    "displayTimeUnit": "ns"}``. ``program``: ``isa.decode_program(binary.code)`` if already decoded."""
     layers = binary.meta.get("layers", [])
     owner = _layer_of(binary)
-    code = binary.code
+    program = decode_program(binary.code) if program is None else program
     events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": f"tpusim {cfg.name}"}}]
     events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": e, "args": {"name": key.upper()}}
                for e, key in enumerate(ENGINE_KEYS)]
     steps = []
     for eng, pc, r_ps, s_ps, c_ps in timeline:
         k = pc // INSTR_BYTES
-        ins = decode(code[k * INSTR_BYTES:(k + 1) * INSTR_BYTES], pc)
-        li = owner[k] if 0 <= k < len(owner) else None
+        if not 0 <= k < len(program):
+            raise TpuError(f"timeline instruction at pc {pc:#x} is outside the binary's {len(program)} instructions")
+        ins = program[k]
+        li = owner[k]
         name = layers[li]["name"] if li is not None else ins.op
         events.append({"name": name, "cat": ins.op, "ph": "X", "pid": 1, "tid": eng, "ts": s_ps / 1e6,
                        "dur": max(c_ps - s_ps, 1) / 1e6,
@@ -266,14 +270,15 @@ def write_profile(binary: TpuBinary, cfg, timeline: list, out: Path, sram_grants
     """``profile.csv`` (COLUMNS), ``trace.json`` (Trace Event Format) and ``roofline.png`` in
     ``out``; returns the rows."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = layer_rows(binary, cfg, timeline, sram_grants)
+    program = decode_program(binary.code)
+    rows = layer_rows(binary, cfg, timeline, sram_grants, program)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     w.writeheader()
     for r in rows:
         w.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
     write_text_atomic(out / "profile.csv", buf.getvalue())
-    write_text_atomic(out / "trace.json", json.dumps(chrome_trace(binary, cfg, timeline)))
+    write_text_atomic(out / "trace.json", json.dumps(chrome_trace(binary, cfg, timeline, program)))
     roofline_png(rows, cfg, out / "roofline.png")
     return rows
 
