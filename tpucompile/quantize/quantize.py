@@ -191,6 +191,18 @@ def _declined(errors: list, why: str) -> CompileError:
     return CompileError(f"{_refusals(errors)}\n(--host-tail not applied: {why})")
 
 
+def _tail_made_and_reads(tail: list, g: Graph) -> tuple[set, list]:
+    """(IR tensors the nodes ``tail`` compute, the non-constant IR tensors they read from outside,
+    in node order, repeats kept)."""
+    made = {o for n in tail for o in n.outputs if o}
+    return made, [i for n in tail for i in n.inputs if i and i not in made and g.const(i) is None]
+
+
+def _onnx_names(g: Graph, ids: list) -> list:
+    """The ONNX names of the IR tensors ``ids`` (their own id where they have none), first-seen order."""
+    return list(dict.fromkeys(g.tensors[i].onnx_name or i for i in ids))
+
+
 def _host_tail(q, g: Graph, tail: list, model, pending: dict) -> None:
     """The refused nodes ``tail`` (and those reading them), with the tail the passes cut off
     (``pending``, from ``split_host_tail``), as one OnnxTail host op (ops/host_tail.py), its
@@ -200,10 +212,9 @@ def _host_tail(q, g: Graph, tail: list, model, pending: dict) -> None:
     if layer is not None:
         raise HoldsWeights(f"the layer {layer.name!r} ({layer.op}) reads what they compute, so they are not "
                            "the graph's post-processing")
-    made = {o for n in tail for o in n.outputs if o}
-    reads = [i for n in tail for i in n.inputs if i and i not in made and q.g.const(i) is None]
+    made, reads = _tail_made_and_reads(tail, q.g)
     reads += [i for i in pending.get("reads", ()) if i not in made]
-    inputs = list(dict.fromkeys(g.tensors[i].onnx_name or i for i in reads))
+    inputs = _onnx_names(g, reads)
     for name in inputs:
         if q.qg.resolve(name) not in q.qg.tensors:
             raise CompileError(f"host tail: its input {name!r} is not a device tensor")
@@ -232,7 +243,7 @@ def split_host_tail(g: Graph, model) -> tuple:
         if "refused" in n.attrs or made & set(n.inputs):
             tail.append(n)
             made.update(o for o in n.outputs if o)
-    reads = [i for n in tail for i in n.inputs if i and i not in made and g.const(i) is None]
+    made, reads = _tail_made_and_reads(tail, g)
     if model is None:
         raise _refusals(errors)
     layer = _layer_in(tail)
@@ -240,7 +251,7 @@ def split_host_tail(g: Graph, model) -> tuple:
         raise _declined(errors, f"the layer {layer.name!r} ({layer.op}) reads what the refused nodes compute, so "
                                 "they are not the graph's post-processing")
     try:
-        tail_host_op(model, list(dict.fromkeys(g.tensors[i].onnx_name or i for i in reads)),
+        tail_host_op(model, _onnx_names(g, reads),
                      [o for o in g.outputs if o in made])         # a tail (checked before calibration)
     except CompileError as why:
         raise _declined(errors, str(why)) from None
