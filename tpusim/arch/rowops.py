@@ -86,12 +86,15 @@ def ln_param_words(gamma, beta, word_bytes: int) -> np.ndarray:
     return out.reshape(n * arith.LAYERNORM_PARAM_PLANES, word_bytes).astype(np.uint8).astype(np.int8)
 
 
-def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], observe=None) -> None:
+def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], observe=None,
+              on_write=None) -> None:
     """Execute a SOFTMAX / LAYERNORM on ``words`` (int8 [sram_words, W], modified in place) with
     the output quant register ``qout`` = (multiplier, shift, zero_point). ``observe(event,
     **info)``: told each row's statistics (stressgen coverage): ``softmax`` (x: the rows as
     first read, valid: their valid lanes, total: the sums of exponentials) or ``layernorm`` (x,
-    valid, var: N*sumsq - sum**2, acc: sat32(xn*gamma + beta) of the valid lanes). Access-order
+    valid, var: N*sumsq - sum**2, acc: sat32(xn*gamma + beta) of the valid lanes).
+    ``on_write(word_indices, values)``: told the writes in access order (int [k], int8 [k, W]).
+    Access-order
     exact (module docstring); rows are vectorised when no written word is read by the
     instruction."""
     w = words.shape[1]
@@ -134,6 +137,8 @@ def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], o
                     acc = arith.layernorm_acc(xj, total, sumsq, row_len, a["eps"], gamma, beta)[:, vj]
                     observe("layernorm", x=xj, valid=vj, var=var, acc=acc)
             words[d_rows[:, jj]] = out.reshape(len(s_rows), len(jj), w)
+            if on_write:
+                on_write(d_rows[:, jj].ravel(), out.reshape(-1, w))
 
 
 __all__ = ["ROWOPS", "row_words", "accesses_per_word", "rowop_accesses", "rowop_ranges", "ln_param_words",
