@@ -22,8 +22,8 @@ from tpusim.arch.device_errors import DEVICE_ERRORS
 from tpusim.arch.errors import DeviceError, IsaError
 from tpusim.arch.isa import BY_CODE, ENGINE_NAMES, INSTR_BYTES, lowest_unused_bit, unused_bit_why
 from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_MAX
-from tpusim.arch.rowops import rowop_ranges
 from tpusim.arch.operands import dma_ddr_end, dma_sram_end, matmul_last_word, pool_last_tap, requant_last_word
+from tpusim.arch.rowops import rowop_ranges
 
 #: DDR addresses and strides of a DMA are multiples of max(W, DDR_ALIGN_MIN_BYTES).
 DDR_ALIGN_MIN_BYTES = 32

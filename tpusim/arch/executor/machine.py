@@ -31,7 +31,6 @@ from tpusim.arch import arith
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.device_checks import start_fault, where
 from tpusim.arch.isa import INSTR_BYTES, Instruction
-from tpusim.arch.rowops import run_rowop
 from tpusim.arch.operands import (
     LUT_TABLE_BYTES,
     REQUANT_TABLE_BYTES_PER_CHANNEL,
@@ -43,6 +42,7 @@ from tpusim.arch.operands import (
     requant_table,
     requant_writes,
 )
+from tpusim.arch.rowops import run_rowop
 
 #: The max-pool result of a window without taps (every lane).
 POOL_MAX_EMPTY = -128
