@@ -91,8 +91,10 @@ def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], o
     """Execute a SOFTMAX / LAYERNORM on ``words`` (int8 [sram_words, W], modified in place) with
     the output quant register ``qout`` = (multiplier, shift, zero_point). ``observe(event,
     **info)``: told each row's statistics (stressgen coverage): ``softmax`` (x: the rows as
-    first read, valid: their valid lanes, total: the sums of exponentials) or ``layernorm`` (x,
-    valid, var: N*sumsq - sum**2, acc: sat32(xn*gamma + beta) of the valid lanes).
+    first read [rows, n*W], in_row: the lanes in the row [n*W], live: in the row and not masked
+    [rows, n*W], total: the sums of exponentials [rows]) or ``layernorm`` (x: the word(s) of
+    the last pass, valid: their lanes in the row, var: N*sumsq - sum**2 [rows], acc:
+    sat32(xn*gamma + beta) of the valid lanes).
     ``on_write(word_indices, values)``: told the writes in access order (int [k], int8 [k, W]).
     Access-order
     exact (module docstring); rows are vectorised when no written word is read by the
@@ -118,7 +120,8 @@ def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], o
         if op == "SOFTMAX":
             xmax, total = arith.softmax_stats(x, valid, a["exp_mult"], bool(a["mask"]))
             if observe:
-                observe("softmax", x=x, valid=arith.softmax_valid(x, valid, bool(a["mask"])), total=total)
+                observe("softmax", x=x, in_row=valid, live=arith.softmax_valid(x, valid, bool(a["mask"])),
+                        total=total)
         else:
             total, sumsq = arith.layernorm_stats(x, valid)
         for j in (range(n) if exact else [slice(None)]):
