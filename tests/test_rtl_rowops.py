@@ -85,3 +85,31 @@ def test_rowops_rtl_equals_simpy(tmp_path):
     assert rtl.cycles == sim.cycles
     assert rtl.retire == sim.retire
     assert rtl.counters == sim.counters
+
+
+def test_rowop_invalid_paths_rtl_flag_like_simpy(tmp_path):
+    """Every SOFTMAX / LAYERNORM checker path of stressgen.invalid (unused bits, qreg_out never
+    loaded, source / destination / table past the SRAM) stops the RTL with the same device
+    error, pc and cycle as SimPy (tpu_vpu_check against tpusim.arch.device_checks)."""
+    from stressgen.gen import generate
+    from stressgen.invalid import INVALID_PATHS, invalid_path_of
+    from stressgen.runner import run_one
+    cfg = load_config("small")
+
+    def rowop_path(p) -> bool:
+        cls, path = p
+        name = path[0] if isinstance(path, tuple) else path
+        return name in ("SOFTMAX", "LAYERNORM") or str(name).startswith(("vpu_sram_sm_", "vpu_sram_ln_"))
+    want = {p for p in INVALID_PATHS if rowop_path(p)}
+    assert len(want) == 9
+    seen = {}
+    for seed in range(4 * len(INVALID_PATHS)):
+        p = invalid_path_of(seed, 0.5)
+        if p is not None and p in want and p not in seen:
+            seen[p] = seed
+    assert set(seen) == want
+    for p, seed in seen.items():
+        prog = generate(seed, cfg, invalid_rate=0.5)
+        o = run_one(prog, cfg, tmp_path / str(seed), rtl=True, bugs=(), waves=False)
+        assert o.passed, (p, seed, o.details)
+        assert o.details["rtl_flag"] == o.details["simpy_flag"] and o.details["rtl_flag"][0] == "error"
