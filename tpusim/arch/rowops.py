@@ -110,7 +110,12 @@ def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], o
     if op == "LAYERNORM":
         reads.append(a["param_addr"] + np.arange(arith.LAYERNORM_PARAM_PLANES * n))
     valid = _lanes_valid(row_len, n, w).reshape(-1)
-    exact = bool(np.intersect1d(dst.ravel(), np.concatenate(reads)).size)
+    # in place (dst = src, equal strides, rows apart): each word is read for the last time just
+    # before its own write, so the vectorised order gives the same words
+    in_place = (a["dst_addr"] == a["src_addr"] and a["dst_stride"] == a["src_stride"]
+                and (rows == 1 or a["src_stride"] >= n))
+    checked = reads[1:] if in_place else reads          # in place: only the table can be hit
+    exact = bool(checked) and bool(np.intersect1d(dst.ravel(), np.concatenate(checked)).size)
     if not exact:
         blocks = [(slice(None), src, dst)]      # no write is read: all rows at once
     else:
