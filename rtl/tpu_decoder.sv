@@ -115,7 +115,9 @@ module tpu_decoder
       OP_ADD,
       OP_MUL,
       OP_LUT,
-      OP_DWCONV:       engine = 2'(ENG_VPU);
+      OP_DWCONV,
+      OP_SOFTMAX,
+      OP_LAYERNORM:    engine = 2'(ENG_VPU);
       default:         begin is_engine = 1'b0; is_reserved = 1'b1; end
     endcase
   end

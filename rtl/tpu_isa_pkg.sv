@@ -90,6 +90,8 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_MUL                        = 8'h0C;
   localparam logic [7:0] OP_LUT                        = 8'h0B;
   localparam logic [7:0] OP_DWCONV                     = 8'h0D;
+  localparam logic [7:0] OP_SOFTMAX                    = 8'h0E;
+  localparam logic [7:0] OP_LAYERNORM                  = 8'h0F;
 
   // device error codes (error_code_o; 0 = no error), docs/architecture.md "Device errors"
   localparam logic [7:0] ERR_RESERVED_OPCODE           = 8'd1;  // decoder, at dispatch
@@ -480,6 +482,78 @@ package tpu_isa_pkg;
     return dwconv_t'(w[DWCONV_USED_BITS-1:HEADER_BITS]);
   endfunction
 
+  // SOFTMAX (opcode 0x0E, VPU)
+  localparam int unsigned SOFTMAX_SRC_ADDR_LSB               = 16;  // [31:16]
+  localparam int unsigned SOFTMAX_SRC_ADDR_BITS              = 16;
+  localparam int unsigned SOFTMAX_DST_ADDR_LSB               = 32;  // [47:32]
+  localparam int unsigned SOFTMAX_DST_ADDR_BITS              = 16;
+  localparam int unsigned SOFTMAX_ROW_LEN_LSB                = 48;  // [63:48]
+  localparam int unsigned SOFTMAX_ROW_LEN_BITS               = 16;
+  localparam int unsigned SOFTMAX_ROWS_LSB                   = 64;  // [79:64]
+  localparam int unsigned SOFTMAX_ROWS_BITS                  = 16;
+  localparam int unsigned SOFTMAX_SRC_STRIDE_LSB             = 80;  // [95:80]
+  localparam int unsigned SOFTMAX_SRC_STRIDE_BITS            = 16;
+  localparam int unsigned SOFTMAX_DST_STRIDE_LSB             = 96;  // [111:96]
+  localparam int unsigned SOFTMAX_DST_STRIDE_BITS            = 16;
+  localparam int unsigned SOFTMAX_QREG_OUT_LSB               = 112;  // [117:112]
+  localparam int unsigned SOFTMAX_QREG_OUT_BITS              = 6;
+  localparam int unsigned SOFTMAX_EXP_MULT_LSB               = 118;  // [141:118]
+  localparam int unsigned SOFTMAX_EXP_MULT_BITS              = 24;
+  localparam int unsigned SOFTMAX_MASK_LSB                   = 142;  // [142:142]
+  localparam int unsigned SOFTMAX_MASK_BITS                  = 1;
+  localparam int unsigned SOFTMAX_USED_BITS                  = 143;  // bits above are zero
+  // softmax_t = softmax_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic        mask;        // [142:142]
+    logic [23:0] exp_mult;    // [141:118]
+    logic [5:0]  qreg_out;    // [117:112]
+    logic [15:0] dst_stride;  // [111:96]
+    logic [15:0] src_stride;  // [95:80]
+    logic [15:0] rows;        // [79:64]
+    logic [15:0] row_len;     // [63:48]
+    logic [15:0] dst_addr;    // [47:32]
+    logic [15:0] src_addr;    // [31:16]
+  } softmax_t;
+  function automatic softmax_t softmax_fields(input logic [INSTR_BITS-1:0] w);
+    return softmax_t'(w[SOFTMAX_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
+  // LAYERNORM (opcode 0x0F, VPU)
+  localparam int unsigned LAYERNORM_SRC_ADDR_LSB             = 16;  // [31:16]
+  localparam int unsigned LAYERNORM_SRC_ADDR_BITS            = 16;
+  localparam int unsigned LAYERNORM_DST_ADDR_LSB             = 32;  // [47:32]
+  localparam int unsigned LAYERNORM_DST_ADDR_BITS            = 16;
+  localparam int unsigned LAYERNORM_ROW_LEN_LSB              = 48;  // [63:48]
+  localparam int unsigned LAYERNORM_ROW_LEN_BITS             = 16;
+  localparam int unsigned LAYERNORM_ROWS_LSB                 = 64;  // [79:64]
+  localparam int unsigned LAYERNORM_ROWS_BITS                = 16;
+  localparam int unsigned LAYERNORM_SRC_STRIDE_LSB           = 80;  // [95:80]
+  localparam int unsigned LAYERNORM_SRC_STRIDE_BITS          = 16;
+  localparam int unsigned LAYERNORM_DST_STRIDE_LSB           = 96;  // [111:96]
+  localparam int unsigned LAYERNORM_DST_STRIDE_BITS          = 16;
+  localparam int unsigned LAYERNORM_QREG_OUT_LSB             = 112;  // [117:112]
+  localparam int unsigned LAYERNORM_QREG_OUT_BITS            = 6;
+  localparam int unsigned LAYERNORM_PARAM_ADDR_LSB           = 118;  // [133:118]
+  localparam int unsigned LAYERNORM_PARAM_ADDR_BITS          = 16;
+  localparam int unsigned LAYERNORM_EPS_LSB                  = 134;  // [181:134]
+  localparam int unsigned LAYERNORM_EPS_BITS                 = 48;
+  localparam int unsigned LAYERNORM_USED_BITS                = 182;  // bits above are zero
+  // layernorm_t = layernorm_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic [47:0] eps;         // [181:134]
+    logic [15:0] param_addr;  // [133:118]
+    logic [5:0]  qreg_out;    // [117:112]
+    logic [15:0] dst_stride;  // [111:96]
+    logic [15:0] src_stride;  // [95:80]
+    logic [15:0] rows;        // [79:64]
+    logic [15:0] row_len;     // [63:48]
+    logic [15:0] dst_addr;    // [47:32]
+    logic [15:0] src_addr;    // [31:16]
+  } layernorm_t;
+  function automatic layernorm_t layernorm_fields(input logic [INSTR_BITS-1:0] w);
+    return layernorm_t'(w[LAYERNORM_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
   // unused_bits_set(instr): a bit above the opcode's last field is set (ERR_UNUSED_BITS;
   // 0 for a reserved opcode)
   function automatic logic unused_bits_set(input logic [INSTR_BITS-1:0] w);
@@ -498,6 +572,8 @@ package tpu_isa_pkg;
       OP_MUL:          set = |w[INSTR_BITS-1:MUL_USED_BITS];
       OP_LUT:          set = |w[INSTR_BITS-1:LUT_USED_BITS];
       OP_DWCONV:       set = |w[INSTR_BITS-1:DWCONV_USED_BITS];
+      OP_SOFTMAX:      set = |w[INSTR_BITS-1:SOFTMAX_USED_BITS];
+      OP_LAYERNORM:    set = |w[INSTR_BITS-1:LAYERNORM_USED_BITS];
       default:         set = 1'b0;
     endcase
     return set;

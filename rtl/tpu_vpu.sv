@@ -1,4 +1,5 @@
-// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT and DWCONV (start/done protocol), drives
+// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX and LAYERNORM
+// (start/done protocol), drives
 // SRAM requester 3, reads the accumulator through the MXU's read port, contains tpu_quant_regs.
 //
 // Ports:
@@ -34,14 +35,22 @@
 //            per tap (ty outer, tx inner) read the source tap, read weight word
 //            wt_addr + ty*win_w + tx; then 1 write.
 //            The window is POOL's (its fields lie at POOL's bits: pool_fields decodes it).
+//   SOFTMAX: per row r (n = ceil(row_len/WordBytes) words, row base src_addr + r*src_stride):
+//            pass 0 reads the n words (row max), pass 1 reads them again (exponentials, their
+//            sum), pass 2 per word j: read src word j, write dst_addr + r*dst_stride + j.
+//   LAYERNORM: per row: pass 0 reads the n words (sum, sum of squares); pass 1 per word j: read
+//            table words param_addr + 6j + t (t < 6: gamma bytes 0-1, beta bytes 0-3), read src
+//            word j, write dst word j. Arithmetic: tpusim/arch/arith.py softmax_* / layernorm_*
+//            (docs/integer_nonlinear.md); the row statistics are registered when the last
+//            data word of their pass arrives, one cycle before the first access that needs them.
 // The read data of access k arrives in cycle g+k+1, i.e. the last table word / last tap / b[i] /
 // src[i] arrives in the same cycle as the write that needs it and is used combinationally (the
 // LUT table's last word arrives one cycle before the first write and is registered).
 // Arithmetic: bit-exact tpusim/arch/arith.py (gemmlowp SRDHM + RoundingDivideByPOT), defined for every
 // int8 shift: a left shift above 31 saturates (x != 0), a right shift above 31 gives 0 (exact:
 // |SRDHM result| < 2^31; tpusim.arch.arith.shift_amounts).
-// LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD/MUL/DWCONV with D = 0
-// too.
+// LOAD_QREG and any other opcode (NOP): c = s + 1 (done_o = start_i). POOL/ADD/MUL/DWCONV/SOFTMAX/
+// LAYERNORM with D = 0 too.
 `default_nettype none
 
 module tpu_vpu
@@ -160,9 +169,42 @@ module tpu_vpu
     return s[7:0];
   endfunction
 
+  // Row operations (tpusim/arch/arith.py): 2^(-z/2^20) in Q22 for unsigned Q20 z (exp2_neg);
+  // zs = z >> 5 (the polynomial uses 15 fraction bits)
+  function automatic logic [22:0] exp2_neg(input logic [26:0] zs);
+    logic signed [31:0] t, r;
+    logic [11:0]        q;
+    q = zs[26:15];
+    r = 32'({17'd0, zs[14:0]});
+    t = -32'sd1315;
+    t = 32'sd7597 + ((t * r) >>> 15);
+    t = -32'sd22667 + ((t * r) >>> 15);
+    t = 32'sd32768 + ((t * r) >>> 15);
+    if (q >= 12'd23) return '0;
+    return 23'(((t <<< 7) + ((32'sd1 <<< q[4:0]) >>> 1)) >>> q[4:0]);
+  endfunction
+
+  // floor(sqrt(v)), v < 2^63: digit by digit, one result bit per step (arith.isqrt_floor)
+  function automatic logic [31:0] isqrt64(input logic [63:0] v);
+    logic [63:0] rem, root, b;
+    rem  = v;
+    root = '0;
+    b    = 64'd1 << 62;
+    for (int i = 0; i < 32; i++) begin
+      if (rem >= root + b) begin
+        rem  = rem - (root + b);
+        root = (root >> 1) + b;
+      end else begin
+        root = root >> 1;
+      end
+      b = b >> 2;
+    end
+    return root[31:0];
+  endfunction
+
   // ================================================================ instruction fields
   logic [7:0] opcode;
-  logic       is_lq, is_rq, is_pool, is_add, is_mul, is_lut, is_ab, is_dw, is_win;
+  logic       is_lq, is_rq, is_pool, is_add, is_mul, is_lut, is_ab, is_dw, is_win, is_sm, is_ln, is_ro;
   load_qreg_t lq;
   requant_t   rq;
   pool_t      pl;           // pl.mode: 0 max, 1 average
@@ -170,6 +212,8 @@ module tpu_vpu
   mul_t       mu;
   lut_t       lu;
   dwconv_t    dw;           // the window fields: pl (DWCONV's first 13 fields are POOL's)
+  softmax_t   ro;           // also LAYERNORM's common row fields (at the same bits)
+  layernorm_t ln;
   assign opcode  = opcode_of(instr_i);
   assign is_lq   = opcode == OP_LOAD_QREG;
   assign is_rq   = opcode == OP_REQUANT;
@@ -180,6 +224,9 @@ module tpu_vpu
   assign is_lut  = opcode == OP_LUT;
   assign is_dw   = opcode == OP_DWCONV;
   assign is_win  = is_pool || is_dw;       // window ops: POOL's tap sequencer
+  assign is_sm   = opcode == OP_SOFTMAX;
+  assign is_ln   = opcode == OP_LAYERNORM;
+  assign is_ro   = is_sm || is_ln;         // row ops: the row sequencer
   assign lq      = load_qreg_fields(instr_i);
   assign rq      = requant_fields(instr_i);
   assign pl      = pool_fields(instr_i);
@@ -187,6 +234,11 @@ module tpu_vpu
   assign mu      = mul_fields(instr_i);
   assign lu      = lut_fields(instr_i);
   assign dw      = dwconv_fields(instr_i);
+  assign ro      = softmax_fields(instr_i);
+  assign ln      = layernorm_fields(instr_i);
+  logic unused_ln;          // LAYERNORM's common fields are read through sm
+  assign unused_ln = ^{ln.src_addr, ln.dst_addr, ln.row_len, ln.rows, ln.src_stride, ln.dst_stride,
+                       ln.qreg_out};
   logic unused_rq;          // lane_group: only its low bits, and only on a tall array (Groups > 1)
   assign unused_rq = ^rq.lane_group;
   logic unused_dw;          // DWCONV's window is read through pl
@@ -220,6 +272,9 @@ module tpu_vpu
       q_idx[0] = mu.qreg_a;
       q_idx[1] = mu.qreg_b;
       q_idx[2] = mu.qreg_out;
+    end else if (is_ro) begin
+      q_en     = 3'b001;
+      q_idx[0] = ro.qreg_out;
     end
   end
 
@@ -259,6 +314,17 @@ module tpu_vpu
   logic [16:0] len;
   logic [Banks-1:0] mask;
   logic [33:0] pl_last_tap;
+  // row ops: n words per row, accesses per row word (SOFTMAX 4, LAYERNORM 9), passes before the
+  // last one (SOFTMAX 2, LAYERNORM 1), accesses per word in the last pass (SOFTMAX 2, LAYERNORM 8)
+  logic [15:0] ro_n;
+  logic [31:0] ro_words;
+  logic [3:0]  ro_per_word, ro_tn;
+  logic [1:0]  ro_np;
+  assign ro_n        = 16'((32'(ro.row_len) + 32'(WordBytes) - 32'd1) / 32'(WordBytes));
+  assign ro_words    = 32'(ro.rows) * 32'(ro_n);
+  assign ro_per_word = is_ln ? 4'd9 : 4'd4;
+  assign ro_tn       = is_ln ? 4'd8 : 4'd2;
+  assign ro_np       = is_ln ? 2'd1 : 2'd2;
 
   assign pl_taps = pl.win_w * pl.win_h;
   assign pl_outs = pl.out_w * pl.out_h;
@@ -310,6 +376,15 @@ module tpu_vpu
         if (pl_taps != '0) mask |= span(34'(pl.src_addr), pl_last_tap)
                                  | span(34'(dw.wt_addr), 34'(dw.wt_addr) + 34'(pl_taps) - 34'd1);
       end
+    end else if (is_ro) begin
+      len = 17'(ro_words * 32'(ro_per_word));
+      if (ro_words != '0) begin
+        mask = span(34'(ro.src_addr), 34'(ro.src_addr) + 34'(ro.rows - 16'd1) * 34'(ro.src_stride)
+                                      + 34'(ro_n) - 34'd1)
+             | span(34'(ro.dst_addr), 34'(ro.dst_addr) + 34'(ro.rows - 16'd1) * 34'(ro.dst_stride)
+                                      + 34'(ro_n) - 34'd1);
+        if (is_ln) mask |= span(34'(ln.param_addr), 34'(ln.param_addr) + 34'd6 * 34'(ro_n) - 34'd1);
+      end
     end else if (is_lut) begin
       len  = 17'(T) + 17'(lu.count) * 17'd2;
       mask = span(34'(lu.table_addr), 34'(lu.table_addr) + 34'(T - 1));
@@ -322,7 +397,7 @@ module tpu_vpu
 
   logic need_req;
   logic pend_q, pend_d;
-  assign need_req   = (is_rq || is_win || is_ab || is_lut) && len != '0;
+  assign need_req   = (is_rq || is_win || is_ab || is_lut || is_ro) && len != '0;
   assign pend_d     = (pend_q || (start_i && need_req)) && !sram_gnt_i;
   assign sram_req_o = (start_i && need_req) || pend_q;
 
@@ -342,6 +417,13 @@ module tpu_vpu
   logic        dph_q, dph_d;      // tap access: 0 source, 1 weight
   logic [15:0] wt_q, wt_d;        // weight word of the current tap
   logic        dw_tbl, win_step;  // a table access; the window sequencer steps
+  // SOFTMAX, LAYERNORM: pass, word j of the row, access t within the word (last pass), row bases
+  logic [1:0]  ro_ph_q, ro_ph_d;
+  logic [15:0] ro_j_q, ro_j_d;
+  logic [3:0]  ro_t_q, ro_t_d;
+  logic [15:0] ro_src_q, ro_src_d, ro_dst_q, ro_dst_d;
+  logic        ro_last;           // the access is in the row's last pass
+  assign ro_last = ro_ph_q == ro_np;
 
   assign acc_on       = sram_gnt_i || xfer_q;
   assign last_acc     = (k_q + 17'd1) == len;
@@ -365,7 +447,17 @@ module tpu_vpu
     wph_d   = wph_q;
     dph_d   = dph_q;
     wt_d    = wt_q;
+    ro_ph_d  = ro_ph_q;
+    ro_j_d   = ro_j_q;
+    ro_t_d   = ro_t_q;
+    ro_src_d = ro_src_q;
+    ro_dst_d = ro_dst_q;
     if (start_i) begin
+      ro_ph_d  = '0;
+      ro_j_d   = '0;
+      ro_t_d   = '0;
+      ro_src_d = ro.src_addr;
+      ro_dst_d = ro.dst_addr;
       xfer_d  = 1'b0;
       k_d     = '0;
       ph_d    = '0;
@@ -390,6 +482,29 @@ module tpu_vpu
         i_d  = i_q + 16'd1;
       end else begin
         ph_d = ph_q + 2'd1;
+      end
+      // SOFTMAX, LAYERNORM
+      if (is_ro) begin
+        if (!ro_last) begin
+          if (ro_j_q + 16'd1 == ro_n) begin
+            ro_j_d  = '0;
+            ro_ph_d = ro_ph_q + 2'd1;
+          end else begin
+            ro_j_d = ro_j_q + 16'd1;
+          end
+        end else if (ro_t_q + 4'd1 != ro_tn) begin
+          ro_t_d = ro_t_q + 4'd1;
+        end else begin
+          ro_t_d = '0;
+          if (ro_j_q + 16'd1 == ro_n) begin
+            ro_j_d   = '0;
+            ro_ph_d  = '0;
+            ro_src_d = ro_src_q + ro.src_stride;
+            ro_dst_d = ro_dst_q + ro.dst_stride;
+          end else begin
+            ro_j_d = ro_j_q + 16'd1;
+          end
+        end
       end
       // DWCONV: a tap is two accesses (source, weight); the window steps after the weight
       if (is_dw && !dw_tbl && !wph_q) dph_d = !dph_q;
@@ -472,6 +587,12 @@ module tpu_vpu
       if (dw_tbl)     sram_addr_o = dw.param_addr + 16'(k_q);
       else if (wph_q) sram_addr_o = waddr_q;
       else            sram_addr_o = dph_q ? wt_q : taddr_q;
+    end else if (is_ro) begin
+      sram_we_o = ro_last && ro_t_q == ro_tn - 4'd1;
+      if (!ro_last || ro_t_q == ro_tn - 4'd2) sram_addr_o = ro_src_q + ro_j_q;
+      else if (sram_we_o)                     sram_addr_o = ro_dst_q + ro_j_q;
+      else                                    sram_addr_o = ln.param_addr + 16'(32'd6 * 32'(ro_j_q))
+                                                            + 16'(ro_t_q);
     end else if (is_lut) begin
       sram_we_o   = k_q >= 17'(T) && lu_j[0];
       if (k_q < 17'(T)) sram_addr_o = lu.table_addr + 16'(k_q);
@@ -560,6 +681,94 @@ module tpu_vpu
     return clamp8(requant(p, mo, so), zpo, relu ? zpo : -8'sd128);
   endfunction
 
+  // ---------------------------------------------------------------- SOFTMAX, LAYERNORM
+  // The read of the previous cycle (its data arrives now): kind 1 a pass-0 word (SOFTMAX max,
+  // LAYERNORM sum and sum of squares), 2 a SOFTMAX pass-1 word (sum of exponentials), 3 a
+  // LAYERNORM table word (plane rd_ro_t_q); first: word 0 of its pass (the statistic restarts).
+  logic [1:0]  rd_ro_kind_q;
+  logic        rd_ro_first_q;
+  logic [15:0] rd_ro_j_q;
+  logic [2:0]  rd_ro_t_q;
+  logic signed [7:0]  ro_max_q, ro_max_fin;     // SOFTMAX row max of the live inputs
+  logic        [39:0] ro_esum_q, ro_esum_fin;   // SOFTMAX sum of Q22 exponentials (< 2^38)
+  logic signed [31:0] ro_sum_q, ro_sum_fin;     // LAYERNORM sum (|sum| < 2^23)
+  logic        [31:0] ro_sq_q, ro_sq_fin;       // LAYERNORM sum of squares (< 2^30)
+  logic [5:0][WordBits-1:0] ln_par_q;           // LAYERNORM table words of the current row word
+
+  // lane n of row word j is in the row
+  function automatic logic ro_in_row(input logic [15:0] j, input int n, input logic [15:0] row_len);
+    return 32'(j) * 32'(WordBytes) + 32'(n) < 32'(row_len);
+  endfunction
+
+  // SOFTMAX exponential of lane x against the row max (0 unless live)
+  function automatic logic [22:0] sm_exp(input logic signed [7:0] x, input logic signed [7:0] xmax,
+                                         input logic [23:0] exp_mult, input logic live);
+    logic signed [8:0] d;
+    d = 9'(xmax) - 9'(x);
+    if (!live) return '0;
+    return exp2_neg(27'((32'(d[8] ? 8'd0 : d[7:0]) * 32'(exp_mult)) >> 5));
+  endfunction
+
+  always_comb begin
+    ro_max_fin  = rd_ro_first_q ? -8'sd128 : ro_max_q;
+    ro_esum_fin = rd_ro_first_q ? '0 : ro_esum_q;
+    ro_sum_fin  = rd_ro_first_q ? '0 : ro_sum_q;
+    ro_sq_fin   = rd_ro_first_q ? '0 : ro_sq_q;
+    if (is_ro && rd_ro_kind_q != 2'd0 && rd_ro_kind_q != 2'd3) begin
+      for (int n = 0; n < int'(Lanes); n++) begin
+        automatic logic signed [7:0] x = sram_rdata_i[n*8 +: 8];
+        automatic logic valid = ro_in_row(rd_ro_j_q, n, ro.row_len);
+        automatic logic live  = valid && !(is_sm && ro.mask && x == -8'sd128);
+        if (rd_ro_kind_q == 2'd1 && live && x > ro_max_fin) ro_max_fin = x;
+        if (rd_ro_kind_q == 2'd2) ro_esum_fin = ro_esum_fin + 40'(sm_exp(x, ro_max_q, ro.exp_mult, live));
+        if (rd_ro_kind_q == 2'd1 && is_ln && valid) begin
+          ro_sum_fin = ro_sum_fin + 32'(x);
+          ro_sq_fin  = ro_sq_fin + 32'(32'(x) * 32'(x));
+        end
+      end
+    end
+  end
+
+  // Per-row constants, from the registered statistics (stable in the last pass)
+  logic [63:0] sm_recip, ln_recip;
+  logic signed [63:0] ln_var;
+  logic [31:0] ln_den;
+  always_comb begin
+    sm_recip = '0;
+    ln_var   = '0;
+    ln_den   = '0;
+    ln_recip = '0;
+    if (is_sm && ro_esum_q != '0) sm_recip = (64'd1 << 53) / 64'(ro_esum_q);
+    if (is_ln) begin
+      ln_var   = 64'(ro.row_len) * 64'(ro_sq_q) - 64'(ro_sum_q) * 64'(ro_sum_q);
+      ln_den   = isqrt64((64'(ln_var) << 16) + 64'(ln.eps));
+      if (ln_den < 32'd256) ln_den = 32'd256;
+      ln_recip = (64'd1 << 47) / 64'(ln_den);
+    end
+  end
+
+  function automatic logic [7:0] sm_lane(input logic signed [7:0] x, input logic live,
+                                         input logic signed [7:0] xmax, input logic [23:0] exp_mult,
+                                         input logic [63:0] recip, input logic signed [31:0] mult,
+                                         input logic signed [7:0] shift, input logic signed [7:0] zp);
+    logic [31:0] p;                                                   // Q30, <= 2^30
+    p = 32'((64'(sm_exp(x, xmax, exp_mult, live)) * recip + (64'd1 << 22)) >> 23);
+    return clamp8(requant(p, mult, shift), zp, -8'sd128);
+  endfunction
+
+  function automatic logic [7:0] ln_lane(input logic signed [7:0] x, input logic valid,
+                                         input logic [15:0] n, input logic signed [31:0] sum,
+                                         input logic [63:0] recip, input logic signed [15:0] gamma,
+                                         input logic signed [31:0] beta, input logic signed [31:0] mult,
+                                         input logic signed [7:0] shift, input logic signed [7:0] zp);
+    logic signed [31:0] xc;
+    logic signed [63:0] xn;
+    xc = 32'(n) * 32'(x) - sum;                                   // |xc| < 2^24
+    xn = (64'(xc) * $signed(recip) + (64'sd1 <<< 26)) >>> 27;    // Q12
+    if (!valid) return clamp8('0, zp, -8'sd128);
+    return clamp8(requant(sat32(xn * 64'(gamma) + 64'(beta)), mult, shift), zp, -8'sd128);
+  endfunction
+
   // POOL running max / sum, DWCONV running sum of products, including the tap (POOL) or the
   // weight (DWCONV: times the source tap registered in a_q) whose data arrives this cycle.
   always_comb begin
@@ -595,6 +804,17 @@ module tpu_vpu
         end else if (is_dw) begin
           sram_wdata_o[n*8 +: 8] = rq_lane(fin_sum[n], tbl[n*32 +: 32], tbl[(WordBytes + n)*32 +: 32],
                                            tbl[(8*WordBytes + n)*8 +: 8], zp1, dw.relu);
+        end else if (is_sm) begin
+          automatic logic signed [7:0] x = sram_rdata_i[n*8 +: 8];
+          sram_wdata_o[n*8 +: 8] = sm_lane(x, ro_in_row(ro_j_q, n, ro.row_len) && !(ro.mask && x == -8'sd128),
+                                           ro_max_q, ro.exp_mult, sm_recip, q_mult[0], q_shift[0], zp0);
+        end else if (is_ln) begin
+          sram_wdata_o[n*8 +: 8] = ln_lane(sram_rdata_i[n*8 +: 8], ro_in_row(ro_j_q, n, ro.row_len),
+                                           ro.row_len, ro_sum_q, ln_recip,
+                                           {ln_par_q[1][n*8 +: 8], ln_par_q[0][n*8 +: 8]},
+                                           {ln_par_q[5][n*8 +: 8], ln_par_q[4][n*8 +: 8],
+                                            ln_par_q[3][n*8 +: 8], ln_par_q[2][n*8 +: 8]},
+                                           q_mult[0], q_shift[0], zp0);
         end else if (is_lut) begin
           sram_wdata_o[n*8 +: 8] = lut_q[sram_rdata_i[n*8 +: 8]];
         end else if (is_mul) begin
@@ -628,6 +848,19 @@ module tpu_vpu
       wph_q   <= 1'b0;
       dph_q   <= 1'b0;
       wt_q    <= '0;
+      ro_ph_q  <= '0;
+      ro_j_q   <= '0;
+      ro_t_q   <= '0;
+      ro_src_q <= '0;
+      ro_dst_q <= '0;
+      rd_ro_kind_q  <= '0;
+      rd_ro_first_q <= 1'b0;
+      rd_ro_j_q     <= '0;
+      rd_ro_t_q     <= '0;
+      ro_max_q      <= '0;
+      ro_esum_q     <= '0;
+      ro_sum_q      <= '0;
+      ro_sq_q       <= '0;
       rd_v_q  <= 1'b0;
       rd_k_q  <= '0;
       rd_src_q <= 1'b0;
@@ -652,6 +885,25 @@ module tpu_vpu
       wph_q   <= wph_d;
       dph_q   <= dph_d;
       wt_q    <= wt_d;
+      ro_ph_q  <= ro_ph_d;
+      ro_j_q   <= ro_j_d;
+      ro_t_q   <= ro_t_d;
+      ro_src_q <= ro_src_d;
+      ro_dst_q <= ro_dst_d;
+      rd_ro_kind_q <= '0;
+      if (acc_on && is_ro && !sram_we_o) begin
+        if (!ro_last)                      rd_ro_kind_q <= (ro_ph_q == 2'd0) ? 2'd1 : 2'd2;
+        else if (ro_t_q < ro_tn - 4'd2)    rd_ro_kind_q <= 2'd3;
+      end
+      rd_ro_first_q <= ro_j_q == '0;
+      rd_ro_j_q     <= ro_j_q;
+      rd_ro_t_q     <= 3'(ro_t_q);
+      if (is_ro && rd_ro_kind_q == 2'd1) begin
+        ro_max_q <= ro_max_fin;
+        ro_sum_q <= ro_sum_fin;
+        ro_sq_q  <= ro_sq_fin;
+      end
+      if (is_ro && rd_ro_kind_q == 2'd2) ro_esum_q <= ro_esum_fin;
       rd_v_q  <= acc_on && !sram_we_o;
       rd_k_q  <= k_q;
       rd_src_q <= acc_on && is_dw && !dw_tbl && !wph_q && !dph_q;
@@ -672,6 +924,11 @@ module tpu_vpu
   // Per-channel table: data registers, no reset; they only change when a table word arrives.
   always_ff @(posedge clk_i) begin
     if ((is_rq || is_dw) && rd_v_q) tbl_q <= tbl_view;
+  end
+
+  // LAYERNORM table words: data registers, no reset; plane t of the current row word.
+  always_ff @(posedge clk_i) begin
+    if (is_ln && rd_ro_kind_q == 2'd3) ln_par_q[rd_ro_t_q] <= sram_rdata_i;
   end
 
   // LUT table: data registers, no reset; table word j (access j < T) holds entries

@@ -19,8 +19,12 @@
 //   DWCONV with out_w*out_h > 0: ERR_VPU_SRAM_RANGE table param_addr + DW_PARAM_WORDS - 1, last tap
 //            or weight word wt_addr + taps - 1 (if the window has taps), or last destination word
 //            >= SRAM_WORDS; ERR_QREG_UNLOADED if qreg_in or qreg_out was never loaded.
-// LOAD_QREG and NOP are never errors; POOL and DWCONV without outputs, ADD and MUL with count 0
-// neither. DWCONV's window fields lie at POOL's bits (pool_fields decodes them).
+//   SOFTMAX / LAYERNORM with rows * row_len > 0 (n = ceil(row_len / WORD_BYTES) words per row):
+//            ERR_VPU_SRAM_RANGE source src_addr + (rows-1)*src_stride + n - 1, destination likewise,
+//            or (LAYERNORM) table param_addr + 6n - 1, >= SRAM_WORDS; ERR_QREG_UNLOADED if qreg_out
+//            was never loaded. Their common fields lie at the same bits (softmax_fields decodes them).
+// LOAD_QREG and NOP are never errors; POOL and DWCONV without outputs, ADD and MUL with count 0,
+// SOFTMAX and LAYERNORM without rows neither. DWCONV's window fields lie at POOL's bits (pool_fields decodes them).
 
 `default_nettype none
 
@@ -46,6 +50,8 @@ module tpu_vpu_check
   mul_t       mu;
   lut_t       lu;
   dwconv_t    dw;
+  softmax_t   ro;           // also LAYERNORM's common row fields
+  layernorm_t ln;
   assign opcode = opcode_of(instr_i);
   assign lq     = load_qreg_fields(instr_i);
   assign rq     = requant_fields(instr_i);
@@ -54,12 +60,15 @@ module tpu_vpu_check
   assign mu     = mul_fields(instr_i);
   assign lu     = lut_fields(instr_i);
   assign dw     = dwconv_fields(instr_i);
+  assign ro     = softmax_fields(instr_i);
+  assign ln     = layernorm_fields(instr_i);
 
   logic unused_fields;  // fields that cannot make an instruction an error
   assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu, mu.relu, dw.relu,
                            dw.src_addr, dw.win_w, dw.win_h, dw.win_stride_x, dw.win_stride_y, dw.out_w,
                            dw.out_stride_x, dw.out_h, dw.out_stride_y, dw.dst_addr, dw.qreg_in,
-                           dw.qreg_out};
+                           dw.qreg_out, ro.exp_mult, ro.mask, ln.eps, ln.src_addr, ln.dst_addr,
+                           ln.row_len, ln.rows, ln.src_stride, ln.dst_stride, ln.qreg_out};
 
   // ---- the check's copy of the quant registers' valid bits --------------------------------
   logic [NUM_QREGS-1:0] valid_q;
@@ -118,6 +127,16 @@ module tpu_vpu_check
                     || (lu.count != '0 && (past_end(w_t'(lu.src_addr), w_t'(lu.count))
                                            || past_end(w_t'(lu.dst_addr), w_t'(lu.count))));
 
+  w_t   ro_n, ro_acc;
+  logic ro_sram_bad, ln_sram_bad, ro_q_bad;
+  assign ro_n        = (w_t'(ro.row_len) + w_t'(WORD_BYTES) - w_t'(1)) / w_t'(WORD_BYTES);
+  assign ro_acc      = w_t'(ro.rows) * ro_n;      // 0: no accesses, no check
+  // (rows - 1) is only used when rows >= 1
+  assign ro_sram_bad = past_end(w_t'(ro.src_addr) + (w_t'(ro.rows) - w_t'(1)) * w_t'(ro.src_stride), ro_n)
+                    || past_end(w_t'(ro.dst_addr) + (w_t'(ro.rows) - w_t'(1)) * w_t'(ro.dst_stride), ro_n);
+  assign ln_sram_bad = past_end(w_t'(ln.param_addr), w_t'(6) * ro_n);
+  assign ro_q_bad    = !valid_q[ro.qreg_out];
+
   always_comb begin
     code_o = '0;
     unique case (opcode)
@@ -149,6 +168,13 @@ module tpu_vpu_check
         if (pl_outs != '0) begin
           if (dw_sram_bad)    code_o = ERR_VPU_SRAM_RANGE;
           else if (dw_q_bad)  code_o = ERR_QREG_UNLOADED;
+        end
+      end
+      OP_SOFTMAX,
+      OP_LAYERNORM: begin
+        if (ro_acc != '0) begin
+          if (ro_sram_bad || (opcode == OP_LAYERNORM && ln_sram_bad)) code_o = ERR_VPU_SRAM_RANGE;
+          else if (ro_q_bad)                                         code_o = ERR_QREG_UNLOADED;
         end
       end
       default: ;

@@ -24,6 +24,7 @@ from tpusim.arch.operands import (
     pool_last_tap,
     pool_taps,
 )
+from tpusim.arch.rowops import ROWOPS, rowop_accesses, rowop_ranges
 
 ENGINES = tuple(Engine)
 NAMES = tuple(e.name for e in Engine)
@@ -102,6 +103,11 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
             acc.append(("sram", a["src_a"] * w, (a["src_a"] + n) * w, False))
             acc.append(("sram", a["src_b"] * w, (a["src_b"] + (n if a["stride_b"] else 1)) * w, False))
             acc.append(("sram", a["dst_addr"] * w, (a["dst_addr"] + n) * w, True))
+    elif op in ROWOPS:
+        if rowop_accesses(op, a, w) == 0:
+            return []
+        for field, first, last in rowop_ranges(op, a, w):        # rows: the covering range
+            acc.append(("sram", first * w, (last + 1) * w, field == "dst_addr"))
     elif op == "LUT":
         n = a["count"]
         acc.append(("sram", a["table_addr"] * w, (a["table_addr"] + cfg.lut_words) * w, False))

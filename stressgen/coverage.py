@@ -26,6 +26,7 @@ from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import ENGINE_KEYS, unused_bits
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.arch.operands import dma_ddr_end
+from tpusim.arch.rowops import ROWOPS, rowop_accesses, rowop_ranges
 
 STATIC_BINS = (
     # matrix problems
@@ -60,6 +61,15 @@ STATIC_BINS = (
     # DWCONV: any with outputs, a 0-tap window (the bias alone), strided outputs, a rounding tie
     # that reaches an unclamped output
     "dwconv", "dwconv_no_taps", "dwconv_strided", "tie_dwconv",
+    # SOFTMAX / LAYERNORM (with rows): any, masking on, several rows, a row ending mid-word, in place
+    # (dst = src), source and destination overlapping otherwise (rows re-read their own writes)
+    "softmax", "softmax_mask", "layernorm", "rowop_multirow", "rowop_partial_word", "rowop_in_place",
+    "rowop_overlap",
+    # row edge bins (data, from the golden run): a row of >= 2 equal live logits, a row whose max
+    # holds > 99.6 % of the mass (a single huge logit), a row with masked and live lanes, a fully
+    # masked row (no live lane: p = 0), a LAYERNORM row of zero variance, a saturated sat32 accumulator
+    "softmax_all_equal", "softmax_huge_logit", "softmax_masked_row", "softmax_fully_masked",
+    "layernorm_zero_var", "layernorm_saturation",
     # a NOP in each engine's queue (an MXU / VPU NOP completes at its start edge)
     "nop_load", "nop_store", "nop_mxu", "nop_vpu",
 )
@@ -226,6 +236,19 @@ class _Observer:
         self._ties(("tie_mul",), x, mult, shift, zp, relu)
         self.bins["mul_max_product"] += int((np.abs(x) == 255 * 255).sum())
 
+    def _softmax(self, i, x, in_row, live, total):
+        b = self.bins
+        for xr, lr, t in zip(x, live, total):
+            vals = xr[lr]
+            b["softmax_all_equal"] += vals.size >= 2 and vals.min() == vals.max()
+            b["softmax_huge_logit"] += vals.size >= 2 and int(t) * 256 < 257 << arith.SOFTMAX_E_BITS
+            b["softmax_masked_row"] += 0 < vals.size < int(in_row.sum())
+            b["softmax_fully_masked"] += int(in_row.sum()) > 0 and vals.size == 0
+
+    def _layernorm(self, i, x, valid, var, acc):
+        self.bins["layernorm_zero_var"] += int((var == 0).sum())
+        self.bins["layernorm_saturation"] += int(((acc == arith.INT32_MAX) | (acc == arith.INT32_MIN)).sum())
+
     def _qreg_load(self, i, qreg, value):
         prev = self.qval.get(qreg)
         if prev is not None and prev != value and qreg in self.epoch.get("read", set()):
@@ -306,13 +329,21 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["lut_count0"] += a["count"] == 0
             b["lut_chain"] += a["count"] > 0 and (a["src_addr"], a["count"]) in lut_outs
             lut_outs.add((a["dst_addr"], a["count"]))
+        elif ins.op in ROWOPS and rowop_accesses(ins.op, a, W):
+            b[ins.op.lower()] += 1
+            b["softmax_mask"] += ins.op == "SOFTMAX" and a["mask"] == 1
+            b["rowop_multirow"] += a["rows"] > 1
+            b["rowop_partial_word"] += a["row_len"] % W != 0
+            b["rowop_in_place"] += a["src_addr"] == a["dst_addr"]
+            (_, s0, s1), (_, d0, d1) = rowop_ranges(ins.op, a, W)[:2]
+            b["rowop_overlap"] += a["src_addr"] != a["dst_addr"] and s0 <= d1 and d0 <= s1
         elif ins.op == "NOP" and 0 <= a.get("engine", -1) < len(ENGINE_KEYS):
             b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):
             b["relu"] += 1
         if ins.op == "REQUANT" and a["count"]:
             _requant_shape(a, cfg, b, groups)
-        if ins.op in ("REQUANT", "ADD", "MUL", "DWCONV") or ins.op == "POOL" and a["mode"]:
+        if ins.op in ("REQUANT", "ADD", "MUL", "DWCONV", *ROWOPS) or ins.op == "POOL" and a["mode"]:
             qbanks.update(a[f] // 16 for f in ("qreg", "qreg_a", "qreg_b", "qreg_out", "qreg_in") if f in a)
     b["sram_all_banks"] += len(banks) == cfg.sram_banks
     b["sram_full"] += len(loaded) == cfg.sram_words

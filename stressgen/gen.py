@@ -31,6 +31,7 @@ from stressgen.tasks import (
     pick_m,
     pool_task,
     qreg_alias_task,
+    rowop_task,
     upsample_task,
 )
 from stressgen.validate import validate
@@ -59,6 +60,9 @@ MUL_P = 0.4
 UPSAMPLE_P = 0.3
 #: Chance of a depthwise-convolution task (DWCONV), from side streams of its own.
 DWCONV_P = 0.5
+#: Chance of 1-2 row-operation tasks (SOFTMAX, LAYERNORM), from side streams of their own: a seed
+#: without them draws the program it drew before the row operations existed.
+ROWOP_P = 0.5
 
 
 def _matmul(ctx, big: bool):
@@ -164,6 +168,11 @@ def _tasks(ctx) -> list:
     side = random.Random(f"tpusim-stress-dwconv:{ctx.seed}")
     if side.random() < DWCONV_P:
         add(dwconv_task(ctx, side, np.random.default_rng([ctx.seed, 0xD3C])))
+    side = random.Random(f"tpusim-stress-rowop:{ctx.seed}")
+    if side.random() < ROWOP_P:
+        nrng = np.random.default_rng([ctx.seed, 0x50F])
+        for _ in range(side.randint(1, 2)):
+            add(rowop_task(ctx, side, nrng))
     side = random.Random(f"tpusim-stress-upsample:{ctx.seed}")
     if side.random() < UPSAMPLE_P:
         add(upsample_task(ctx, side, np.random.default_rng([ctx.seed, 0x5A4])))

@@ -40,6 +40,8 @@ SIZE_FIELDS: dict[str, tuple[str, ...]] = {
     "ADD": ("count",),
     "MUL": ("count",),
     "LUT": ("count",),
+    "SOFTMAX": ("rows", "row_len"),
+    "LAYERNORM": ("rows", "row_len"),
 }
 
 
@@ -66,6 +68,8 @@ def _work(ins: Instruction) -> int:
         return a["count"]
     if ins.op in ("POOL", "DWCONV"):
         return a["out_w"] * a["out_h"] * a["win_w"] * a["win_h"]
+    if ins.op in ("SOFTMAX", "LAYERNORM"):
+        return a["rows"] * a["row_len"]
     return 1 if ins.op in ("LOAD_WEIGHTS", "LOAD_QREG") else 0
 
 

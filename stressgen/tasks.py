@@ -11,6 +11,7 @@ import numpy as np
 from stressgen.ctx import Task
 from stressgen.data import rand_i8, rand_qreg, requant_table
 from tpusim.arch.arith import add_multipliers, quantize_multiplier
+from tpusim.arch.rowops import ln_param_words, row_words
 
 PRIME_K = (101, 103, 107, 127, 131)
 
@@ -517,6 +518,98 @@ def dwconv_task(ctx, r, nrng):
     return task
 
 
+#: row-op data kinds, one per row (rowop_task), and the edge bins they aim at (stressgen.coverage)
+ROWOP_KINDS = ("random", "equal", "huge", "masked", "masked_full", "saturate")
+
+
+def _rowop_params(r, nrng, op: str, row_len: int, saturate: bool, W: int):
+    """A SOFTMAX's (exp_mult, mask) or a LAYERNORM's (eps, table) fields and its output quant
+    register value (rowop_task)."""
+    if op == "SOFTMAX":
+        s_in = 2.0 ** r.uniform(-9, 2)
+        em = r.choice([round(s_in * math.log2(math.e) * 2 ** 20)] * 4 + [0, (1 << 24) - 1])
+        s_out = r.choice([1 / 256, 1 / 255, 2.0 ** r.uniform(-9, -5)])
+        m, sh = quantize_multiplier(2.0 ** -30 / s_out)
+        zp = r.choice([-128, r.randint(-128, 127)])
+        return dict(exp_mult=min(em, (1 << 24) - 1), mask=int(r.random() < 0.7)), None, (m, sh, zp)
+    gamma = nrng.integers(-32768, 32768, row_len)
+    beta = nrng.integers(-(1 << 27), 1 << 27, row_len)
+    if saturate:
+        gamma[: max(1, row_len // 2)] = r.choice([32767, -32768])
+        beta[: max(1, row_len // 3)] = r.choice([(1 << 31) - 1, -(1 << 31)])
+    m, sh = quantize_multiplier(2.0 ** r.uniform(-27, -18))
+    eps = r.choice([0, r.randint(1, 1 << 20), r.randint(1, (1 << 48) - 1)])
+    return dict(eps=eps), ln_param_words(gamma, beta, W), (m, sh, r.randint(-128, 127))
+
+
+def rowop_task(ctx, r, nrng):
+    """SOFTMAX and / or LAYERNORM (either, or both in either order on the same rows) over 1-4
+    rows of 2 .. 4W elements (a third ending mid-word), row strides with gaps; the last one a
+    quarter of the time in place (dst = src) and a quarter shifted by one word (each row re-reads
+    words its own earlier writes replaced); each row's data one of ROWOP_KINDS: random, all equal
+    (zero variance), a single huge logit, partly masked (-128), fully masked (SOFTMAX mask 1 70 %
+    of the time); LAYERNORM saturates its accumulator through gamma and beta at the int16 / int32
+    ends when a row is "saturate"; SOFTMAX exponent multipliers over S_in = 2^-9 .. 4 and the
+    24-bit ends, LAYERNORM eps 0, small or 48-bit large; then store. Drawn from ``r`` / ``nrng``
+    (side streams) apart from space and quant-register reuse."""
+    W = ctx.W
+    ops = r.choice([["SOFTMAX"], ["LAYERNORM"], ["SOFTMAX", "LAYERNORM"], ["LAYERNORM", "SOFTMAX"]])
+    row_len = r.choice([r.randint(2, 4 * W), W * r.randint(1, 4), r.randint(2, W)])
+    n, rows = row_words(row_len, W), r.randint(1, 4)
+    layout = r.choice(["plain", "plain", "in_place", "shifted"])
+    src_stride = n + r.choice([0, 0, r.randint(1, 3)])
+    kinds = [r.choice(ROWOP_KINDS) for _ in range(rows)]
+    span_src = (rows - 1) * src_stride + n
+    x = rand_i8(nrng, (span_src, W))
+    for r0, kind in enumerate(kinds):
+        row = x[r0 * src_stride:r0 * src_stride + n]            # a view
+        if kind == "equal":
+            row[:] = r.randint(-128, 127)
+        elif kind == "huge":
+            row[:] = r.randint(-128, -90)
+            row.reshape(-1)[r.randrange(row_len)] = 127
+        elif kind == "masked":
+            row[:] = np.where(nrng.random((n, W)) < 0.7, -128, row)
+            row.reshape(-1)[r.randrange(row_len)] = r.randint(-127, 127)
+        elif kind == "masked_full":
+            row[:] = -128
+    steps = []
+    for k, op in enumerate(ops):
+        lay = layout if k == len(ops) - 1 else "plain"
+        dst_stride = src_stride if lay != "plain" else n + r.choice([0, r.randint(1, 2)])
+        steps.append((op, lay, dst_stride) + _rowop_params(r, nrng, op, row_len, "saturate" in kinds, W))
+    task = Task(ctx, 5 + 3 * len(ops))
+    at: dict = {}
+
+    def loads():
+        at["src"] = ctx.alloc(task, "sram", span_src + (1 if layout == "shifted" else 0))
+        ctx.load(at["src"], x)
+        for k, (_, lay, dst_stride, _, table, _) in enumerate(steps):
+            if lay == "plain":
+                at[k, "dst"] = ctx.alloc(task, "sram", (rows - 1) * dst_stride + n)
+            else:
+                at[k, "dst"] = at["src"] + (1 if lay == "shifted" else 0)
+            if table is not None:
+                at[k, "param"] = ctx.alloc(task, "sram", len(table))
+                ctx.load(at[k, "param"], table)
+
+    def compute():
+        for k, (op, _, dst_stride, fields, table, vout) in enumerate(steps):
+            q = ctx.ensure_qreg(vout)
+            args = dict(fields, param_addr=at[k, "param"]) if table is not None else fields
+            ctx.em.emit(op, src_addr=at["src"], dst_addr=at[k, "dst"], row_len=row_len, rows=rows,
+                        src_stride=src_stride, dst_stride=dst_stride, qreg_out=q, **args)
+
+    def stores():
+        for k, (_, lay, dst_stride, _, _, _) in enumerate(steps):
+            if lay == "plain":
+                ctx.store(at[k, "dst"], ((rows - 1) * dst_stride + n) * W)
+        if layout != "plain":          # the source region, rewritten (and one word more if shifted)
+            ctx.store(at["src"], (span_src + (layout == "shifted")) * W)
+    task.phases = [loads, compute, stores]
+    return task
+
+
 def fill_task(ctx):
     """One DMA_LOAD that writes every SRAM byte, then stores of 1-3 random chunks of it."""
     cfg, r, W = ctx.cfg, ctx.r, ctx.W
@@ -539,5 +632,5 @@ def fill_task(ctx):
     return task
 
 
-__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "dwconv_task", "bank_edge_neighbour", "qreg_alias_task", "fill_task", "pick_m",
+__all__ = ["matmul_task", "pool_task", "add_task", "mul_task", "lut_task", "upsample_task", "dwconv_task", "rowop_task", "bank_edge_neighbour", "qreg_alias_task", "fill_task", "pick_m",
            "PRIME_K"]

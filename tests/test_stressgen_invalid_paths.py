@@ -16,6 +16,7 @@ from stressgen.gen import generate
 from stressgen.invalid import INVALID_PATHS, QREG_PATHS, SRAM_SUBKINDS, fault_kind, invalid_path_of, make_invalid
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import DeviceError
+from tpusim.arch.rowops import ROWOPS
 from tpusim.sim import run_binary
 
 SMALL = load_config("small")
@@ -98,7 +99,7 @@ def test_a_fresh_instruction_carries_any_range_path(name, ops, want, mutate):
     """A sub-kind whose opcode the program lacks gets a fresh, in-range instruction of it; the
     fault then stops SimPy at that instruction with the sub-kind's field, and the path bin says
     which checker path it was."""
-    p = _program_without(ops[0]) if ops[0] in ("LUT", "MUL", "POOL", "DWCONV") else generate(2, SMALL)
+    p = _program_without(ops[0]) if ops[0] in ("LUT", "MUL", "POOL", "DWCONV", *ROWOPS) else generate(2, SMALL)
     r = random.Random(3)
     i = inv._fresh(p, SMALL, r, ops[0])
     assert want(p.instrs[i]) and fault_kind(p, SMALL) is None
@@ -113,7 +114,7 @@ def test_a_fresh_instruction_carries_any_range_path(name, ops, want, mutate):
 
 @pytest.mark.parametrize("op,field", QREG_PATHS, ids=[f"{o}.{f}" for o, f in QREG_PATHS])
 def test_a_fresh_instruction_carries_any_qreg_path(op, field):
-    p = _program_without(op) if op in ("MUL", "POOL", "DWCONV") else generate(4, SMALL)
+    p = _program_without(op) if op in ("MUL", "POOL", "DWCONV", *ROWOPS) else generate(4, SMALL)
     loaded = sorted({ins.args["qreg"] for ins in p.instrs if ins.op == "LOAD_QREG"})
     free = next(q for q in range(SMALL.qreg_count) if q not in loaded)
     i = inv._fresh(p, SMALL, random.Random(5), op, **{f: loaded[0] for o, f in QREG_PATHS if o == op},
@@ -128,9 +129,9 @@ def test_a_fresh_instruction_carries_any_qreg_path(op, field):
 
 def test_every_checker_path_within_200_consecutive_seeds():
     """At the mutant hunts' invalid rate (0.5), seeds 0..199 (a hunt's 200 programs) draw every
-    checker path of INVALID_PATHS (invalid_path_of: a low-discrepancy sequence, 1 to 2 seeds
+    checker path of INVALID_PATHS (invalid_path_of: the invalid seeds cycle through the paths, 1 to 2 seeds
     per path), and reach every SRAM / accumulator range
-    path and every quant-register path (22 + 11, the rare opcodes' on fresh instructions): a
+    path and every quant-register path (27 + 13, the rare opcodes' on fresh instructions): a
     checker mutant that drops one of those terms meets its path within 200 programs."""
     drawn = Counter(invalid_path_of(s, 0.5) for s in range(200))
     assert all(drawn[p] >= 1 for p in INVALID_PATHS), [p for p in INVALID_PATHS if not drawn[p]]
@@ -145,7 +146,7 @@ def test_every_checker_path_within_200_consecutive_seeds():
     for name, ops, _, _ in SRAM_SUBKINDS:
         field = fields.get(name) or fields[name.split("_")[-1]]
         want.add(path_bin(EXPECT.get(name, "vpu_sram_range"), ops[0], field))
-    assert len(want) == 33
+    assert len(want) == 40
     assert not {b for b in want if not hits[b]}, sorted(b for b in want if not hits[b])
 
 

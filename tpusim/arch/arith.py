@@ -34,7 +34,8 @@ import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
            "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "mul_int8", "lut_int8",
-           "matmul_acc", "depthwise_acc"]
+           "matmul_acc", "depthwise_acc", "exp2_neg", "softmax_valid", "softmax_exp", "softmax_stats",
+           "softmax_out", "isqrt_floor", "layernorm_stats", "layernorm_acc", "layernorm_out"]
 
 INT32_MIN = -(2 ** 31)
 INT32_MAX = 2 ** 31 - 1
@@ -255,3 +256,155 @@ def lut_int8(x, table) -> np.ndarray:
     if x.size and (x.min() < -128 or x.max() > 127):
         raise ValueError(f"LUT input {int(x[(x < -128) | (x > 127)].flat[0])} is outside int8")
     return table.astype(np.int8)[x & 0xFF]
+
+
+# ------------------------------------------------------------------ row operations (SOFTMAX, LAYERNORM)
+# Integer-only Softmax and LayerNorm over a row of int8 values (docs/integer_nonlinear.md: the
+# derivation, the alternatives considered and the measured error bounds). Sources: I-BERT (Kim,
+# Gholami, Yao, Mahoney, Keutzer, ICML 2021: i-exp by range reduction + polynomial, integer
+# Newton square root, Algorithm 4) and Softermax (Stevens et al., DAC 2021: base-2 exponent, the
+# log2(e) folded into the input scale). Every step is an integer operation with the rounding
+# stated; the RTL (rtl/tpu_vpu.sv) does exactly these steps.
+
+#: SOFTMAX: z = d * exp_mult is Q20 (d = max - x, exp_mult = round(S_in * log2(e) * 2**20))
+SOFTMAX_EXP_FRAC_BITS = 20
+#: 2**-r for r in [0, 1) (Q15 in, Q15 out): 32768 + r*(C1 + r*(C2 + r*C3)) in Horner form with
+#: floor shifts by 15; a minimax-fitted cubic, max error 3.3 Q15 units (1.0e-4) over all 32768 r
+EXP2_POLY_Q15 = (-22667, 7597, -1315)
+#: SOFTMAX: the exponentials are Q22 (e(0) = 2**22): 2**-r from the Q15 polynomial, shifted left
+#: by 7 and rounded right by the integer part q (0 for q >= 23)
+SOFTMAX_E_BITS = 22
+#: SOFTMAX: reciprocal 2**53 // sum (sum of Q22 exponentials in [2**22, 2**38) when a lane is
+#: unmasked, so the reciprocal is in (2**15, 2**31])
+SOFTMAX_RECIP_BITS = 53
+#: SOFTMAX: p = round(e * recip / 2**23), the probability in Q30 (<= 2**30)
+SOFTMAX_P_SHIFT = 23
+#: LAYERNORM: den = max(isqrt(((N*sumsq - sum**2) << 16) + eps), 256) (sqrt with 8 fraction bits)
+LAYERNORM_VAR_SHIFT = 16
+LAYERNORM_DEN_MIN = 256
+#: LAYERNORM: reciprocal 2**47 // den (<= 2**39, >= 2**15.5)
+LAYERNORM_RECIP_BITS = 47
+#: LAYERNORM: normalised value xn = round((N*x - sum) * recip / 2**27), Q12 ((x - mean) / std * 2**12)
+LAYERNORM_N_SHIFT = 27
+LAYERNORM_N_FRAC_BITS = 12
+#: LAYERNORM per-channel table: words per row word (gamma int16: 2 byte planes, beta int32: 4)
+LAYERNORM_PARAM_PLANES = 6
+
+
+def _rnd_shift(p: np.ndarray, s: int) -> np.ndarray:
+    """floor((p + 2**(s-1)) / 2**s): round half up (toward +inf), an add and an arithmetic shift."""
+    return (p + (np.int64(1) << (s - 1))) >> s
+
+
+def exp2_neg(z) -> np.ndarray:
+    """2**(-z / 2**20) in Q22 (int64 in [0, 2**22]) for unsigned Q20 z < 2**32 (Softermax's
+    base-2 exponential; I-BERT's i-exp range reduction with ln 2 replaced by 1).
+
+    q = z >> 20 (integer part), r = (z >> 5) & 0x7FFF (fraction, Q15); Horner with floor shifts:
+    t = C3; t = C2 + (t*r >> 15); t = C1 + (t*r >> 15); t = 32768 + (t*r >> 15) (= 2**-r in Q15,
+    t in [16384, 32768]); e = ((t << 7) + (2**q >> 1)) >> q (round half up) for q <= 22, 0 for
+    q >= 23. z = 0 gives exactly 2**22."""
+    z = np.asarray(z, dtype=np.int64)
+    q = z >> SOFTMAX_EXP_FRAC_BITS
+    r = (z >> (SOFTMAX_EXP_FRAC_BITS - 15)) & 0x7FFF
+    c1, c2, c3 = EXP2_POLY_Q15
+    t = np.full_like(z, c3)
+    t = c2 + ((t * r) >> 15)
+    t = c1 + ((t * r) >> 15)
+    t = 32768 + ((t * r) >> 15)
+    qs = np.minimum(q, 23)
+    e = ((t << (SOFTMAX_E_BITS - 15)) + ((np.int64(1) << qs) >> 1)) >> qs
+    return np.where(q >= 23, 0, e)
+
+
+def softmax_valid(x, lanes_valid, mask: bool) -> np.ndarray:
+    """Lanes that take part in a SOFTMAX row: inside the row (``lanes_valid``) and, with ``mask``,
+    not equal to -128 (an attention-masked logit: probability 0)."""
+    x = np.asarray(x, dtype=np.int64)
+    v = np.asarray(lanes_valid, dtype=bool)
+    return v & (x != -128) if mask else v
+
+
+def softmax_exp(x, xmax, exp_mult: int, valid) -> np.ndarray:
+    """Q22 exponentials of a SOFTMAX row: d = clamp(xmax - x, 0, 255), e = exp2_neg(d *
+    exp_mult) (exp_mult: 24-bit unsigned), 0 on lanes not ``valid``. x int8 [..., L], xmax int
+    [...] (broadcast against x's last axis)."""
+    x = np.asarray(x, dtype=np.int64)
+    d = np.clip(np.asarray(xmax, dtype=np.int64)[..., None] - x, 0, 255)
+    return np.where(valid, exp2_neg(d * int(exp_mult)), 0)
+
+
+def softmax_stats(x, lanes_valid, exp_mult: int, mask: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Row reductions of SOFTMAX (passes 1 and 2): (xmax, sum). x int8 [rows, L]; xmax = the max
+    over valid lanes (-128 if none), sum = the sum of ``softmax_exp`` (< 2**38 for L < 2**16)."""
+    x = np.asarray(x, dtype=np.int64)
+    valid = softmax_valid(x, lanes_valid, mask)
+    xmax = np.where(valid, x, -128).max(axis=-1, initial=-128)
+    return xmax, softmax_exp(x, xmax, exp_mult, valid).sum(axis=-1)
+
+
+def softmax_out(x, lanes_valid, xmax, total, exp_mult: int, mask: bool, mult, shift, zp: int) -> np.ndarray:
+    """SOFTMAX output (pass 3), int8 [rows, L]: recip = 2**53 // sum (0 if sum = 0: a fully
+    masked row), p = (e*recip + 2**22) >> 23 (Q30, <= 2**30), y = clamp(requant(p, mult, shift)
+    + zp, -128, 127); lanes outside the row and masked lanes have p = 0 (y = clamp(zp + 0)).
+    mult/shift/zp: the output quant register (quantize_multiplier(2**-30 / S_out))."""
+    x = np.asarray(x, dtype=np.int64)
+    total = np.asarray(total, dtype=np.int64)
+    valid = softmax_valid(x, lanes_valid, mask)
+    e = softmax_exp(x, xmax, exp_mult, valid)
+    recip = np.where(total > 0, (np.int64(1) << SOFTMAX_RECIP_BITS) // np.maximum(total, 1), 0)
+    p = (e * recip[..., None] + (np.int64(1) << (SOFTMAX_P_SHIFT - 1))) >> SOFTMAX_P_SHIFT
+    return np.clip(requant(p, mult, shift) + int(zp), -128, 127).astype(np.int8)
+
+
+def isqrt_floor(v) -> np.ndarray:
+    """floor(sqrt(v)) exactly for integers 0 <= v < 2**63 (int64 array). The hardware's integer
+    square root (I-BERT Algorithm 4 iterates Newton to this same floor; the RTL uses the
+    equivalent digit-by-digit method, one result bit per step)."""
+    v = np.asarray(v, dtype=np.int64)
+    if v.size and v.min() < 0:
+        raise ValueError(f"isqrt of negative value {int(v.min())}")
+    s = np.minimum(np.floor(np.sqrt(v.astype(np.float64))).astype(np.int64), 3037000499)
+    for _ in range(2):     # the float estimate is within 1 of the root; s <= isqrt(2**63 - 1)
+        s = np.where(s * s > v, s - 1, s)
+        s = np.where((s < 3037000499) & ((s + 1) * (s + 1) <= v), s + 1, s)
+    return s
+
+
+def layernorm_stats(x, lanes_valid) -> tuple[np.ndarray, np.ndarray]:
+    """Row reductions of LAYERNORM (pass 1): (sum, sum of squares) of the valid lanes (int64
+    [rows]; |sum| < 2**23, sumsq < 2**30 for rows < 2**16 lanes)."""
+    x = np.where(lanes_valid, np.asarray(x, dtype=np.int64), 0)
+    return x.sum(axis=-1), (x * x).sum(axis=-1)
+
+
+def layernorm_acc(x, total, sumsq, n: int, eps: int, gamma, beta) -> np.ndarray:
+    """LAYERNORM's int32 accumulator before the output requant, int64 [rows, L]. n = row_len
+    (N), eps: 48-bit unsigned (round(eps_real * N**2 / S_in**2 * 2**16)); gamma int16 [L], beta int32
+    [L] (per lane of this word); total, sumsq: ``layernorm_stats``.
+
+    var = N*sumsq - sum**2 (= N**2 * variance, exact, < 2**46); den = max(isqrt_floor((var << 16)
+    + eps), 256) (N * sqrt(variance + eps_real/S_in**2) with 8 fraction bits; 256 = 1.0 only matters
+    for a constant row with eps = 0, whose N*x - sum is 0); recip = 2**47 // den (<= 2**39);
+    xn = round((N*x - sum) * recip / 2**27) (Q12 of (x - mean) / sqrt(variance +
+    eps_real/S_in**2), half up; |N*x - sum| < 2**24, so the product fits int64);
+    acc = sat32(xn*gamma + beta)."""
+    x = np.asarray(x, dtype=np.int64)
+    total = np.asarray(total, dtype=np.int64)
+    var = int(n) * np.asarray(sumsq, dtype=np.int64) - total * total
+    den = np.maximum(isqrt_floor((var << LAYERNORM_VAR_SHIFT) + int(eps)), LAYERNORM_DEN_MIN)
+    recip = (np.int64(1) << LAYERNORM_RECIP_BITS) // den
+    xc = int(n) * x - total[..., None]
+    xn = _rnd_shift(xc * recip[..., None], LAYERNORM_N_SHIFT)
+    return sat32(xn * np.asarray(gamma, dtype=np.int64) + np.asarray(beta, dtype=np.int64))
+
+
+def layernorm_out(x, lanes_valid, total, sumsq, n: int, eps: int, gamma, beta, mult, shift,
+                  zp: int) -> np.ndarray:
+    """LAYERNORM output (pass 2), int8 [rows, L]: y = clamp(requant(layernorm_acc(...), mult,
+    shift) + zp, -128, 127); lanes outside the row give clamp(zp). mult/shift/zp: the output
+    quant register (quantize_multiplier(S_gamma * 2**-12 / S_out) for gamma at scale S_gamma and
+    beta at S_gamma * 2**-12)."""
+    acc = layernorm_acc(x, total, sumsq, n, eps, gamma, beta)
+    y = np.where(lanes_valid, requant(acc, mult, shift), 0) + int(zp)
+    return np.clip(y, -128, 127).astype(np.int8)

@@ -23,6 +23,7 @@ from tpusim.arch.errors import DeviceError, IsaError
 from tpusim.arch.isa import BY_CODE, ENGINE_NAMES, INSTR_BYTES, lowest_unused_bit, unused_bit_why
 from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_MAX
 from tpusim.arch.operands import dma_ddr_end, dma_sram_end, matmul_last_word, pool_last_tap, requant_last_word
+from tpusim.arch.rowops import rowop_ranges
 
 #: DDR addresses and strides of a DMA are multiples of max(W, DDR_ALIGN_MIN_BYTES).
 DDR_ALIGN_MIN_BYTES = 32
@@ -229,11 +230,32 @@ def dwconv_fault(a: dict, cfg, loaded) -> DeviceFault | None:
                   *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg_in", "qreg_out")))
 
 
+def _rowop_fault(op: str, a: dict, cfg, loaded) -> DeviceFault | None:
+    """SOFTMAX / LAYERNORM with accesses (rows * row_len > 0) only: vpu_sram_range (the source
+    rows: ``src_addr`` to the last row's last word; the destination rows likewise; LAYERNORM's
+    table of 6n words), then qreg_unloaded (qreg_out)."""
+    ranges = rowop_ranges(op, a, cfg.word_bytes)
+    if not ranges:
+        return None
+    return _first(*(_sram_words("vpu_sram_range", f, first, last, cfg, span=True) for f, first, last in ranges),
+                  qreg_fault("qreg_out", a["qreg_out"], loaded, cfg))
+
+
+def softmax_fault(a: dict, cfg, loaded) -> DeviceFault | None:
+    """SOFTMAX: ``_rowop_fault`` (source rows, destination rows, qreg_out)."""
+    return _rowop_fault("SOFTMAX", a, cfg, loaded)
+
+
+def layernorm_fault(a: dict, cfg, loaded) -> DeviceFault | None:
+    """LAYERNORM: ``_rowop_fault`` (source rows, destination rows, table, qreg_out)."""
+    return _rowop_fault("LAYERNORM", a, cfg, loaded)
+
+
 # ------------------------------------------------------------------ by opcode
 _CONFIG_ONLY = {"DMA_LOAD": dma_fault, "DMA_STORE": dma_fault, "LOAD_WEIGHTS": load_weights_fault,
                 "MATMUL": matmul_fault}
 _WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "MUL": mul_fault, "LUT": lut_fault,
-               "DWCONV": dwconv_fault}
+               "DWCONV": dwconv_fault, "SOFTMAX": softmax_fault, "LAYERNORM": layernorm_fault}
 
 
 def start_fault(ins, cfg, loaded=frozenset()) -> DeviceFault | None:
@@ -277,6 +299,6 @@ def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault
 
 
 __all__ = ["DeviceFault", "DDR_ALIGN_MIN_BYTES", "where", "ddr_align_bytes", "dma_fault",
-           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault", "dwconv_fault",
+           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault", "dwconv_fault", "softmax_fault", "layernorm_fault",
            "qreg_fault", "start_fault", "reserved_opcode_fault", "unused_bits_fault", "decode_fault",
            "token_overflow_fault"]

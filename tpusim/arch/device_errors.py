@@ -26,8 +26,8 @@ _DEVICE_ERROR_SPECS = (
     DeviceErrorSpec("reserved_opcode", 1, 'decoder, at dispatch',
                     'the opcode byte is not in the opcode table'),
     DeviceErrorSpec("qreg_unloaded", 2, 'VPU, at start',
-                    'REQUANT, POOL average or ADD (with output) names a quant register that no '
-                    'LOAD_QREG has written'),
+                    'REQUANT, POOL average or ADD (with output), or SOFTMAX / LAYERNORM (with rows) '
+                    'names a quant register that no LOAD_QREG has written'),
     DeviceErrorSpec("dma_zero_length", 3, 'LOAD/STORE, at start',
                     '`inner_bytes`, `count1` or `count2` is 0'),
     DeviceErrorSpec("dma_misaligned", 4, 'LOAD/STORE, at start',
@@ -43,8 +43,9 @@ _DEVICE_ERROR_SPECS = (
     DeviceErrorSpec("mxu_acc_range", 8, 'MXU, at start',
                     'MATMUL (M > 0): `acc_addr + M` > accumulator rows'),
     DeviceErrorSpec("vpu_sram_range", 9, 'VPU, at start',
-                    'a REQUANT table or destination, POOL source or destination, or ADD operand '
-                    '(with output) lies past the last SRAM word, or a REQUANT `lane_group` names '
+                    'a REQUANT table or destination, POOL source or destination, ADD operand '
+                    '(with output), or SOFTMAX / LAYERNORM source, destination or table (with rows) '
+                    'lies past the last SRAM word, or a REQUANT `lane_group` names '
                     'lanes past the word (>= R/C; > 0 when R <= C)'),
     DeviceErrorSpec("vpu_acc_range", 10, 'VPU, at start',
                     'REQUANT: `acc_addr + count` > accumulator rows'),

@@ -29,7 +29,7 @@ class Engine(IntEnum):
     LOAD = 0   # DMA read channel: DDR -> SRAM (DMA clock domain)
     STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
     MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
-    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV (core clock domain)
+    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX, LAYERNORM (core clock)
 
 
 #: Engine names in Engine order: ("LOAD", "STORE", "MXU", "VPU"); lower case in counter and
@@ -100,6 +100,17 @@ _WINDOW_FIELDS = (
     _f("qreg_out", 6),       # POOL average: multiplier, shift, output zero point; DWCONV: zero point
 )
 
+#: a row operation over SRAM rows (SOFTMAX and LAYERNORM, first, at the same bits): row r of
+#: row_len int8 elements is the ceil(row_len/W) words src_addr + r*src_stride + j, its output the
+#: words dst_addr + r*dst_stride + j (tpusim.arch.rowops)
+_ROW_FIELDS = (
+    _f("src_addr", 16), _f("dst_addr", 16),
+    _f("row_len", 16),       # elements per row (lanes past it in the last word are not in the row)
+    _f("rows", 16),
+    _f("src_stride", 16), _f("dst_stride", 16),  # words between row starts
+    _f("qreg_out", 6),       # output multiplier, shift, zero point
+)
+
 OPCODES: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("NOP", 0x01, None, (_f("engine", 2),)),
     OpSpec("HALT", 0x02, None, ()),
@@ -158,11 +169,24 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
         _f("wt_addr", 16),       # word address of win_h*win_w weight words: tap ty*win_w + tx
         _f("param_addr", 16),    # word address of the per-channel table (bias, mult, shift)
     )),
+    # integer-only row operations (docs/integer_nonlinear.md; arithmetic tpusim.arch.arith)
+    OpSpec("SOFTMAX", 0x0E, Engine.VPU, (
+        *_ROW_FIELDS,
+        _f("exp_mult", 24),      # round(S_in * log2(e) * 2^20): (max - x) * exp_mult is Q20
+        _f("mask", 1),           # 1: an input of -128 is masked (probability 0)
+    )),
+    OpSpec("LAYERNORM", 0x0F, Engine.VPU, (
+        *_ROW_FIELDS,
+        _f("param_addr", 16),    # word address of the per-channel gamma/beta table (6 words per row word)
+        _f("eps", 48),           # round(eps * row_len^2 / S_in^2 * 2^16)
+    )),
 )}
 
 BY_CODE: dict[int, OpSpec] = {s.code: s for s in OPCODES.values()}
 #: DWCONV's fields that lie where POOL's do (the RTL decodes DWCONV's window with pool_fields)
 DWCONV_POOL_FIELDS = 1 + len(_WINDOW_FIELDS)
+#: SOFTMAX's and LAYERNORM's common first fields (the RTL decodes them with softmax_fields)
+ROW_FIELDS = len(_ROW_FIELDS)
 
 
 

@@ -229,6 +229,65 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
          "qreg_out": "quant register whose zero point is the output's",
          "wt_addr": "SRAM word of the first of `win_w*win_h` weight words",
          "param_addr": "SRAM word of the per-channel table (bias, mult, shift; as REQUANT)"}),
+    "SOFTMAX": (
+        "Integer-only softmax over rows of int8 logits (docs/integer_nonlinear.md: derivation, "
+        "error bound, sources I-BERT / Softermax). Row `r` (`r < rows`) is the `n = ceil(row_len/W)` "
+        "words `src_addr + r*src_stride + j` (element `e` = lane `e % W` of word `e // W`; lanes "
+        "at `e >= row_len` are not in the row); its output goes to words `dst_addr + r*dst_stride + j`. "
+        "An element is *live* if it is in the row and (`mask` = 0 or `x != -128`). Per row: "
+        "`xmax` = max of the live `x` (-128 if none); per live element `d = clamp(xmax - x, 0, 255)` "
+        "(the clamp only matters for a word re-read after an overlapping write), `z = d*exp_mult` (Q20), `e = exp2_neg(z)` (Q22: `q = z >> 20`, "
+        "`r = (z >> 5) & 0x7FFF`, `t = -1315`, `t = 7597 + (t*r >> 15)`, `t = -22667 + (t*r >> 15)`, "
+        "`t = 32768 + (t*r >> 15)`, `e = ((t << 7) + (2^q >> 1)) >> q` for `q <= 22`, else 0; "
+        "floor shifts); `sum` = sum of `e` (< 2^38); `recip = 2^53 // sum` (0 if `sum = 0`); per "
+        "element `p = (e*recip + 2^22) >> 23` (Q30; `p = 0` if not live), output "
+        "`clamp(requant(p, mult, shift) + zp, -128, 127)` with `qreg_out`'s multiplier, shift and "
+        "zero point (`tpusim.arch.arith.softmax_stats` / `softmax_out`). Lanes past `row_len` are "
+        "written with `clamp(zp)` (the output of `p = 0`). `exp_mult = round(S_in*log2(e)*2^20)`, `qreg_out` = "
+        "`quantize_multiplier(2^-30 / S_out)`. Each output word is computed from its source word "
+        "as re-read in pass 3 and the row's `xmax`, `sum` of passes 1 and 2 (`tpusim.arch.rowops`).",
+        "SRAM transaction `D = rows * 4n` (per row: pass 1 reads the `n` words (max), pass 2 reads "
+        "them again (exponentials, sum), pass 3 per word `j` reads word `j` then writes output word "
+        "`j`); ranges: source (`src_addr` to the last row's last word), destination (likewise); "
+        "`rows*row_len = 0`: no request, `c = s + 1`. Request at `s`, grant `g`, completion "
+        "`c = g + D` (core). `D` must fit 17 bits (the SRAM `len`).",
+        {"src_addr": "SRAM word address of row 0's first word",
+         "dst_addr": "SRAM word address of row 0's first output word (may equal `src_addr`)",
+         "row_len": "elements per row (`n = ceil(row_len/W)` words)",
+         "rows": "rows",
+         "src_stride": "SRAM words between source row starts",
+         "dst_stride": "SRAM words between destination row starts",
+         "qreg_out": "quant register of the output (multiplier, shift, zero point) applied to the Q30 probability",
+         "exp_mult": "`round(S_in * log2(e) * 2^20)`: the logit step in Q20 powers of two",
+         "mask": "1: an input of -128 is masked (probability 0; a row of only masked inputs gives `p = 0`)"}),
+    "LAYERNORM": (
+        "Integer-only layer normalisation over rows of int8 values with per-channel gamma and beta "
+        "(docs/integer_nonlinear.md; I-BERT's integer variance and square root). Rows as SOFTMAX "
+        "(`N = row_len` elements, `n = ceil(N/W)` words). Per row: `sum`, `sumsq` of the `N` "
+        "elements; `var = N*sumsq - sum^2` (exact, `N^2` times the variance); `den = max(isqrt((var << 16) "
+        "+ eps), 256)` (floor square root); `recip = 2^47 // den`; per element "
+        "`xn = ((N*x - sum)*recip + 2^26) >> 27` (Q12 of `(x - mean)/std`), `acc = sat32(xn*gamma + "
+        "beta)`, output `clamp(requant(acc, mult, shift) + zp, -128, 127)` with `qreg_out` "
+        "(`tpusim.arch.arith.layernorm_stats` / `layernorm_acc` / `layernorm_out`). Lanes past `N` are "
+        "written with `clamp(zp)`. The table at `param_addr` has 6 words per row word `j`: "
+        "`param_addr + 6j + t`, lane `l` = channel `j*W + l`: `t` = 0, 1 the bytes 0, 1 of gamma "
+        "(int16), `t` = 2..5 the bytes 0..3 of beta (int32) (`tpusim.arch.rowops.ln_param_words`). "
+        "Gamma at scale `S_g`, beta at `S_g * 2^-12`, `qreg_out` = `quantize_multiplier(S_g * 2^-12 / S_out)`. "
+        "Each output word is computed from its source word and table words as read in pass 2.",
+        "SRAM transaction `D = rows * 9n` (per row: pass 1 reads the `n` words (sum, sum of "
+        "squares), pass 2 per word `j` reads the 6 table words, reads word `j`, writes output word "
+        "`j`); ranges: source, destination (as SOFTMAX), the table (`6n` words); `rows*row_len = 0`: "
+        "no request, `c = s + 1`. Request at `s`, grant `g`, completion `c = g + D` (core). `D` must "
+        "fit 17 bits.",
+        {"src_addr": "SRAM word address of row 0's first word",
+         "dst_addr": "SRAM word address of row 0's first output word (may equal `src_addr`)",
+         "row_len": "elements per row `N` (`n = ceil(N/W)` words)",
+         "rows": "rows",
+         "src_stride": "SRAM words between source row starts",
+         "dst_stride": "SRAM words between destination row starts",
+         "qreg_out": "quant register of the output (multiplier, shift, zero point) applied to `acc`",
+         "param_addr": "SRAM word address of the gamma/beta table (`6n` words)",
+         "eps": "`round(eps * N^2 / S_in^2 * 2^16)`: epsilon in the units of `var << 16`"}),
 }
 
 _REQUANT_TEXT = [

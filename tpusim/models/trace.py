@@ -131,7 +131,7 @@ def vpu_dst_words(instr) -> tuple[int, int]:
 
 def qreg_read_ports(instr) -> list[int | None]:
     """Quant register index on each of the VPU's 3 read ports (None = unused), as the RTL wires
-    them: REQUANT qreg; POOL average and DWCONV qreg_in, qreg_out (max: none); ADD and MUL qreg_a, qreg_b,
+    them: REQUANT, SOFTMAX, LAYERNORM qreg / qreg_out; POOL average and DWCONV qreg_in, qreg_out (max: none); ADD and MUL qreg_a, qreg_b,
     qreg_out."""
     a = instr.args
     if instr.op == "REQUANT":
@@ -140,6 +140,8 @@ def qreg_read_ports(instr) -> list[int | None]:
         return [a["qreg_in"], a["qreg_out"], None] if a["mode"] else [None, None, None]
     if instr.op == "DWCONV":
         return [a["qreg_in"], a["qreg_out"], None]
+    if instr.op in ("SOFTMAX", "LAYERNORM"):
+        return [a["qreg_out"], None, None]
     if instr.op in ("ADD", "MUL"):
         return [a["qreg_a"], a["qreg_b"], a["qreg_out"]]
     return [None, None, None]
@@ -221,6 +223,12 @@ class Trace:
         digested, as the RTL probe digests every enabled byte on the write port)."""
         for w, v in zip(words.tolist(), vals):
             self.wrote_sram(engine, w * word_bytes + lo, v.tobytes())
+
+    def wrote_words(self, engine: int, words, vals, word_bytes: int) -> None:
+        """Whole-word writes in access order: int8 ``vals[t]`` (W bytes) into SRAM word
+        ``words[t]`` (SOFTMAX / LAYERNORM: ``tpusim.arch.rowops.run_rowop``'s ``on_write``)."""
+        for w, v in zip(np.asarray(words).ravel().tolist(), np.asarray(vals).reshape(-1, word_bytes)):
+            self.wrote_sram(engine, w * word_bytes, v.tobytes())
 
     def wrote_vpu(self, engine: int, instr, sram) -> None:
         """The VPU instruction's output words, read back from ``sram`` right after its effect."""

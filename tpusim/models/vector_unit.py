@@ -1,4 +1,5 @@
-"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV; integer arithmetic from tpusim.arch.arith.
+"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX, LAYERNORM; integer
+arithmetic from tpusim.arch.arith (row operations: tpusim.arch.rowops).
 
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
@@ -10,7 +11,9 @@ Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
     LUT     D = lut_words + 2*count;      ranges: table, src, dst (count words each)
     DWCONV  D = dw_param_words + out_w*out_h*(2*win_w*win_h + 1); ranges: table, source (first..last
             tap), weights (win_w*win_h words), destination
-  D = 0 (POOL/ADD/MUL/DWCONV with no output): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
+    SOFTMAX D = rows*4n, LAYERNORM D = rows*9n (n = ceil(row_len/W)); ranges: source rows,
+            destination rows, LAYERNORM's table (6n words) (tpusim.arch.rowops)
+  D = 0 (POOL/ADD/MUL/DWCONV with no output, SOFTMAX/LAYERNORM with rows*row_len = 0): no SRAM request, c = s + 1 (docs/rtl_interfaces.md, tpu_vpu).
   Zero-word ranges are left out of the bank mask. POOL with a 0-tap window: max gives -128 in
   every lane, average gives pool_avg(0, 0, ...).
 Data: SRAM words are int8[W] (W = R lanes); the accumulator rows int32[C]. The REQUANT table
@@ -30,7 +33,16 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.arch.arith import add_int8, depthwise_acc, lut_int8, mul_int8, pool_avg, requant_conv
-from tpusim.arch.device_checks import add_fault, dwconv_fault, lut_fault, mul_fault, pool_fault, requant_fault
+from tpusim.arch.device_checks import (
+    add_fault,
+    dwconv_fault,
+    layernorm_fault,
+    lut_fault,
+    mul_fault,
+    pool_fault,
+    requant_fault,
+    softmax_fault,
+)
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.operands import (
     LUT_TABLE_BYTES,
@@ -40,6 +52,7 @@ from tpusim.arch.operands import (
     requant_table,
     requant_writes,
 )
+from tpusim.arch.rowops import rowop_accesses, rowop_ranges, run_rowop
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
@@ -64,7 +77,7 @@ class Vpu(EngineBase):
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
-        elif op in ("REQUANT", "POOL", "ADD", "MUL", "LUT", "DWCONV"):
+        elif op in ("REQUANT", "POOL", "ADD", "MUL", "LUT", "DWCONV", "SOFTMAX", "LAYERNORM"):
             ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
@@ -76,7 +89,7 @@ class Vpu(EngineBase):
                     effect()
                 except ValueError as e:       # arith refuses a value outside its domain (none today)
                     raise SimulationError(f"{entry.where()}: {e}") from None
-                if self.trace is not None and op != "REQUANT":
+                if self.trace is not None and op not in ("REQUANT", "SOFTMAX", "LAYERNORM"):
                     self.trace.wrote_vpu(self.engine, entry.instr, self.sram)
                 c_ps = g_ps + accesses * self.period
         else:
@@ -226,6 +239,31 @@ class Vpu(EngineBase):
             w = self.sram.words
             w[a["dst_addr"]:a["dst_addr"] + n] = lut_int8(w[a["src_addr"]:a["src_addr"] + n], table)
         return [r for r in ranges if r], t + 2 * n, effect
+
+    # ------------------------------------------------------------------ SOFTMAX, LAYERNORM
+    def _plan_rowop(self, entry: QueueEntry, op: str, fault_of):
+        a = entry.instr.args
+        d = rowop_accesses(op, a, self.cfg.word_bytes)
+        if d == 0:
+            return [], 0, None
+        self._check(entry, fault_of)
+        q = self.qregs.get(a["qreg_out"])
+        qout = (q.multiplier, q.shift, q.zero_point)
+        ranges = [(first, last) for _, first, last in rowop_ranges(op, a, self.cfg.word_bytes)]
+        on_write = None
+        if self.trace is not None:
+            def on_write(words, vals):
+                self.trace.wrote_words(self.engine, words, vals, self.sram.word_bytes)
+
+        def effect():
+            run_rowop(op, self.sram.words, a, qout, on_write=on_write)
+        return ranges, d, effect
+
+    def _plan_softmax(self, entry: QueueEntry):
+        return self._plan_rowop(entry, "SOFTMAX", softmax_fault)
+
+    def _plan_layernorm(self, entry: QueueEntry):
+        return self._plan_rowop(entry, "LAYERNORM", layernorm_fault)
 
 
 __all__ = ["Vpu"]

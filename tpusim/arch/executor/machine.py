@@ -21,7 +21,7 @@ with count 0 still read their table); a POOL window of 0 taps gives -128 (max) a
 ``add`` (x: the int32 values requantised last, mult, shift, zp, relu), ``pool_avg`` (x, mult,
 shift, zp), ``mul`` (x: the int32 products requantised, mult, shift, zp, relu), ``lut`` (x: the
 int8 inputs, table: int8[256]), ``dwconv`` (x: the int32 sums with bias requantised, mult,
-shift, zp, relu).
+shift, zp, relu), ``softmax`` / ``layernorm`` (the row statistics: ``tpusim.arch.rowops.run_rowop``).
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from tpusim.arch.operands import (
     requant_table,
     requant_writes,
 )
+from tpusim.arch.rowops import run_rowop
 
 #: The max-pool result of a window without taps (every lane).
 POOL_MAX_EMPTY = -128
@@ -193,6 +194,18 @@ class Machine:
         x = self.sram[a["src_addr"]:a["src_addr"] + n]
         self.observe("lut", i, x=x, table=table)
         self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.lut_int8(x, table)
+
+    def _rowop(self, i, a, op):
+        if a["rows"] * a["row_len"] == 0:
+            return
+        q = self._qreg(i, "qreg_out", a["qreg_out"])
+        run_rowop(op, self.sram, a, q, observe=lambda event, **info: self.observe(event, i, **info))
+
+    def _softmax(self, i, a):
+        self._rowop(i, a, "SOFTMAX")
+
+    def _layernorm(self, i, a):
+        self._rowop(i, a, "LAYERNORM")
 
 
 __all__ = ["Machine", "POOL_MAX_EMPTY"]
