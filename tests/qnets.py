@@ -423,6 +423,20 @@ def lrn_net(seed=0, size=5):
     return make_model(nodes, inits, (1, 3, 12, 12), "y", (1, 10, 6, 6))
 
 
+def prelu_net(slope=(0.1, -0.4, 0.6, 0.0, 1.5, 0.25), seed=7):
+    """Conv 3x3 pad 1 (3 -> 6) + PRelu(``slope``, a (6, 1, 1) per-channel one by default, or any
+    shape given) + 1x1 Conv (6 -> 4): x [1,3,6,6] -> y [1,4,6,6]. On 'small' (8 lanes) the
+    per-channel form's two halves are part-filled blocks of one Concat (gap lanes)."""
+    rng = np.random.default_rng(seed)
+    slope = np.asarray(slope, np.float32)
+    slope = slope.reshape(6, 1, 1) if slope.shape == (6,) else slope
+    n = helper.make_node
+    inits = {"w": conv_w(rng, 6, 3, 3), "s": slope, "w2": conv_w(rng, 4, 6, 1)}
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), n("PRelu", ["c", "s"], ["p"], name="prelu"),
+             n("Conv", ["p", "w2"], ["y"], name="conv2")]
+    return make_model(nodes, inits, (1, 3, 6, 6), "y", None)
+
+
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
     """A YOLO / FPN neck: Conv s2 + SiLU (Mul(x, Sigmoid(x))) -> deep; Resize nearest x2 of the
     deep map (scales constant input; ``coord`` / ``nearest`` modes), Concat with the shallow

@@ -41,8 +41,10 @@
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
-                Abs, Neg, Pow, PRelu (one slope)           functions of x)
-                (-> Lut: fuse_elementwise)
+                Abs, Neg, Pow (-> Lut: fuse_elementwise)   functions of x)
+  prelu         PRelu (one slope: a Lut; per-channel:     QLut, QConcat, vector unit,
+                LUTs max/min(x, 0) into a Concat, 1x1     QConv         systolic array
+                Conv with weights 1 and slope)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
@@ -66,6 +68,7 @@ from tpucompile.ops import (
                             mul,
                             pad,
                             pool,
+                            prelu,
                             qdq,
                             relu,
                             reshape,
@@ -88,7 +91,7 @@ from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize, shapes, qdq, pad, slice, host_tail)
+            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
