@@ -437,6 +437,21 @@ def prelu_net(slope=(0.1, -0.4, 0.6, 0.0, 1.5, 0.25), seed=7):
     return make_model(nodes, inits, (1, 3, 6, 6), "y", None)
 
 
+def pad_net(seed=0):
+    """Conv 1x1 (3 -> 6), Pad of value 0.75 (top 2, left 1: off the DDR granule on 'small',
+    right 2), Conv 3x3 (6 -> 5), Pad of the lowest float32 (1 on each side), MaxPool 3x3 s2:
+    x [1,3,7,9] -> y [1,5,4,5]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, 6, 3, 1), "w2": conv_w(rng, 5, 6, 3), "p1": np.array([0, 0, 2, 1, 0, 0, 0, 2], np.int64),
+             "v1": np.float32(0.75), "p2": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+             "v2": np.float32(np.finfo(np.float32).min)}
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1"), n("Pad", ["c1", "p1", "v1"], ["p1o"], name="pad1"),
+             n("Conv", ["p1o", "w2"], ["c2"], name="conv2"), n("Pad", ["c2", "p2", "v2"], ["p2o"], name="pad2"),
+             n("MaxPool", ["p2o"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2])]
+    return make_model(nodes, inits, (1, 3, 7, 9), "y", None)
+
+
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
     """A YOLO / FPN neck: Conv s2 + SiLU (Mul(x, Sigmoid(x))) -> deep; Resize nearest x2 of the
     deep map (scales constant input; ``coord`` / ``nearest`` modes), Concat with the shallow

@@ -36,8 +36,8 @@
                 views; on constants folded)
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
-  pad           Pad (folded; zeros on H, W absorbed by    -             -
-                the Conv reading it)
+  pad           Pad (folded; zeros on H, W absorbed by    QPad          vector unit (LUT)
+                the Conv reading it; else a copy)                       + DMA
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
@@ -85,6 +85,7 @@ from tpucompile.ops.conv import QConv
 from tpucompile.ops.depthwise import QDwConv
 from tpucompile.ops.lut import QLut
 from tpucompile.ops.mul import QMul
+from tpucompile.ops.pad import QPad
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
@@ -95,4 +96,4 @@ FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax,
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad"]
