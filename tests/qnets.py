@@ -452,6 +452,24 @@ def pad_net(seed=0):
     return make_model(nodes, inits, (1, 3, 7, 9), "y", None)
 
 
+def spatial_slices(seed=5):
+    """Slices of H and W, copies on the device: Conv 1x1 (3 -> 4), Split on W into two halves
+    added together, Split on H into 1 + 3 rows, the 3 through a Conv 3x3 pad 1 (4 -> 5), a Slice
+    [1::2, 1::3] of H and W (strided, off the DDR granule on 'small'): x [1,3,4,10] -> y [1,5,1,2]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"),
+             n("Split", ["c"], ["l", "r"], name="cols", axis=3),
+             n("Add", ["l", "r"], ["s"], name="add"),
+             n("Split", ["s", "sp"], ["top", "rest"], name="rows", axis=2),
+             n("Conv", ["rest", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             n("Slice", ["c2", "st", "en", "ax", "stp"], ["y"], name="stride")]
+    inits = {"w": conv_w(rng, 4, 3, 1), "w2": conv_w(rng, 5, 4, 3), "sp": np.array([1, 3], np.int64),
+             "st": np.array([1, 1], np.int64), "en": np.array([3, 5], np.int64), "ax": np.array([2, 3], np.int64),
+             "stp": np.array([2, 3], np.int64)}
+    return make_model(nodes, inits, (1, 3, 4, 10), "y", None)
+
+
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
     """A YOLO / FPN neck: Conv s2 + SiLU (Mul(x, Sigmoid(x))) -> deep; Resize nearest x2 of the
     deep map (scales constant input; ``coord`` / ``nearest`` modes), Concat with the shallow

@@ -34,6 +34,8 @@
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
   slice         Slice, Split (channels; outputs are       QSlice        - (no copy)
                 views; on constants folded)
+  spatial_slice Slice, Split of H, W (a copy: DMA rows,     QSpatialSlice vector unit
+                POOL 1x1 picking strided columns)                       (POOL) + DMA
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
   pad           Pad (folded; zeros on H, W absorbed by    QPad          vector unit (LUT)
@@ -77,6 +79,7 @@ from tpucompile.ops import (
                             shapes,
                             slice,
                             softmax,
+                            spatial_slice,
                             transpose,
 )
 from tpucompile.ops.add import QAdd
@@ -90,10 +93,11 @@ from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
+from tpucompile.ops.spatial_slice import QSpatialSlice
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, host_tail)
+            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice"]
