@@ -244,7 +244,7 @@ def concat_fc(seed=0):
 
 
 def concat_refused(kind, seed=0):
-    """Concat graphs the compiler refuses by name: x [1,4,6,6] -> convs a (5 channels, 1x1), b
+    """Concat graphs the compiler refuses by name (but "add_maps", now a lane copy): x [1,4,6,6] -> convs a (5 channels, 1x1), b
     (6, 3x3 pad 1), d (6, 1x1), e (5, 1x1), then per ``kind``: "axis" (Concat of b and d on H),
     "twice" (Concat(b, b)), "two_concats" (a in Concat(a, b) and Concat(a, d)), "pad_values" (a
     MaxPool pad 1 on Concat(a, b) and a 3x3 pad 1 conv on a), "add_maps" (Add of Concat(a, b)
@@ -468,6 +468,24 @@ def spatial_slices(seed=5):
              "st": np.array([1, 1], np.int64), "en": np.array([3, 5], np.int64), "ax": np.array([2, 3], np.int64),
              "stp": np.array([2, 3], np.int64)}
     return make_model(nodes, inits, (1, 3, 4, 10), "y", None)
+
+
+def glu(seed=0, c=5, split=True):
+    """A gated linear unit and an Add of the two halves: Conv 3x3 pad 1 (3 -> 2c), its halves a,
+    b (a Split, or two Slices), ``a * Sigmoid(b)`` (ONNX's written-out GLU, torch's F.glu), then
+    plus ``b`` (an Add of halves on different lanes) and a 1x1 Conv (c -> 4): x [1,3,6,5] ->
+    y [1,4,6,5]. On 'small' (8 lanes) c = 5 puts b on lanes 5..9, a on 0..4."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w": conv_w(rng, 2 * c, 3, 3), "w2": conv_w(rng, 4, c, 1), "s0": np.array([0], np.int64),
+             "s1": np.array([c], np.int64), "e1": np.array([2 * c], np.int64), "ax": np.array([1], np.int64)}
+    halves = ([n("Split", ["h"], ["a", "b"], name="halves", axis=1)] if split else
+              [n("Slice", ["h", "s0", "s1", "ax"], ["a"], name="first"),
+               n("Slice", ["h", "s1", "e1", "ax"], ["b"], name="second")])
+    nodes = [n("Conv", ["x", "w"], ["h"], name="conv", pads=[1, 1, 1, 1])] + halves + [
+        n("Sigmoid", ["b"], ["g"], name="gate"), n("Mul", ["a", "g"], ["m"], name="glu"),
+        n("Add", ["m", "b"], ["s"], name="plus"), n("Conv", ["s", "w2"], ["y"], name="head")]
+    return make_model(nodes, inits, (1, 3, 6, 5), "y", None)
 
 
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
