@@ -488,6 +488,21 @@ def glu(seed=0, c=5, split=True):
     return make_model(nodes, inits, (1, 3, 6, 5), "y", None)
 
 
+def relayout_net(seed=0, c=6):
+    """Copies into a new layout: Conv 1x1 (3 -> c) on x [1,3,4,6], Reshape -> (1, c, 3, 8) (rows of
+    8 pixels), Conv 3x3 pad 1 (c -> 5), Transpose [0, 1, 3, 2] -> (1, 5, 8, 3), Relu, Reshape ->
+    (1, 5, 1, 24) (a token sequence), Conv 1x3 (5 -> 4): y [1,4,1,22]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, c, 3, 1), "w2": conv_w(rng, 5, c, 3), "w3": rng.normal(0, 0.3, (4, 5, 1, 3)).astype(np.float32),
+             "s1": np.array([1, c, 3, 8], np.int64), "s2": np.array([1, 5, 1, 24], np.int64)}
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1"), n("Reshape", ["c1", "s1"], ["r1"], name="rows8"),
+             n("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             n("Transpose", ["c2"], ["t"], name="swap_hw", perm=[0, 1, 3, 2]), n("Relu", ["t"], ["tr"], name="relu"),
+             n("Reshape", ["tr", "s2"], ["seq"], name="tokens"), n("Conv", ["seq", "w3"], ["y"], name="conv3")]
+    return make_model(nodes, inits, (1, 3, 4, 6), "y", None)
+
+
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
     """A YOLO / FPN neck: Conv s2 + SiLU (Mul(x, Sigmoid(x))) -> deep; Resize nearest x2 of the
     deep map (scales constant input; ``coord`` / ``nearest`` modes), Concat with the shallow

@@ -36,6 +36,9 @@
                 views; on constants folded)
   spatial_slice Slice, Split of H, W (a copy: DMA rows,     QSpatialSlice vector unit
                 POOL 1x1 picking strided columns)                       (POOL) + DMA
+  relayout      Reshape keeping C (1,C,H,W)->(1,C,H',W'),  QRegroup,     DMA;
+                Transpose [0,1,3,2]: copies (made by the   QSpatial-     vector unit
+                Reshape / Transpose quantize hooks)        Transpose     (POOL) + DMA
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
   pad           Pad (folded; zeros on H, W absorbed by    QPad          vector unit (LUT)
@@ -72,6 +75,7 @@ from tpucompile.ops import (
                             pool,
                             prelu,
                             qdq,
+                            relayout,
                             relu,
                             reshape,
                             resize,
@@ -91,13 +95,14 @@ from tpucompile.ops.mul import QMul
 from tpucompile.ops.pad import QPad
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
+from tpucompile.ops.relayout import QRegroup, QSpatialTranspose
 from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 from tpucompile.ops.spatial_slice import QSpatialSlice
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, host_tail)
+            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout, host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice", "QRegroup", "QSpatialTranspose"]
