@@ -503,6 +503,23 @@ def relayout_net(seed=0, c=6):
     return make_model(nodes, inits, (1, 3, 4, 6), "y", None)
 
 
+def bilinear_neck(seed=0):
+    """An FPN neck with torch's bilinear upsampling: Conv 3x3 s2 (3 -> 6) to the deep map, Resize
+    linear x2 (half_pixel), Concat with a shallow Conv 1x1 (3 -> 5) map, Pad mode edge (1, 2 on W;
+    1 on H), Conv 3x3 (11 -> 4): x [1,3,8,10] -> y [1,4,8,11]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, 6, 3, 3), "w2": conv_w(rng, 5, 3, 1), "w3": conv_w(rng, 4, 11, 3),
+             "scales": np.array([1, 1, 2, 2], np.float32), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 2], np.int64)}
+    nodes = [n("Conv", ["x", "w1"], ["deep"], name="down", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Resize", ["deep", "", "scales"], ["up"], name="up", mode="linear"),
+             n("Conv", ["x", "w2"], ["shallow"], name="lateral"),
+             n("Concat", ["up", "shallow"], ["cat"], name="cat", axis=1),
+             n("Pad", ["cat", "pads"], ["padded"], name="edge", mode="edge"),
+             n("Conv", ["padded", "w3"], ["y"], name="head")]
+    return make_model(nodes, inits, (1, 3, 8, 10), "y", None)
+
+
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):
     """A YOLO / FPN neck: Conv s2 + SiLU (Mul(x, Sigmoid(x))) -> deep; Resize nearest x2 of the
     deep map (scales constant input; ``coord`` / ``nearest`` modes), Concat with the shallow

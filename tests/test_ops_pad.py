@@ -114,5 +114,22 @@ def test_a_pad_as_the_graph_output(tmp_path):
 
 
 def test_reflect_mode_is_refused_at_import():
-    with pytest.raises(CompileError, match=r"node 'pad' \(Pad\): attribute mode='reflect' unsupported \(only constant\)"):
+    with pytest.raises(CompileError, match=r"node 'pad' \(Pad\): attribute mode='reflect' unsupported \(only constant "
+                                           r"and edge\)"):
         import_onnx(_pad_conv(mode="reflect"))
+
+
+@pytest.mark.parametrize("hw, pads", [("small", (0, 0, 1, 2, 0, 0, 2, 1)), ("small", (0, 0, 0, 0, 0, 0, 3, 5)),
+                                      ("medium", (0, 0, 3, 1, 0, 0, 0, 2))])
+def test_edge_mode_repeats_the_border_pixels(hw, pads, tmp_path):
+    """Pad mode edge before a Conv: QSpatialSlice of the last column, QEdgePad (DMAs of the input
+    rows, of column 0 and of the last-column copy, repeated rows by a zero DDR stride)."""
+    rng = np.random.default_rng(3)
+    n = helper.make_node
+    inits = {"w": qnets.conv_w(rng, 5, 3, 1), "p": np.array(pads, np.int64), "w2": qnets.conv_w(rng, 4, 5, 3)}
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"), n("Pad", ["c", "p"], ["cp"], name="pad", mode="edge"),
+             n("Conv", ["cp", "w2"], ["y"], name="conv2")]
+    model = qnets.make_model(nodes, inits, (1, 3, 6, 7), "y", None)
+    xs = qnets.inputs((1, 3, 6, 7), 3, seed=1)
+    v = run(model, hw, tmp_path, rtl=False, data=(xs[0], xs[1:]), name="e")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy

@@ -22,7 +22,8 @@
   lrn           LRN (-> LUT x^2, band 1x1 Conv, LUT       QLut, QConv,  vector unit,
                 d^-beta, MUL)                             QMul          systolic array
   resize        Resize, Upsample (nearest, integer        QResize       vector unit
-                factors)                                  (POOL copy) + DMA
+                factors; linear x2: edge pad, nearest,    (POOL copy) + DMA;
+                crop, depthwise [1,2,1] blur)             + QDwConv
   shapes        Shape, Size, Gather, Cast, Expand,        -             - (folded)
                 Range, Equal, Less, Greater, And, Or, Not,
                 Where (exporters' shape subgraphs)
@@ -41,8 +42,9 @@
                 Reshape / Transpose quantize hooks)        Transpose     (POOL) + DMA
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
-  pad           Pad (folded; zeros on H, W absorbed by    QPad          vector unit (LUT)
-                the Conv reading it; else a copy)                       + DMA
+  pad           Pad (folded; zeros on H, W absorbed by    QPad,         vector unit (LUT)
+                the Conv reading it; else a copy; mode    QEdgePad      + DMA; DMA
+                edge: DMAs of the edge pixels)
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
@@ -92,7 +94,7 @@ from tpucompile.ops.conv import QConv
 from tpucompile.ops.depthwise import QDwConv
 from tpucompile.ops.lut import QLut
 from tpucompile.ops.mul import QMul
-from tpucompile.ops.pad import QPad
+from tpucompile.ops.pad import QEdgePad, QPad
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.relayout import QRegroup, QSpatialTranspose
@@ -105,4 +107,4 @@ FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax,
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice", "QRegroup", "QSpatialTranspose"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad"]

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend import tiling
-from tpucompile.ops.common import bad_attr, lane_wise_channels, no_input_transform, no_macs
+from tpucompile.ir import Node
+from tpucompile.ops.common import bad_attr, lane_wise_channels, no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.ops.spatial_slice import QSpatialSlice
 from tpucompile.qgraph import QOp
 from tpusim.arch.errors import CompileError
 from tpusim.arch.operands import LUT_TABLE_BYTES
 
-__all__ = ["OPS", "QPad", "absorbed_pads", "pad_code"]
+__all__ = ["OPS", "QPad", "QEdgePad", "absorbed_pads", "pad_code", "edge_pad"]
 
 
 def _import(node, a: dict, opset: int) -> dict:
@@ -36,8 +38,10 @@ def _import(node, a: dict, opset: int) -> dict:
     for k, v in a.items():
         if k == "mode":
             mode = v.decode() if isinstance(v, bytes) else v
-            if mode != "constant":
-                raise bad_attr(node, "mode", mode, "unsupported (only constant)")
+            if mode not in ("constant", "edge"):
+                raise bad_attr(node, "mode", mode, "unsupported (only constant and edge)")
+            if mode == "edge":
+                out["mode"] = mode
         elif k in ("pads", "paddings") and opset < 11:
             out["pads"] = tuple(int(p) for p in v)
         elif k == "value" and opset < 11:
@@ -75,7 +79,10 @@ def _fold(node, x, *rest):
     n = x.ndim
     if len(pads) != 2 * n or min(pads) < 0:
         raise CompileError(f"node {node.name!r} (Pad): pads {pads} for a {n}-D constant (2 x {n} values >= 0)")
-    return np.pad(x, [(pads[i], pads[i + n]) for i in range(n)], constant_values=val)
+    widths = [(pads[i], pads[i + n]) for i in range(n)]
+    if node.attrs.get("mode") == "edge":
+        return np.pad(x, widths, mode="edge")
+    return np.pad(x, widths, constant_values=val)
 
 
 def absorbed_pads(graph, producers, name: str):
@@ -89,7 +96,7 @@ def absorbed_pads(graph, producers, name: str):
     if pv is None:
         return None
     pads, val = pv
-    if val != 0.0 or len(pads) != 8 or min(pads) < 0 or any(pads[i] for i in (0, 1, 4, 5)):
+    if val != 0.0 or p.attrs.get("mode") == "edge" or len(pads) != 8 or min(pads) < 0 or any(pads[i] for i in (0, 1, 4, 5)):
         return None
     return p.inputs[0], (pads[2], pads[3], pads[6], pads[7])
 
@@ -119,6 +126,31 @@ class QPad(QOp):
                                f"not the output {qg.tensors[self.out].shape}")
 
 
+@dataclass(frozen=True, eq=False)
+class QEdgePad(QOp):
+    """``y = x`` padded by ``pads`` (top, left, bottom, right) on H and W repeating the edge
+    pixels (ONNX Pad mode edge); ``last`` is x's last column (1, C, H, 1), a copy whose column
+    starts on a DDR granule (the right pad's source). x, last and y share one scale and zero point."""
+    name: str
+    inp: str
+    last: str
+    out: str
+    pads: tuple
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.inp, self.last)
+
+    def verify(self, qg) -> None:
+        n, c, h, w = qg.tensors[self.inp].shape
+        t, l, b, r = self.pads
+        if tuple(qg.tensors[self.out].shape) != (n, c, h + t + b, w + l + r) or min(self.pads) < 0 or \
+                tuple(qg.tensors[self.last].shape) != (n, c, h, 1):
+            raise CompileError(f"QEdgePad {self.name!r}: input {qg.tensors[self.inp].shape} (last column "
+                               f"{qg.tensors[self.last].shape}) padded by {self.pads} is not the output "
+                               f"{qg.tensors[self.out].shape}")
+
+
 def _quantize(q, node) -> None:
     """A QPad, or CompileError naming the node and why its pads have no device copy."""
     pv = _pads_value(q.g, node)
@@ -129,6 +161,8 @@ def _quantize(q, node) -> None:
     if len(pads) != 8 or min(pads) < 0 or any(pads[i] for i in (0, 1, 4, 5)):
         raise CompileError(f"node {node.name!r} (Pad): pads {pads} are not non-negative pads of H and W of an "
                            "NCHW tensor; only a Pad of H and W maps to the device (a crop is a Slice)")
+    if node.attrs.get("mode") == "edge":
+        raise CompileError(f"internal: node {node.name!r} (Pad, edge) not made an EdgePad")
     x = q.input(node)
     t, l, b, r = pads[2], pads[3], pads[6], pads[7]
     n, c, h, w = x.shape
@@ -136,10 +170,44 @@ def _quantize(q, node) -> None:
     q.add_op(QPad(node.name, x.name, out.name, (t, l, b, r), pad_code(val, x.scale, x.zero_point)))
 
 
+def _canonicalize(graph, node, producers) -> list:
+    """A Pad of mode edge with constant non-negative pads of H and W -> an ``EdgePad`` node
+    (attribute ``pads``: top, left, bottom, right); kept otherwise (the quantize hook names why)."""
+    pv = _pads_value(graph, node)
+    if node.attrs.get("mode") != "edge" or pv is None or len(pv[0]) != 8 or min(pv[0]) < 0 or \
+            any(pv[0][i] for i in (0, 1, 4, 5)):
+        return [node]
+    p = pv[0]
+    return [Node("EdgePad", node.name, [node.inputs[0]], list(node.outputs), {"pads": (p[2], p[3], p[6], p[7])})]
+
+
+def _quantize_edge(q, node) -> None:
+    """An ``EdgePad`` node (``_canonicalize``)."""
+    edge_pad(q, node.name, q.input(node), node.outputs[0], tuple(node.attrs["pads"]))
+
+
+def edge_pad(q, name: str, x, y: str, pads: tuple):
+    """Add the ops of ``y`` = x padded by ``pads`` (top, left, bottom, right) repeating its edge
+    pixels (ONNX Pad mode edge) through quantizer ``q``: a QSpatialSlice of x's last column
+    (its copy starts on a DDR granule) and a QEdgePad; returns y's QTensor."""
+    t, l, b, r = pads
+    n, c, h, w = x.shape
+    last = q.add_tensor(f"{y}__last_col", x.scale, x.zero_point, shape=(n, c, h, 1))
+    q.add_op(QSpatialSlice(f"{name}__last_col", x.name, last.name, (0, 1, h), (w - 1, 1, 1)))
+    out = q.add_tensor(y, x.scale, x.zero_point, shape=(n, c, h + t + b, w + l + r))
+    q.add_op(QEdgePad(name, x.name, last.name, out.name, pads))
+    return out
+
+
 # ---------------------------------------------------------------- golden
 def _golden(op: QPad, x: np.ndarray) -> np.ndarray:
     t, l, b, r = op.pads
     return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=np.int8(op.value))
+
+
+def _golden_edge(op: QEdgePad, x: np.ndarray, last: np.ndarray) -> np.ndarray:
+    t, l, b, r = op.pads
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), mode="edge")
 
 
 # ---------------------------------------------------------------- device lowering
@@ -153,26 +221,38 @@ def _constants(op: QPad, cfg) -> dict:
             + bytes(cfg.lut_words * cfg.word_bytes - LUT_TABLE_BYTES)}
 
 
-def _tile(op: QPad, lays: dict, cfg) -> tiling.EltTiling:
-    """Two slots of kbg blocks x th whole output rows, and the table."""
+def _tile(op, lays: dict, cfg) -> tiling.EltTiling:
+    """Two slots of kbg blocks x th whole output rows, and the table (QPad only)."""
     Y = lays[op.out]
     W, bw = cfg.word_bytes, tiling.load_bw(cfg)
+    table = cfg.lut_words if isinstance(op, QPad) else 0
 
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
-        if tw != Y.W or n > tiling.field_max("LUT", "count") or 2 * n + cfg.lut_words > cfg.sram_words:
+        if tw != Y.W or n > tiling.field_max("LUT", "count") or 2 * n + table > cfg.sram_words:
             return None
         return nt * n * W * 2 / bw + 60 * nt * 2
 
     tl = tiling.tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:
-        raise tiling.untileable(f"QPad {op.name!r}", (1, 1), Y.H, Y.W, cfg)
-    tiling.place_slot_groups(tl, {"y": tl.kbg * tl.th * tl.tw, "t": cfg.lut_words}, cfg)
+        raise tiling.untileable(f"{type(op).__name__} {op.name!r}", (1, 1), Y.H, Y.W, cfg)
+    tiling.place_slot_groups(tl, {"y": tl.kbg * tl.th * tl.tw, **({"t": table} if table else {})}, cfg)
     return tl
 
 
 def _describe(op: QPad, tl: tiling.EltTiling) -> dict:
     return dict(pads=list(op.pads), value=op.value, tiling={"th": tl.th, "kbg": tl.kbg})
+
+
+def _describe_edge(op: QEdgePad, tl: tiling.EltTiling) -> dict:
+    return dict(pads=list(op.pads), mode="edge", tiling={"th": tl.th, "kbg": tl.kbg})
+
+
+def _edge_channels(op: QEdgePad, maps: dict, blk: int):
+    """Lane-wise; x and its last-column copy have one channel map."""
+    if maps.get(op.inp) != maps.get(op.last):
+        raise CompileError(f"internal: QEdgePad {op.name!r}: {op.inp!r} and {op.last!r} have different lanes")
+    return op, maps.get(op.inp)
 
 
 def _emit(P, op: QPad, lays: dict, tl: tiling.EltTiling, consts: dict) -> None:
@@ -195,7 +275,45 @@ def _emit(P, op: QPad, lays: dict, tl: tiling.EltTiling, consts: dict) -> None:
         P.tile_dma("DMA_STORE", Y, s, tile)
 
 
+def _emit_edge(P, op: QEdgePad, lays: dict, tl: tiling.EltTiling, consts: dict) -> None:
+    """Per tile of whole output rows, for each run of output rows with one source row pattern
+    (the top pad rows: input row 0 again and again, the rows inside, the bottom pad rows: row
+    H - 1): one DMA_LOAD of the input rows at column ``left``, one per left pad column (input
+    column 0), one per right pad column (the ``last`` copy's column 0), then one DMA_STORE."""
+    X, L, Y = lays[op.inp], lays[op.last], lays[op.out]
+    W = P.cfg.word_bytes
+    top, left, _, right = op.pads
+    for tile in tiling.elt_tiles(Y.nblocks, Y.H, Y.W, tl):        # tl.tw = Y.W: whole rows
+        s = tl.regions["y"][tile.slot]
+        for oy, n, src, step in _row_runs(tile.oy0, tile.th, top, X.H):
+            base = s + (oy - tile.oy0) * Y.W
+
+            def load(T, col, word, nbytes):
+                P.dma("DMA_LOAD", T.iaddr(tile.k0, src, col), base + word, nbytes, n, step * T.row_bytes,
+                      Y.W * W, tile.nk, T.block_bytes, tile.th * Y.W * W, buf=T.buf_id)
+            load(X, 0, left, X.W * W)
+            for c in range(left):
+                load(X, 0, c, W)
+            for c in range(right):
+                load(L, 0, left + X.W + c, W)
+        P.tile_dma("DMA_STORE", Y, s, tile)
+
+
+def _row_runs(oy0: int, th: int, top: int, h: int):
+    """(first output row, rows, source row, source step) of output rows oy0 .. oy0 + th - 1 of an
+    edge pad: rows above the input repeat row 0 (step 0), rows below repeat row h - 1."""
+    for lo, hi, src, step in ((0, top, 0, 0), (top, top + h, None, 1), (top + h, 10 ** 9, h - 1, 0)):
+        a, b = max(lo, oy0), min(hi, oy0 + th)
+        if a < b:
+            yield a, b - a, (a - top if src is None else src), step
+
+
+DEVICE_EDGE = DeviceOp(QEdgePad, golden=_golden_edge, input_transform=no_input_transform,
+                       remap_channels=_edge_channels, plan_layout=_layout,
+                       constants=no_constants, tile=_tile, emit=_emit_edge, describe=_describe_edge, macs=no_macs)
 DEVICE = DeviceOp(QPad, golden=_golden, input_transform=no_input_transform, remap_channels=lane_wise_channels,
                   plan_layout=_layout, constants=_constants, tile=_tile, emit=_emit, describe=_describe,
                   macs=no_macs)
-OPS = (OpDef("Pad", import_node=_import, fold=_fold, quantize=_quantize, calibrated=False, device=DEVICE),)
+OPS = (OpDef("Pad", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_quantize, calibrated=False,
+             device=DEVICE),
+       OpDef("EdgePad", quantize=_quantize_edge, calibrated=False, device=DEVICE_EDGE))   # made by _canonicalize only
