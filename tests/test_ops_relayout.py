@@ -67,3 +67,16 @@ def _after_conv(node, shape_const=None):
 def test_layouts_across_channels_are_refused_naming_node_and_shapes(model, msg):
     with pytest.raises(CompileError, match=msg):
         compile_onnx(model, load_config("small"), qnets.inputs((1, 3, 4, 6), 2, seed=1))
+
+
+def test_a_regroup_whose_rows_share_no_short_period(tmp_path):
+    """(1, 20, 30, 41) -> (1, 20, 41, 30): lcm(41, 30) = 1230 pixels would not fit two slots of
+    'small' (2048 words); tiles of output rows load the input rows holding them."""
+    rng = np.random.default_rng(2)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"), n("Reshape", ["c", "s"], ["y"], name="rs")]
+    model = qnets.make_model(nodes, {"w": qnets.conv_w(rng, 20, 3, 1), "s": np.array([1, 20, 41, 30], np.int64)},
+                             (1, 3, 30, 41), "y", None)
+    xs = qnets.inputs((1, 3, 30, 41), 3, seed=1)
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="rs")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy

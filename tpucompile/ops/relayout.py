@@ -6,10 +6,10 @@ are copies that move whole words (pixels), never bytes within a word:
 
 * ``QRegroup``: a Reshape (1, C, H, W) -> (1, C, H', W') with H' W' = H W (the pixels of each
   channel in the same row-major order, cut into rows of W' instead of W: e.g. (1, C, H, W) ->
-  (1, C, 1, H W), a sequence of tokens). Per tile of kbg blocks x a run of pixels that is a whole
-  number of input rows and of output rows (a multiple of lcm(W, W')): one DMA_LOAD of the input
-  rows into dense SRAM words, one DMA_STORE of them as output rows. No vector-unit work; both
-  transfers start at a row's first pixel (on the DDR granule).
+  (1, C, 1, H W), a sequence of tokens). Per tile of kbg blocks x th output rows: one DMA_LOAD of
+  the whole input rows holding them into dense SRAM words, one DMA_STORE of the output rows from
+  the word of their first pixel (SRAM is word addressed; both DDR ends start a row, on the
+  granule). No vector-unit work.
 * ``QSpatialTranspose``: a Transpose with perm [0, 1, 3, 2] (y[c, i, j] = x[c, j, i]). Per tile
   of kbg blocks x th x tw output pixels: one DMA_LOAD of the tw input rows it reads (from the
   granule at or before input column oy0, as ``spatial_slice`` does), then per block one POOL with
@@ -106,39 +106,42 @@ def _layout(op, qg, lays) -> None:
     op.verify(qg)
 
 
+def _slot_words(th: int, X, Y) -> int:
+    """SRAM words per block of a tile of th output rows: the input rows holding them."""
+    return th * Y.W + 2 * X.W
+
+
 def _tile_regroup(op: QRegroup, lays: dict, cfg) -> tiling.EltTiling:
-    """kbg blocks x th runs of lcm(W, W') pixels (``tw``) per tile, two slots; the fewest tiles."""
+    """kbg blocks x th output rows per tile (each block's slot: the whole input rows holding
+    them), two slots; the fewest tiles."""
     X, Y = lays[op.inp], lays[op.out]
-    run = math.lcm(X.W, Y.W)
-    runs = X.H * X.W // run
     best = None
     for kbg in range(1, X.nblocks + 1):
-        th = min(runs, cfg.sram_words // (2 * kbg * run))
-        nt = math.ceil(X.nblocks / kbg) * math.ceil(runs / max(th, 1))
+        th = min(Y.H, (cfg.sram_words // (2 * kbg) - 2 * X.W) // Y.W)
+        nt = math.ceil(X.nblocks / kbg) * math.ceil(Y.H / max(th, 1))
         if th >= 1 and (best is None or nt < best[0]):
             best = (nt, kbg, th)
     if best is None:
-        raise tiling.untileable(f"QRegroup {op.name!r}", (1, run), X.H, X.W, cfg)
-    tl = tiling.EltTiling(best[2], run, best[1])
-    tiling.place_slot_groups(tl, {"x": tl.kbg * tl.th * run}, cfg)
+        raise tiling.untileable(f"QRegroup {op.name!r}", (1, 1), Y.H, Y.W, cfg)
+    tl = tiling.EltTiling(best[2], Y.W, best[1])
+    tiling.place_slot_groups(tl, {"x": tl.kbg * _slot_words(tl.th, X, Y)}, cfg)
     return tl
 
 
 def _emit_regroup(P, op: QRegroup, lays: dict, tl: tiling.EltTiling, consts: dict) -> None:
-    """Per tile: LOAD whole input rows dense, STORE them as whole output rows."""
+    """Per tile of output rows: LOAD the whole input rows holding them (dense), STORE the output
+    rows from the word of their first pixel (an SRAM address needs no DDR alignment)."""
     X, Y = lays[op.inp], lays[op.out]
     W = P.cfg.word_bytes
-    pixels = X.H * X.W
-    slot = 0
-    for k0 in range(0, X.nblocks, tl.kbg):
-        nk = min(tl.kbg, X.nblocks - k0)
-        for p0 in range(0, pixels, tl.th * tl.tw):
-            n, s = min(tl.th * tl.tw, pixels - p0), tl.regions["x"][slot]
-            P.dma("DMA_LOAD", X.iaddr(k0, p0 // X.W, 0), s, X.W * W, n // X.W, X.row_bytes, X.W * W, nk,
-                  X.block_bytes, n * W, buf=X.buf_id)
-            P.dma("DMA_STORE", Y.iaddr(k0, p0 // Y.W, 0), s, Y.W * W, n // Y.W, Y.row_bytes, Y.W * W, nk,
-                  Y.block_bytes, n * W, buf=Y.buf_id)
-            slot ^= 1
+    per_block = _slot_words(tl.th, X, Y)
+    for t in tiling.elt_tiles(Y.nblocks, Y.H, Y.W, tl):
+        s = tl.regions["x"][t.slot]
+        p0, p1 = t.oy0 * Y.W, (t.oy0 + t.th) * Y.W               # pixels of the tile
+        r0, r1 = p0 // X.W, -(-p1 // X.W)                         # input rows holding them
+        P.dma("DMA_LOAD", X.iaddr(t.k0, r0, 0), s, X.W * W, r1 - r0, X.row_bytes, X.W * W, t.nk,
+              X.block_bytes, per_block * W, buf=X.buf_id)
+        P.dma("DMA_STORE", Y.iaddr(t.k0, t.oy0, 0), s + p0 - r0 * X.W, Y.W * W, t.th, Y.row_bytes, Y.W * W, t.nk,
+              Y.block_bytes, per_block * W, buf=Y.buf_id)
 
 
 def _describe(op, tl: tiling.EltTiling) -> dict:
