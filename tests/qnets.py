@@ -506,17 +506,21 @@ def relayout_net(seed=0, c=6):
 def bilinear_neck(seed=0):
     """An FPN neck with torch's bilinear upsampling: Conv 3x3 s2 (3 -> 6) to the deep map, Resize
     linear x2 (half_pixel), Concat with a shallow Conv 1x1 (3 -> 5) map, Pad mode edge (1, 2 on W;
-    1 on H), Conv 3x3 (11 -> 4): x [1,3,8,10] -> y [1,4,8,11]."""
+    1 on H), Conv 3x3 (11 -> 4), Pad mode reflect (top 1, left 2, bottom 1, right 1), Conv 3x3
+    (4 -> 3): x [1,3,8,10] -> y [1,3,8,12]."""
     rng = np.random.default_rng(seed)
     n = helper.make_node
     inits = {"w1": conv_w(rng, 6, 3, 3), "w2": conv_w(rng, 5, 3, 1), "w3": conv_w(rng, 4, 11, 3),
-             "scales": np.array([1, 1, 2, 2], np.float32), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 2], np.int64)}
+             "scales": np.array([1, 1, 2, 2], np.float32), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 2], np.int64),
+             "rpads": np.array([0, 0, 1, 2, 0, 0, 1, 1], np.int64), "w4": conv_w(rng, 3, 4, 3)}
     nodes = [n("Conv", ["x", "w1"], ["deep"], name="down", pads=[1, 1, 1, 1], strides=[2, 2]),
              n("Resize", ["deep", "", "scales"], ["up"], name="up", mode="linear"),
              n("Conv", ["x", "w2"], ["shallow"], name="lateral"),
              n("Concat", ["up", "shallow"], ["cat"], name="cat", axis=1),
              n("Pad", ["cat", "pads"], ["padded"], name="edge", mode="edge"),
-             n("Conv", ["padded", "w3"], ["y"], name="head")]
+             n("Conv", ["padded", "w3"], ["h"], name="head"),
+             n("Pad", ["h", "rpads"], ["hr"], name="mirror", mode="reflect"),
+             n("Conv", ["hr", "w4"], ["y"], name="out")]
     return make_model(nodes, inits, (1, 3, 8, 10), "y", None)
 
 

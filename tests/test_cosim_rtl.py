@@ -39,7 +39,7 @@ GRAPHS = {
     "spatial_slices": qnets.spatial_slices,     # Slice / Split of H, W: DMA rows, POOL 1x1 strided columns
     "glu_lanes": qnets.glu,             # a * sigmoid(b) of two halves on different lanes: identity 1x1 Conv copy
     "relayout": qnets.relayout_net,     # Reshape keeping C (DMA rows) and Transpose [0,1,3,2] (POOL transposed read)
-    "bilinear_neck": qnets.bilinear_neck,   # Resize linear x2 (edge pad, nearest, crop, DW blur), Pad mode edge
+    "bilinear_neck": qnets.bilinear_neck,   # Resize linear x2 (edge pad, nearest, crop, DW blur), Pad modes edge, reflect
     "lrn_net": qnets.lrn_net,           # LRN: LUT x^2, band Conv, LUT power, MUL
     "se_block": qnets.se_block,         # MUL: a (1, C, 1, 1) gate (stride_b 0) and a product + relu
     "unary_lut": qnets.unary_lut,       # LUT: SiLU, HardSwish, Tanh, LeakyRelu, x*HardSigmoid, Elu, ...

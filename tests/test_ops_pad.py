@@ -113,23 +113,35 @@ def test_a_pad_as_the_graph_output(tmp_path):
     assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
 
 
-def test_reflect_mode_is_refused_at_import():
-    with pytest.raises(CompileError, match=r"node 'pad' \(Pad\): attribute mode='reflect' unsupported \(only constant "
-                                           r"and edge\)"):
-        import_onnx(_pad_conv(mode="reflect"))
+def test_wrap_mode_is_refused_at_import():
+    with pytest.raises(CompileError, match=r"node 'pad' \(Pad\): attribute mode='wrap' unsupported \(only constant, "
+                                           r"edge and reflect\)"):
+        import_onnx(_pad_conv(mode="wrap"))
 
 
-@pytest.mark.parametrize("hw, pads", [("small", (0, 0, 1, 2, 0, 0, 2, 1)), ("small", (0, 0, 0, 0, 0, 0, 3, 5)),
-                                      ("medium", (0, 0, 3, 1, 0, 0, 0, 2))])
-def test_edge_mode_repeats_the_border_pixels(hw, pads, tmp_path):
-    """Pad mode edge before a Conv: QSpatialSlice of the last column, QEdgePad (DMAs of the input
-    rows, of column 0 and of the last-column copy, repeated rows by a zero DDR stride)."""
+def _self_pad(pads, mode):
     rng = np.random.default_rng(3)
     n = helper.make_node
     inits = {"w": qnets.conv_w(rng, 5, 3, 1), "p": np.array(pads, np.int64), "w2": qnets.conv_w(rng, 4, 5, 3)}
-    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"), n("Pad", ["c", "p"], ["cp"], name="pad", mode="edge"),
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"), n("Pad", ["c", "p"], ["cp"], name="pad", mode=mode),
              n("Conv", ["cp", "w2"], ["y"], name="conv2")]
-    model = qnets.make_model(nodes, inits, (1, 3, 6, 7), "y", None)
+    return qnets.make_model(nodes, inits, (1, 3, 6, 7), "y", None)
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect"])
+@pytest.mark.parametrize("hw, pads", [("small", (0, 0, 1, 2, 0, 0, 2, 1)), ("small", (0, 0, 0, 0, 0, 0, 3, 5)),
+                                      ("medium", (0, 0, 3, 1, 0, 0, 0, 2))])
+def test_edge_and_reflect_modes_copy_border_pixels(hw, pads, mode, tmp_path):
+    """Pad mode edge / reflect before a Conv: QSpatialSlice copies of the source columns, a
+    QEdgePad (DMAs of the input rows and of each pad column, repeated rows by a zero DDR stride)."""
+    model = _self_pad(pads, mode)
     xs = qnets.inputs((1, 3, 6, 7), 3, seed=1)
     v = run(model, hw, tmp_path, rtl=False, data=(xs[0], xs[1:]), name="e")
     assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
+
+
+def test_a_reflect_pad_as_wide_as_its_axis_is_refused_naming_node_and_pads():
+    model = _self_pad((0, 0, 0, 7, 0, 0, 0, 0), "reflect")
+    with pytest.raises(CompileError, match=r"node 'pad' \(Pad, reflect\): pads \[0, 7, 0, 0\] \(top, left, bottom, "
+                                           r"right\) of a 6 x 7 map; a reflect pad must be smaller than its axis"):
+        compile_onnx(model, load_config("small"), qnets.inputs((1, 3, 6, 7), 2, seed=4))

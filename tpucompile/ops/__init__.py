@@ -43,8 +43,8 @@
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
   pad           Pad (folded; zeros on H, W absorbed by    QPad,         vector unit (LUT)
-                the Conv reading it; else a copy; mode    QEdgePad      + DMA; DMA
-                edge: DMAs of the edge pixels)
+                the Conv reading it; else a copy; modes   QEdgePad      + DMA; DMA
+                edge, reflect: DMAs of border pixels)
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise

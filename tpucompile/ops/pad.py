@@ -12,8 +12,16 @@ max pool's identity). Per tile of kbg channel blocks x th whole output rows (til
 output): a LUT whose 256 entries are all that code writes the pad value over the tile's slot
 (skipped when the tile holds no padding), one DMA_LOAD puts the input rows inside it at word
 offset ``left`` (SRAM is word addressed, so no DDR alignment constrains the shift), one
-DMA_STORE writes the rows. Refused by name: pads that are not constants, negative (a crop), on
-the batch or channel axes; modes reflect and edge (at import: not one DMA or table each).
+DMA_STORE writes the rows.
+
+Modes edge and reflect (``EdgePad`` node, ``QEdgePad``): the pad pixels are input pixels, so the
+copy is DMAs only. Per tile of whole output rows, per run of output rows whose source rows
+repeat (edge) or walk down (the rows inside; a reflected pad row is a run of its own): one
+DMA_LOAD of the input rows at word offset ``left`` and one per pad column, from column 0 of x
+(edge's left pads) or of a one-column QSpatialSlice copy of the source column (its copy starts
+on a DDR granule, which x's column j need not); one DMA_STORE. Refused by name: pads that are
+not constants, negative (a crop), on the batch or channel axes; a reflect pad not smaller than
+its axis (ONNX); mode wrap (at import).
 """
 from __future__ import annotations
 
@@ -38,9 +46,9 @@ def _import(node, a: dict, opset: int) -> dict:
     for k, v in a.items():
         if k == "mode":
             mode = v.decode() if isinstance(v, bytes) else v
-            if mode not in ("constant", "edge"):
-                raise bad_attr(node, "mode", mode, "unsupported (only constant and edge)")
-            if mode == "edge":
+            if mode not in ("constant", "edge", "reflect"):
+                raise bad_attr(node, "mode", mode, "unsupported (only constant, edge and reflect)")
+            if mode != "constant":
                 out["mode"] = mode
         elif k in ("pads", "paddings") and opset < 11:
             out["pads"] = tuple(int(p) for p in v)
@@ -80,8 +88,8 @@ def _fold(node, x, *rest):
     if len(pads) != 2 * n or min(pads) < 0:
         raise CompileError(f"node {node.name!r} (Pad): pads {pads} for a {n}-D constant (2 x {n} values >= 0)")
     widths = [(pads[i], pads[i + n]) for i in range(n)]
-    if node.attrs.get("mode") == "edge":
-        return np.pad(x, widths, mode="edge")
+    if node.attrs.get("mode", "constant") != "constant":
+        return np.pad(x, widths, mode=node.attrs["mode"])
     return np.pad(x, widths, constant_values=val)
 
 
@@ -96,7 +104,7 @@ def absorbed_pads(graph, producers, name: str):
     if pv is None:
         return None
     pads, val = pv
-    if val != 0.0 or p.attrs.get("mode") == "edge" or len(pads) != 8 or min(pads) < 0 or any(pads[i] for i in (0, 1, 4, 5)):
+    if val != 0.0 or p.attrs.get("mode", "constant") != "constant" or len(pads) != 8 or min(pads) < 0 or any(pads[i] for i in (0, 1, 4, 5)):
         return None
     return p.inputs[0], (pads[2], pads[3], pads[6], pads[7])
 
@@ -128,27 +136,30 @@ class QPad(QOp):
 
 @dataclass(frozen=True, eq=False)
 class QEdgePad(QOp):
-    """``y = x`` padded by ``pads`` (top, left, bottom, right) on H and W repeating the edge
-    pixels (ONNX Pad mode edge); ``last`` is x's last column (1, C, H, 1), a copy whose column
-    starts on a DDR granule (the right pad's source). x, last and y share one scale and zero point."""
+    """``y = x`` padded by ``pads`` (top, left, bottom, right) on H and W with its own pixels
+    (ONNX Pad ``mode`` edge: the edge pixel repeated; reflect: mirrored about it, the edge not
+    repeated). ``cols[k]`` is the tensor whose column 0 is pad column k (the left ones, then the
+    right ones): x itself for x's column 0, else a (1, C, H, 1) copy of one column of x whose
+    column starts on a DDR granule. Every tensor shares one scale and zero point."""
     name: str
     inp: str
-    last: str
+    cols: tuple
     out: str
     pads: tuple
+    mode: str = "edge"
 
     @property
     def inputs(self) -> tuple:
-        return (self.inp, self.last)
+        return tuple(dict.fromkeys((self.inp,) + tuple(self.cols)))
 
     def verify(self, qg) -> None:
         n, c, h, w = qg.tensors[self.inp].shape
         t, l, b, r = self.pads
-        if tuple(qg.tensors[self.out].shape) != (n, c, h + t + b, w + l + r) or min(self.pads) < 0 or \
-                tuple(qg.tensors[self.last].shape) != (n, c, h, 1):
-            raise CompileError(f"QEdgePad {self.name!r}: input {qg.tensors[self.inp].shape} (last column "
-                               f"{qg.tensors[self.last].shape}) padded by {self.pads} is not the output "
-                               f"{qg.tensors[self.out].shape}")
+        bad = [k for k in self.cols if k != self.inp and tuple(qg.tensors[k].shape) != (n, c, h, 1)]
+        if tuple(qg.tensors[self.out].shape) != (n, c, h + t + b, w + l + r) or min(self.pads) < 0 or bad or \
+                len(self.cols) != l + r:
+            raise CompileError(f"QEdgePad {self.name!r}: input {qg.tensors[self.inp].shape} (columns {self.cols}) "
+                               f"padded by {self.pads} is not the output {qg.tensors[self.out].shape}")
 
 
 def _quantize(q, node) -> None:
@@ -161,8 +172,8 @@ def _quantize(q, node) -> None:
     if len(pads) != 8 or min(pads) < 0 or any(pads[i] for i in (0, 1, 4, 5)):
         raise CompileError(f"node {node.name!r} (Pad): pads {pads} are not non-negative pads of H and W of an "
                            "NCHW tensor; only a Pad of H and W maps to the device (a crop is a Slice)")
-    if node.attrs.get("mode") == "edge":
-        raise CompileError(f"internal: node {node.name!r} (Pad, edge) not made an EdgePad")
+    if node.attrs.get("mode", "constant") != "constant":
+        raise CompileError(f"internal: node {node.name!r} (Pad, {node.attrs['mode']}) not made an EdgePad")
     x = q.input(node)
     t, l, b, r = pads[2], pads[3], pads[6], pads[7]
     n, c, h, w = x.shape
@@ -171,31 +182,51 @@ def _quantize(q, node) -> None:
 
 
 def _canonicalize(graph, node, producers) -> list:
-    """A Pad of mode edge with constant non-negative pads of H and W -> an ``EdgePad`` node
-    (attribute ``pads``: top, left, bottom, right); kept otherwise (the quantize hook names why)."""
+    """A Pad of mode edge or reflect with constant non-negative pads of H and W -> an ``EdgePad``
+    node (attributes ``pads``: top, left, bottom, right, and ``mode``); kept otherwise (the
+    quantize hook names why)."""
     pv = _pads_value(graph, node)
-    if node.attrs.get("mode") != "edge" or pv is None or len(pv[0]) != 8 or min(pv[0]) < 0 or \
+    if node.attrs.get("mode", "constant") == "constant" or pv is None or len(pv[0]) != 8 or min(pv[0]) < 0 or \
             any(pv[0][i] for i in (0, 1, 4, 5)):
         return [node]
-    p = pv[0]
-    return [Node("EdgePad", node.name, [node.inputs[0]], list(node.outputs), {"pads": (p[2], p[3], p[6], p[7])})]
+    p, (h, w) = pv[0], graph.tensors[node.inputs[0]].shape[2:]
+    if node.attrs["mode"] == "reflect" and (max(p[2], p[6]) >= h or max(p[3], p[7]) >= w):
+        raise CompileError(f"node {node.name!r} (Pad, reflect): pads {[p[2], p[3], p[6], p[7]]} (top, left, bottom, "
+                           f"right) of a {h} x {w} map; a reflect pad must be smaller than its axis")
+    return [Node("EdgePad", node.name, [node.inputs[0]], list(node.outputs),
+                 {"pads": (p[2], p[3], p[6], p[7]), "mode": node.attrs["mode"]})]
 
 
 def _quantize_edge(q, node) -> None:
     """An ``EdgePad`` node (``_canonicalize``)."""
-    edge_pad(q, node.name, q.input(node), node.outputs[0], tuple(node.attrs["pads"]))
+    edge_pad(q, node.name, q.input(node), node.outputs[0], tuple(node.attrs["pads"]), node.attrs["mode"])
 
 
-def edge_pad(q, name: str, x, y: str, pads: tuple):
-    """Add the ops of ``y`` = x padded by ``pads`` (top, left, bottom, right) repeating its edge
-    pixels (ONNX Pad mode edge) through quantizer ``q``: a QSpatialSlice of x's last column
-    (its copy starts on a DDR granule) and a QEdgePad; returns y's QTensor."""
+def _source_index(i: int, n: int, mode: str) -> int:
+    """The input index that padded index ``i`` (of an axis of ``n``; -1 is the first pad before
+    it) copies: edge clamps, reflect mirrors about the edge (ONNX Pad)."""
+    if mode == "edge":
+        return min(max(i, 0), n - 1)
+    return -i if i < 0 else (2 * (n - 1) - i if i >= n else i)
+
+
+def edge_pad(q, name: str, x, y: str, pads: tuple, mode: str = "edge"):
+    """Add the ops of ``y`` = x padded by ``pads`` (top, left, bottom, right) with its own pixels
+    (``mode`` edge or reflect, ONNX Pad) through quantizer ``q``: a QSpatialSlice of each input
+    column other than 0 that a pad column copies (so its copy starts on a DDR granule) and a
+    QEdgePad; returns y's QTensor (a reflect pad is smaller than its axis: ``_canonicalize``)."""
     t, l, b, r = pads
     n, c, h, w = x.shape
-    last = q.add_tensor(f"{y}__last_col", x.scale, x.zero_point, shape=(n, c, h, 1))
-    q.add_op(QSpatialSlice(f"{name}__last_col", x.name, last.name, (0, 1, h), (w - 1, 1, 1)))
+    cols, made = [], {0: x.name}
+    for j in [_source_index(-1 - k, w, mode) for k in reversed(range(l))] + [_source_index(w + k, w, mode)
+                                                                          for k in range(r)]:
+        if j not in made:
+            col = q.add_tensor(f"{y}__col{j}", x.scale, x.zero_point, shape=(n, c, h, 1))
+            q.add_op(QSpatialSlice(f"{name}__col{j}", x.name, col.name, (0, 1, h), (j, 1, 1)))
+            made[j] = col.name
+        cols.append(made[j])
     out = q.add_tensor(y, x.scale, x.zero_point, shape=(n, c, h + t + b, w + l + r))
-    q.add_op(QEdgePad(name, x.name, last.name, out.name, pads))
+    q.add_op(QEdgePad(name, x.name, tuple(cols), out.name, pads, mode))
     return out
 
 
@@ -205,9 +236,9 @@ def _golden(op: QPad, x: np.ndarray) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=np.int8(op.value))
 
 
-def _golden_edge(op: QEdgePad, x: np.ndarray, last: np.ndarray) -> np.ndarray:
+def _golden_edge(op: QEdgePad, x: np.ndarray, *cols: np.ndarray) -> np.ndarray:
     t, l, b, r = op.pads
-    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), mode="edge")
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), mode=op.mode)
 
 
 # ---------------------------------------------------------------- device lowering
@@ -245,13 +276,13 @@ def _describe(op: QPad, tl: tiling.EltTiling) -> dict:
 
 
 def _describe_edge(op: QEdgePad, tl: tiling.EltTiling) -> dict:
-    return dict(pads=list(op.pads), mode="edge", tiling={"th": tl.th, "kbg": tl.kbg})
+    return dict(pads=list(op.pads), mode=op.mode, tiling={"th": tl.th, "kbg": tl.kbg})
 
 
 def _edge_channels(op: QEdgePad, maps: dict, blk: int):
-    """Lane-wise; x and its last-column copy have one channel map."""
-    if maps.get(op.inp) != maps.get(op.last):
-        raise CompileError(f"internal: QEdgePad {op.name!r}: {op.inp!r} and {op.last!r} have different lanes")
+    """Lane-wise; x and its column copies have one channel map."""
+    if any(maps.get(k) != maps.get(op.inp) for k in op.cols):
+        raise CompileError(f"internal: QEdgePad {op.name!r}: {op.inp!r} and its column copies have different lanes")
     return op, maps.get(op.inp)
 
 
@@ -276,36 +307,42 @@ def _emit(P, op: QPad, lays: dict, tl: tiling.EltTiling, consts: dict) -> None:
 
 
 def _emit_edge(P, op: QEdgePad, lays: dict, tl: tiling.EltTiling, consts: dict) -> None:
-    """Per tile of whole output rows, for each run of output rows with one source row pattern
-    (the top pad rows: input row 0 again and again, the rows inside, the bottom pad rows: row
-    H - 1): one DMA_LOAD of the input rows at column ``left``, one per left pad column (input
-    column 0), one per right pad column (the ``last`` copy's column 0), then one DMA_STORE."""
-    X, L, Y = lays[op.inp], lays[op.last], lays[op.out]
+    """Per tile of whole output rows, for each run of output rows whose source rows step by 0
+    (edge pad rows) or 1 (the rows inside): one DMA_LOAD of the input rows at column ``left``,
+    one per pad column (column 0 of ``cols[k]``), then one DMA_STORE."""
+    X, Y = lays[op.inp], lays[op.out]
     W = P.cfg.word_bytes
-    top, left, _, right = op.pads
+    top, left, _, _ = op.pads
+    words = list(range(left)) + [left + X.W + k for k in range(len(op.cols) - left)]
     for tile in tiling.elt_tiles(Y.nblocks, Y.H, Y.W, tl):        # tl.tw = Y.W: whole rows
         s = tl.regions["y"][tile.slot]
-        for oy, n, src, step in _row_runs(tile.oy0, tile.th, top, X.H):
+        for oy, n, src, step in _row_runs(tile.oy0, tile.th, top, X.H, op.mode):
             base = s + (oy - tile.oy0) * Y.W
 
-            def load(T, col, word, nbytes):
-                P.dma("DMA_LOAD", T.iaddr(tile.k0, src, col), base + word, nbytes, n, step * T.row_bytes,
+            def load(T, word, nbytes):
+                P.dma("DMA_LOAD", T.iaddr(tile.k0, src, 0), base + word, nbytes, n, step * T.row_bytes,
                       Y.W * W, tile.nk, T.block_bytes, tile.th * Y.W * W, buf=T.buf_id)
-            load(X, 0, left, X.W * W)
-            for c in range(left):
-                load(X, 0, c, W)
-            for c in range(right):
-                load(L, 0, left + X.W + c, W)
+            load(X, left, X.W * W)
+            for word, col in zip(words, op.cols):
+                load(lays[col], word, W)
         P.tile_dma("DMA_STORE", Y, s, tile)
 
 
-def _row_runs(oy0: int, th: int, top: int, h: int):
-    """(first output row, rows, source row, source step) of output rows oy0 .. oy0 + th - 1 of an
-    edge pad: rows above the input repeat row 0 (step 0), rows below repeat row h - 1."""
-    for lo, hi, src, step in ((0, top, 0, 0), (top, top + h, None, 1), (top + h, 10 ** 9, h - 1, 0)):
-        a, b = max(lo, oy0), min(hi, oy0 + th)
-        if a < b:
-            yield a, b - a, (a - top if src is None else src), step
+def _row_runs(oy0: int, th: int, top: int, h: int, mode: str):
+    """[first output row, rows, source row, source step 0 or 1] runs of output rows oy0 .. oy0 +
+    th - 1 of a pad of ``mode`` (``_source_index``): a DMA repeats a row (step 0) or walks down
+    (step 1); a reflected pad row is a run of its own."""
+    runs = []
+    for oy in range(oy0, oy0 + th):
+        src = _source_index(oy - top, h, mode)
+        last = runs[-1] if runs else None
+        if last is not None and last[1] == 1 and src - last[2] in (0, 1):
+            last[1], last[3] = 2, src - last[2]
+        elif last is not None and last[1] > 1 and src == last[2] + last[3] * last[1]:
+            last[1] += 1
+        else:
+            runs.append([oy, 1, src, 1])
+    return runs
 
 
 DEVICE_EDGE = DeviceOp(QEdgePad, golden=_golden_edge, input_transform=no_input_transform,
