@@ -24,6 +24,13 @@ covered.
                                   (shape subgraphs: Shape, Slice / Gather, Concat), Concat,
                                   AdaptiveAvgPool -> 1x1 Convs -> Hardsigmoid gate (Mul), and
                                   x.view(x.size(0), -1) before the Linear head
+  lrn_12.*.onnx                   AlexNet's normalization: Conv, ReLU, LocalResponseNorm(5, alpha
+                                  1e-2, beta 0.75, k 2), MaxPool, Conv, LocalResponseNorm(3), mean
+                                  -> Linear (the exporters decompose LRN: Mul, 5-D Reshape, Pad,
+                                  3-D AveragePool, Squeeze, Mul, Add, Pow, Div; torch 2.13)
+
+``--only STEM`` writes one fixture (e.g. ``--only lrn_12``; torchvision is needed only for the
+MobileNetV2 one).
 """
 from __future__ import annotations
 
@@ -31,7 +38,6 @@ import argparse
 from pathlib import Path
 
 import torch
-import torchvision
 from torch import nn
 
 
@@ -144,6 +150,20 @@ class C2fSppf(nn.Module):
         return self.fc(x[:, 4:12].mean(dim=(2, 3)))
 
 
+class LrnNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 12, 3, padding=1)
+        self.n1 = nn.LocalResponseNorm(5, alpha=1e-2, beta=0.75, k=2.0)
+        self.c2 = nn.Conv2d(12, 10, 3, padding=1)
+        self.n2 = nn.LocalResponseNorm(3)
+        self.fc = nn.Linear(10, 10)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(self.n1(torch.relu(self.c1(x))), 2)
+        return self.fc(self.n2(self.c2(x)).mean(dim=(2, 3)))
+
+
 def _settle_batchnorm(model: nn.Module, shape, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     model.train()
@@ -168,33 +188,22 @@ def _export(model: nn.Module, shape, stem: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
+    ap.add_argument("--only", help="write only this fixture stem")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(0)
-    mnv2 = torchvision.models.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
-    _settle_batchnorm(mnv2, (1, 3, 32, 32), 2)
-    _export(mnv2, (1, 3, 32, 32), a.out / "mobilenetv2_w025_c10_32")
-    torch.manual_seed(0)
-    mix = ConvMix()
-    _settle_batchnorm(mix, (1, 3, 16, 16), 3)
-    _export(mix, (1, 3, 16, 16), a.out / "convmix_16")
-    torch.manual_seed(0)
-    act = ActMix()
-    _settle_batchnorm(act, (1, 3, 16, 16), 4)
-    _export(act, (1, 3, 16, 16), a.out / "actmix_16")
-    torch.manual_seed(0)
-    neck = Neck()
-    _settle_batchnorm(neck, (1, 3, 16, 16), 5)
-    _export(neck, (1, 3, 16, 16), a.out / "neck_16")
-    torch.manual_seed(0)
-    seq = Seq1d()
-    _settle_batchnorm(seq, (1, 3, 64), 6)
-    _export(seq, (1, 3, 64), a.out / "seq1d_64")
-    torch.manual_seed(0)
-    c2f = C2fSppf()
-    _settle_batchnorm(c2f, (1, 3, 16, 16), 7)
-    _export(c2f, (1, 3, 16, 16), a.out / "c2f_sppf_16")
-
+    def mnv2():
+        import torchvision
+        return torchvision.models.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
+    fixtures = [("mobilenetv2_w025_c10_32", mnv2, (1, 3, 32, 32), 2), ("convmix_16", ConvMix, (1, 3, 16, 16), 3),
+                ("actmix_16", ActMix, (1, 3, 16, 16), 4), ("neck_16", Neck, (1, 3, 16, 16), 5),
+                ("seq1d_64", Seq1d, (1, 3, 64), 6), ("c2f_sppf_16", C2fSppf, (1, 3, 16, 16), 7),
+                ("lrn_12", LrnNet, (1, 3, 12, 12), 8)]
+    for stem, make, shape, seed in fixtures:
+        if a.only in (None, stem):
+            torch.manual_seed(0)
+            model = make()
+            _settle_batchnorm(model, shape, seed)
+            _export(model, shape, a.out / stem)
 
 if __name__ == "__main__":
     main()

@@ -244,7 +244,7 @@ def concat_fc(seed=0):
 
 
 def concat_refused(kind, seed=0):
-    """Concat graphs the compiler refuses by name: x [1,4,6,6] -> convs a (5 channels, 1x1), b
+    """Concat graphs the compiler refuses by name (but "add_maps", now a lane copy): x [1,4,6,6] -> convs a (5 channels, 1x1), b
     (6, 3x3 pad 1), d (6, 1x1), e (5, 1x1), then per ``kind``: "axis" (Concat of b and d on H),
     "twice" (Concat(b, b)), "two_concats" (a in Concat(a, b) and Concat(a, d)), "pad_values" (a
     MaxPool pad 1 on Concat(a, b) and a 3x3 pad 1 conv on a), "add_maps" (Add of Concat(a, b)
@@ -421,6 +421,107 @@ def lrn_net(seed=0, size=5):
              n("LRN", ["c2"], ["y"], name="norm2", size=3)]
     inits = {"w1": conv_w(rng, 12, 3, 3) * 3, "w2": conv_w(rng, 10, 12, 3)}
     return make_model(nodes, inits, (1, 3, 12, 12), "y", (1, 10, 6, 6))
+
+
+def prelu_net(slope=(0.1, -0.4, 0.6, 0.0, 1.5, 0.25), seed=7):
+    """Conv 3x3 pad 1 (3 -> 6) + PRelu(``slope``, a (6, 1, 1) per-channel one by default, or any
+    shape given) + 1x1 Conv (6 -> 4): x [1,3,6,6] -> y [1,4,6,6]. On 'small' (8 lanes) the
+    per-channel form's two halves are part-filled blocks of one Concat (gap lanes)."""
+    rng = np.random.default_rng(seed)
+    slope = np.asarray(slope, np.float32)
+    slope = slope.reshape(6, 1, 1) if slope.shape == (6,) else slope
+    n = helper.make_node
+    inits = {"w": conv_w(rng, 6, 3, 3), "s": slope, "w2": conv_w(rng, 4, 6, 1)}
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), n("PRelu", ["c", "s"], ["p"], name="prelu"),
+             n("Conv", ["p", "w2"], ["y"], name="conv2")]
+    return make_model(nodes, inits, (1, 3, 6, 6), "y", None)
+
+
+def pad_net(seed=0):
+    """Conv 1x1 (3 -> 6), Pad of value 0.75 (top 2, left 1: off the DDR granule on 'small',
+    right 2), Conv 3x3 (6 -> 5), Pad of the lowest float32 (1 on each side), MaxPool 3x3 s2:
+    x [1,3,7,9] -> y [1,5,4,5]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, 6, 3, 1), "w2": conv_w(rng, 5, 6, 3), "p1": np.array([0, 0, 2, 1, 0, 0, 0, 2], np.int64),
+             "v1": np.float32(0.75), "p2": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+             "v2": np.float32(np.finfo(np.float32).min)}
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1"), n("Pad", ["c1", "p1", "v1"], ["p1o"], name="pad1"),
+             n("Conv", ["p1o", "w2"], ["c2"], name="conv2"), n("Pad", ["c2", "p2", "v2"], ["p2o"], name="pad2"),
+             n("MaxPool", ["p2o"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2])]
+    return make_model(nodes, inits, (1, 3, 7, 9), "y", None)
+
+
+def spatial_slices(seed=5):
+    """Slices of H and W, copies on the device: Conv 1x1 (3 -> 4), Split on W into two halves
+    added together, Split on H into 1 + 3 rows, the 3 through a Conv 3x3 pad 1 (4 -> 5), a Slice
+    [1::2, 1::3] of H and W (strided, off the DDR granule on 'small'): x [1,3,4,10] -> y [1,5,1,2]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"),
+             n("Split", ["c"], ["l", "r"], name="cols", axis=3),
+             n("Add", ["l", "r"], ["s"], name="add"),
+             n("Split", ["s", "sp"], ["top", "rest"], name="rows", axis=2),
+             n("Conv", ["rest", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             n("Slice", ["c2", "st", "en", "ax", "stp"], ["y"], name="stride")]
+    inits = {"w": conv_w(rng, 4, 3, 1), "w2": conv_w(rng, 5, 4, 3), "sp": np.array([1, 3], np.int64),
+             "st": np.array([1, 1], np.int64), "en": np.array([3, 5], np.int64), "ax": np.array([2, 3], np.int64),
+             "stp": np.array([2, 3], np.int64)}
+    return make_model(nodes, inits, (1, 3, 4, 10), "y", None)
+
+
+def glu(seed=0, c=5, split=True):
+    """A gated linear unit and an Add of the two halves: Conv 3x3 pad 1 (3 -> 2c), its halves a,
+    b (a Split, or two Slices), ``a * Sigmoid(b)`` (ONNX's written-out GLU, torch's F.glu), then
+    plus ``b`` (an Add of halves on different lanes) and a 1x1 Conv (c -> 4): x [1,3,6,5] ->
+    y [1,4,6,5]. On 'small' (8 lanes) c = 5 puts b on lanes 5..9, a on 0..4."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w": conv_w(rng, 2 * c, 3, 3), "w2": conv_w(rng, 4, c, 1), "s0": np.array([0], np.int64),
+             "s1": np.array([c], np.int64), "e1": np.array([2 * c], np.int64), "ax": np.array([1], np.int64)}
+    halves = ([n("Split", ["h"], ["a", "b"], name="halves", axis=1)] if split else
+              [n("Slice", ["h", "s0", "s1", "ax"], ["a"], name="first"),
+               n("Slice", ["h", "s1", "e1", "ax"], ["b"], name="second")])
+    nodes = [n("Conv", ["x", "w"], ["h"], name="conv", pads=[1, 1, 1, 1])] + halves + [
+        n("Sigmoid", ["b"], ["g"], name="gate"), n("Mul", ["a", "g"], ["m"], name="glu"),
+        n("Add", ["m", "b"], ["s"], name="plus"), n("Conv", ["s", "w2"], ["y"], name="head")]
+    return make_model(nodes, inits, (1, 3, 6, 5), "y", None)
+
+
+def relayout_net(seed=0, c=6):
+    """Copies into a new layout: Conv 1x1 (3 -> c) on x [1,3,4,6], Reshape -> (1, c, 3, 8) (rows of
+    8 pixels), Conv 3x3 pad 1 (c -> 5), Transpose [0, 1, 3, 2] -> (1, 5, 8, 3), Relu, Reshape ->
+    (1, 5, 1, 24) (a token sequence), Conv 1x3 (5 -> 4): y [1,4,1,22]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, c, 3, 1), "w2": conv_w(rng, 5, c, 3), "w3": rng.normal(0, 0.3, (4, 5, 1, 3)).astype(np.float32),
+             "s1": np.array([1, c, 3, 8], np.int64), "s2": np.array([1, 5, 1, 24], np.int64)}
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1"), n("Reshape", ["c1", "s1"], ["r1"], name="rows8"),
+             n("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             n("Transpose", ["c2"], ["t"], name="swap_hw", perm=[0, 1, 3, 2]), n("Relu", ["t"], ["tr"], name="relu"),
+             n("Reshape", ["tr", "s2"], ["seq"], name="tokens"), n("Conv", ["seq", "w3"], ["y"], name="conv3")]
+    return make_model(nodes, inits, (1, 3, 4, 6), "y", None)
+
+
+def bilinear_neck(seed=0):
+    """An FPN neck with torch's bilinear upsampling: Conv 3x3 s2 (3 -> 6) to the deep map, Resize
+    linear x2 (half_pixel), Concat with a shallow Conv 1x1 (3 -> 5) map, Pad mode edge (1, 2 on W;
+    1 on H), Conv 3x3 (11 -> 4), Pad mode reflect (top 1, left 2, bottom 1, right 1), Conv 3x3
+    (4 -> 3): x [1,3,8,10] -> y [1,3,8,12]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = {"w1": conv_w(rng, 6, 3, 3), "w2": conv_w(rng, 5, 3, 1), "w3": conv_w(rng, 4, 11, 3),
+             "scales": np.array([1, 1, 2, 2], np.float32), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 2], np.int64),
+             "rpads": np.array([0, 0, 1, 2, 0, 0, 1, 1], np.int64), "w4": conv_w(rng, 3, 4, 3)}
+    nodes = [n("Conv", ["x", "w1"], ["deep"], name="down", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Resize", ["deep", "", "scales"], ["up"], name="up", mode="linear"),
+             n("Conv", ["x", "w2"], ["shallow"], name="lateral"),
+             n("Concat", ["up", "shallow"], ["cat"], name="cat", axis=1),
+             n("Pad", ["cat", "pads"], ["padded"], name="edge", mode="edge"),
+             n("Conv", ["padded", "w3"], ["h"], name="head"),
+             n("Pad", ["h", "rpads"], ["hr"], name="mirror", mode="reflect"),
+             n("Conv", ["hr", "w4"], ["y"], name="out")]
+    return make_model(nodes, inits, (1, 3, 8, 10), "y", None)
 
 
 def yolo_neck(seed=0, coord="asymmetric", nearest="floor", opset=13):

@@ -210,10 +210,6 @@ def test_models_refused_before_calibration(tmp_path, capsys, make, msg):
                     "part of one Concat output only"),
     ("pad_values", "tensor 'c' needs border value -128 for 'pool' and {zp} for 'h2': two different pad "
                    "values on one tensor are unsupported ('h2' reads 'a', a view in the buffer of 'c')"),
-    ("add_maps", "QAdd 'add': operands 'c1' and 'c2' place their channels differently in DDR "
-                 "([[0, 0, 5], [5, 8, 6]] vs [[0, 0, 6], [6, 8, 5]], [logical, lane, count]); an Add of "
-                 "two differently laid out Concat results or channel Slices (e.g. the two halves of one "
-                 "tensor) is unsupported: the vector unit works lane by lane"),
 ])
 def test_concat_refused_by_name(tmp_path, capsys, kind, msg):
     """Concats that would need a copy (or two layouts at once) are refused naming the nodes."""

@@ -34,6 +34,12 @@ GRAPHS = {
     "shuffle_unit": qnets.shuffle_unit,
     "mlp_784": qnets.mlp,
     "yolo_neck": qnets.yolo_neck,       # Resize nearest x2 (POOL copy, DMA row repeat) into a Concat, SiLU
+    "prelu_channels": qnets.prelu_net,  # per-channel PRelu: LUT max/min(x, 0) into a Concat, 1x1 Conv
+    "pad_values": qnets.pad_net,        # Pad by a value (QPad: LUT of the value, LOAD at the offset, STORE)
+    "spatial_slices": qnets.spatial_slices,     # Slice / Split of H, W: DMA rows, POOL 1x1 strided columns
+    "glu_lanes": qnets.glu,             # a * sigmoid(b) of two halves on different lanes: identity 1x1 Conv copy
+    "relayout": qnets.relayout_net,     # Reshape keeping C (DMA rows) and Transpose [0,1,3,2] (POOL transposed read)
+    "bilinear_neck": qnets.bilinear_neck,   # Resize linear x2 (edge pad, nearest, crop, DW blur), Pad modes edge, reflect
     "lrn_net": qnets.lrn_net,           # LRN: LUT x^2, band Conv, LUT power, MUL
     "se_block": qnets.se_block,         # MUL: a (1, C, 1, 1) gate (stride_b 0) and a product + relu
     "unary_lut": qnets.unary_lut,       # LUT: SiLU, HardSwish, Tanh, LeakyRelu, x*HardSigmoid, Elu, ...

@@ -67,7 +67,8 @@ def _reshape_in_the_middle():
 def test_a_refused_node_with_layers_after_it_is_an_error_saying_why():
     """--host-tail with a weighted layer after the refused nodes: the refusal, and the reason."""
     with pytest.raises(CompileError, match=r"(?s)node 'to5d' \(Reshape\): a Reshape of the activation 'a' from "
-                                           r"\(1, 64, 6, 6\) to \(1, 2, 32, 6, 6\) maps only as.*--host-tail not "
+                                           r"\(1, 64, 6, 6\) to \(1, 2, 32, 6, 6\) moves values across channels: it "
+                                           r"maps only as.*--host-tail not "
                                            r"applied: the layer 'after' \(Conv\) reads what"):
         compile_onnx(_reshape_in_the_middle(), load_config("small"), qnets.inputs((1, 3, 6, 6), 2, seed=1),
                      host_tail=True)

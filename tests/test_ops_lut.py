@@ -143,27 +143,32 @@ def test_bad_attributes_name_node_and_value(op, attrs, msg):
         import_onnx(_single(op, attrs, _OPSET.get(op, 18)))
 
 
-def _prelu(slope):
-    rng = np.random.default_rng(7)
-    n = helper.make_node
-    inits = {"w": qnets.conv_w(rng, 6, 3, 3), "s": np.asarray(slope, np.float32), "w2": qnets.conv_w(rng, 4, 6, 1)}
-    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), n("PRelu", ["c", "s"], ["p"], name="prelu"),
-             n("Conv", ["p", "w2"], ["y"], name="conv2")]
-    return qnets.make_model(nodes, inits, (1, 3, 6, 6), "y", None)
-
-
 @pytest.mark.parametrize("slope", [[0.25], np.full((6, 1, 1), -0.3)])
 def test_prelu_with_one_slope_is_a_table(slope, tmp_path):
     """torch's nn.PReLU() (a (1,) slope) and equal per-channel slopes: one LUT, golden = SimPy."""
-    model = _prelu(slope)
+    model = qnets.prelu_net(slope)
     assert [nd.op for nd in run_passes(import_onnx(model)).nodes] == ["Conv", "Lut", "Conv"]
     xs = qnets.inputs((1, 3, 6, 6), 5, seed=2)
     v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="pr")
     assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
 
 
-def test_prelu_with_per_channel_slopes_is_refused_saying_why():
-    model = _prelu(np.linspace(0.1, 0.6, 6).reshape(6, 1, 1))
-    with pytest.raises(CompileError, match=r"node 'prelu' \(PRelu\): its slope 's' of shape \(6, 1, 1\) has 6 "
-                                           r"differing values; only one slope for all channels maps"):
-        compile_onnx(model, load_config("small"), qnets.inputs((1, 3, 6, 6), 2, seed=2))
+def test_prelu_with_per_channel_slopes_is_two_luts_a_concat_and_a_conv(tmp_path):
+    """nn.PReLU(C): LUT max(x, 0) and LUT min(x, 0) into one Concat, a 1x1 Conv with weights 1 and
+    the slopes (ops/prelu.py); against onnxruntime, golden = SimPy on every layer."""
+    model = qnets.prelu_net()
+    xs = qnets.inputs((1, 3, 6, 6), 5, seed=2)
+    binary = compile_onnx(model, load_config("small"), xs)
+    kinds = [layer["op"] for layer in binary.binary.meta["layers"]]
+    assert kinds == ["QConv", "QLut", "QLut", "QConcat", "QConv", "QConv"], kinds
+    v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="prc")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
+
+
+@pytest.mark.parametrize("slope, msg", [
+    (np.linspace(0.1, 0.6, 6).reshape(1, 1, 6), r"its slope 's' of shape \(1, 1, 6\) varies over the batch or "
+                                                r"spatial axes of \(1, 6, 6, 6\); only one slope per channel"),
+])
+def test_prelu_slopes_not_per_channel_are_refused_naming_node_and_shape(slope, msg):
+    with pytest.raises(CompileError, match=r"node 'prelu' \(PRelu\): " + msg):
+        compile_onnx(qnets.prelu_net(slope), load_config("small"), qnets.inputs((1, 3, 6, 6), 2, seed=2))

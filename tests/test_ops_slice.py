@@ -112,8 +112,9 @@ def test_sequence_model_channel_slice(tmp_path):
 
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(starts=[1], ends=[4], axes=(2,)), r"node 'sl' \(Slice\): a slice of axis 2 of \(1, 20, 6, 7\) \(1:4:1\) "
-                                            r"is unsupported: only channel slices are views"),
+    (dict(starts=[4], ends=[0], axes=(2,), steps=[-1]), r"node 'sl' \(Slice\): a slice of axis 2 of \(1, 20, 6, 7\) "
+                                                       r"\(4:0:-1\) is unsupported: only the channels \(a view\) and "
+                                                       r"H, W with positive steps"),
     (dict(starts=[0], ends=[20], axes=(1,), steps=[2]), r"node 'sl' \(Slice\): channel step 2 unsupported"),
     (dict(starts=[7], ends=[7]), r"tensor 'y' has a dynamic/unknown dimension"),      # empty: caught at import
 ])
@@ -124,16 +125,25 @@ def test_refusals_name_the_node(kw, msg):
         compile_onnx(model, load_config("small"), xs)
 
 
-def test_split_of_width_refused():
-    rng = np.random.default_rng(5)
-    n = helper.make_node
-    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"),
-             n("Split", ["c"], ["l", "r"], name="cols", axis=3),
-             n("Add", ["l", "r"], ["y"], name="add")]
-    model = qnets.make_model(nodes, {"w": qnets.conv_w(rng, 4, 3, 1)}, (1, 3, 4, 6), "y", None)
-    with pytest.raises(CompileError, match=r"node 'cols' \(Split\): axis 3 of \(1, 4, 4, 6\) is unsupported: "
-                                           r"only the channel axis"):
-        compile_onnx(model, load_config("small"), qnets.inputs(qnets.in_shape(model), 2, seed=4))
+@pytest.mark.parametrize("kw", [
+    dict(starts=[1], ends=[4], axes=(2,)),                                  # rows
+    dict(starts=[1, 2], ends=[6, 7], axes=(2, 3), steps=[2, 2]),            # strided, off the granule
+    dict(starts=[3, 0, 5], ends=[11, 5, 6], axes=(1, 2, 3)),                 # channels (a view) and H, W
+])
+def test_slice_of_h_and_w_is_a_copy(kw, tmp_path):
+    """A QSpatialSlice (DMA of the kept rows from a granule, POOL 1x1 picking strided columns,
+    STORE), then a channel view if the channels are cut: golden = SimPy, close to onnxruntime."""
+    v, b = _run(_slice_out(**kw), tmp_path)
+    assert v.accuracy["cosine"] > 0.99, v.accuracy
+    assert "QSpatialSlice" in [L["op"] for L in b.meta["layers"]]
+
+
+def test_split_and_strided_slice_of_height_and_width_mid_graph(tmp_path):
+    """qnets.spatial_slices: each Split output and the strided Slice a QSpatialSlice."""
+    v, b = _run(qnets.spatial_slices(), tmp_path)
+    assert v.accuracy["cosine"] > 0.99, v.accuracy
+    assert [L["name"] for L in b.meta["layers"] if L["op"] == "QSpatialSlice"] == ["cols__0", "cols__1", "rows__1",
+                                                                                      "stride"]
 
 
 @pytest.mark.parametrize("opset, how", [(13, "equal"), (11, "attr"), (18, "num_outputs")])

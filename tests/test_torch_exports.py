@@ -12,7 +12,10 @@ and Seq1d (a 1-D CNN on a (1, 3, 64) sequence: Conv1d, BatchNorm1d, pools, a dep
 the dynamo exporter writes its 1-D pools as Unsqueeze, a 2-D pool, Squeeze), and C2fSppf
 (YOLOv8's C2f and SPPF blocks: ``chunk(2, 1)``, which TorchScript writes as two Slices with
 bounds computed by Shape -> Gather -> Div -> Mul and dynamo as a Split with num_outputs, a
-channel slice ``x[:, 4:12]``; its untrained 9-conv SiLU chain loses ~3 dB per conv, cosine 0.97). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
+channel slice ``x[:, 4:12]``; its untrained 9-conv SiLU chain loses ~3 dB per conv, cosine 0.97),
+and LrnNet (torch 2.13: two LocalResponseNorms, which both exporters decompose into Mul, a 5-D
+Reshape, Pad, a 3-D AveragePool, Squeeze (TorchScript: behind an If), Mul, Add, Pow and Div;
+``frontend/torch_lrn.py`` turns each back into one LRN). Both exporters' graphs must compile to the same layers and cycle count (their Constant /
 ReduceMean / Reshape idioms differ, the network does not; the scales differ in the last bits, as
 dynamo leaves BatchNorm to the compiler to fold), every layer
 golden = SimPy, and the int8 result must track FP32 (onnxruntime) on a real photograph.
@@ -38,7 +41,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
                                                     ("actmix_16", 0.99, True),
                                                     ("neck_16", 0.99, True),
                                                     ("seq1d_64", 0.99, False),
-                                                    ("c2f_sppf_16", 0.95, True)])
+                                                    ("c2f_sppf_16", 0.95, True),
+                                                    ("lrn_12", 0.99, True)])
 def test_both_exporters_compile_to_one_program_bit_exact(stem, min_cosine, top1, tmp_path):
     verdicts, programs = [], []
     for exporter in ("ts", "dynamo"):
@@ -64,7 +68,8 @@ def test_convmix_three_way(tmp_path):
 @pytest.mark.rtl
 @pytest.mark.parametrize("stem, ops", [("actmix_16", {"QLut": 7}), ("neck_16", {"QLut": 6, "QResize": 2, "QMul": 1}),
                                        ("seq1d_64", {"QDwConv": 1, "QConv": 3}),
-                                       ("c2f_sppf_16", {"QSlice": 3, "QMaxPool": 3, "QConcat": 2})])
+                                       ("c2f_sppf_16", {"QSlice": 3, "QMaxPool": 3, "QConcat": 2}),
+                                       ("lrn_12", {"QLut": 4, "QMul": 2})])
 def test_three_way(stem, ops, tmp_path):
     """The activation zoo (every function one LUT instruction) and the neck (LUT, Resize, MUL) on
     golden, SimPy and the RTL."""

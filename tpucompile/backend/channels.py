@@ -80,34 +80,59 @@ class ChannelMap:
 
 class ChannelMapRequest(CompileError):
     """Raised by a ``remap_channels`` hook that needs its input ``tensor`` laid out with ``map``
-    (an Add of a Concat result and a conv output); the message is the error if nobody can."""
+    (an Add of a Concat result and a conv output, the two halves of one tensor); the message is
+    the error if nobody can. ``copy(name, src, out) -> QOp``, if given, makes an op that writes
+    QTensor ``src`` again as ``out`` (same shape, scale and zero point) and can write any map
+    (a ``remap_output`` hook); ``reread(tensor) -> QOp`` is the requesting op reading ``tensor``
+    instead."""
 
-    def __init__(self, tensor: str, map_: "ChannelMap", message: str) -> None:
+    def __init__(self, tensor: str, map_: "ChannelMap", message: str, copy=None, reread=None) -> None:
         super().__init__(message)
-        self.tensor, self.map = tensor, map_
+        self.tensor, self.map, self.copy, self.reread = tensor, map_, copy, reread
 
 
 def remap_graph(qg: QGraph, blk: int, device) -> tuple:
     """The device graph with every mapped tensor at its physical channel count and every op
     rewritten by its ``remap_channels`` hook (``device(op)`` gives the op's DeviceOp), in graph
-    order. Returns (QGraph, {tensor: ChannelMap} of the mapped tensors). The graph is returned
-    unchanged when no tensor has a map and no hook rewrote its op (a Slice's view block). A hook's ``ChannelMapRequest`` for a tensor whose
-    producer has a ``remap_output`` hook and no other reader (nor is a graph output) is met by
-    that producer writing the map; the pass then starts over."""
+    order. Returns (QGraph, {tensor: ChannelMap} of the mapped tensors, the logical QGraph: ``qg``
+    with the lane copies inserted, if any, else ``qg`` itself). The graph is returned
+    unchanged when no tensor has a map and no hook rewrote its op (a Slice's view block). A
+    hook's ``ChannelMapRequest`` for a tensor whose producer has a ``remap_output`` hook and no
+    other reader (nor is a graph output) is met by that producer writing the map; otherwise, if
+    the request offers a copy, by a copy of the tensor inserted before the requesting op and
+    writing the map (``_with_lane_copy``). The pass then starts over."""
     wanted: dict = {}
-    readers: dict = {}
-    for op in qg.ops:
-        for t in op.inputs:
-            readers[t] = readers.get(t, 0) + 1
     while True:
         try:
-            return _remap(qg, blk, device, wanted)
+            return _remap(qg, blk, device, wanted) + (qg,)
         except ChannelMapRequest as req:
             prod = next((op for op in qg.ops if op.out == req.tensor), None)
-            if prod is None or device(prod).remap_output is None or readers.get(req.tensor) != 1 \
-                    or req.tensor in qg.outputs or req.tensor in wanted:
+            readers = sum(op.inputs.count(req.tensor) for op in qg.ops)
+            if prod is not None and device(prod).remap_output is not None and readers == 1 \
+                    and req.tensor not in qg.outputs and req.tensor not in wanted:
+                wanted[req.tensor] = req.map
+            elif req.copy is not None:
+                qg, copy = _with_lane_copy(qg, req)
+                wanted[copy] = req.map
+            else:
                 raise CompileError(str(req)) from None
-            wanted[req.tensor] = req.map
+
+
+def _with_lane_copy(qg: QGraph, req: ChannelMapRequest) -> tuple:
+    """(``qg`` with ``req.copy`` of ``req.tensor`` inserted before the op that raised ``req``,
+    which reads the copy instead; the copy's name)."""
+    reader = req.reread(req.tensor)
+    src = qg.tensors[req.tensor]
+    name = f"{req.tensor}__lanes_{reader.name}"
+    tensors = {**qg.tensors, name: QTensor(name, src.shape, src.scale, src.zero_point)}
+    ops = []
+    for op in qg.ops:
+        if op.name == reader.name:
+            ops += [req.copy(f"{reader.name}__lanes_{req.tensor}", src, tensors[name]), req.reread(name)]
+        else:
+            ops.append(op)
+    return QGraph(tensors, ops, list(qg.inputs), list(qg.outputs), list(qg.host_ops), list(qg.fp32_outputs),
+                  dict(qg.aliases)), name
 
 
 def _remap(qg: QGraph, blk: int, device, wanted: dict) -> tuple:

@@ -21,6 +21,7 @@ Per-op lists of a stage (``consts``, ``tilings``) are in ``qg.ops`` order.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from tpucompile.backend import dumps, verify
@@ -141,7 +142,9 @@ def layout(dg: DeviceGraph) -> LayoutPlan:
     makes); views share their buffer's border; then the graph inputs' border values are checked
     and every row aligned."""
     cfg = dg.cfg
-    qg, maps = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device)
+    qg, maps, logical = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device)
+    if logical is not dg.qg:            # lane copies inserted: the rest of the compile sees them
+        dg = dataclasses.replace(dg, qg=logical)
     lays = {name: ActLayout.for_tensor(t, cfg) for name, t in qg.tensors.items()}
     for name, m in maps.items():
         lays[name].chan_map = m

@@ -22,7 +22,7 @@ from onnx.reference import ReferenceEvaluator
 from tpucompile.frontend.model_inputs import runtime_inputs
 from tpusim.arch.errors import CompileError
 
-__all__ = ["lift_sequence_model", "input_dims"]
+__all__ = ["lift_sequence_model", "input_dims", "constant_value"]
 
 #: ops whose 1-D spatial attributes gain a leading 1
 SPATIAL = ("Conv", "MaxPool", "AveragePool")
@@ -50,7 +50,7 @@ def _lift_attr(node, a: onnx.AttributeProto) -> None:
                            "is not 1-D")
 
 
-def _constant_value(graph, name: str, opsets) -> np.ndarray | None:
+def constant_value(graph, name: str, opsets) -> np.ndarray | None:
     """The value of tensor ``name`` if it depends on initializers and Constant nodes only (the
     exporters' shape arithmetic for a Pad's pads), by onnx's reference evaluator; None otherwise."""
     inits = {t.name: t for t in graph.initializer}
@@ -94,7 +94,7 @@ def _lift_pads(node, graph, opsets) -> None:
             a.ints[:] = _pads4(list(a.ints))
             return
     src = node.input[1] if len(node.input) > 1 else ""
-    val = _constant_value(graph, src, opsets)
+    val = constant_value(graph, src, opsets)
     if val is None or val.size != 6:
         raise CompileError(f"node {node.name!r} (Pad) on a 3-D tensor: pads {src!r} are not 6 constant values")
     pads = [int(v) for v in val.reshape(-1)]
@@ -125,7 +125,7 @@ def _lift_slice_axes(node, graph, opsets) -> None:
         node.attribute.append(helper.make_attribute("axes", _lift_axes(node, axes)))
         return
     given = node.input[3] if len(node.input) > 3 and node.input[3] else None
-    val = _constant_value(graph, given or node.input[1], opsets)
+    val = constant_value(graph, given or node.input[1], opsets)
     if val is None:
         raise CompileError(f"node {node.name!r} (Slice): {'axes' if given else 'starts'} "
                            f"{given or node.input[1]!r} of a 3-D tensor is not a constant")

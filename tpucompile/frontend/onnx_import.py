@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from tpucompile.frontend.lift_1d import input_dims, lift_sequence_model
 from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.torch_lrn import fuse_torch_lrn
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import one_line, resolve_auto_pad
@@ -109,7 +110,7 @@ def _check_input_rank(model: onnx.ModelProto) -> None:
 
 def _import(model: onnx.ModelProto) -> Graph:
     _check_input_rank(model)
-    model = lift_sequence_model(model)
+    model = fuse_torch_lrn(lift_sequence_model(model))
     opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [1])
     _check_input_dtypes(model)
     errors = []

@@ -22,7 +22,8 @@
   lrn           LRN (-> LUT x^2, band 1x1 Conv, LUT       QLut, QConv,  vector unit,
                 d^-beta, MUL)                             QMul          systolic array
   resize        Resize, Upsample (nearest, integer        QResize       vector unit
-                factors)                                  (POOL copy) + DMA
+                factors; linear x2: edge pad, nearest,    (POOL copy) + DMA;
+                crop, depthwise [1,2,1] blur)             + QDwConv
   shapes        Shape, Size, Gather, Cast, Expand,        -             - (folded)
                 Range, Equal, Less, Greater, And, Or, Not,
                 Where (exporters' shape subgraphs)
@@ -34,15 +35,23 @@
   concat        Concat (channels; inputs are views)       QConcat       - (no copy)
   slice         Slice, Split (channels; outputs are       QSlice        - (no copy)
                 views; on constants folded)
+  spatial_slice Slice, Split of H, W (a copy: DMA rows,     QSpatialSlice vector unit
+                POOL 1x1 picking strided columns)                       (POOL) + DMA
+  relayout      Reshape keeping C (1,C,H,W)->(1,C,H',W'),  QRegroup,     DMA;
+                Transpose [0,1,3,2]: copies (made by the   QSpatial-     vector unit
+                Reshape / Transpose quantize hooks)        Transpose     (POOL) + DMA
   transpose     Transpose (folded; a channel shuffle is   -             -
                 absorbed by the Conv reading it)
-  pad           Pad (folded; zeros on H, W absorbed by    -             -
-                the Conv reading it)
+  pad           Pad (folded; zeros on H, W absorbed by    QPad,         vector unit (LUT)
+                the Conv reading it; else a copy; modes   QEdgePad      + DMA; DMA
+                edge, reflect: DMAs of border pixels)
   lut           Sigmoid, Tanh, HardSigmoid, HardSwish,    QLut          vector unit
                 LeakyRelu, Elu, Selu, Softplus, Softsign,  (one per group
                 Erf, Gelu, Mish, Exp, Sqrt, Reciprocal,    of element-wise
-                Abs, Neg, Pow, PRelu (one slope)           functions of x)
-                (-> Lut: fuse_elementwise)
+                Abs, Neg, Pow (-> Lut: fuse_elementwise)   functions of x)
+  prelu         PRelu (one slope: a Lut; per-channel:     QLut, QConcat, vector unit,
+                LUTs max/min(x, 0) into a Concat, 1x1     QConv         systolic array
+                Conv with weights 1 and slope)
 
 A module defines its ops' ``OpDef`` records (``OPS``: import handler, folding, canonical form,
 quantization rule, host function) and, for a device op, its QGraph op class and ``DeviceOp``
@@ -66,7 +75,9 @@ from tpucompile.ops import (
                             mul,
                             pad,
                             pool,
+                            prelu,
                             qdq,
+                            relayout,
                             relu,
                             reshape,
                             resize,
@@ -74,6 +85,7 @@ from tpucompile.ops import (
                             shapes,
                             slice,
                             softmax,
+                            spatial_slice,
                             transpose,
 )
 from tpucompile.ops.add import QAdd
@@ -82,14 +94,17 @@ from tpucompile.ops.conv import QConv
 from tpucompile.ops.depthwise import QDwConv
 from tpucompile.ops.lut import QLut
 from tpucompile.ops.mul import QMul
+from tpucompile.ops.pad import QEdgePad, QPad
 from tpucompile.ops.pool import QAvgPool, QMaxPool
 from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
+from tpucompile.ops.relayout import QRegroup, QSpatialTranspose
 from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
+from tpucompile.ops.spatial_slice import QSpatialSlice
 
 FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, lrn, resize, shapes, qdq, pad, slice, host_tail)
+            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout, host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 
-__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice"]
+__all__ = ["OP_TABLE", "FAMILIES", "OpDef", "DeviceOp", "OpTable", "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad"]

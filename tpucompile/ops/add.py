@@ -14,6 +14,7 @@ them, STORE; two slot groups of (a, b, out) (``backend.tiling.tile_vector``).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,7 @@ from tpucompile.backend.tiling import (
 from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
+from tpucompile.ops.conv import lane_copy_qop
 from tpucompile.ops.lut import elementwise_binary
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
@@ -123,26 +125,23 @@ def _layout(op: QAdd, qg, lays) -> None:
 
 
 def two_operand_channels(op, maps: dict, blk: int):
-    """Lane-wise: both operands must have one channel map, which the output takes. With one
-    operand mapped and the other not, ``ChannelMapRequest`` asks for the plain one in the map
-    (``backend.channels.remap_graph`` has its producer write it so, if it can)."""
+    """Lane-wise: both operands must have one channel map, which the output takes. When they
+    differ, ``ChannelMapRequest`` asks for operand ``b`` in ``a``'s map (or ``a`` in ``b``'s when
+    ``a`` has its channels in order): ``backend.channels.remap_graph`` has its producer write it
+    so if it can (a Conv read by this op alone), else inserts a lane-moving copy
+    (``conv.lane_copy_qop``, an identity 1x1 Conv on the array: exact) before this op."""
     ma, mb = maps.get(op.a), maps.get(op.b)
-    if (ma is None) != (mb is None):
-        plain, m = (op.a, mb) if ma is None else (op.b, ma)
-        kind = type(op).__name__[1:]
-        raise ChannelMapRequest(plain, m, f"{type(op).__name__} {op.name!r}: operand {plain!r} has its channels in order, the "
-                                f"other one in lanes {m.as_json()} ([logical, lane, count]: a Concat's gap lanes or "
-                                f"a channel Slice off a block boundary), and the producer of {plain!r} cannot write "
-                                f"that layout (only a Conv read by this {kind} alone can)")
-    if ma != mb:
-        def text(m):
-            return "the identity" if m is None else m.as_json()
-        raise CompileError(f"{type(op).__name__} {op.name!r}: operands {op.a!r} and {op.b!r} place their channels "
-                           f"differently in DDR ({text(ma)} vs {text(mb)}, [logical, lane, count]); "
-                           f"an {type(op).__name__[1:]} of two differently laid out Concat results or channel "
-                           "Slices (e.g. the two halves of one tensor) is unsupported: the vector unit works lane by "
-                           "lane")
-    return op, ma
+    if ma == mb:
+        return op, ma
+    field, m = ("b", ma) if ma is not None else ("a", mb)
+    moved = getattr(op, field)
+
+    def text(m):
+        return "its channels in order" if m is None else f"lanes {m.as_json()}"
+    raise ChannelMapRequest(moved, m, f"{type(op).__name__} {op.name!r}: operand {moved!r} has {text(maps.get(moved))}, "
+                            f"the other one {text(m)} ([logical, lane, count]: a Concat's gap lanes or a channel "
+                            "Slice off a block boundary)", copy=lane_copy_qop,
+                            reread=lambda t: dataclasses.replace(op, **{field: t}))
 
 
 def _tile(op: QAdd, lays: dict, cfg) -> EltTiling:

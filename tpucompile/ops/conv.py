@@ -178,6 +178,16 @@ def conv_qop(name: str, qt, w: np.ndarray, b: np.ndarray, out, strides, pads, re
                  tuple(strides), tuple(pads), relu, qt.zero_point, out.zero_point)
 
 
+def lane_copy_qop(name: str, x, out) -> "QConv":
+    """An identity 1x1 QConv from QTensor ``x`` to ``out`` (same shape, scale and zero point): a
+    copy on the array that can write any lane layout (``remap_output``; a channel map of ``x`` is
+    read through ``remap_channels``). Exact: weight 127 at scale 1/127, multiplier 1/127 as a
+    Q31 fixed point, so ``requant(127 (v - zp)) = v - zp`` for every int8 v (|error| < 2^-20)."""
+    c = x.shape[1]
+    return conv_qop(name, x, np.eye(c, dtype=np.float32)[:, :, None, None], np.zeros(c), out, (1, 1), (0, 0, 0, 0),
+                    False)
+
+
 # ---------------------------------------------------------------- golden
 def conv_int8(op: QConv, x: np.ndarray) -> np.ndarray:
     """QConv on int8 [N, Cin, H, W] -> int8 [N, Cout, OH, OW]: im2col of the input padded with

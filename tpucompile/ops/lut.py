@@ -5,9 +5,8 @@ ONNX ops (formulas from the ONNX operator spec): Sigmoid ``1/(1+e^-x)``, Tanh, H
 LeakyRelu ``x < 0 ? alpha x : x`` (alpha 0.01), Elu ``x < 0 ? alpha (e^x - 1) : x`` (alpha 1),
 Selu ``gamma (x <= 0 ? alpha (e^x - 1) : x)``, Softplus ``ln(1 + e^x)``, Softsign ``x/(1+|x|)``,
 Erf, Gelu (opset 20; ``approximate`` none or tanh), Mish ``x tanh(ln(1+e^x))``, Exp, Sqrt,
-Reciprocal, Abs, Neg, Pow, and PRelu ``x < 0 ? slope x : x`` with one slope for all channels
-(per-channel slopes are refused: not one function of x). None of them is a device op by itself: the ``fuse_elementwise``
-pass (``tpucompile.passes.fuse_elementwise``) turns every connected group of element-wise nodes
+Reciprocal, Abs, Neg, Pow (and PRelu with one slope, ``ops/prelu.py``). None of them is a
+device op by itself: the ``fuse_elementwise`` pass (``tpucompile.passes.fuse_elementwise``) turns every connected group of element-wise nodes
 that are functions of one tensor x (these, Relu, Clip, and Mul/Add/Sub/Div/Pow by scalar
 constants or of two such functions: SiLU ``x * Sigmoid(x)``, the Erf-form GELU
 ``x * 0.5 * (1 + Erf(x / sqrt 2))``, HardSwish written out) into one ``Lut`` node per tensor the
@@ -44,7 +43,7 @@ from tpucompile.backend.tiling import (
 from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node
 from tpucompile.ops.common import bad_attr, lane_wise_channels, no_attrs, no_input_transform, no_macs
-from tpucompile.ops.registry import DeviceOp, OpDef, refusal
+from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
@@ -301,35 +300,8 @@ def _fold_pow(node, a, b):
         return np.power(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(np.result_type(a, b))
 
 
-def _fold_prelu(node, x, slope):
-    """ONNX PRelu: ``x < 0 ? slope x : x``, slope broadcast (unidirectionally) to x."""
-    x, slope = np.asarray(x), np.asarray(slope)
-    if slope.size and np.all(slope == slope.reshape(-1)[0]):
-        slope = slope.reshape(-1)[0]            # one slope: also on a table's 256 values
-    return np.where(x < 0, np.asarray(slope, x.dtype) * x, x).astype(x.dtype)
-
-
-def _elementwise_prelu(graph, node):
-    """A PRelu with one slope for every channel (torch's ``nn.PReLU()``; or equal per-channel
-    values) is a table on its own; differing per-channel slopes are not a function of one value
-    (None: refused by ``_refuse_prelu``)."""
-    slope = graph.const(node.inputs[1]) if len(node.inputs) == 2 else None
-    return True if slope is not None and np.asarray(slope).size and np.all(slope == np.asarray(slope).reshape(-1)[0]) \
-        else None
-
-
-@refusal
-def _refuse_prelu(q, node) -> None:
-    slope = q.const(node.inputs[1])
-    what = ("is not a constant" if slope is None else
-            f"of shape {tuple(np.asarray(slope).shape)} has {np.asarray(slope).size} differing values")
-    raise CompileError(f"node {node.name!r} (PRelu): its slope {node.inputs[1]!r} {what}; only one slope "
-                       "for all channels maps to the vector unit's table lookup (one function per tensor)")
-
-
 OPS = tuple(OpDef(t, import_node=_importer(t), fold=_folder(t), elementwise=elementwise_unary)
             for t in FUNCTIONS) + (
-    OpDef("PRelu", import_node=no_attrs, fold=_fold_prelu, elementwise=_elementwise_prelu, quantize=_refuse_prelu),
     OpDef("Pow", import_node=no_attrs, fold=_fold_pow, elementwise=elementwise_binary),
     OpDef("Lut", quantize=_quantize, device=DEVICE),
 )

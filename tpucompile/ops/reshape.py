@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from tpucompile.ir import Node, Tensor
+from tpucompile.ops import relayout
 from tpucompile.ops.common import bad_attr, is_fc_view
-from tpucompile.ops.registry import OpDef, refusal
+from tpucompile.ops.registry import OpDef
 from tpusim.arch.errors import CompileError
 
 __all__ = ["OPS", "fold_reshape", "vector_inputs_as_nchw"]
@@ -92,14 +93,20 @@ def vector_inputs_as_nchw(tensors: dict, nodes: list, inputs: list) -> list:
     return out
 
 
-@refusal
-def _refuse_reshape(q, node) -> None:
-    """A Reshape / Flatten left after the passes: CompileError saying which forms map."""
-    a, b = q.shape(node.inputs[0]), q.shape(node.outputs[0])
+def _quantize_reshape(q, node) -> None:
+    """A Reshape / Flatten left after the passes: the same shape -> an alias; one that regroups
+    the pixels of each channel -> a ``QRegroup`` copy (``ops/relayout.py``); else CompileError
+    saying which forms map."""
+    a, b = tuple(q.shape(node.inputs[0])), tuple(q.shape(node.outputs[0]))
+    if a == b:
+        return _quantize_alias(q, node)
+    if relayout.is_regroup(a, b):
+        return relayout.OPS[0].quantize(q, node)
     raise CompileError(f"node {node.name!r} ({node.op}): a {node.op} of the activation {node.inputs[0]!r} from "
-                       f"{a} to {b} maps only as a view between (1, C, 1, 1) and (1, C), the flatten before a Gemm "
-                       "or MatMul, or inside a channel shuffle read by a Conv (or, at the end of the graph, on the "
-                       "host)")
+                       f"{a} to {b} moves values across channels: it maps only as a view between (1, C, 1, 1) and "
+                       "(1, C), the flatten before a Gemm or MatMul, inside a channel shuffle read by a Conv, a "
+                       "copy that keeps C and the pixel order ((1, C, H, W) -> (1, C, H', W')), or at the end of "
+                       "the graph on the host")
 
 
 def _quantize_alias(q, node) -> None:
@@ -109,9 +116,9 @@ def _quantize_alias(q, node) -> None:
 
 OPS = (
     OpDef("Reshape", import_node=_import_reshape, fold=fold_reshape, canonicalize=_canonicalize,
-          quantize=_refuse_reshape),
+          quantize=_quantize_reshape),
     OpDef("Flatten", import_node=_import_flatten, fold=_fold_flatten, canonicalize=_canonicalize,
-          quantize=_refuse_reshape),
+          quantize=_quantize_reshape),
     OpDef("Unsqueeze", import_node=_import_axes, fold=_fold_unsqueeze, canonicalize=_canonicalize),
     OpDef("Squeeze", import_node=_import_axes, fold=_fold_squeeze, canonicalize=_canonicalize),
     OpDef("Alias", quantize=_quantize_alias, calibrated=False),   # created by canonicalize only

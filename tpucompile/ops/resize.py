@@ -32,7 +32,10 @@ from tpucompile.backend.tiling import (
     untileable,
 )
 from tpucompile.ops.common import bad_attr, lane_wise_channels, no_constants, no_input_transform, no_macs
+from tpucompile.ops.depthwise import dwconv_qop
+from tpucompile.ops.pad import edge_pad
 from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.ops.spatial_slice import QSpatialSlice
 from tpucompile.qgraph import QOp
 from tpusim.arch.errors import CompileError
 
@@ -88,8 +91,9 @@ def _import(node, a: dict, opset: int) -> dict:
     for k, v in a.items():
         v = v.decode() if isinstance(v, bytes) else v
         if k == "mode":
-            if v != "nearest":
-                raise bad_attr(node, k, v, "unsupported (only 'nearest' maps onto the device)")
+            if v not in ("nearest", "linear", "bilinear"):
+                raise bad_attr(node, k, v, "unsupported (only 'nearest' and 'linear' map onto the device)")
+            out["mode"] = "linear" if v == "bilinear" else v
         elif k == "coordinate_transformation_mode":
             if v not in _COORD:
                 raise bad_attr(node, k, v, f"is not one of {', '.join(_COORD)}")
@@ -133,6 +137,9 @@ def _quantize(q, node) -> None:
     scales = _scales(q, node, x.shape, y_shape)
     if y_shape[:2] != x.shape[:2] or scales[0] != 1 or scales[1] != 1:
         raise CompileError(f"{where}: scales {list(scales)} resize N or C; only H and W may change")
+    if node.attrs.get("mode") == "linear":
+        _bilinear_x2(q, node, x, y_shape, where)
+        return
     factors = []
     for axis in (2, 3):
         n_in, n_out = x.shape[axis], y_shape[axis]
@@ -145,6 +152,39 @@ def _quantize(q, node) -> None:
         factors.append(f)
     out = q.add_tensor(node.outputs[0], x.scale, x.zero_point, shape=y_shape)
     q.add_op(QResize(node.name, x.name, out.name, tuple(factors)))
+
+
+#: coordinate modes whose linear x2 upsampling is the [1, 2, 1] / 4 blur of the nearest one
+_BLUR_COORDS = ("half_pixel", "pytorch_half_pixel")
+
+
+def _bilinear_x2(q, node, x, y_shape: tuple, where: str) -> None:
+    """Linear Resize by 2 on H and W with half-pixel centres (torch's ``interpolate(scale_factor=2,
+    mode='bilinear')``, align_corners False): ONNX's ``out[2i] = (in[i-1] + 3 in[i]) / 4``, ``out[2i+1]
+    = (3 in[i] + in[i+1]) / 4`` per axis, indices clamped to the input, is exactly the nearest x2
+    upsampling u of x with its edge pixels repeated once more, blurred by the separable kernel
+    [1, 2, 1] / 4 (at an even output 2i the taps are u[2i-1] = in[i-1], u[2i] = u[2i+1] = in[i];
+    at 2i+1, u[2i] = u[2i+1] = in[i], u[2i+2] = in[i+1]). Four device ops, all copies but the last:
+    QEdgePad by 1 (with its last-column copy), QResize nearest x2, a QSpatialSlice dropping the
+    outer row and column, a 3x3 QDwConv with integer weights 1 2 1 / 2 4 2 / 1 2 1 at scale 1/16
+    (exact) and multiplier 1/16: one rounding, ``floor(sum / 16 + 1/2)``-like (gemmlowp's), on the
+    input's grid (no calibration: a bilinear value lies between its inputs)."""
+    h, w = x.shape[2:]
+    coord = node.attrs["coord"]
+    if tuple(y_shape[2:]) != (2 * h, 2 * w) or coord not in _BLUR_COORDS:
+        raise CompileError(f"{where}: linear resize {x.shape} -> {y_shape} ({coord}) is unsupported: only x2 on "
+                           f"both H and W with {' or '.join(_BLUR_COORDS)} coordinates maps onto the device")
+    y = node.outputs[0]
+    e = edge_pad(q, f"{node.name}__edge", x, f"{y}__edge", (1, 1, 1, 1))
+    u = q.add_tensor(f"{y}__nearest", x.scale, x.zero_point, shape=(1, x.shape[1], 2 * h + 4, 2 * w + 4))
+    q.add_op(QResize(f"{node.name}__nearest", e.name, u.name, (2, 2)))
+    c = q.add_tensor(f"{y}__crop", x.scale, x.zero_point, shape=(1, x.shape[1], 2 * h + 2, 2 * w + 2))
+    q.add_op(QSpatialSlice(f"{node.name}__crop", u.name, c.name, (1, 1, 2 * h + 2), (1, 1, 2 * w + 2)))
+    out = q.add_tensor(y, x.scale, x.zero_point, shape=tuple(y_shape))
+    k = np.outer([1, 2, 1], [1, 2, 1]).astype(np.float32) / 16
+    ch = x.shape[1]
+    q.add_op(dwconv_qop(node.name, c, np.broadcast_to(k, (ch, 1, 3, 3)).copy(), np.zeros(ch), out, (1, 1),
+                        (0, 0, 0, 0), False, np.full(ch, 1 / 16)))
 
 
 # ---------------------------------------------------------------- golden

@@ -22,8 +22,11 @@ A slice output that is a part of a Concat cannot be a view of two buffers: the C
 tf2onnx's channels-last Split (a Transpose to NHWC, a Split on its last axis, each part
 transposed back) is the same Split on the NCHW tensor; the Transposes cancel.
 
-Refused by name: a slice of an H or W axis or with a step other than 1 (not one block range of the
-blocked buffer: it would need a copy), bounds that are not constants, an empty slice.
+A Slice or Split of H or W (positive steps) is a copy: a ``SpatialSlice`` (``ops/spatial_slice.py``)
+of every channel, then a channel view if the channels are cut too.
+
+Refused by name: a channel step other than 1 (not one block range of the blocked buffer), a
+negative step on H or W, a slice of the batch, bounds that are not constants, an empty slice.
 """
 from __future__ import annotations
 
@@ -220,15 +223,39 @@ def _canonicalize_slice(graph, node, producers) -> list:
         raise CompileError(str(e)) from None
     ranges = [range(d)[s] for d, s in zip(shape, sl)]
     for ax, (d, r) in enumerate(zip(shape, ranges)):
-        if ax != 1 and (len(r) != d or r.step != 1):
+        if (ax == 0 and len(r) != d) or (ax >= 2 and len(r) and r.step < 0):
             raise CompileError(f"node {node.name!r} (Slice): a slice of axis {ax} of {shape} "
-                               f"({r.start}:{r.stop}:{r.step}) is unsupported: only channel slices "
-                               "are views of the blocked buffer; an H or W slice would need a copy")
+                               f"({r.start}:{r.stop}:{r.step}) is unsupported: only the channels (a view) "
+                               "and H, W with positive steps (a copy) are sliced on the device")
     r = ranges[1]
     if len(r) and r.step != 1:
         raise CompileError(f"node {node.name!r} (Slice): channel step {r.step} unsupported (only 1: "
                            "a strided channel slice is not one range of lanes)")
+    if len(shape) == 4 and any(len(q) != d for q, d in zip(ranges[2:], shape[2:])):
+        return _spatial_then_channels(graph, node, shape, ranges)
     return [_channel_slice(node, node.name, node.outputs[0], shape, r.start if len(r) else 0, len(r))]
+
+
+def _spatial_node(node, name: str, inp: str, out: str, rows: range, cols: range) -> Node:
+    """The ``SpatialSlice`` (ops/spatial_slice.py) of ``rows`` and ``cols`` of ``inp``;
+    CompileError naming the node if one is empty."""
+    if not len(rows) or not len(cols):
+        raise CompileError(f"node {node.name!r} ({node.op}): output {out!r} is empty (rows {rows}, columns {cols})")
+    return Node("SpatialSlice", name, [inp], [out], {"rows": (rows.start, rows.step, len(rows)),
+                                                        "cols": (cols.start, cols.step, len(cols))})
+
+
+def _spatial_then_channels(graph, node, shape: tuple, ranges: list) -> list:
+    """A Slice of H or W: a SpatialSlice of every channel, then a ChannelSlice view if the channels
+    are cut too."""
+    out, r = node.outputs[0], ranges[1]
+    if len(r) == shape[1]:
+        return [_spatial_node(node, node.name, node.inputs[0], out, ranges[2], ranges[3])]
+    mid = f"{out}__hw"
+    graph.tensors[mid] = Tensor(mid, (1, shape[1], len(ranges[2]), len(ranges[3])), graph.tensors[out].dtype)
+    crop = _spatial_node(node, f"{node.name}__hw", node.inputs[0], mid, ranges[2], ranges[3])
+    return [crop] + [_channel_slice(Node(node.op, node.name, [mid], [out]), node.name, out, graph.tensors[mid].shape,
+                                    r.start if len(r) else 0, len(r))]
 
 
 def _canonicalize_split(graph, node, producers) -> list:
@@ -240,16 +267,21 @@ def _canonicalize_split(graph, node, producers) -> list:
             graph, Node("Split", n.name, n.inputs, n.outputs, {**n.attrs, "axis": 1}), producers))
     shape = _activation_shape(graph, node)
     axis = node.attrs["axis"] % len(shape) if -len(shape) <= node.attrs["axis"] < len(shape) else None
-    if axis != 1:
+    if axis not in (1, 2, 3) or (axis > 1 and len(shape) != 4):
         raise CompileError(f"node {node.name!r} (Split): axis {node.attrs['axis']} of {shape} is "
-                           "unsupported: only the channel axis splits into views of the blocked buffer")
+                           "unsupported: only the channels (views) and H, W (copies) split on the device")
     split = None
     if len(node.inputs) > 1 and node.inputs[1]:
         split = graph.const(node.inputs[1])
         if split is None:
             raise CompileError(f"node {node.name!r} (Split): split {node.inputs[1]!r} is not a constant")
-    sizes = _split_sizes(node, shape[1], split)
+    sizes = _split_sizes(node, shape[axis], split)
     starts = np.cumsum([0] + sizes[:-1])
+    if axis > 1:
+        whole = [range(shape[2]), range(shape[3])]
+        return [_spatial_node(node, f"{node.name}__{i}", node.inputs[0], out,
+                              *[range(s, s + n) if ax == axis else whole[ax - 2] for ax in (2, 3)])
+                for i, (out, s, n) in enumerate(zip(node.outputs, starts, sizes)) if out]
     return [_channel_slice(node, f"{node.name}__{i}", out, shape, int(s), n)
             for i, (out, s, n) in enumerate(zip(node.outputs, starts, sizes)) if out]
 

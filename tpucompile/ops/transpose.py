@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpucompile.ir import Node
-from tpucompile.ops import reshape
+from tpucompile.ops import relayout, reshape
 from tpucompile.ops.common import bad_attr
 from tpucompile.ops.registry import OpDef, refusal
 from tpusim.arch.errors import CompileError
@@ -100,18 +100,21 @@ def _canonicalize(graph, node, producers) -> list:
     return [node]
 
 
-@refusal
-def _refuse_transpose(q, node) -> None:
-    """A Transpose left after the passes: CompileError saying which forms map."""
+def _quantize_transpose(q, node) -> None:
+    """A Transpose left after the passes: perm [0, 1, 3, 2] of a 4-D activation -> a
+    ``QSpatialTranspose`` copy (``ops/relayout.py``); else CompileError saying which forms map."""
     perm = list(node.attrs.get("perm") or [])
+    if perm == [0, 1, 3, 2] and len(q.shape(node.inputs[0])) == 4:
+        return relayout.OPS[1].quantize(q, node)
     if node.inputs[0] in q.g.inputs:
         why = ("the channels-last input's Transpose to NCHW runs on the host only when every reader of the "
                "input is a Transpose with perm [0, 3, 1, 2] and none of them is a graph output")
     else:
         why = ("a Transpose of an activation maps only as a channel shuffle read by a Conv, a Transpose undone "
-               "by the next one, or a channels-last Flatten before a Gemm / MatMul")
+               "by the next one, a channels-last Flatten before a Gemm / MatMul, or a copy swapping H and W "
+               "(perm [0, 1, 3, 2]); any other moves values across channels")
     raise CompileError(f"node {node.name!r} (Transpose perm {perm}): {why}")
 
 
-OPS = (OpDef("Transpose", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_refuse_transpose),
+OPS = (OpDef("Transpose", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_quantize_transpose),
        OpDef("ChannelPermute", quantize=_refuse_permute))      # created by conv.py's canonicalize only
