@@ -253,16 +253,22 @@ def _range(f: FieldSpec) -> tuple[int, int]:
     return 0, (1 << f.bits) - 1
 
 
+@lru_cache(maxsize=None)
+def _field_ranges(op: str) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, lowest, highest, bits) of each field of opcode ``op``, in field order."""
+    return tuple((f.name, *_range(f), f.bits) for f in OPCODES[op].fields)
+
+
 def check_ranges(ins: Instruction) -> None:
     """IsaError if a field value does not fit its width, or a mask is not 4 bits."""
     for label, m in (("wait", ins.wait), ("signal", ins.signal)):
         if not 0 <= m < 16:
             raise IsaError(f"{ins.op}: {label} mask {m} is not a 4-bit engine mask")
-    for f in ins.spec.fields:
-        lo, hi = _range(f)
-        v = ins.args[f.name]
+    args = ins.args
+    for name, lo, hi, bits in _field_ranges(ins.op):
+        v = args[name]
         if not lo <= v <= hi:
-            raise IsaError(f"{ins.op}: field {f.name}={v} out of range [{lo}, {hi}] ({f.bits} bits)")
+            raise IsaError(f"{ins.op}: field {name}={v} out of range [{lo}, {hi}] ({bits} bits)")
 
 
 def encode(ins: Instruction) -> bytes:
