@@ -11,7 +11,9 @@
   reshape       Reshape, Flatten (FC views -> Alias),     (alias)       -
                 Unsqueeze, Squeeze (folded)
   gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
-  softmax       Softmax                                   (host op)     host, float32
+  softmax       Softmax (inside the network; a graph's    QSoftmax      vector unit (SOFTMAX);
+                final one stays on the host)              (host op)     host, float32
+  layernorm     LayerNormalization (over the channels)    QLayerNorm    vector unit (LAYERNORM)
   host_tail     (the refused tail of a graph: post-         (host op)     host, onnxruntime
                 processing, OnnxTail)
   constant      Constant, ConstantOfShape (folded)        -             -
@@ -61,6 +63,7 @@ from tpucompile.ops import (
                             gemm,
                             host_tail,
                             identity,
+                            layernorm,
                             lrn,
                             lut,
                             mul,
@@ -87,7 +90,7 @@ from tpucompile.ops.registry import DeviceOp, OpDef, OpTable
 from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 
-FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
+FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, layernorm, constant, identity, mul, scale, concat,
             transpose, lut, lrn, resize, shapes, qdq, pad, slice, host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
