@@ -10,7 +10,7 @@ from pathlib import Path
 
 import onnx
 
-from tpucompile import digits, inputs, realdata
+from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.nhwc_input import nchw_input_model
 from tpucompile.quantize.quantize import compile_model
@@ -31,6 +31,10 @@ MODELS = {
                           "residual Adds; no attention) of 2 BERT-base encoder layers over 128 tokens, synthetic"),
     "bert-tiny-linears": ((lambda: realdata.transformer_linears(128, 512, 2, 128)),
                           "the same for BERT-tiny (d_model 128, d_ff 512, 2 layers, 128 tokens)"),
+    "bert-tiny": (transformer_models.bert_tiny, "BERT-tiny (2 layers, hidden 128, 2 heads, FFN 512, 128 tokens) in "
+                  "the shape of torch.onnx.export of Hugging Face BertModel, opset 17, seeded weights"),
+    "bert-base": (transformer_models.bert_base, "BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, 128 tokens), "
+                  "likewise"),
     "digits": (digits.load, "a small CNN trained on scikit-learn's 8x8 digits (scripts/train_digits.py)"),
 }
 #: built-in models that come with a labelled dataset: name -> split() = ((x_train, y_train),
