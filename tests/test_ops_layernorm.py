@@ -116,3 +116,44 @@ def test_unsupported_attributes_and_outputs_are_refused_naming_the_node():
     xs = qnets.inputs(qnets.in_shape(model), 2, seed=1)
     with pytest.raises(CompileError, match=r"node 'ln'.*stash_type"):
         compile_model(model, xs)
+
+
+def _sequence(c=24, length=10, sm_axis=1):
+    """A (1, 4, L) sequence model: Conv1d 4 -> c, per-token LayerNorm written with rank-3
+    Transposes (0, 2, 1), Softmax over the channels, Conv1d c -> 6 (frontend/lift_1d)."""
+    from onnx import TensorProto, numpy_helper
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="proj", kernel_shape=[1]),
+             n("Transpose", ["c"], ["t"], name="t1", perm=[0, 2, 1]),
+             n("LayerNormalization", ["t", "g", "b"], ["l"], name="ln", axis=-1),
+             n("Transpose", ["l"], ["u"], name="t2", perm=[0, 2, 1]),
+             n("Softmax", ["u"], ["s"], name="sm", axis=sm_axis),
+             n("Conv", ["s", "w2"], ["y"], name="out", kernel_shape=[1])]
+    inits = {"w": rng.normal(0, 1, (c, 4, 1)), "g": rng.normal(1, .2, c), "b": rng.normal(0, .2, c),
+             "w2": rng.normal(0, .3, (6, c, 1))}
+    g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, length])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, length])],
+                          [numpy_helper.from_array(a.astype(np.float32), k) for k, a in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_per_token_layernorm_and_softmax_of_a_sequence_model(tmp_path):
+    """Rank-3 (1, C, L): the Transpose(0, 2, 1) sandwich becomes one LAYERNORM, the Softmax over
+    the channels a SOFTMAX; golden == SimPy, close to onnxruntime."""
+    rng = np.random.default_rng(1)
+    xs = [rng.normal(0, 1, (1, 4, 10)).astype(np.float32) for _ in range(17)]
+    v = run(_sequence(), "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="seq")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    assert v.accuracy["cosine"] > 0.99, v.accuracy
+    qg, _ = compile_model(_sequence(), xs[1:])
+    assert [type(op).__name__ for op in qg.ops] == ["QConv", "QLayerNorm", "QSoftmax", "QConv"]
+
+
+def test_a_sequence_softmax_over_the_length_is_refused_naming_the_node():
+    rng = np.random.default_rng(1)
+    xs = [rng.normal(0, 1, (1, 4, 10)).astype(np.float32) for _ in range(2)]
+    with pytest.raises(CompileError, match=r"node 'sm' \(Softmax\) reads the 3-D tensor 'u'"):
+        compile_model(_sequence(sm_axis=-1), xs)
