@@ -52,3 +52,27 @@ def test_an_operand_with_a_zero_point_is_refused_naming_the_op():
     with pytest.raises(CompileError, match=r"QActMatMul 'qk': operands 't1' \(zero point 0\) and 't2' \(zero point "
                                            r"3\) must be quantized symmetrically"):
         g.graph([s]).validate()
+
+
+@pytest.mark.rtl
+def test_q_kt_three_way_on_the_small_rtl(tmp_path):
+    """Two channel blocks, a partial last N tile: golden == SimPy == RTL, same cycles and retire
+    trace (the weight tiles read from an activation's DDR buffer)."""
+    from cocotb_tests.harness import run_rtl
+    from tests.test_backend_ops import CFG, run_device
+    from tpusim.arch.binary import TpuBinary
+    from tpusim.arch.retire import first_retire_difference
+    from tpusim.sim import run_binary
+    g, s, _ = _attention_scores(16, 12, seed=1)
+    qg, x = g.graph([s]), g.input(2)
+    b, results, env = run_device(qg, x)
+    path = tmp_path / "qk.tpubin"
+    b.write(path)
+    rtl = run_rtl(path, CFG, {b.inputs[0].name: x}, tmp_path / "rtl", max_cycles=200_000)
+    assert rtl.ok, rtl.message
+    sim = run_binary(TpuBinary.read(path), CFG, {b.inputs[0].name: x})
+    for o in b.outputs:
+        assert np.array_equal(np.asarray(rtl.outputs[o.name]), env[qg.resolve(o.name)])
+        assert np.array_equal(np.asarray(sim.outputs[o.name]), env[qg.resolve(o.name)])
+    assert rtl.cycles == sim.cycles and len(rtl.retire) == len(sim.retire) > 10
+    assert first_retire_difference(sim.retire, rtl.retire) is None
