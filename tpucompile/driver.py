@@ -13,6 +13,7 @@ import onnx
 from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.nhwc_input import nchw_input_model
+from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.binary import TensorDesc, TpuBinary
@@ -57,7 +58,8 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
     ``synthetic_seed``: replace a file's Conv/Gemm/BatchNorm parameters by seeded synthetic ones
     (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
     models always carry theirs. A file whose image input is channels-last is returned as the NCHW
-    model it is after its input Transpose (``frontend.nhwc_input``)."""
+    model it is after its input Transpose (``frontend.nhwc_input``), a transformer's (1, T, C) token
+    input as its (1, C, T) model (``frontend.token_input``)."""
     if str(model) in MODELS:
         return MODELS[str(model)][0]()
     p = Path(model)
@@ -72,7 +74,8 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
             m = realdata.synthetic_weights(m, synthetic_seed)
         except (KeyError, ValueError, onnx.checker.ValidationError) as e:
             raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
-    return nchw_input_model(m)          # a channels-last input's leading Transpose: on the host
+    # a channels-last input's leading Transpose: on the host; a (1, T, C) token input: (1, C, T)
+    return channels_first_tokens_model(nchw_input_model(m))
 
 
 def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
