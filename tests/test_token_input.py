@@ -51,6 +51,11 @@ def _ffn_block(attention_reshape: bool = False, seed: int = 0):
     return m
 
 
+def token_ffn():
+    """The FFN block as the compiler takes it ((1, C, T); tests/test_cosim_rtl.py)."""
+    return channels_first_tokens_model(_ffn_block())
+
+
 def test_the_rewrite_equals_the_original_model():
     m = _ffn_block()
     m2 = channels_first_tokens_model(m)
