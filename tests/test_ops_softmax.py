@@ -115,7 +115,6 @@ def test_the_executor_agrees_on_rows_of_several_words():
     xs = qnets.inputs(qnets.in_shape(model), 3, seed=4)
     r = compile_onnx(model, CFG, xs[1:])
     b, qg = r.binary, r.qgraph
-    X = qg.tensors[qg.inputs[0]]
     xin = quantize_input(qg, xs[0])
     gold = run_golden(qg, xin)
     d = b.inputs[0]

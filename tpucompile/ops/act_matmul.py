@@ -31,8 +31,8 @@ import numpy as np
 
 from tpucompile.backend.layout import param_tables
 from tpucompile.ops.common import no_input_transform
-from tpucompile.ops.conv import QConv, conv_int8
 from tpucompile.ops.conv import DEVICE as CONV
+from tpucompile.ops.conv import QConv, conv_int8
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError

@@ -20,7 +20,15 @@ accesses per word (SOFTMAX 4, LAYERNORM 9) plus 4 for the two copies when nb > 1
 """
 from __future__ import annotations
 
-from tpucompile.backend.tiling import EltTiling, elt_tiles, field_max, load_bw, place_slot_groups, tile_vector, untileable
+from tpucompile.backend.tiling import (
+    EltTiling,
+    elt_tiles,
+    field_max,
+    load_bw,
+    place_slot_groups,
+    tile_vector,
+    untileable,
+)
 from tpusim.arch.errors import CompileError
 
 __all__ = ["tile_rows", "emit_rows", "no_channel_map", "SRAM_LEN_MAX"]
