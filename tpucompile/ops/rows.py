@@ -20,15 +20,7 @@ accesses per word (SOFTMAX 4, LAYERNORM 9) plus 4 for the two copies when nb > 1
 """
 from __future__ import annotations
 
-from tpucompile.backend.tiling import (
-    EltTiling,
-    elt_tiles,
-    field_max,
-    load_bw,
-    place_slot_groups,
-    tile_vector,
-    untileable,
-)
+from tpucompile.backend import tiling
 from tpusim.arch.errors import CompileError
 
 __all__ = ["tile_rows", "emit_rows", "no_channel_map", "SRAM_LEN_MAX"]
@@ -47,39 +39,39 @@ def no_channel_map(op, maps: dict, blk: int) -> tuple:
     return op, None
 
 
-def tile_rows(op, lays: dict, cfg, opcode: str, per_word: int, table_words: int = 0) -> EltTiling:
+def tile_rows(op, lays: dict, cfg, opcode: str, per_word: int, table_words: int = 0) -> tiling.EltTiling:
     """The tiling of row op ``op`` (``opcode`` SOFTMAX / LAYERNORM, ``per_word`` SRAM accesses per
     row word) over its output's pixels, all channel blocks per tile; ``table_words``: a constant
     table loaded once. CompileError naming the op if no tile fits the SRAM."""
     Y = lays[op.out]
     nb = Y.nblocks
-    W, bw = cfg.word_bytes, load_bw(cfg)
+    W, bw = cfg.word_bytes, tiling.load_bw(cfg)
     copies = nb > 1
 
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
-        if kbg != nb or th * tw > field_max(opcode, "rows") or n * per_word > SRAM_LEN_MAX:
+        if kbg != nb or th * tw > tiling.field_max(opcode, "rows") or n * per_word > SRAM_LEN_MAX:
             return None
-        if copies and (th * tw > field_max("POOL", "out_h") or n * 2 > SRAM_LEN_MAX):
+        if copies and (th * tw > tiling.field_max("POOL", "out_h") or n * 2 > SRAM_LEN_MAX):
             return None
         if 2 * n * (2 if copies else 1) + table_words > cfg.sram_words:
             return None
         return nt * n * W * 2 / bw + 60 * nt * (4 if copies else 2)
 
-    tl = tile_vector(nb, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
+    tl = tiling.tile_vector(nb, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:
-        raise untileable(f"{type(op).__name__} {op.name!r} ({nb} channel blocks per row)", (1, 1), Y.H, Y.W, cfg)
+        raise tiling.untileable(f"{type(op).__name__} {op.name!r} ({nb} channel blocks per row)", (1, 1), Y.H, Y.W, cfg)
     n = tl.kbg * tl.th * tl.tw
     sizes = {"x": n}
     if copies:
         sizes["t"] = n
     if table_words:
         sizes["p"] = table_words
-    place_slot_groups(tl, sizes, cfg)
+    tiling.place_slot_groups(tl, sizes, cfg)
     return tl
 
 
-def emit_rows(P, op, lays: dict, tl: EltTiling, opcode: str, fields: dict, table=None) -> None:
+def emit_rows(P, op, lays: dict, tl: tiling.EltTiling, opcode: str, fields: dict, table=None) -> None:
     """Per tile: LOAD, [POOL copy to rows], ``opcode`` in place with ``fields`` (the op's own
     operands; addresses, rows, strides and row_len are set here), [POOL copy back], STORE.
     ``table``: (DDR address, words) of a constant loaded once to region "p" (``param_addr``)."""
@@ -94,7 +86,7 @@ def emit_rows(P, op, lays: dict, tl: EltTiling, opcode: str, fields: dict, table
         P.dma("DMA_LOAD", addr, pa, words * P.cfg.word_bytes)
         fields = dict(fields, param_addr=pa)
         extra_rs = [(pa, pa + words)]
-    for t in elt_tiles(nb, Ho, Wo, tl):
+    for t in tiling.elt_tiles(nb, Ho, Wo, tl):
         n, px = t.words, t.th * t.tw
         sx = reg["x"][t.slot]
         P.tile_dma("DMA_LOAD", X, sx, t)
