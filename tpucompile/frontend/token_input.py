@@ -129,6 +129,10 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
             cl.update(outs)
     del g.node[:]
     g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]    # a Linear's (C, N) weight is now the Conv's
+    del g.initializer[:]
+    g.initializer.extend(kept)
     for vi in list(g.input) + list(g.output):
         if vi.name in cl:
             permute_dims(vi, TOKENS_PERM)
