@@ -710,3 +710,25 @@ def detect_head(seed=0, hw=8, na=3, no=7):
              n("Concat", ["xyo", "who", "conf"], ["dec"], name="cat", axis=4),
              n("Reshape", ["dec", "out"], ["y"], name="flat")]
     return make_model(nodes, inits, (1, 3, 2 * hw, 2 * hw), "y", (1, na * hw * hw, no))
+
+
+def row_ops(seed=0, c=20):
+    """The vector unit's row instructions: Conv 3 -> c, a per-pixel LayerNorm (channels-last
+    Transpose sandwich), Conv c -> c, Div by 0.5 and a Softmax over the channels (inside the
+    network: SOFTMAX with the Div in its exp_mult), Conv c -> 4. c > 8: rows of several words on
+    'small'. [1,3,5,6] -> [1,4,5,6]."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="conv1"),
+             n("Transpose", ["c1"], ["t1"], name="to_nhwc", perm=[0, 2, 3, 1]),
+             n("LayerNormalization", ["t1", "g", "b"], ["ln"], name="ln", axis=-1, epsilon=1e-5),
+             n("Transpose", ["ln"], ["t2"], name="to_nchw", perm=[0, 3, 1, 2]),
+             n("Conv", ["t2", "w2"], ["c2"], name="conv2"),
+             n("Add", ["c2", "t2"], ["a"], name="res"),
+             n("Div", ["a", "k"], ["d"], name="scale"),
+             n("Softmax", ["d"], ["s"], name="softmax", axis=1),
+             n("Conv", ["s", "w3"], ["y"], name="conv3")]
+    inits = {"w1": conv_w(rng, c, 3, 1) * 4, "g": rng.normal(1, 0.2, c).astype(np.float32),
+             "b": rng.normal(0, 0.2, c).astype(np.float32), "w2": conv_w(rng, c, c, 1), "k": np.float32(0.5),
+             "w3": conv_w(rng, 4, c, 1)}
+    return make_model(nodes, inits, (1, 3, 5, 6), "y", (1, 4, 5, 6), opset=17)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests import qnets
+from tests.test_token_input import token_ffn
 from tpusim.flow.cosim import run
 
 pytestmark = pytest.mark.rtl
@@ -46,6 +47,8 @@ GRAPHS = {
     "mobilenet_block": qnets.mobilenet_block,   # DWCONV: depthwise 3x3 + BN + ReLU6, 5x5 stride 2, part blocks
     "dense_mlp": qnets.dense_mlp,       # MatMul by a constant + bias Add + BatchNorm1d: 1x1 Convs on (1, K, 1, 1)
     "csp_split": qnets.csp_split,
+    "row_ops": qnets.row_ops,           # LAYERNORM and SOFTMAX over 3-word rows (POOL transposing copies)
+    "token_ffn": token_ffn,             # a (1, T, C) encoder FFN block: LN, Linears, Erf GELU LUT, residual, LN
     "long_sequence_gap": qnets.long_sequence_gap,   # a global pool over 300 columns: two POOL stages       # Split / Slice on the channels: views (gap lanes), copied into a Concat
 }
 

@@ -53,7 +53,9 @@ def test_lookups():
     z = np.zeros(1, np.int32)
     op = QConv("c0", "x", "y", np.zeros((1, 1, 1, 1), np.int8), z, z, z, (1, 1), (0, 0, 0, 0), False, 0, 0)
     assert OP_TABLE.device(op) is conv.device
-    assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {"QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad", "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad"}
+    assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {
+        "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad",
+        "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad", "QSoftmax", "QLayerNorm", "QActMatMul"}
 
 
 def test_unknown_onnx_op_refused_with_node_name():

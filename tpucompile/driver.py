@@ -10,9 +10,10 @@ from pathlib import Path
 
 import onnx
 
-from tpucompile import digits, inputs, realdata
+from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.nhwc_input import nchw_input_model
+from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.binary import TensorDesc, TpuBinary
@@ -31,6 +32,10 @@ MODELS = {
                           "residual Adds; no attention) of 2 BERT-base encoder layers over 128 tokens, synthetic"),
     "bert-tiny-linears": ((lambda: realdata.transformer_linears(128, 512, 2, 128)),
                           "the same for BERT-tiny (d_model 128, d_ff 512, 2 layers, 128 tokens)"),
+    "bert-tiny": (transformer_models.bert_tiny, "BERT-tiny (2 layers, hidden 128, 2 heads, FFN 512, 128 tokens) in "
+                  "the shape of torch.onnx.export of Hugging Face BertModel, opset 17, seeded weights"),
+    "bert-base": (transformer_models.bert_base, "BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, 128 tokens), "
+                  "likewise"),
     "digits": (digits.load, "a small CNN trained on scikit-learn's 8x8 digits (scripts/train_digits.py)"),
 }
 #: built-in models that come with a labelled dataset: name -> split() = ((x_train, y_train),
@@ -53,7 +58,8 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
     ``synthetic_seed``: replace a file's Conv/Gemm/BatchNorm parameters by seeded synthetic ones
     (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
     models always carry theirs. A file whose image input is channels-last is returned as the NCHW
-    model it is after its input Transpose (``frontend.nhwc_input``)."""
+    model it is after its input Transpose (``frontend.nhwc_input``), a transformer's (1, T, C) token
+    input as its (1, C, T) model (``frontend.token_input``)."""
     if str(model) in MODELS:
         return MODELS[str(model)][0]()
     p = Path(model)
@@ -68,7 +74,8 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
             m = realdata.synthetic_weights(m, synthetic_seed)
         except (KeyError, ValueError, onnx.checker.ValidationError) as e:
             raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
-    return nchw_input_model(m)          # a channels-last input's leading Transpose: on the host
+    # a channels-last input's leading Transpose: on the host; a (1, T, C) token input: (1, C, T)
+    return channels_first_tokens_model(nchw_input_model(m))
 
 
 def load_model_and_data(model: str | Path, calib=4, size: int | None = None,

@@ -8,8 +8,8 @@ op module (``tpucompile.ops``: ``QConv`` in conv.py, ``QMaxPool``/``QAvgPool`` i
 in add.py). Their arithmetic is ``tpusim.arch.arith`` (gemmlowp fixed point), implemented
 identically by ``tpucompile.golden``, the SimPy model and the RTL.
 
-Host ops (e.g. Softmax: the accelerator has no exponent unit) run in float32 on the host after
-the device, on the dequantized device outputs.
+Host ops (e.g. a classifier's final Softmax; one inside the network runs on the vector unit) run
+in float32 on the host after the device, on the dequantized device outputs.
 
 Reshape/Flatten between (1, C, 1, 1) and (1, C) produce no op: ``aliases`` maps the ONNX name
 to the device tensor holding the same bytes.

@@ -8,7 +8,10 @@ Slice over the length axis the same axis of the 4-D tensor (a Split or Slice of 
 any W slice, is then refused by slice.py; of the channels it is a view), a Pad's pads the 4-D ones (nothing on H), a Reshape
 to 2-D (a flatten) stays. Tensor names do not change, so calibration and the
 FP32 reference run the original model and compare by name (the values are the same, in the same
-order). Any other op on a rank-3 tensor (Transpose, Reshape, Softmax, ...) is refused, naming the
+order), a Softmax over the channels (axis 1 / -2) the 4-D one over axis 1, a per-token LayerNorm
+``Transpose(0, 2, 1) -> LayerNormalization(axis -1) -> Transpose(0, 2, 1)`` the 4-D channels-last
+sandwich (perms (0, 2, 3, 1), (0, 3, 1, 2); ops/layernorm.py). Any other op on a rank-3 tensor
+(Transpose, Reshape, a Softmax over the length, ...) is refused, naming the
 node. An Unsqueeze / Squeeze of axis 2 (how the dynamo exporter writes 1-D pools: a 2-D pool
 between them) is the lifted form itself, an Identity.
 """
@@ -137,6 +140,47 @@ def _lift_slice_axes(node, graph, opsets) -> None:
     node.input[3] = name
 
 
+def _attr_i(node, name: str, default: int) -> int:
+    return next((int(a.i) for a in node.attribute if a.name == name), default)
+
+
+def _set_attr(node, name: str, value) -> None:
+    for a in list(node.attribute):
+        if a.name == name:
+            node.attribute.remove(a)
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+def _layernorm_sandwiches(g, rank3: set) -> dict:
+    """Output name of a node -> its lifted form's attribute for each ``Transpose(0, 2, 1) -> LayerNormalization
+    (axis -1 / 2) -> Transpose(0, 2, 1)`` on a rank-3 tensor (a per-token LayerNorm of a (1, C, L)
+    sequence, each Transpose read by the next node alone): the Transposes get perms (0, 2, 3, 1)
+    and (0, 3, 1, 2), the channels-last sandwich ``ops/layernorm.py`` maps to one LAYERNORM."""
+    readers: dict = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    outs = {o.name for o in g.output}
+
+    def only_reader(t):
+        r = readers.get(t, [])
+        return r[0] if len(r) == 1 and t not in outs else None
+
+    def perm(n):
+        return next((tuple(a.ints) for a in n.attribute if a.name == "perm"), None)
+    out = {}
+    for t1 in g.node:
+        if t1.op_type != "Transpose" or perm(t1) != (0, 2, 1) or not t1.input or t1.input[0] not in rank3:
+            continue
+        ln = only_reader(t1.output[0])
+        if ln is None or ln.op_type != "LayerNormalization" or _attr_i(ln, "axis", -1) not in (-1, 2):
+            continue
+        t2 = only_reader(ln.output[0])
+        if t2 is not None and t2.op_type == "Transpose" and perm(t2) == (0, 2, 1):
+            out.update({t1.output[0]: [0, 2, 3, 1], ln.output[0]: -1, t2.output[0]: [0, 3, 1, 2]})
+    return out
+
+
 def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself if its run-time input is not 3-D, else the lifted copy (module
     docstring); CompileError naming the node for an op the lifting cannot carry, or the
@@ -188,6 +232,8 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
         node.input[:] = node.input[:1]
         node.op_type = "Identity"
 
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 13)
+    sandwich = _layernorm_sandwiches(g, rank3)
     for node in g.node:
         reads3 = [i for i in node.input if i in rank3]
         if node.op_type == "Squeeze" and node.output[0] in rank3 and axes_of(node) in ([2], [-2]):
@@ -224,6 +270,12 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
             _lift_pads(node, g, m.opset_import)
         elif node.op_type == "Slice":
             _lift_slice_axes(node, g, m.opset_import)
+        elif node.op_type == "Softmax" and _attr_i(node, "axis", 1 if opset < 13 else -1) in (1, -2):
+            _set_attr(node, "axis", 1)    # over the channels (a rank-3 Softmax over the length is refused)
+        elif node.op_type == "Transpose" and node.output[0] in sandwich:
+            _set_attr(node, "perm", sandwich[node.output[0]])
+        elif node.op_type == "LayerNormalization" and node.output[0] in sandwich:
+            _set_attr(node, "axis", -1)
         elif node.op_type == "Reshape" and ranks.get(node.output[0]) in (1, 2):
             pass                          # a flatten: the same values in the same order
         elif node.op_type not in SHAPE_FREE:

@@ -15,7 +15,7 @@ import onnx
 
 from tpucompile.frontend.model_inputs import runtime_inputs
 
-__all__ = ["LAYOUT_KEY", "nchw_input_model", "input_layout", "to_model_layout"]
+__all__ = ["LAYOUT_KEY", "nchw_input_model", "input_layout", "to_model_layout", "permute_dims"]
 
 LAYOUT_KEY = "tpusim.input_layout"
 _TO_NCHW = (0, 3, 1, 2)
@@ -45,15 +45,7 @@ def nchw_input_model(model: onnx.ModelProto) -> onnx.ModelProto:
         n.input[:] = [name if i in gone else i for i in n.input]
     del g.node[:]
     g.node.extend(keep)
-    vi = next(i for i in g.input if i.name == name)
-    dims = vi.type.tensor_type.shape.dim
-    orig = [(d.dim_value, d.dim_param) for d in dims]
-    for d, (v, p) in zip(dims, [orig[i] for i in _TO_NCHW]):
-        d.Clear()
-        if p:
-            d.dim_param = p
-        else:
-            d.dim_value = v
+    orig = permute_dims(next(i for i in g.input if i.name == name), _TO_NCHW)
     keep_vi = [v for v in g.value_info if v.name not in gone]
     del g.value_info[:]
     g.value_info.extend(keep_vi)
@@ -61,6 +53,20 @@ def nchw_input_model(model: onnx.ModelProto) -> onnx.ModelProto:
     entry.key, entry.value = LAYOUT_KEY, json.dumps({"name": name, "layout": "NHWC",
                                                      "shape": [v for v, _ in orig]})
     return m
+
+
+def permute_dims(vi, perm) -> list:
+    """Permute the dims of ValueInfoProto ``vi`` in place by ``perm`` (values or symbolic names);
+    returns the original [(dim_value, dim_param)]."""
+    dims = vi.type.tensor_type.shape.dim
+    orig = [(d.dim_value, d.dim_param) for d in dims]
+    for d, (v, p) in zip(dims, [orig[i] for i in perm]):
+        d.Clear()
+        if p:
+            d.dim_param = p
+        else:
+            d.dim_value = v
+    return orig
 
 
 def input_layout(model: onnx.ModelProto) -> dict | None:
@@ -74,11 +80,13 @@ def input_layout(model: onnx.ModelProto) -> dict | None:
 
 def to_model_layout(a: np.ndarray, layout: dict | None) -> np.ndarray:
     """A user's array in the model's original channels-last shape (with or without the batch
-    axis) transposed to NCHW; any other array unchanged. When both layouts have one shape
+    axis) transposed to NCHW (a token model's (1, T, C): to (1, C, T), ``layout["perm"]``); any
+    other array unchanged. When both layouts have one shape
     (H = W = C) the array is read as the model's own, channels-last, layout."""
     if layout is None:
         return a
     shape = tuple(layout["shape"])
-    if a.ndim == 3 and tuple(a.shape) == shape[1:]:
+    perm = tuple(layout.get("perm", _TO_NCHW))
+    if a.ndim == len(shape) - 1 and tuple(a.shape) == shape[1:]:
         a = a[None]
-    return np.ascontiguousarray(a.transpose(_TO_NCHW)) if tuple(a.shape) == shape else a
+    return np.ascontiguousarray(a.transpose(perm)) if tuple(a.shape) == shape else a

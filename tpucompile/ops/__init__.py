@@ -11,7 +11,11 @@
   reshape       Reshape, Flatten (FC views -> Alias),     (alias)       -
                 Unsqueeze, Squeeze (folded)
   gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
-  softmax       Softmax                                   (host op)     host, float32
+  act_matmul    (ActMatMul: MatMul of two activations,    QActMatMul    systolic array
+                the stationary one as the weight tiles)
+  softmax       Softmax (inside the network; a graph's    QSoftmax      vector unit (SOFTMAX);
+                final one stays on the host)              (host op)     host, float32
+  layernorm     LayerNormalization (over the channels)    QLayerNorm    vector unit (LAYERNORM)
   host_tail     (the refused tail of a graph: post-         (host op)     host, onnxruntime
                 processing, OnnxTail)
   constant      Constant, ConstantOfShape (folded)        -             -
@@ -61,6 +65,7 @@ The importer, the passes, the quantizer, the golden model and the back end all d
 The order of ``FAMILIES`` is the order of the supported-op lists in error messages.
 """
 from tpucompile.ops import (
+                            act_matmul,
                             add,
                             batchnorm,
                             concat,
@@ -70,6 +75,7 @@ from tpucompile.ops import (
                             gemm,
                             host_tail,
                             identity,
+                            layernorm,
                             lrn,
                             lut,
                             mul,
@@ -102,8 +108,9 @@ from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 from tpucompile.ops.spatial_slice import QSpatialSlice
 
-FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, softmax, constant, identity, mul, scale, concat,
-            transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout, host_tail)
+FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, act_matmul, softmax, layernorm, constant, identity,
+            mul, scale, concat, transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout,
+            host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)
 lut.FOLDS.update({d.op_type: d.fold for d in OP_TABLE if d.fold is not None})
 

@@ -224,11 +224,14 @@ def _input_transform(op: QConv, qg, cfg):
     return dev, new, meta
 
 
-def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
-    """The loop nest of the module docstring; tokens come from the declared accesses."""
+def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None) -> None:
+    """The loop nest of the module docstring; tokens come from the declared accesses.
+    ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
+    tile ``nb``, cin block ``kb``): default the constant tiles; ``ops/act_matmul.py`` reads an
+    activation's buffer."""
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
-    wt_addr, par_addr, par_stride = consts["weights"], consts["requant"], requant_table_stride(cfg)
+    par_addr, par_stride = consts["requant"], requant_table_stride(cfg)
     R, C, W = cfg.array_rows, cfg.array_cols, cfg.word_bytes
     ap = align_px(cfg)
     kh, kw = op.kernel
@@ -238,6 +241,9 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
     mp, mg = cfg.requant_planes, cfg.lane_groups
     _, _, Ho, Wo = Y.shape
     tile_bytes = C * W
+    if weight_tile is None:
+        def weight_tile(t, nb, kb):
+            return consts["weights"] + t * tile_bytes, None, tile_bytes
     pw = cfg.param_words
     reg = tl.regions
     nkg = ceil_div(KB, tl.kbg)
@@ -275,7 +281,8 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict) -> None:
                                     ws = reg["w"][wslot]
                                     wslot = (wslot + 1) % tl.nw
                                     t = ((nb * KB + kb) * kh + ky) * kw + kx
-                                    P.dma("DMA_LOAD", wt_addr + t * tile_bytes, ws, tile_bytes)
+                                    src, buf, nbytes = weight_tile(t, nb, kb)
+                                    P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
                                     P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
                                     act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
                                     last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1

@@ -24,6 +24,7 @@ import numpy as np
 from tpucompile.ir import Graph, Node, consumers, producers, prune
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.gemm import absorb_affine, fc_params
+from tpucompile.ops.softmax import absorbed_by_softmax
 from tpusim.arch.errors import CompileError
 
 NAME = "fold_affine"
@@ -97,6 +98,9 @@ def run(graph: Graph) -> Graph:
                 _fold_into(graph, conv, node, w, *folded)
                 prod[node.outputs[0]] = conv
                 continue
+        if absorbed_by_softmax(graph, node, cons):
+            out.append(node)        # softmax(x / c) inside the network: c goes into its exp_mult
+            continue
         folded = d.affine(graph, node, graph.tensors[x].shape[1], None)
         if folded is None:
             out.append(node)        # not an affine of constants (e.g. Add of two activations)

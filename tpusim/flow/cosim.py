@@ -229,8 +229,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
                            f"{', '.join(h['outputs'])}; accuracy compares {h['inp']}")
             v.notes += _host_tail_accuracy(qg, gold, onnx_model, x_float, h, out)
         else:
-            v.notes.append(f"host op after the device: {h['op']} (no exponent unit on the chip); accuracy "
-                           "compares logits")
+            v.notes.append(f"host op after the device: {h['op']} (a graph's final Softmax stays on the host; one "
+                           "inside the network runs on the vector unit); accuracy compares logits")
 
     if isinstance(model, str) and model in driver.DATASETS and input_path is None:
         _, (xte, yte) = driver.DATASETS[model]()

@@ -291,6 +291,13 @@ def seed_models() -> list:
                 helper.make_node("MatMul", ["g", "mw"], ["m"], name="dense"),
                 helper.make_node("Softmax", ["m"], ["y"], name="sm")],
                {"fw": w(10, 8), "fb": w(10), "mw": w(10, 6)}, (1, 8, 4, 4)),
+            # a per-pixel LayerNorm (ConvNeXt's channels-last form) and a Softmax inside the network
+            mk([helper.make_node("Transpose", ["x"], ["t"], name="nhwc", perm=[0, 2, 3, 1]),
+                helper.make_node("LayerNormalization", ["t", "lg", "lb"], ["n"], name="ln", axis=-1),
+                helper.make_node("Transpose", ["n"], ["u"], name="nchw", perm=[0, 3, 1, 2]),
+                helper.make_node("Softmax", ["u"], ["s"], name="sm", axis=1),
+                helper.make_node("Conv", ["s", "w"], ["y"], name="conv", kernel_shape=[1, 1])],
+               {"lg": w(8) + 1, "lb": w(8), "w": w(4, 8, 1, 1)}, (1, 8, 3, 3), opset=17),
             mk([helper.make_node("Sum", ["x", "x"], ["s"], name="sum"),
                 helper.make_node("ConstantOfShape", ["shp"], ["z"], name="cos",
                                  value=numpy_helper.from_array(np.array([0.5], np.float32))),

@@ -1,0 +1,144 @@
+"""Token sequences in the transformer layout: a model whose one run-time input is float (1, T, C)
+(tokens, hidden features last, as Hugging Face exports write every hidden state) and whose
+rank-3 ops are the feature-wise ones of an encoder's non-attention part: ``MatMul`` by a constant
+(C, N) (a Linear), ``Add`` / ``Sub`` / ``Mul`` / ``Div`` by a constant over the features or a
+scalar, element-wise ops of two such tensors (residual ``Add``, GELU's ``Mul``), unary element-wise
+functions (``Erf``, ``Tanh``, ...), ``LayerNormalization`` over the features (axis -1) and
+``Softmax`` over the features.
+
+``channels_first_tokens_model`` returns the same network on (1, C, T) (the (1, C, L) sequence
+layout ``frontend/lift_1d`` lifts to (1, C, 1, T): tokens are pixels, features channels): each
+Linear becomes a Conv1d with the transposed weight, a per-feature constant (N,) becomes (N, 1),
+a LayerNorm becomes the ``Transpose(0, 2, 1)`` sandwich (one LAYERNORM), a Softmax takes axis 1.
+Every rank-3 tensor keeps its name with its last two axes swapped, so calibration, the FP32
+reference and the per-layer report run this model and compare like with like; graph outputs are
+declared (1, N, T). The original layout is recorded under ``nhwc_input.LAYOUT_KEY`` ("NTC", the
+perm (0, 2, 1)), so a user's (1, T, C) array is transposed by the host like an NHWC image.
+
+A model is taken as a token model only when a ``MatMul`` by a constant or a ``LayerNormalization``
+over the last axis reads a rank-3 tensor derived from its input (a Conv1d network never has one:
+those were refused before); any other op on a rank-3 tensor of a token model (the attention's
+Reshape / Transpose into heads, a MatMul of two activations) is a CompileError naming the node.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from tpucompile.frontend.lift_1d import ELEMENTWISE
+from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.nhwc_input import LAYOUT_KEY, permute_dims
+from tpusim.arch.errors import CompileError
+
+__all__ = ["channels_first_tokens_model", "TOKENS_PERM"]
+
+#: (1, T, C) -> (1, C, T)
+TOKENS_PERM = (0, 2, 1)
+#: binary element-wise ops whose constant operand may vary over the features
+_BINARY = ("Add", "Sub", "Mul", "Div")
+
+
+def _attr(node, name: str, default):
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+
+def _token_tensors(g, name: str, inits: dict) -> tuple[set, bool]:
+    """Tensors derived from input ``name`` through rank-3 feature-wise ops (rank kept), and
+    whether a Linear or a last-axis LayerNorm reads one (the model is a token model)."""
+    derived, token = {name}, False
+    for n in g.node:
+        if not any(i in derived for i in n.input):
+            continue
+        if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2:
+            token = True
+        elif n.op_type == "LayerNormalization" and _attr(n, "axis", -1) in (-1, 2):
+            token = True
+        derived.update(o for o in n.output if o)
+    return derived, token
+
+
+def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` itself unless it is a token model (module docstring); else its (1, C, T) copy.
+    CompileError naming the node for a rank-3 op the rewrite cannot carry."""
+    ins = runtime_inputs(model)
+    if len(ins) != 1 or len(ins[0].type.tensor_type.shape.dim) != 3:
+        return model
+    inferred = onnx.shape_inference.infer_shapes(model)
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in list(inferred.graph.input)
+             + list(inferred.graph.value_info) + list(inferred.graph.output) if vi.type.tensor_type.HasField("shape")}
+    inits = {t.name: t for t in model.graph.initializer}
+    _, token = _token_tensors(model.graph, ins[0].name, inits)
+    if not token:
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    cl = {ins[0].name}                       # rank-3 tensors now (1, C, T)
+    nodes = []
+
+    def new_init(name: str, arr) -> str:
+        g.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
+        inits[name] = g.initializer[-1]
+        return name
+
+    for n in g.node:
+        reads = [i for i in n.input if i in cl]
+        if not reads:
+            nodes.append(n)
+            continue
+        outs = [o for o in n.output if o]
+        if n.op_type == "MatMul" and n.input[0] in cl and n.input[1] in inits and len(inits[n.input[1]].dims) == 2:
+            w = numpy_helper.to_array(inits[n.input[1]])
+            wt = new_init(f"{n.name or outs[0]}__conv_w", np.ascontiguousarray(w.T[:, :, None]))
+            nodes.append(helper.make_node("Conv", [n.input[0], wt], list(n.output), name=n.name, kernel_shape=[1]))
+        elif n.op_type == "LayerNormalization" and _attr(n, "axis", -1) in (-1, 2) and ranks.get(n.input[0]) == 3:
+            t_in, t_out = f"{outs[0]}__tokens_last", f"{outs[0]}__normed_last"
+            nodes.append(helper.make_node("Transpose", [n.input[0]], [t_in], name=f"{n.name}__to_last", perm=[0, 2, 1]))
+            ln = onnx.NodeProto()
+            ln.CopyFrom(n)
+            ln.input[0], ln.output[0] = t_in, t_out
+            nodes.append(ln)
+            nodes.append(helper.make_node("Transpose", [t_out], [outs[0]], name=f"{n.name}__to_first", perm=[0, 2, 1]))
+        elif n.op_type == "Softmax" and _attr(n, "axis", -1) in (-1, 2):
+            s = onnx.NodeProto()
+            s.CopyFrom(n)
+            del s.attribute[:]
+            s.attribute.append(helper.make_attribute("axis", 1))
+            nodes.append(s)
+        elif n.op_type in ELEMENTWISE:
+            for k, i in enumerate(n.input):
+                if i in inits and i not in cl and n.op_type in _BINARY:
+                    c = numpy_helper.to_array(inits[i])
+                    if c.size > 1:
+                        if c.shape[-1] != c.size:
+                            raise CompileError(f"node {n.name!r} ({n.op_type}): constant {i!r} {c.shape} of a token "
+                                               "tensor varies over more than the features")
+                        n.input[k] = new_init(f"{i}__per_feature", np.ascontiguousarray(c.reshape(-1, 1)))
+            nodes.append(n)
+        else:
+            raise CompileError(f"node {n.name!r} ({n.op_type}) reads the token tensor {reads[0]!r} (1, T, C) of a "
+                               "transformer model: only Linears (MatMul by a constant), per-feature constants, "
+                               "element-wise ops, LayerNormalization and Softmax over the features are mapped; the "
+                               "attention (heads, MatMul of two activations) is not yet")
+        if ranks.get(outs[0]) == 3 or (n.op_type in ("MatMul", "LayerNormalization", "Softmax")
+                                       and ranks.get(outs[0]) is None):
+            cl.update(outs)
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]    # a Linear's (C, N) weight is now the Conv's
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    for vi in list(g.input) + list(g.output):
+        if vi.name in cl:
+            permute_dims(vi, TOKENS_PERM)
+    del g.value_info[:]
+    shape = [d.dim_value for d in ins[0].type.tensor_type.shape.dim]
+    entry = m.metadata_props.add()
+    entry.key, entry.value = LAYOUT_KEY, json.dumps({"name": ins[0].name, "layout": "NTC", "shape": shape,
+                                                     "perm": list(TOKENS_PERM)})
+    return m

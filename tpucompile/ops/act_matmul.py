@@ -1,0 +1,126 @@
+"""MatMul of two activations on the systolic array (``QActMatMul``): the attention products of a
+transformer (Q·Kᵀ per head, P·V with Vᵀ), docs/backend.md "Transformers".
+
+Shapes and layout (device tensors, blocked NCHW): ``a`` int8 (1, K, H, W), the streamed operand
+(M = H*W pixels, K channels); ``b`` int8 (1, K, 1, N), the stationary operand: its pixel ``n`` is
+column ``n`` of the weight tile. Output ``out`` int8 (1, N, H, W):
+``acc[n, p] = sum_k a[k, p] * b[k, n]`` (int32), ``y = clamp(requant(acc, mult, shift) + zp_out)``
+(``arith.requant_conv`` with bias 0, per-tensor multiplier; the output stage of a 1x1 Conv).
+
+Why no transpose: LOAD_WEIGHTS takes SRAM word ``j`` of a tile as column ``j`` (byte ``k`` =
+``W[k][j]``), and ``b``'s blocked layout stores pixel ``n`` of channel block ``kb`` as one word
+(lanes = channels ``kb*R ..``): the C consecutive pixels ``n0 .. n0 + C - 1`` of a block are a
+weight tile as they lie in DDR, one DMA_LOAD from ``b``'s buffer (token-tracked on it). The loop
+nest, tiling and requant are the 1x1 Conv's (``ops/conv.py``, with ``weight_tile`` reading
+``b``); the weight tile of a last partial N tile loads only the pixels left (the slot's other words hold
+an earlier tile: their output channels have multiplier 0 in the requant table, give the zero
+point, and are never stored).
+
+Zero points: with data as weights no zero-point correction can be folded into a constant bias,
+so ``a`` and ``b`` must have zero point 0 (symmetric quantization of Q, K, Vᵀ and P); a
+``CompileError`` naming the op otherwise. Not reachable from ONNX yet: the front end for
+transformer graphs (3-D tokens, heads) is the next step of issue 10; built by the compiler's
+passes or tests (op type ``ActMatMul``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpucompile.backend.layout import param_tables
+from tpucompile.ops.common import no_input_transform
+from tpucompile.ops.conv import DEVICE as CONV
+from tpucompile.ops.conv import QConv, conv_int8
+from tpucompile.ops.registry import DeviceOp, OpDef
+from tpusim.arch import arith
+from tpusim.arch.errors import CompileError
+
+__all__ = ["QActMatMul", "OPS", "act_matmul_qop"]
+
+
+@dataclass(frozen=True)
+class QActMatMul(QConv):
+    """A 1x1 QConv whose weight is the activation ``b`` (int8 (1, K, 1, N), zero point 0) at run
+    time: ``weight`` is an int8 zeros placeholder [N, K, 1, 1] giving the shapes; bias 0;
+    ``x_zp`` (of ``inp``) 0."""
+    b: str = ""
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.inp, self.b)
+
+    def verify(self, qg) -> None:
+        super().verify(qg)
+        a, b = qg.tensors[self.inp], qg.tensors[self.b]
+        n, k = self.weight.shape[:2]
+        if len(b.shape) != 4 or b.shape[1] != k or b.shape[2] != 1 or b.shape[3] != n:
+            raise CompileError(f"QActMatMul {self.name!r}: stationary operand {self.b!r} {b.shape} is not "
+                               f"(1, {k}, 1, {n})")
+        if a.zero_point != 0 or b.zero_point != 0:
+            raise CompileError(f"QActMatMul {self.name!r}: operands {self.inp!r} (zero point {a.zero_point}) and "
+                               f"{self.b!r} (zero point {b.zero_point}) must be quantized symmetrically (zero "
+                               "point 0): a data weight cannot carry a zero-point correction")
+
+
+def act_matmul_qop(name: str, a, b, out, mult: int, shift: int) -> QActMatMul:
+    """The QActMatMul of QTensors ``a`` (1, K, H, W) by ``b`` (1, K, 1, N) into ``out``
+    (1, N, H, W) with the per-tensor requant ``mult``/``shift`` (quantize_multiplier(s_a * s_b /
+    s_out))."""
+    k, n = b.shape[1], b.shape[3]
+    z = np.zeros(n, np.int32)
+    return QActMatMul(name, a.name, out.name, np.zeros((n, k, 1, 1), np.int8), z, np.full(n, mult, np.int32),
+                      np.full(n, shift, np.int32), (1, 1), (0, 0, 0, 0), False, a.zero_point, out.zero_point, b.name)
+
+
+def _quantize(q, node) -> None:
+    """IR node ActMatMul(a (1, K, H, W), b (1, K, 1, N)) -> out (1, N, H, W): output parameters
+    from calibration, mult/shift = quantize_multiplier(s_a * s_b / s_out); CompileError naming the
+    node for other shapes (zero points: ``QActMatMul.verify``)."""
+    a, b = q.input(node, 0), q.input(node, 1)
+    if len(a.shape) != 4 or len(b.shape) != 4 or b.shape[1] != a.shape[1] or b.shape[2] != 1:
+        raise CompileError(f"node {node.name!r} (ActMatMul): operands {a.shape} and {b.shape} are not (1, K, H, W) "
+                           "and (1, K, 1, N)")
+    sy, zy = q.out_params(node)
+    out = q.add_tensor(node.outputs[0], sy, zy, shape=(1, b.shape[3]) + tuple(a.shape[2:]))
+    q.add_op(act_matmul_qop(node.name, a, b, out, *arith.quantize_multiplier(a.scale * b.scale / sy)))
+
+
+def _golden(op: QActMatMul, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    w = np.ascontiguousarray(np.asarray(b, np.int8)[0, :, 0, :].T[:, :, None, None])     # [N, K, 1, 1]
+    return conv_int8(dataclasses.replace(op, weight=w), a)
+
+
+def _layout(op: QActMatMul, qg, lays) -> None:
+    op.verify(qg)
+    CONV.plan_layout(op, qg, lays)
+
+
+def _constants(op: QActMatMul, cfg) -> dict:
+    return {"requant": param_tables(op.bias, op.mult, op.shift, cfg)}
+
+
+def _emit(P, op: QActMatMul, lays: dict, tl, consts: dict) -> None:
+    B = lays[op.b]
+    C = P.cfg.array_cols
+
+    def weight_tile(t, nb, kb):
+        n = min(C, B.W - nb * C)
+        return B.iaddr(kb, 0, nb * C), B.buf_id, n * P.cfg.word_bytes
+    CONV.emit(P, op, lays, tl, consts, weight_tile=weight_tile)
+
+
+def _remap_channels(op: QActMatMul, maps: dict, blk: int):
+    for t in (op.inp, op.b):
+        if maps.get(t) is not None:
+            raise CompileError(f"QActMatMul {op.name!r}: operand {t!r} has its channels in lanes "
+                               f"{maps[t].as_json()}; a matmul of activations reads them in order")
+    return op, None
+
+
+DEVICE = DeviceOp(QActMatMul, golden=_golden, input_transform=no_input_transform, remap_channels=_remap_channels,
+                  plan_layout=_layout, constants=_constants, tile=CONV.tile, emit=_emit, describe=CONV.describe,
+                  macs=CONV.macs)
+
+OPS = (OpDef("ActMatMul", quantize=_quantize, device=DEVICE),)
