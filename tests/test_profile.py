@@ -12,8 +12,8 @@ from tests import qnets
 from tpucompile import golden
 from tpucompile.driver import compile_onnx
 from tpusim.arch.config import load_config
-from tpusim.arch.host_transforms import host_input_transform
 from tpusim.arch.errors import TpuError
+from tpusim.arch.host_transforms import host_input_transform
 from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES
 from tpusim.arch.timebase import Timebase
 from tpusim.flow import cli, profile
