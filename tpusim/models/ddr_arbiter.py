@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import simpy
 
 from tpusim.arch.timebase import ClockDomain
-from tpusim.models.common import Clocks, EdgeScheduler
+from tpusim.models.common import ArbiterLoop, Clocks, EdgeScheduler
 
 FETCH, DMA_READ, DMA_WRITE = 0, 1, 2
 REQUESTER_NAMES = ("fetch", "dma_read", "dma_write")
@@ -44,7 +44,8 @@ class DdrRequest:
 class DdrArbiter:
     """Round-robin arbiter of the pipelined DDR bus (see module docstring)."""
 
-    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None) -> None:
+    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None,
+                 loop: ArbiterLoop | None = None) -> None:
         self.env, self.clocks, self.perf, self.trace = env, clocks, perf, trace
         self.dom = clocks.ddr
         self.latency = cfg.ddr_latency_cycles
@@ -54,7 +55,8 @@ class DdrArbiter:
         self.queues: tuple[deque, ...] = tuple(deque() for _ in REQUESTER_NAMES)
         self.last_granted = len(REQUESTER_NAMES) - 1     # search starts at requester 0
         self.free_ps = self.dom.edge(0)                   # bus free for a grant at this edge
-        self.sched = EdgeScheduler(env, self._decide)
+        self.loop = loop or ArbiterLoop(env)       # decisions run on it (shared with the other arbiter)
+        self.sched = EdgeScheduler(self.loop, self._decide)
 
     def beats(self, addr: int, nbytes: int) -> int:
         """Beats moved by a burst: ``(a + n - 1)//BEAT - a//BEAT + 1``."""
@@ -85,7 +87,7 @@ class DdrArbiter:
 
     def _decide(self) -> None:
         """At DDR edge ``e = now`` (bus free): grant one visible queue head, round robin."""
-        e = self.env.now
+        e = self.loop.now_ps
         n = len(REQUESTER_NAMES)
         if e >= self.free_ps:
             for i in range(1, n + 1):
@@ -111,7 +113,7 @@ class DdrArbiter:
         if req.on_grant is not None:
             req.on_grant(g_ps, done_ps)
         else:
-            req.event.succeed((g_ps, done_ps))
+            self.loop.deliver(req.event, (g_ps, done_ps), g_ps)
 
 
 __all__ = ["DdrArbiter", "DdrRequest", "FETCH", "DMA_READ", "DMA_WRITE", "REQUESTER_NAMES"]

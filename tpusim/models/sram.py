@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from tpusim.arch.timebase import ClockDomain
-from tpusim.models.common import Clocks, EdgeScheduler, ranges_to_banks
+from tpusim.models.common import ArbiterLoop, Clocks, EdgeScheduler, ranges_to_banks
 
 LOAD, STORE, MXU, VPU = 0, 1, 2, 3     # requester ids = priority order (0 highest)
 
@@ -41,7 +41,8 @@ class SramRequest:
 class Sram:
     """Banked scratchpad storage plus the fixed-priority bank arbiter (see module docstring)."""
 
-    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None) -> None:
+    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None,
+                 loop: ArbiterLoop | None = None) -> None:
         self.env, self.clocks, self.perf, self.trace = env, clocks, perf, trace
         self.dom = clocks.core
         self.word_bytes = cfg.word_bytes
@@ -52,7 +53,8 @@ class Sram:
         self.words = self.data.view(np.int8).reshape(self.n_words, self.word_bytes)
         self.bank_free_ps = [0] * cfg.sram_banks       # bank free for a grant at this edge
         self.pending: list[SramRequest | None] = [None] * 4
-        self.sched = EdgeScheduler(env, self._decide)
+        self.loop = loop or ArbiterLoop(env)       # decisions run on it (shared with the other arbiter)
+        self.sched = EdgeScheduler(self.loop, self._decide)
         self.grants: list | None = None        # [(requester, grant ps, word accesses)] when the top level asks
 
     # ------------------------------------------------------------------ arbiter
@@ -84,7 +86,7 @@ class Sram:
     def _decide(self) -> None:
         """At core edge ``e = now``: grant, in priority order, every visible request whose banks
         are all free (a grant takes its banks for the rest of the edge)."""
-        e = self.env.now
+        e = self.loop.now_ps
         free = self.bank_free_ps
         granted = []
         for req in self.pending:
@@ -96,7 +98,7 @@ class Sram:
             if req.on_grant is not None:
                 req.on_grant(e)
             else:
-                req.event.succeed(e)
+                self.loop.deliver(req.event, e, e)
 
     def _grant(self, req: SramRequest, g_ps: int) -> None:
         period = self.dom.period_ps

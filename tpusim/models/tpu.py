@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.errors import DeadlockError, SimulationError
 from tpusim.arch.isa import ENGINE_KEYS, Engine
-from tpusim.models.common import Clocks
+from tpusim.models.common import ArbiterLoop, Clocks
 from tpusim.models.ddr_arbiter import DdrArbiter
 from tpusim.models.decoder import DECODER_ERRORS, Decoder
 from tpusim.models.dma import DmaChannel
@@ -65,8 +65,9 @@ class Tpu:
         self.trace = trace
         self.perf = PerfCounters()
         self.retire_log: list = []
-        self.ddr_arb = DdrArbiter(env, clocks, cfg, self.perf, trace)
-        self.sram = Sram(env, clocks, cfg, self.perf, trace)
+        loop = ArbiterLoop(env)                  # both arbiters decide on it, ahead of SimPy
+        self.ddr_arb = DdrArbiter(env, clocks, cfg, self.perf, trace, loop)
+        self.sram = Sram(env, clocks, cfg, self.perf, trace, loop)
         self.acc = AccumulatorBuffer(cfg.acc_depth_rows, cfg.array_cols)
         self.qregs = QuantRegs(cfg.qreg_count)
         self.tokens = Tokens(env, clocks)
