@@ -70,46 +70,53 @@ class DdrArbiter:
         q = self.queues[requester]
         assert len(q) < self.capacity[requester], \
             f"{REQUESTER_NAMES[requester]} DDR request queue overflow ({self.capacity[requester]})"
-        req = DdrRequest(requester, addr, nbytes, self.clocks.cdc(launch_ps, src, self.dom),
-                         None if on_grant else self.env.event(), on_grant)
-        assert not q or q[-1].visible_ps <= req.visible_ps, "DDR requests posted out of order"
+        visible_ps = self.clocks.cdc(launch_ps, src, self.dom)
+        req = DdrRequest(requester, addr, nbytes, visible_ps, None if on_grant else self.env.event(), on_grant)
+        assert not q or q[-1].visible_ps <= visible_ps, "DDR requests posted out of order"
         q.append(req)
         if self.trace is not None:
             self.trace.ddr_request(requester, launch_ps, addr)
         if len(q) == 1:                                   # a new head: may be granted
-            self.sched.request(max(self.free_ps, req.visible_ps))
+            free_ps = self.free_ps
+            self.sched.request(visible_ps if visible_ps > free_ps else free_ps)
         return req.event
 
-    def _schedule(self) -> None:
-        heads = [q[0].visible_ps for q in self.queues if q]
-        if heads:
-            self.sched.request(max(self.free_ps, min(heads)))
-
     def _decide(self) -> None:
-        """At DDR edge ``e = now`` (bus free): grant one visible queue head, round robin."""
+        """At DDR edge ``e`` (bus free): grant one visible queue head, round robin; then wake at
+        the next edge where the bus is free and a head is visible."""
         e = self.loop.now_ps
-        n = len(REQUESTER_NAMES)
+        queues = self.queues
         if e >= self.free_ps:
-            for i in range(1, n + 1):
-                rid = (self.last_granted + i) % n
-                q = self.queues[rid]
+            rid = self.last_granted
+            for _ in queues:
+                rid = rid + 1 if rid < 2 else 0
+                q = queues[rid]
                 if q and q[0].visible_ps <= e:
                     self._grant(q.popleft(), e)   # may post new requests (callbacks)
                     break
-        self._schedule()
+        next_ps = None
+        for q in queues:
+            if q:
+                v = q[0].visible_ps
+                if next_ps is None or v < next_ps:
+                    next_ps = v
+        if next_ps is not None:
+            free_ps = self.free_ps
+            self.sched.request(next_ps if next_ps > free_ps else free_ps)
 
     def _grant(self, req: DdrRequest, g_ps: int) -> None:
         period = self.dom.period_ps
-        beats = self.beats(req.addr, req.nbytes)
+        beat, addr, nbytes = self.beat, req.addr, req.nbytes
+        beats = (addr + nbytes - 1) // beat - addr // beat + 1        # self.beats(addr, nbytes)
         done_ps = g_ps + (self.latency + beats - 1) * period
         self.last_granted = req.requester
         self.free_ps = g_ps + beats * period              # next grant at g + B
-        p = self.perf
-        p.add(_BYTES_COUNTER[req.requester], req.nbytes)
-        p.add("ddr_busy_cycles", beats)
-        p.add("ddr_arb_wait_cycles", (g_ps - req.visible_ps) // period)
+        counters = self.perf.values
+        counters[_BYTES_COUNTER[req.requester]] += nbytes
+        counters["ddr_busy_cycles"] += beats
+        counters["ddr_arb_wait_cycles"] += (g_ps - req.visible_ps) // period
         if self.trace is not None:
-            self.trace.ddr_grant(g_ps, done_ps, beats, req.requester, req.addr, req.nbytes)
+            self.trace.ddr_grant(g_ps, done_ps, beats, req.requester, addr, nbytes)
         if req.on_grant is not None:
             req.on_grant(g_ps, done_ps)
         else:
