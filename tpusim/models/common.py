@@ -16,6 +16,7 @@ from heapq import heappop, heappush
 from itertools import count as _count
 
 import simpy
+from simpy.core import Infinity
 
 from tpusim.arch.device_checks import DeviceFault, where
 from tpusim.arch.isa import ENGINE_NAMES, Engine, Instruction
@@ -125,12 +126,16 @@ class ArbiterLoop:
     being decided (ps). Grants reported by an event (a waiting SimPy process) are delivered at
     their edge by :meth:`deliver`, which makes that edge SimPy's next event and so stops the loop
     there: the process then sees the state of that edge, as when every decision was an event.
-    Several arbiters may share one loop (their edges never coincide: distinct clock phases)."""
-    __slots__ = ("env", "now_ps", "_heap", "_order", "_driver_ps")
+    Several arbiters may share one loop (their edges never coincide: distinct clock phases).
+    A requester may set ``train`` during a decision: the loop calls it once that decision (and the
+    deliveries it made) is done, with SimPy's next event time, up to which it may run further
+    decisions itself (a DMA burst train, models/dma.py)."""
+    __slots__ = ("env", "now_ps", "train", "_heap", "_order", "_driver_ps")
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.now_ps = 0
+        self.train = None                  # callable(horizon_ps) to run once the current decision is done
         self._heap: list = []              # (edge ps, push order, EdgeScheduler, its sequence number)
         self._order = _count()
         self._driver_ps: int | None = None  # time of the SimPy timeout that runs the loop next
@@ -165,6 +170,10 @@ class ArbiterLoop:
                 sched.at_ps = None
                 self.now_ps = t_ps
                 sched.callback()
+                train = self.train
+                if train is not None:
+                    self.train = None
+                    train(queue[0][0] if queue else Infinity)
         self._driver_ps = None
         if heap:
             t_ps = heap[0][0]
@@ -196,3 +205,11 @@ class EdgeScheduler:
         self.seq += 1
         self.at_ps = t_ps
         loop.push(t_ps, self, self.seq)
+
+    def retarget(self, t_ps: int | None) -> None:
+        """Make the pending run exactly ``t_ps`` (None: no run), even if that is later."""
+        if t_ps != self.at_ps:
+            self.seq += 1                 # the pending loop entry, if any, becomes stale
+            self.at_ps = None
+            if t_ps is not None:
+                self.request(t_ps)

@@ -67,6 +67,15 @@ class DdrArbiter:
         """Launch a burst request at ``launch_ps`` (an edge of ``src``; may be posted earlier in
         simulation time; a requester posts its requests in launch order). Returns the grant
         event, or None if ``on_grant`` is given."""
+        req = self.enqueue(requester, launch_ps, src, addr, nbytes, on_grant)
+        if len(self.queues[requester]) == 1:              # a new head: may be granted
+            free_ps = self.free_ps
+            self.sched.request(req.visible_ps if req.visible_ps > free_ps else free_ps)
+        return req.event
+
+    def enqueue(self, requester: int, launch_ps: int, src: ClockDomain, addr: int, nbytes: int,
+                on_grant=None) -> DdrRequest:
+        """:meth:`request` without waking the arbiter (a burst train wakes it when it ends)."""
         q = self.queues[requester]
         assert len(q) < self.capacity[requester], \
             f"{REQUESTER_NAMES[requester]} DDR request queue overflow ({self.capacity[requester]})"
@@ -76,10 +85,27 @@ class DdrArbiter:
         q.append(req)
         if self.trace is not None:
             self.trace.ddr_request(requester, launch_ps, addr)
-        if len(q) == 1:                                   # a new head: may be granted
-            free_ps = self.free_ps
-            self.sched.request(visible_ps if visible_ps > free_ps else free_ps)
-        return req.event
+        return req
+
+    def only(self, requester: int) -> bool:
+        """True if no other requester has a request queued."""
+        return not any(q for rid, q in enumerate(self.queues) if rid != requester)
+
+    def next_decision_ps(self) -> int | None:
+        """The next edge (ps) at which the bus is free and a queue head is visible, or None."""
+        next_ps = None
+        for q in self.queues:
+            if q:
+                v = q[0].visible_ps
+                if next_ps is None or v < next_ps:
+                    next_ps = v
+        if next_ps is None:
+            return None
+        return next_ps if next_ps > self.free_ps else self.free_ps
+
+    def wake(self) -> None:
+        """Decide at the next edge where a grant may happen (after a burst train)."""
+        self.sched.retarget(self.next_decision_ps())
 
     def _decide(self) -> None:
         """At DDR edge ``e`` (bus free): grant one visible queue head, round robin; then wake at
@@ -94,17 +120,21 @@ class DdrArbiter:
                 if q and q[0].visible_ps <= e:
                     self._grant(q.popleft(), e)   # may post new requests (callbacks)
                     break
-        next_ps = None
-        for q in queues:
-            if q:
-                v = q[0].visible_ps
-                if next_ps is None or v < next_ps:
-                    next_ps = v
+        next_ps = self.next_decision_ps()
         if next_ps is not None:
-            free_ps = self.free_ps
-            self.sched.request(next_ps if next_ps > free_ps else free_ps)
+            self.sched.request(next_ps)
 
     def _grant(self, req: DdrRequest, g_ps: int) -> None:
+        done_ps = self.take(req, g_ps)
+        if req.on_grant is not None:
+            req.on_grant(g_ps, done_ps)
+        else:
+            self.loop.deliver(req.event, (g_ps, done_ps), g_ps)
+
+    def take(self, req: DdrRequest, g_ps: int) -> int:
+        """Grant ``req`` (already off its queue) at DDR edge ``g_ps``: bus, round-robin state,
+        counters, trace. Returns its completion edge ``done = g + L + B - 1`` (ps); the caller
+        reports the grant."""
         period = self.dom.period_ps
         beat, addr, nbytes = self.beat, req.addr, req.nbytes
         beats = (addr + nbytes - 1) // beat - addr // beat + 1        # self.beats(addr, nbytes)
@@ -117,10 +147,7 @@ class DdrArbiter:
         counters["ddr_arb_wait_cycles"] += (g_ps - req.visible_ps) // period
         if self.trace is not None:
             self.trace.ddr_grant(g_ps, done_ps, beats, req.requester, addr, nbytes)
-        if req.on_grant is not None:
-            req.on_grant(g_ps, done_ps)
-        else:
-            self.loop.deliver(req.event, (g_ps, done_ps), g_ps)
+        return done_ps
 
 
 __all__ = ["DdrArbiter", "DdrRequest", "FETCH", "DMA_READ", "DMA_WRITE", "REQUESTER_NAMES"]

@@ -70,6 +70,18 @@ class Sram:
     def request_banks(self, requester: int, launch_ps: int, src: ClockDomain, banks: tuple,
                       accesses: int, on_grant=None) -> simpy.Event | None:
         """:meth:`request` with the bank mask already computed (``ranges_to_banks``)."""
+        req = self.enqueue(requester, launch_ps, src, banks, accesses, on_grant)
+        free = self.bank_free_ps
+        t_ps = req.visible_ps
+        for b in banks:
+            if free[b] > t_ps:
+                t_ps = free[b]
+        self.sched.request(t_ps)
+        return req.event
+
+    def enqueue(self, requester: int, launch_ps: int, src: ClockDomain, banks: tuple, accesses: int,
+                on_grant=None) -> SramRequest:
+        """:meth:`request_banks` without waking the arbiter (a burst train wakes it when it ends)."""
         assert self.pending[requester] is None, f"SRAM requester {requester} has two requests"
         assert accesses >= 1
         visible_ps = self.clocks.cdc(launch_ps, src, self.dom)
@@ -77,13 +89,30 @@ class Sram:
         self.pending[requester] = req
         if self.trace is not None:
             self.trace.sram_request(requester, launch_ps)
+        return req
+
+    def only(self, requester: int) -> bool:
+        """True if no other requester has a request pending."""
+        return not any(r is not None for rid, r in enumerate(self.pending) if rid != requester)
+
+    def next_decision_ps(self) -> int | None:
+        """The earliest edge (ps) at which a pending request is visible and its banks are free,
+        or None."""
         free = self.bank_free_ps
-        t_ps = visible_ps
-        for b in banks:
-            if free[b] > t_ps:
-                t_ps = free[b]
-        self.sched.request(t_ps)
-        return req.event
+        next_ps = None
+        for req in self.pending:
+            if req is not None:
+                t_ps = req.visible_ps
+                for b in req.banks:
+                    if free[b] > t_ps:
+                        t_ps = free[b]
+                if next_ps is None or t_ps < next_ps:
+                    next_ps = t_ps
+        return next_ps
+
+    def wake(self) -> None:
+        """Decide at the next edge where a grant may happen (after a burst train)."""
+        self.sched.retarget(self.next_decision_ps())
 
     def _decide(self) -> None:
         """At core edge ``e``: grant, in priority order, every visible request whose banks are
@@ -98,20 +127,12 @@ class Sram:
                     if free[b] > e:
                         break
                 else:
-                    self._grant(req, e)
+                    self.take(req, e)
                     if granted is None:
                         granted = [req]
                     else:
                         granted.append(req)
-        next_ps = None
-        for req in self.pending:
-            if req is not None:
-                t_ps = req.visible_ps
-                for b in req.banks:
-                    if free[b] > t_ps:
-                        t_ps = free[b]
-                if next_ps is None or t_ps < next_ps:
-                    next_ps = t_ps
+        next_ps = self.next_decision_ps()
         if next_ps is not None:
             self.sched.request(next_ps)
         if granted is None:
@@ -122,7 +143,9 @@ class Sram:
             else:
                 self.loop.deliver(req.event, e, e)
 
-    def _grant(self, req: SramRequest, g_ps: int) -> None:
+    def take(self, req: SramRequest, g_ps: int) -> None:
+        """Grant ``req`` at core edge ``g_ps``: its banks are busy until ``g + D``, it leaves
+        ``pending``; grant log, trace, conflict counters. The caller reports the grant."""
         period = self.dom.period_ps
         end_ps = g_ps + req.accesses * period
         free = self.bank_free_ps
