@@ -42,12 +42,15 @@ def plan_bursts(entry: QueueEntry, cfg) -> list[tuple[int, int, int]]:
     its value."""
     raise_fault(entry, dma_fault(entry.instr.args, cfg))
     bb = cfg.dma_burst_bytes
-    bursts = []
+    bursts: list[tuple[int, int, int]] = []
     for d, s, left in dma_runs(entry.instr.args):
-        while left:
-            n = min(left, bb - d % bb)
-            bursts.append((d, s, n))
-            d, s, left = d + n, s + n, left - n
+        head = min(left, bb - d % bb)              # up to the first BB boundary
+        bursts.append((d, s, head))
+        d, s, left = d + head, s + head, left - head
+        whole, tail = divmod(left, bb)             # then whole bursts, then the rest
+        bursts += [(d + i, s + i, bb) for i in range(0, whole * bb, bb)]
+        if tail:
+            bursts.append((d + whole * bb, s + whole * bb, tail))
     return bursts
 
 
