@@ -30,6 +30,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -248,6 +250,42 @@ def _prune(cfg_name: str, suffix: str, keep: Path, keep_n: int = 3) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+class BackgroundBuild:
+    """``python -m cocotb_tests.build`` of one config in a child process (its own session), so
+    that the build overlaps other work (``make cosim`` compiles and runs SimPy meanwhile). It
+    uses the same build folder and lock as :func:`build`: a later ``build()`` of the same tree
+    waits for it and then reuses it. ``waves`` as in :func:`build` (None: $WAVES decides)."""
+
+    def __init__(self, cfg: str, waves: str | None, log: Path) -> None:
+        self.info_path = log.with_suffix(".json")
+        self.info_path.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "cocotb_tests.build", cfg, "--info-json", str(self.info_path)]
+        if waves is not None:
+            cmd += ["--waves", waves or "0"]
+        with open(log, "w") as f:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def wait(self) -> tuple[float, float]:
+        """Wait for the child: (seconds waited, seconds it spent building: 0 if the build was
+        cached or failed; a failed build is redone, and reported, by the caller's build())."""
+        t = time.monotonic()
+        self.proc.wait()
+        waited = time.monotonic() - t
+        try:
+            info = json.loads(self.info_path.read_text())
+        except (OSError, ValueError):
+            return waited, 0.0
+        return waited, float(info.get("seconds", 0.0))
+
+    def stop(self) -> None:
+        """Terminate the child and its compilers if it still runs (the caller gave up)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait()
+
+
 @user_errors("python -m cocotb_tests.build")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cocotb_tests.build", description=__doc__.split("\n")[0])
@@ -257,9 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bug", action="append", default=[], metavar="NAME",
                     help="compile in an injected bug (cocotb_tests/bugs.py); repeatable")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--info-json", type=Path, default=None,
+                    help="write {built, seconds, build_dir} there (BackgroundBuild)")
     a = ap.parse_args(argv)
     info = build(a.config, waves=a.waves, internal_clocks=a.tb_clocks, verbose=a.verbose,
                  bugs=tuple(a.bug))
+    if a.info_json is not None:
+        a.info_json.write_text(json.dumps({"built": info.built, "seconds": round(info.seconds, 1),
+                                           "build_dir": str(info.build_dir)}))
     print(f"{'built' if info.built else 'cached'}: {info.build_dir} "
           f"({info.seconds:.1f} s)" if info.built else f"cached: {info.build_dir}")
     return 0
