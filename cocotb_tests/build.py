@@ -249,8 +249,13 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
         with verilator_env():
             runner = get_runner("verilator")
             try:
-                runner.build(sources=all_sv, hdl_toplevel=TOPLEVEL, build_dir=bdir,
-                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp") + bug_flags,
+                # the sources relative to the build folder (Verilator's working folder), in
+                # order: the C++ then names no clone's path ($fatal sites, DPI comments), so
+                # ccache hits in any clone (the runner would make ``sources=`` absolute)
+                rel_sv = [os.path.relpath(p, bdir) for p in all_sv]
+                runner.build(sources=[], hdl_toplevel=TOPLEVEL, build_dir=bdir,
+                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp") + bug_flags
+                             + rel_sv,
                              timescale=("1ps", "1ps"), waves=bool(waves), always=True,
                              log_file=None if verbose else log)
             except (RuntimeError, SystemExit) as e:
