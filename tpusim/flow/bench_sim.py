@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 from cocotb_tests.harness import run_rtl
+from tpucompile import driver, golden
 from tpusim.arch import isa
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import HwConfig, load_config
+from tpusim.arch.host_transforms import host_input_transform
 from tpusim.sim import run_binary
 
 CODE_ADDR = 0x100000
@@ -37,8 +39,6 @@ SCALESIM_RESNET50_S = 196.0
 def model_speed(model: str, cfg: HwConfig, repeat: int) -> dict:
     """Compile ``model`` for ``cfg`` and run it on SimPy ``repeat`` times: cycles, best wall s
     and that run's process CPU s, the SimPy events, and the SCALE-Sim reference for ResNet-50."""
-    from tpucompile import driver, golden
-    from tpusim.arch.host_transforms import host_input_transform
     onnx_model, x, calib = driver.load_model_and_data(model)
     res = driver.compile_onnx(onnx_model, cfg, calib)
     name = res.binary.inputs[0].name
