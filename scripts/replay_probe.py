@@ -75,7 +75,10 @@ def _sim_record(res) -> dict:
     outs = {k: _sha(str(np.asarray(v).shape), np.ascontiguousarray(v).tobytes())
             for k, v in sorted(res.outputs.items())}
     return {"cycles": int(res.cycles), "retire": _sha([tuple(r) for r in res.retire]),
-            "counters": {k: int(v) for k, v in sorted(dict(res.counters).items())}, "outputs": outs}
+            "counters": {k: int(v) for k, v in sorted(dict(res.counters).items())}, "outputs": outs,
+            # what the profiler and the energy model read (tpusim.flow.profile)
+            "timeline": _sha([tuple(r) for r in getattr(res, "timeline", ())]),
+            "sram_grants": _sha([tuple(r) for r in getattr(res, "sram_grants", ())])}
 
 
 def compile_case(model, cfg_name: str, calib, x: np.ndarray, simulate: bool = True) -> dict:

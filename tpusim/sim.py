@@ -63,19 +63,20 @@ def load_ddr(binary: TpuBinary, inputs: dict) -> DdrMemory:
 
 
 def run_binary(binary: TpuBinary, cfg, inputs: dict, vcd: str | Path | None = None,
-               keep_ddr: bool = False, progress=None) -> SimResult:
+               keep_ddr: bool = False, progress=None, dma_trains: bool = True) -> SimResult:
     """Simulate ``binary`` on config ``cfg`` with ``inputs`` (name -> int8 NCHW ndarray).
 
     ``vcd``: write the architectural signals there; ``keep_ddr``: keep the final DDR image in
     the result (``SimResult.read_ddr``); ``progress``: callable(retired instructions, now_ps)
-    called twice a second (wall time) during the run.
+    called twice a second (wall time) during the run; ``dma_trains=False``: every DMA grant on the
+    arbiters' own decisions (no burst trains, tpusim/models/dma_train.py; the same results, slower).
 
     Raises SimulationError on a device error (naming the instruction, field and value), on a
     deadlock (naming the waiting engines and their PCs) and on a reserved opcode.
     """
     ddr = load_ddr(binary, inputs)
     trace = Trace() if vcd is not None else None
-    tpu = Tpu(cfg, ddr, binary.code_addr, trace)
+    tpu = Tpu(cfg, ddr, binary.code_addr, trace, dma_trains=dma_trains)
     t0 = time.perf_counter()
     try:
         run = tpu.run(progress)
@@ -90,17 +91,19 @@ def run_binary(binary: TpuBinary, cfg, inputs: dict, vcd: str | Path | None = No
                      sram_grants=run.sram_grants)
 
 
-def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_segments=()):
+def run_program(prog, cfg, ddr_segments=(), code_addr: int = 0, vcd=None, sram_segments=(),
+                dma_trains: bool = True):
     """Run hand-assembled instructions (tests, benchmarks): returns (TpuRun, Tpu).
 
     ``ddr_segments``/``sram_segments``: [(byte_addr, bytes)] preloaded before the run (SRAM
-    preloading is a test convenience; real programs fill the SRAM by DMA)."""
+    preloading is a test convenience; real programs fill the SRAM by DMA); ``dma_trains`` as in
+    run_binary."""
     ddr = DdrMemory()
     for addr, data in ddr_segments:
         ddr.write(addr, data)
     ddr.write(code_addr, encode_program(prog))
     trace = Trace() if vcd is not None else None
-    tpu = Tpu(cfg, ddr, code_addr, trace)
+    tpu = Tpu(cfg, ddr, code_addr, trace, dma_trains=dma_trains)
     for addr, data in sram_segments:
         tpu.sram.write_bytes(addr, bytes(data))
     try:

@@ -30,7 +30,8 @@ class Verdict:
     accuracy: dict = field(default_factory=dict)          # cosine, top1_agree, top5_agree, ...
     layer_accuracy: dict = field(default_factory=dict)    # layers, worst {layer, sqnr_db}, csv, png
     dataset: dict = field(default_factory=dict)           # dataset models: top-1 FP32 / golden / SimPy / RTL
-    times_s: dict = field(default_factory=dict)           # load, compile, golden, simpy, rtl_build, rtl_run, fp32
+    times_s: dict = field(default_factory=dict)           # load, compile, golden, simpy, rtl_build, rtl_run, fp32,
+    # rtl_build_wait (the part of the background RTL build that the flow waited for)
     simpy_cycles_per_s: float | None = None
     rtl_cycles_per_s: float | None = None
     macs: int = 0
@@ -160,7 +161,8 @@ def render(v: Verdict) -> None:
     if v.dataset:
         t.add_row("dataset", dataset_text(v.dataset), ok if v.outputs_ok else bad)
     tm = v.times_s
-    parts = [f"{k} {tm[k]:.1f}" for k in ("load", "compile", "golden", "fp32", "simpy", "rtl_build", "rtl_run") if k in tm]
+    parts = [f"{k} {tm[k]:.1f}" for k in ("load", "compile", "golden", "fp32", "simpy", "rtl_build",
+                                          "rtl_build_wait", "rtl_run") if k in tm]
     if v.simpy_cycles_per_s:
         parts.append(f"SimPy {v.simpy_cycles_per_s:,.0f} cycles/s")
     if v.rtl_cycles_per_s:

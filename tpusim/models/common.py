@@ -12,8 +12,11 @@ Modelling discipline (every block follows it, see docs/architecture.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import heappop, heappush
+from itertools import count as _count
 
 import simpy
+from simpy.core import Infinity
 
 from tpusim.arch.device_checks import DeviceFault, where
 from tpusim.arch.isa import ENGINE_NAMES, Engine, Instruction
@@ -108,33 +111,105 @@ def ranges_to_banks(ranges, bank_words: int) -> tuple[int, ...]:
     return tuple(sorted(banks))
 
 
-__all__ = ["ENGINE_NAMES", "Clocks", "Timeline", "QueueEntry", "raise_fault", "ranges_to_banks"]
+__all__ = ["ENGINE_NAMES", "ArbiterLoop", "Clocks", "EdgeScheduler", "Timeline", "QueueEntry", "raise_fault",
+           "ranges_to_banks"]
+
+
+class ArbiterLoop:
+    """The arbiters' decision edges, run ahead of SimPy without one SimPy event each.
+
+    A decision at edge ``e`` only reads requests visible at ``<= e``, and every request is visible
+    strictly after the simulation time at which it is posted. So once SimPy's next event is at
+    ``H``, no request that a decision at ``e <= H`` reads is still to come: the loop runs every
+    pending decision up to ``H`` in time order (a decision's callbacks post further requests,
+    pushed here too), then arms one SimPy timeout at its next decision. ``now_ps`` is the edge
+    being decided (ps). Grants reported by an event (a waiting SimPy process) are delivered at
+    their edge by :meth:`deliver`, which makes that edge SimPy's next event and so stops the loop
+    there: the process then sees the state of that edge, as when every decision was an event.
+    Several arbiters may share one loop (their edges never coincide: distinct clock phases).
+    A requester may set ``train`` during a decision: the loop calls it once that decision (and the
+    deliveries it made) is done, with SimPy's next event time, up to which it may run further
+    decisions itself (a DMA burst train, models/dma.py)."""
+    __slots__ = ("env", "now_ps", "train", "_heap", "_order", "_driver_ps")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.now_ps = 0
+        self.train = None                  # callable(horizon_ps) to run once the current decision is done
+        self._heap: list = []              # (edge ps, push order, EdgeScheduler, its sequence number)
+        self._order = _count()
+        self._driver_ps: int | None = None  # time of the SimPy timeout that runs the loop next
+
+    def push(self, t_ps: int, sched: EdgeScheduler, seq: int) -> None:
+        """Run ``sched``'s decision number ``seq`` at ``t_ps`` (ps) unless superseded."""
+        heappush(self._heap, (t_ps, next(self._order), sched, seq))
+        if self._driver_ps is None or t_ps < self._driver_ps:
+            self._driver_ps = t_ps
+            self.env.timeout(t_ps - self.env.now).callbacks.append(self._drive)
+
+    def deliver(self, event: simpy.Event, value, t_ps: int) -> None:
+        """Succeed ``event`` with ``value`` at ``t_ps`` (ps, >= SimPy's now)."""
+        env = self.env
+        if t_ps == env.now:
+            event.succeed(value)
+        else:
+            env.timeout(t_ps - env.now).callbacks.append(lambda _ev: event.succeed(value))
+
+    def _drive(self, ev) -> None:
+        env, heap = self.env, self._heap
+        if env.now != self._driver_ps:     # superseded by an earlier timeout, which ran the loop
+            return
+        self._driver_ps = -1                # running: pushes do not arm timeouts, the end does
+        queue = env._queue                  # SimPy's event heap: (time, priority, id, event)
+        while heap:
+            t_ps = heap[0][0]
+            if queue and queue[0][0] < t_ps:
+                break
+            _, _, sched, seq = heappop(heap)
+            if seq == sched.seq:
+                sched.at_ps = None
+                self.now_ps = t_ps
+                sched.callback()
+                train = self.train
+                if train is not None:
+                    self.train = None
+                    train(queue[0][0] if queue else Infinity)
+        self._driver_ps = None
+        if heap:
+            t_ps = heap[0][0]
+            self._driver_ps = t_ps
+            env.timeout(t_ps - env.now).callbacks.append(self._drive)
 
 
 class EdgeScheduler:
     """Runs ``callback()`` at the earliest requested time; requesting an earlier time supersedes
-    the pending one (stale timeouts are ignored by sequence number). One SimPy event per decision:
-    arbiters use it to wake exactly at the next edge where a grant may happen, with no polling."""
-    __slots__ = ("env", "callback", "at_ps", "_seq")
+    the pending one (stale entries are ignored by sequence number). Arbiters use it to decide
+    exactly at the next edge where a grant may happen, with no polling; the decisions run on an
+    :class:`ArbiterLoop` (their own, or one shared with the other arbiter), whose ``now_ps`` is the
+    edge being decided."""
+    __slots__ = ("loop", "callback", "at_ps", "seq")
 
-    def __init__(self, env: simpy.Environment, callback) -> None:
-        self.env = env
+    def __init__(self, loop: ArbiterLoop, callback) -> None:
+        self.loop = loop
         self.callback = callback
         self.at_ps: int | None = None
-        self._seq = 0
+        self.seq = 0
 
     def request(self, t_ps: int) -> None:
-        """Make sure ``callback`` runs at ``t_ps`` (> now) unless an earlier run is pending."""
+        """Make sure ``callback`` runs at ``t_ps`` (after the current edge) unless an earlier run
+        is pending."""
         if self.at_ps is not None and self.at_ps <= t_ps:
             return
-        assert t_ps > self.env.now, (t_ps, self.env.now)
-        self._seq += 1
-        seq = self._seq
+        loop = self.loop
+        assert t_ps > loop.now_ps and t_ps > loop.env.now, (t_ps, loop.now_ps, loop.env.now)
+        self.seq += 1
         self.at_ps = t_ps
-        self.env.timeout(t_ps - self.env.now).callbacks.append(lambda _ev: self._fire(seq))
+        loop.push(t_ps, self, self.seq)
 
-    def _fire(self, seq: int) -> None:
-        if seq != self._seq:
-            return
-        self.at_ps = None
-        self.callback()
+    def retarget(self, t_ps: int | None) -> None:
+        """Make the pending run exactly ``t_ps`` (None: no run), even if that is later."""
+        if t_ps != self.at_ps:
+            self.seq += 1                 # the pending loop entry, if any, becomes stale
+            self.at_ps = None
+            if t_ps is not None:
+                self.request(t_ps)

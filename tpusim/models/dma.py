@@ -23,6 +23,8 @@ range past the end, DDR range past 2^40; the instruction then completes at s + 1
 """
 from __future__ import annotations
 
+import simpy
+
 from tpusim.arch.device_checks import dma_fault
 from tpusim.arch.errors import SimulationError
 from tpusim.arch.isa import Engine
@@ -40,12 +42,15 @@ def plan_bursts(entry: QueueEntry, cfg) -> list[tuple[int, int, int]]:
     its value."""
     raise_fault(entry, dma_fault(entry.instr.args, cfg))
     bb = cfg.dma_burst_bytes
-    bursts = []
+    bursts: list[tuple[int, int, int]] = []
     for d, s, left in dma_runs(entry.instr.args):
-        while left:
-            n = min(left, bb - d % bb)
-            bursts.append((d, s, n))
-            d, s, left = d + n, s + n, left - n
+        head = min(left, bb - d % bb)              # up to the first BB boundary
+        bursts.append((d, s, head))
+        d, s, left = d + head, s + head, left - head
+        whole, tail = divmod(left, bb)             # then whole bursts, then the rest
+        bursts += [(d + i, s + i, bb) for i in range(0, whole * bb, bb)]
+        if tail:
+            bursts.append((d + whole * bb, s + whole * bb, tail))
     return bursts
 
 
@@ -63,6 +68,18 @@ class DmaChannel(EngineBase):
         self.w = cfg.word_bytes
         self.core_period = clocks.core.period_ps
         self.k = cfg.dma_outstanding
+        self.train = None                # DmaTrain (models/dma_train.py), set by the top level
+        self._bursts: list[tuple[int, int, int]] = []
+        self._s = 0
+        self._r, self._d, self._f, self._data = [], [], [], []
+        self._sram_posted = 0
+        self._finished: simpy.Event | None = None
+        if self.is_load:
+            self._ddr_rid, self._sram_rid = ddr_arbiter.DMA_READ, sram_mod.LOAD
+            self._on_ddr, self._on_sram = self._load_ddr_granted, self._load_sram_granted
+        else:
+            self._ddr_rid, self._sram_rid = ddr_arbiter.DMA_WRITE, sram_mod.STORE
+            self._on_ddr, self._on_sram = self._store_ddr_granted, self._store_sram_granted
 
     def execute(self, entry: QueueEntry, s_ps: int):
         expect = "DMA_LOAD" if self.is_load else "DMA_STORE"
@@ -88,6 +105,24 @@ class DmaChannel(EngineBase):
 
     # The burst sequences run as grant callbacks of the two arbiters (no process switch per
     # burst); every launch is posted as soon as all the edges it depends on are known.
+    def _post_ddr(self, launch_ps: int, ddr_addr: int, nbytes: int) -> None:
+        """Post this channel's DDR request."""
+        self.ddr_arb.request(self._ddr_rid, launch_ps, self.dom, ddr_addr, nbytes, self._on_ddr)
+
+    def _post_sram(self, launch_ps: int, sram_addr: int, nbytes: int) -> None:
+        """Post this channel's SRAM request."""
+        self.sram.request_banks(self._sram_rid, launch_ps, self.dom, self._banks(sram_addr, nbytes),
+                                self._accesses(nbytes), self._on_sram)
+
+    def _banks(self, sram_addr: int, nbytes: int) -> tuple[int, ...]:
+        """Bank mask of a burst (ranges_to_banks of its one word range)."""
+        bank_bytes = self.sram.bank_words * self.w
+        return tuple(range(sram_addr // bank_bytes, (sram_addr + nbytes - 1) // bank_bytes + 1))
+
+    def _want_train(self) -> None:
+        if self.train is not None:
+            self.train.want()
+
     def _buffer_free_ps(self, j: int) -> int | None:
         """``f_{j-K}`` (``s`` for ``j < K``), or None if not known yet."""
         i = j - self.k
@@ -108,8 +143,7 @@ class DmaChannel(EngineBase):
             r.append(r_ps)
             self._data.append(None)
             ddr_addr, _, nb = self._bursts[j]
-            self.ddr_arb.request(ddr_arbiter.DMA_READ, r_ps, self.dom, ddr_addr, nb,
-                                 on_grant=self._load_ddr_granted)
+            self._post_ddr(r_ps, ddr_addr, nb)
 
     def _load_ddr_granted(self, g_ps: int, done_ps: int) -> None:
         """Step 2: read j granted at g (in order), done = g + L + B - 1, d_j = cdc(done -> dma)."""
@@ -128,8 +162,7 @@ class DmaChannel(EngineBase):
         e_ps = self._d[j] if j == 0 else max(self._d[j], self._f[j - 1])
         self._sram_posted = j + 1
         _, sram_addr, n = self._bursts[j]
-        self.sram.request(sram_mod.LOAD, e_ps, self.dom, self._sram_range(sram_addr, n),
-                          self._accesses(n), on_grant=self._load_sram_granted)
+        self._post_sram(e_ps, sram_addr, n)
 
     def _load_sram_granted(self, w_ps: int) -> None:
         """Step 4: SRAM write j granted at w, completes w + D; f_j = cdc(w + D -> dma)."""
@@ -149,6 +182,7 @@ class DmaChannel(EngineBase):
             return
         self._load_launch_ddr()                  # buffer j mod K is free from f_j
         self._load_launch_sram()
+        self._want_train()
 
     # ------------------------------------------------------------------ STORE
     def _store_launch_sram(self) -> None:
@@ -164,8 +198,7 @@ class DmaChannel(EngineBase):
         self._r.append(r_ps)
         self._data.append(None)
         _, sram_addr, n = self._bursts[j]
-        self.sram.request(sram_mod.STORE, r_ps, self.dom, self._sram_range(sram_addr, n),
-                          self._accesses(n), on_grant=self._store_sram_granted)
+        self._post_sram(r_ps, sram_addr, n)
 
     def _store_sram_granted(self, w_ps: int) -> None:
         """Step 2: SRAM read j granted at w; at d_j = cdc(w + D -> dma) launch the DDR write."""
@@ -177,9 +210,9 @@ class DmaChannel(EngineBase):
         self._d.append(d_ps)
         if self.trace is not None:
             self.trace.dma_seen(self.engine, "a", d_ps)
-        self.ddr_arb.request(ddr_arbiter.DMA_WRITE, d_ps, self.dom, ddr_addr, n,
-                             on_grant=self._store_ddr_granted)
+        self._post_ddr(d_ps, ddr_addr, n)
         self._store_launch_sram()
+        self._want_train()
 
     def _store_ddr_granted(self, g_ps: int, done_ps: int) -> None:
         """Step 3: DDR write j granted at g (in order); f_j = cdc(g + L + B - 1 -> dma)."""
@@ -196,12 +229,11 @@ class DmaChannel(EngineBase):
             self._finished.succeed(f_ps)         # c = f_{N-1}
             return
         self._store_launch_sram()                # buffer j mod K is free from f_j
-
-    def _sram_range(self, sram_addr: int, n: int) -> list[tuple[int, int]]:
-        return [(sram_addr // self.w, (sram_addr + n - 1) // self.w)]
+        self._want_train()
 
     def _accesses(self, n: int) -> int:
         return -(-n // self.w)       # D = n / W (n is a multiple of W when W <= BB)
+
 
 
 __all__ = ["DmaChannel", "plan_bursts"]

@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from tpusim.arch.timebase import ClockDomain
-from tpusim.models.common import Clocks, EdgeScheduler, ranges_to_banks
+from tpusim.models.common import ArbiterLoop, Clocks, EdgeScheduler, ranges_to_banks
 
 LOAD, STORE, MXU, VPU = 0, 1, 2, 3     # requester ids = priority order (0 highest)
 
@@ -38,10 +38,21 @@ class SramRequest:
     on_grant: object = None
 
 
+def grant_edge_ps(req: SramRequest, bank_free_ps: list) -> int:
+    """The earliest edge (ps) at which ``req`` is visible and all its banks are free (where the
+    arbiter grants it unless a higher-priority request takes one of its banks at that edge)."""
+    t_ps = req.visible_ps
+    for b in req.banks:
+        if bank_free_ps[b] > t_ps:
+            t_ps = bank_free_ps[b]
+    return t_ps
+
+
 class Sram:
     """Banked scratchpad storage plus the fixed-priority bank arbiter (see module docstring)."""
 
-    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None) -> None:
+    def __init__(self, env: simpy.Environment, clocks: Clocks, cfg, perf, trace=None,
+                 loop: ArbiterLoop | None = None) -> None:
         self.env, self.clocks, self.perf, self.trace = env, clocks, perf, trace
         self.dom = clocks.core
         self.word_bytes = cfg.word_bytes
@@ -50,9 +61,11 @@ class Sram:
         self.bank_words = cfg.bank_words
         self.data = np.zeros(cfg.sram_size_bytes, dtype=np.uint8)
         self.words = self.data.view(np.int8).reshape(self.n_words, self.word_bytes)
+        self._bytes = memoryview(self.data)      # the same bytes, for cheap slice writes
         self.bank_free_ps = [0] * cfg.sram_banks       # bank free for a grant at this edge
         self.pending: list[SramRequest | None] = [None] * 4
-        self.sched = EdgeScheduler(env, self._decide)
+        self.loop = loop or ArbiterLoop(env)       # decisions run on it (shared with the other arbiter)
+        self.sched = EdgeScheduler(self.loop, self._decide)
         self.grants: list | None = None        # [(requester, grant ps, word accesses)] when the top level asks
 
     # ------------------------------------------------------------------ arbiter
@@ -61,63 +74,106 @@ class Sram:
         """Launch a transaction of ``accesses`` word accesses over the word ``ranges``
         [(first, last), ...] at ``launch_ps`` (an edge of ``src``; may be posted earlier in
         simulation time). Returns the grant event, or None if ``on_grant`` is given."""
+        return self.request_banks(requester, launch_ps, src, ranges_to_banks(ranges, self.bank_words),
+                                  accesses, on_grant)
+
+    def request_banks(self, requester: int, launch_ps: int, src: ClockDomain, banks: tuple,
+                      accesses: int, on_grant=None) -> simpy.Event | None:
+        """:meth:`request` with the bank mask already computed (``ranges_to_banks``)."""
+        req = self.enqueue(requester, launch_ps, src, banks, accesses, on_grant)
+        free = self.bank_free_ps
+        t_ps = req.visible_ps
+        for b in banks:
+            if free[b] > t_ps:
+                t_ps = free[b]
+        self.sched.request(t_ps)
+        return req.event
+
+    def enqueue(self, requester: int, launch_ps: int, src: ClockDomain, banks: tuple, accesses: int,
+                on_grant=None) -> SramRequest:
+        """:meth:`request_banks` without waking the arbiter (a burst train wakes it when it ends)."""
         assert self.pending[requester] is None, f"SRAM requester {requester} has two requests"
         assert accesses >= 1
-        req = SramRequest(requester, ranges_to_banks(ranges, self.bank_words), accesses,
-                          self.clocks.cdc(launch_ps, src, self.dom),
-                          None if on_grant else self.env.event(), on_grant)
+        visible_ps = self.clocks.cdc(launch_ps, src, self.dom)
+        req = SramRequest(requester, banks, accesses, visible_ps, None if on_grant else self.env.event(), on_grant)
         self.pending[requester] = req
         if self.trace is not None:
             self.trace.sram_request(requester, launch_ps)
-        self.sched.request(self._earliest_ps(req))
-        return req.event
+        return req
 
-    def _earliest_ps(self, req: SramRequest) -> int:
+    def only(self, requester: int) -> bool:
+        """True if no other requester has a request pending."""
+        return not any(r is not None for rid, r in enumerate(self.pending) if rid != requester)
+
+    def next_decision_ps(self) -> int | None:
+        """The earliest edge (ps) at which a pending request is visible and its banks are free,
+        or None."""
         free = self.bank_free_ps
-        return max(req.visible_ps, max(free[b] for b in req.banks))
+        next_ps = None
+        for req in self.pending:
+            if req is not None:
+                t_ps = grant_edge_ps(req, free)
+                if next_ps is None or t_ps < next_ps:
+                    next_ps = t_ps
+        return next_ps
 
-    def _schedule(self) -> None:
-        times = [self._earliest_ps(r) for r in self.pending if r is not None]
-        if times:
-            self.sched.request(min(times))
+    def wake(self) -> None:
+        """Decide at the next edge where a grant may happen (after a burst train)."""
+        self.sched.retarget(self.next_decision_ps())
 
     def _decide(self) -> None:
-        """At core edge ``e = now``: grant, in priority order, every visible request whose banks
-        are all free (a grant takes its banks for the rest of the edge)."""
-        e = self.env.now
+        """At core edge ``e``: grant, in priority order, every visible request whose banks are
+        all free (a grant takes its banks for the rest of the edge); then wake at the earliest
+        edge where a pending request is visible and its banks are free."""
+        e = self.loop.now_ps
         free = self.bank_free_ps
-        granted = []
+        granted = None
         for req in self.pending:
-            if req is not None and req.visible_ps <= e and all(free[b] <= e for b in req.banks):
-                self._grant(req, e)
-                granted.append(req)
-        self._schedule()
+            if req is not None and req.visible_ps <= e:
+                for b in req.banks:
+                    if free[b] > e:
+                        break
+                else:
+                    self.take(req, e)
+                    if granted is None:
+                        granted = [req]
+                    else:
+                        granted.append(req)
+        next_ps = self.next_decision_ps()
+        if next_ps is not None:
+            self.sched.request(next_ps)
+        if granted is None:
+            return
         for req in granted:            # report after the walk: callbacks may post new requests
             if req.on_grant is not None:
                 req.on_grant(e)
             else:
-                req.event.succeed(e)
+                self.loop.deliver(req.event, e, e)
 
-    def _grant(self, req: SramRequest, g_ps: int) -> None:
+    def take(self, req: SramRequest, g_ps: int) -> None:
+        """Grant ``req`` at core edge ``g_ps``: its banks are busy until ``g + D``, it leaves
+        ``pending``; grant log, trace, conflict counters. The caller reports the grant."""
         period = self.dom.period_ps
         end_ps = g_ps + req.accesses * period
+        free = self.bank_free_ps
         for b in req.banks:
-            self.bank_free_ps[b] = end_ps
+            free[b] = end_ps
         self.pending[req.requester] = None
         if self.grants is not None:
             self.grants.append((req.requester, g_ps, req.accesses))
         if self.trace is not None:
             self.trace.sram_grant(g_ps, req.requester, req.banks, req.accesses, req.visible_ps)
         if g_ps > req.visible_ps:
-            self.perf.add("sram_conflicts")
-            self.perf.add("sram_conflict_cycles", (g_ps - req.visible_ps) // period)
+            counters = self.perf.values
+            counters["sram_conflicts"] += 1
+            counters["sram_conflict_cycles"] += (g_ps - req.visible_ps) // period
 
     # ------------------------------------------------------------------ storage
     def read_bytes(self, byte_addr: int, n: int) -> bytes:
         return self.data[byte_addr:byte_addr + n].tobytes()
 
     def write_bytes(self, byte_addr: int, data: bytes) -> None:
-        self.data[byte_addr:byte_addr + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        self._bytes[byte_addr:byte_addr + len(data)] = data
 
 
-__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU"]
+__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU", "grant_edge_ps"]

@@ -22,10 +22,11 @@ from threadpoolctl import threadpool_limits
 from tpusim.arch.ddr_memory import DdrMemory
 from tpusim.arch.errors import DeadlockError, SimulationError
 from tpusim.arch.isa import ENGINE_KEYS, Engine
-from tpusim.models.common import Clocks
+from tpusim.models.common import ArbiterLoop, Clocks
 from tpusim.models.ddr_arbiter import DdrArbiter
 from tpusim.models.decoder import DECODER_ERRORS, Decoder
 from tpusim.models.dma import DmaChannel
+from tpusim.models.dma_train import DmaTrain
 from tpusim.models.error_unit import ErrorUnit
 from tpusim.models.fetch import Fetch
 from tpusim.models.perf import PerfCounters
@@ -57,7 +58,10 @@ class TpuRun:
 class Tpu:
     """The simulated chip around a DdrMemory (preloaded by the caller)."""
 
-    def __init__(self, cfg, ddr_mem: DdrMemory, code_addr: int, trace: Trace | None = None) -> None:
+    def __init__(self, cfg, ddr_mem: DdrMemory, code_addr: int, trace: Trace | None = None,
+                 dma_trains: bool = True) -> None:
+        """``dma_trains``: run the DMA channels' bursts in trains (models/dma_train.py) when no
+        trace is written; False keeps every grant on the arbiters (the same results, slower)."""
         self.cfg = cfg
         self.env = env = simpy.Environment()
         self.clocks = clocks = Clocks(cfg)
@@ -65,8 +69,9 @@ class Tpu:
         self.trace = trace
         self.perf = PerfCounters()
         self.retire_log: list = []
-        self.ddr_arb = DdrArbiter(env, clocks, cfg, self.perf, trace)
-        self.sram = Sram(env, clocks, cfg, self.perf, trace)
+        loop = ArbiterLoop(env)                  # both arbiters decide on it, ahead of SimPy
+        self.ddr_arb = DdrArbiter(env, clocks, cfg, self.perf, trace, loop)
+        self.sram = Sram(env, clocks, cfg, self.perf, trace, loop)
         self.acc = AccumulatorBuffer(cfg.acc_depth_rows, cfg.array_cols)
         self.qregs = QuantRegs(cfg.qreg_count)
         self.tokens = Tokens(env, clocks)
@@ -83,6 +88,9 @@ class Tpu:
             Vpu(*common, Engine.VPU, *shared(Engine.VPU), cfg=cfg, sram=self.sram, acc=self.acc,
                 qregs=self.qregs, trace=trace),
         ]
+        if dma_trains and trace is None:         # the DMA burst trains (not traced: waveforms)
+            train = DmaTrain(self.engines[Engine.LOAD], self.engines[Engine.STORE])
+            self.engines[Engine.LOAD].train = self.engines[Engine.STORE].train = train
         self.fetch = Fetch(env, clocks, cfg, code_addr, self.ddr_arb, ddr_mem)
         self.decoder = Decoder(env, clocks, self.fetch, self.queues, self.engines, self.retire_log)
         self.errors = ErrorUnit(env, clocks, self.fetch, self.decoder)

@@ -1,0 +1,224 @@
+"""DMA burst trains: the two DMA channels' grants run in one tight loop (the SimPy model's hot path).
+
+A DMA-bound network spends most of its simulation in the bursts of DMA_LOAD and DMA_STORE: per
+burst one DDR grant and one SRAM grant, each followed by the channel's step (models/dma.py). When
+the DMA channels are the only requesters with a request on both arbiters (no instruction fetch
+queued, no MXU or VPU SRAM request pending), :class:`DmaTrain` runs those grants itself, in time
+order, up to SimPy's next event (the horizon of :class:`~tpusim.models.common.ArbiterLoop`:
+nothing else can post a request visible by then). Each grant is the arbiter's decision at that
+edge, with the same rules (DDR: bus free, round robin from the last granted requester; SRAM:
+fixed priority LOAD before STORE, a grant takes its banks), and each step is the channel
+callback's, inlined with the state in locals. The arbiters wake again at the end, so the
+decisions past the horizon run as usual. Cycles, counters, grant log and data are the same as
+with every decision on the arbiters (``make replay-check``).
+"""
+from __future__ import annotations
+
+from tpusim.arch.timebase import CDC_EDGES
+from tpusim.models.ddr_arbiter import DMA_READ, DMA_WRITE, FETCH, DdrRequest
+from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest, grant_edge_ps
+
+
+class DmaTrain:
+    """Runs the LOAD and STORE channels' bursts between the arbiters' own decisions."""
+
+    def __init__(self, load, store) -> None:
+        self.load, self.store = load, store
+        self.ddr, self.sram = load.ddr_arb, load.sram
+        self.loop = self.ddr.loop
+        assert self.sram.loop is self.loop, "a DMA train needs both arbiters on one loop"
+
+    def want(self) -> None:
+        """A channel's step ran on an arbiter decision: try a train once that decision is done."""
+        self.loop.train = self.run
+
+    def run(self, horizon_ps: float) -> None:
+        """Run the DMA grants up to ``horizon_ps`` (ps) if only the DMA channels request."""
+        ddr, sram = self.ddr, self.sram
+        if ddr.queues[FETCH] or sram.pending[MXU] is not None or sram.pending[VPU] is not None:
+            return
+        _Run(self, horizon_ps).go()
+        ddr.wake()
+        sram.wake()
+
+
+def _freed(ch, f: list, f_ps: int) -> bool:
+    """Burst ``len(f)`` of channel ``ch`` frees its buffer at ``f_ps`` (ps); if it is the last
+    burst the instruction completes there (``c = f_{N-1}``): True."""
+    f.append(f_ps)
+    if len(f) < len(ch._bursts):
+        return False
+    ch._finished.succeed(f_ps)
+    return True
+
+
+def _take(req: SramRequest, g_ps: int, bank_free: list, pending: list, grants, p_core: int) -> bool:
+    """Sram.take without trace: banks busy until g + D, off ``pending``, into the grant log.
+    True if it was a conflict (granted after it was visible)."""
+    end_ps = g_ps + req.accesses * p_core
+    for b in req.banks:
+        bank_free[b] = end_ps
+    pending[req.requester] = None
+    if grants is not None:
+        grants.append((req.requester, g_ps, req.accesses))
+    return g_ps > req.visible_ps
+
+
+class _Run:
+    """One train: both channels' and both arbiters' state in locals, written back at the end."""
+
+    def __init__(self, train: DmaTrain, horizon_ps: float) -> None:
+        self.t, self.horizon_ps = train, horizon_ps
+
+    def go(self) -> None:  # noqa: C901, PLR0912, PLR0915 (one hot loop, kept flat on purpose)
+        t, horizon = self.t, self.horizon_ps
+        ld, st, ddr, sram, loop = t.load, t.store, t.ddr, t.sram, t.loop
+        clk = ld.clocks
+        core, ddr_dom, dma = clk.core, clk.ddr, ld.dom
+        p_dma, p_core, p_ddr = ld.period, ld.core_period, ddr_dom.period_ps
+        # Clocks.cdc across domains, inlined: edge CDC_EDGES - 1 after the first edge past t
+        ph_core, ph_ddr, ph_dma = core.phase_ps, ddr_dom.phase_ps, dma.phase_ps
+        sync = CDC_EDGES - 1
+        beat, lat, k, w = ddr.beat, ddr.latency, ld.k, ld.w
+        bank_bytes = sram.bank_words * w
+        dq_r, dq_w = ddr.queues[DMA_READ], ddr.queues[DMA_WRITE]
+        pending, bank_free, grants = sram.pending, sram.bank_free_ps, sram.grants
+        mem, read_ddr, write_ddr = sram._bytes, ld.ddr_mem.read, ld.ddr_mem.write
+        free_ps, last = ddr.free_ps, ddr.last_granted
+        # LOAD channel state
+        l_b, l_n, l_s = ld._bursts, len(ld._bursts), ld._s
+        l_r, l_d, l_f, l_data, l_ns = ld._r, ld._d, ld._f, ld._data, ld._sram_posted
+        l_on_ddr, l_on_sram = ld._on_ddr, ld._on_sram
+        # STORE channel state
+        s_b, s_n, s_s = st._bursts, len(st._bursts), st._s
+        s_r, s_d, s_f, s_data, s_ns = st._r, st._d, st._f, st._data, st._sram_posted
+        s_on_ddr, s_on_sram = st._on_ddr, st._on_sram
+        read_bytes = write_bytes = busy = wait = conflicts = conflict_cycles = 0
+        finished = False
+        try:
+            while not finished:
+                # the next edge each arbiter could grant at (as its scheduler would wake)
+                t_ddr = None
+                if dq_r:
+                    t_ddr = dq_r[0].visible_ps
+                if dq_w and (t_ddr is None or dq_w[0].visible_ps < t_ddr):
+                    t_ddr = dq_w[0].visible_ps
+                if t_ddr is not None and t_ddr < free_ps:
+                    t_ddr = free_ps
+                req_l, req_s = pending[LOAD], pending[STORE]
+                e_l = None if req_l is None else grant_edge_ps(req_l, bank_free)
+                e_s = None if req_s is None else grant_edge_ps(req_s, bank_free)
+                t_sram = e_l if e_s is None or (e_l is not None and e_l <= e_s) else e_s
+                if t_ddr is not None and (t_sram is None or t_ddr < t_sram):
+                    if t_ddr > horizon:
+                        break
+                    loop.now_ps = g = t_ddr
+                    # DDR decision: round robin after the last granted (fetch's queue is empty)
+                    rid = last
+                    while True:
+                        rid = rid + 1 if rid < 2 else 0
+                        q = dq_r if rid == DMA_READ else dq_w if rid == DMA_WRITE else None
+                        if q and q[0].visible_ps <= g:
+                            break
+                    req = q.popleft()
+                    addr, nb = req.addr, req.nbytes
+                    beats = (addr + nb - 1) // beat - addr // beat + 1
+                    done_ps = g + (lat + beats - 1) * p_ddr
+                    free_ps = g + beats * p_ddr
+                    last = rid
+                    busy += beats
+                    wait += (g - req.visible_ps) // p_ddr
+                    if rid == DMA_READ:
+                        read_bytes += nb
+                        l_data[len(l_d)] = read_ddr(addr, nb)                  # LOAD step 2
+                        l_d.append(ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma)
+                    else:
+                        write_bytes += nb
+                        j = len(s_f)                                          # STORE step 3
+                        write_ddr(addr, s_data[j])
+                        s_data[j] = None
+                        if _freed(st, s_f, ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma):
+                            finished = True
+                elif t_sram is not None and t_sram <= horizon:
+                    loop.now_ps = g = t_sram
+                    # SRAM decision: LOAD then STORE, each if visible and its banks are free: LOAD
+                    # iff its earliest edge is this one; STORE too, unless LOAD just took a bank of it
+                    took = []
+                    if e_l == g:
+                        took.append(req_l)
+                    if e_s == g and not (e_l == g and not set(req_l.banks).isdisjoint(req_s.banks)):
+                        took.append(req_s)
+                    for req in took:
+                        if _take(req, g, bank_free, pending, grants, p_core):
+                            conflicts += 1
+                            conflict_cycles += (g - req.visible_ps) // p_core
+                    for req in took:
+                        end_ps = g + req.accesses * p_core
+                        if req.requester == LOAD:
+                            j = len(l_f)                                      # LOAD step 4
+                            sram_addr = l_b[j][1]
+                            blob = l_data[j]
+                            mem[sram_addr:sram_addr + len(blob)] = blob
+                            l_data[j] = None
+                            if _freed(ld, l_f, ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma):
+                                finished = True
+                                continue
+                            while len(l_r) < l_n:                             # LOAD step 1
+                                jr = len(l_r)
+                                i = jr - k
+                                if i < 0:
+                                    free = l_s
+                                elif i < len(l_f):
+                                    free = l_f[i]
+                                else:
+                                    break
+                                r_ps = l_s if jr == 0 else max(l_r[-1] + p_dma, free)
+                                l_r.append(r_ps)
+                                l_data.append(None)
+                                ddr_addr, _, n = l_b[jr]
+                                v = ph_ddr + ((r_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
+                                dq_r.append(DdrRequest(DMA_READ, ddr_addr, n, v, None, l_on_ddr))
+                        else:
+                            j = len(s_d)                                      # STORE step 2
+                            ddr_addr, sram_addr, n = s_b[j]
+                            s_data[j] = bytes(mem[sram_addr:sram_addr + n])
+                            d_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
+                            s_d.append(d_ps)
+                            v = ph_ddr + ((d_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
+                            dq_w.append(DdrRequest(DMA_WRITE, ddr_addr, n, v, None, s_on_ddr))
+                else:
+                    break
+                # LOAD step 3: SRAM write j at e_j = max(d_j, f_{j-1}) once both are known
+                j = l_ns
+                if j < len(l_d) and j <= len(l_f):
+                    e = l_d[j] if j == 0 else max(l_d[j], l_f[j - 1])
+                    l_ns = j + 1
+                    _, sram_addr, n = l_b[j]
+                    pending[LOAD] = SramRequest(
+                        LOAD, tuple(range(sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes + 1)),
+                        -(-n // w), ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core, None, l_on_sram)
+                # STORE step 1: SRAM read j at r_j = max(d_{j-1}, f_{j-K}) once both are known
+                j = s_ns
+                if j < s_n and j <= len(s_d) and (j < k or j - k < len(s_f)):
+                    free = s_s if j < k else s_f[j - k]
+                    r_ps = s_s if j == 0 else max(s_d[j - 1], free)
+                    s_ns = j + 1
+                    s_r.append(r_ps)
+                    s_data.append(None)
+                    _, sram_addr, n = s_b[j]
+                    pending[STORE] = SramRequest(
+                        STORE, tuple(range(sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes + 1)),
+                        -(-n // w), ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core, None, s_on_sram)
+        finally:
+            ld._sram_posted, st._sram_posted = l_ns, s_ns
+            ddr.free_ps, ddr.last_granted = free_ps, last
+            counters = ld.perf.values
+            counters["ddr_read_bytes"] += read_bytes
+            counters["ddr_write_bytes"] += write_bytes
+            counters["ddr_busy_cycles"] += busy
+            counters["ddr_arb_wait_cycles"] += wait
+            counters["sram_conflicts"] += conflicts
+            counters["sram_conflict_cycles"] += conflict_cycles
+
+
+__all__ = ["DmaTrain"]
