@@ -20,7 +20,10 @@ one slot) and ``acc_rows`` (accumulator rows per half), which the tiling verifie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
+
+import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, out_tiles, round_up
 from tpusim.arch.config import HwConfig
@@ -130,9 +133,13 @@ class _Alloc:
 def out_slot_words(cfg: HwConfig, M: int) -> int:
     """REQUANT/STORE chunk (accumulator rows): two of them (``requant_planes`` words a row) and
     two requant-table slots (``table_slot_words``) share one bank when possible."""
-    ap = align_px(cfg)
-    cap = max(ap, (cfg.bank_words - 2 * table_slot_words(cfg)) // (2 * cfg.requant_planes), 16)
-    return max(1, min(M, cap - cap % ap if cap >= ap else ap))
+    return max(1, min(M, _out_slot_cap(align_px(cfg), cfg.bank_words, table_slot_words(cfg), cfg.requant_planes)))
+
+
+def _out_slot_cap(ap: int, bank_words: int, table_words: int, planes: int) -> int:
+    """``out_slot_words``' bound on the chunk (accumulator rows), a multiple of ``ap`` pixels."""
+    cap = max(ap, (bank_words - 2 * table_words) // (2 * planes), 16)
+    return cap - cap % ap if cap >= ap else ap
 
 
 def table_slot_words(cfg: HwConfig) -> int:
@@ -141,9 +148,9 @@ def table_slot_words(cfg: HwConfig) -> int:
     return cfg.lane_groups * cfg.param_words
 
 
-def _wstride(cfg: HwConfig) -> int:
-    C, bw = cfg.array_cols, cfg.bank_words
-    return round_up(C, bw) if 2 * C > bw else C
+def _wstride(cols: int, bank_words: int) -> int:
+    """Words between two weight slots of ``cols`` words: a bank each when two do not fit one."""
+    return round_up(cols, bank_words) if 2 * cols > bank_words else cols
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool):
@@ -179,67 +186,113 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
     return TOKEN_MAX - cfg.queue_depth - 1 - TOKEN_MARGIN
 
 
+class ConvCandidates(NamedTuple):
+    """The conv tilings ``tile_conv`` weighs, in its search order (tw, th, nbg, kbg, ni nested,
+    each largest first; ni 2 then 1), as int64 arrays (``aligned`` bool): the tile, and what it
+    costs apart from the LOAD channel's bandwidth: DDR bytes loaded (input windows, weights,
+    tables), DMA instructions, MXU and VPU cycles, bytes of the input windows the MXU waits for
+    with one input slot (0 with two)."""
+    th: np.ndarray
+    tw: np.ndarray
+    nbg: np.ndarray
+    kbg: np.ndarray
+    ni: np.ndarray
+    s_out: np.ndarray
+    ih: np.ndarray
+    iw: np.ndarray
+    aligned: np.ndarray
+    load_bytes: np.ndarray
+    n_dma: np.ndarray
+    mxu_cycles: np.ndarray
+    vpu_cycles: np.ndarray
+    wait_bytes: np.ndarray
+
+    def est_cycles(self, bw: float) -> np.ndarray:
+        """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
+        module docstring's rough model: the busiest of LOAD, MXU and VPU, plus bank conflicts
+        when the slots do not sit on their own banks, plus the window loads one input slot
+        exposes)."""
+        load_t = self.load_bytes / bw + 40 * self.n_dma
+        est = np.maximum(np.maximum(load_t, self.mxu_cycles), self.vpu_cycles)
+        est = np.where(self.aligned, est, est + 0.3 * np.minimum(load_t, self.mxu_cycles))
+        return np.where(self.ni == 1, est + self.wait_bytes / bw, est)
+
+
+def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> tuple:
+    """Everything ``conv_candidates`` depends on: the layer's kernel, strides, input and output
+    channel blocks (``ceil(cin / R)``, ``out_tiles``), output size, and the configuration's array
+    (rows, cols), pixels per DDR granule, table words, lane groups, requant planes, bank and
+    SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks)."""
+    return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow, cfg.array_rows, cfg.array_cols, align_px(cfg),
+            cfg.param_words, cfg.lane_groups, cfg.requant_planes, cfg.bank_words, cfg.sram_words,
+            cfg.acc_depth_rows, max_cout_blocks_per_group(cfg))
+
+
+def _product(*axes: np.ndarray) -> list:
+    """The cartesian product of 1-D arrays, first axis outermost (C order), one flat array each."""
+    grids = np.meshgrid(*axes, indexing="ij")
+    return [g.reshape(-1) for g in grids]
+
+
+@lru_cache(maxsize=512)
+def conv_candidates(key: tuple) -> ConvCandidates:
+    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
+    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
+    regions fit, with its costs (``ConvCandidates``). Cached (read-only arrays)."""
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg = key
+    W, T, tsw = R, kh * kw, mg * pw
+    wgrp = round_up(2 * _wstride(C, bwd), bwd)
+    tw, th = _product(np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64))
+    M = tw * th
+    keep = M <= acc_depth
+    tw, th, M = tw[keep], th[keep], M[keep]
+    pair, nbg, kbg, ni = _product(np.arange(len(M)), np.array(_pow_cands(NB), np.int64),
+                                  np.array(_pow_cands(KB), np.int64), np.array([2, 1], np.int64))
+    tw, th, M = tw[pair], th[pair], M[pair]
+    ih, iw = (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
+    s_out = np.maximum(1, np.minimum(M, _out_slot_cap(ap, bwd, tsw, mp)))
+    slot = kbg * ih * iw
+    keep = ((M * nbg <= acc_depth) & (nbg <= max_nbg) & (nbg % mg == 0)
+            & (2 * C + 2 * tsw + 2 * mp * s_out + ni * slot <= sram_words))
+    th, tw, nbg, kbg, ni, s_out, ih, iw, M, slot = (a[keep] for a in (th, tw, nbg, kbg, ni, s_out, ih, iw, M, slot))
+    ntiles = -(-oh // th) * -(-ow // tw)
+    nkg = -(-KB // kbg)
+    windows = ntiles * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
+    pogrp = -(-(2 * tsw + 2 * mp * s_out) // bwd) * bwd
+    out = ConvCandidates(
+        th, tw, nbg, kbg, ni, s_out, ih, iw,
+        aligned=wgrp + pogrp + ni * (-(-slot // bwd) * bwd) <= sram_words,
+        load_bytes=(windows * KB * ih * ((tw - 1) * sw + kw) * W + ntiles * NB * KB * T * C * W
+                    + ntiles * NB * pw * W),
+        n_dma=windows * nkg + ntiles * (NB * KB * T + NB),
+        mxu_cycles=ntiles * NB * KB * T * (C + M + R + C + 6),
+        vpu_cycles=ntiles * NB * (mp * M + pw * -(-M // s_out)),
+        wait_bytes=np.where(ni == 1, windows * KB * ih * iw * W, 0))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> ConvTiling:
-    """The cheapest conv tiling (module docstring). Non-square arrays: NB = ``out_tiles`` N
-    tiles; a group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output
-    slots hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``."""
-    R, C = cfg.array_rows, cfg.array_cols
-    W = cfg.word_bytes
-    ap = align_px(cfg)
+    """The cheapest conv tiling (module docstring): of ``conv_candidates``, the first with the
+    least ``est_cycles`` at ``load_bw(cfg)``. Non-square arrays: NB = ``out_tiles`` N tiles; a
+    group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
+    hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``.
+    CompileError naming the node if no tiling fits the SRAM."""
+    c = conv_candidates(conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg))
+    C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
     kh, kw = kernel
-    sh, sw = strides
-    KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
-    pw, mg, mp = cfg.param_words, cfg.lane_groups, cfg.requant_planes
-    tsw = table_slot_words(cfg)
-    bwd = cfg.bank_words
-    bw = load_bw(cfg)
-    wgrp = round_up(2 * _wstride(cfg), bwd)
-    sram_words, acc_depth, max_nbg = cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg)
-    nb_cands, kb_cands, th_cands = _pow_cands(NB), _pow_cands(KB), _cands(oh)
-    best = None
-    for tw in _cands(ow, ap):
-        for th in th_cands:
-            M = th * tw
-            if M > acc_depth:
-                continue
-            ih = (th - 1) * sh + kh
-            iw = (tw - 1) * sw + kw + (ap - 1)
-            ntiles = ceil_div(oh, th) * ceil_div(ow, tw)
-            s_out = out_slot_words(cfg, M)
-            pogrp = round_up(2 * tsw + 2 * mp * s_out, bwd)
-            for nbg in nb_cands:
-                if M * nbg > acc_depth or nbg > max_nbg or nbg % mg:
-                    continue
-                ngrp = ceil_div(NB, nbg)
-                for kbg in kb_cands:
-                    nkg = ceil_div(KB, kbg)
-                    slot = kbg * ih * iw
-                    for ni in (2, 1):
-                        packed = 2 * C + 2 * tsw + 2 * mp * s_out + ni * slot
-                        if packed > sram_words:
-                            continue
-                        aligned = wgrp + pogrp + ni * round_up(slot, bwd) <= sram_words
-                        in_b = ntiles * (1 if nkg == 1 else ngrp) * KB * ih * ((tw - 1) * sw + kw) * W
-                        w_b = ntiles * NB * KB * T * C * W
-                        p_b = ntiles * NB * pw * W
-                        n_dma = ntiles * ((1 if nkg == 1 else ngrp) * nkg + NB * KB * T + NB)
-                        load_t = (in_b + w_b + p_b) / bw + 40 * n_dma
-                        mxu_t = ntiles * NB * KB * T * (C + M + R + C + 6)
-                        vpu_t = ntiles * NB * (mp * M + pw * ceil_div(M, s_out))
-                        est = max(load_t, mxu_t, vpu_t)
-                        if not aligned:   # bank conflicts: the LOAD channel waits behind MATMULs
-                            est += 0.3 * min(load_t, mxu_t)
-                        if ni == 1:   # the next window's load waits for this one's last MATMUL
-                            est += ntiles * (1 if nkg == 1 else ngrp) * KB * ih * iw * W / bw
-                        if best is None or est < best.est_cycles:
-                            best = ConvTiling(th, tw, nbg, kbg, ni, 2, s_out, ih, iw,
-                                              est_cycles=est, load_bytes=in_b + w_b + p_b)
-                            best.aligned = aligned
-    if best is None:
+    if len(c.th) == 0:
+        sh, sw = strides
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
                            f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * tsw + 2 * mp + kh * (kw + ap - 1)} "
                            f"words: double-buffered weight tiles, requant tables, input window)")
+    est = c.est_cycles(load_bw(cfg))
+    i = int(np.argmin(est))
+    best = ConvTiling(*(int(a[i]) for a in (c.th, c.tw, c.nbg, c.kbg, c.ni)), 2,
+                      *(int(a[i]) for a in (c.s_out, c.ih, c.iw)),
+                      est_cycles=float(est[i]), load_bytes=int(c.load_bytes[i]), aligned=bool(c.aligned[i]))
     slot = best.kbg * best.ih * best.iw
     for aligned in ((True, False) if best.aligned else (False,)):
         for nw in (4, 3, 2):
