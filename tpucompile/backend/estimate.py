@@ -30,13 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend import pipeline
+from tpucompile.backend.cfgmemo import ReadMemo
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
 from tpusim.arch.config import HwConfig
-from tpusim.arch.costs import AreaTable, EnergyTable
-from tpusim.arch.dma_timing import dma_timing
-from tpusim.arch.timebase import Timebase
+from tpusim.arch.dma_timing import DmaTiming
 
 #: core cycles an engine spends between instructions (dispatch, token hand-over)
 ISSUE_CYCLES = 2
@@ -183,12 +182,7 @@ _TIMING_ONLY = ("name", "dma_outstanding", "energy", "area")
 
 def _geometry_key(cfg: HwConfig) -> tuple:
     """The config without the fields no tiler and no work hook reads."""
-    return tuple((f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in _TIMING_ONLY)
-
-
-def _dma_key(cfg: HwConfig) -> HwConfig:
-    """``cfg`` with the fields the DMA timing does not read normalised (one DmaTiming per timing)."""
-    return dataclasses.replace(cfg, name="", energy=EnergyTable(), area=AreaTable(), acc_depth_rows=1)
+    return tuple(getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _TIMING_ONLY)
 
 
 #: op fields no tiler or work hook reads: the name and scalar quantization parameters
@@ -197,9 +191,9 @@ _UNTILED_FIELDS = frozenset(("name", "relu", "x_zp", "y_zp", "zp_a", "zp_b", "zp
 
 
 def _signature(op, lays: dict) -> tuple:
-    """What an op's tiling and work depend on besides the config: its class, its fields (arrays
-    by shape and dtype, tensor names by the layout of the tensor) but not its name or its
-    scalar quantization parameters (``_UNTILED_FIELDS``)."""
+    """What an op's tiling depends on besides the config: its class, its fields (arrays by
+    shape and dtype, tensor names by the layout of the tensor) but not its name or its scalar
+    quantization parameters (``_UNTILED_FIELDS``)."""
     out = [type(op).__name__]
     for f in dataclasses.fields(op):
         if f.name in _UNTILED_FIELDS and not isinstance(getattr(op, f.name), (tuple, list, np.ndarray)):
@@ -220,41 +214,75 @@ def _layout_signature(L) -> tuple:
     return L.shape, L.blk, L.pads, L.need, L.view_of is not None, L.view_block, L.chan_map is not None
 
 
+def _tiling_value(tl) -> tuple:
+    """A tiling record as a hashable value, without its ``est_cycles`` (the tiler's own guess,
+    which no work hook reads): two tilings with the same value give the same LayerWork."""
+    def freeze(v):
+        if isinstance(v, dict):
+            return tuple((k, freeze(x)) for k, x in v.items())
+        return tuple(v) if isinstance(v, list) else v
+    return (type(tl).__name__,) + tuple((f.name, freeze(getattr(tl, f.name)))
+                                        for f in dataclasses.fields(tl) if f.name != "est_cycles")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The device graph of one layout (``host_transforms`` and ``layout`` of the back end):
+    ``index`` (the layout's number in this Estimator), ``lays`` (tensor -> ActLayout) and per op
+    (device order) the op, its DeviceOp, its tiling ``_signature`` and its MACs."""
+    index: int
+    lays: dict
+    layers: tuple
+
+
 class Estimator:
-    """Estimates of one QGraph on many configurations. The back end's layout and tilings and the
-    ops' work records are cached per geometry (the config without DMA depth and cost tables),
-    tilings also between layers of the same shape, so a sweep re-tiles only what changed."""
+    """Estimates of one QGraph on many configurations. Every stage is cached on exactly the
+    config attributes it reads (``cfgmemo.ReadMemo``): the layout, each layer's tiling (shared
+    by the layers of the same ``_signature``), each layer's work record (by the tiling's value),
+    the arrays of a geometry (by its work records), the DMA timing; so a sweep redoes only what
+    the knobs it turns can change, and whole configs differing only in DMA depth or cost tables
+    share one geometry."""
 
     def __init__(self, qg: QGraph) -> None:
         qg.validate()
         self.qg = qg
-        self._tilings: dict = {}
-        self._geometries: dict = {}
+        self._plans, self._tilings, self._works = ReadMemo(), ReadMemo(), ReadMemo()
+        self._timings = ReadMemo()
+        self._by_works: dict = {}          # (layout, work records) -> _Geometry
+        self._geometries: dict = {}        # _geometry_key -> _Geometry
+
+    def _plan(self, cfg) -> _Plan:
+        dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
+        lp = pipeline.layout(dg)
+        layers = tuple((op, OP_TABLE.device(op), _signature(op, lp.tensors), int(OP_TABLE.device(op).macs(orig, dg.qg)))
+                       for op, orig in zip(lp.qg.ops, dg.qg.ops))
+        return _Plan(len(self._plans), lp.tensors, layers)
 
     def _geometry(self, cfg: HwConfig) -> _Geometry:
         key = _geometry_key(cfg)
         g = self._geometries.get(key)
-        if g is not None:
-            return g
-        dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
-        lp = pipeline.layout(dg)
-        qg, lays, logical = lp.qg, lp.tensors, dg.qg
-        layers = []
-        for op, orig in zip(qg.ops, logical.ops):
-            dev = OP_TABLE.device(op)
-            tkey = (key, _signature(op, lays))
-            if tkey not in self._tilings:
-                self._tilings[tkey] = dev.tile(op, lays, cfg)
-            w = (dev.work or generic_work)(op, lays, self._tilings[tkey], cfg)
-            if w is not None:            # None: a view, no instruction
-                layers.append((op.name, type(op).__name__, w, int(dev.macs(orig, logical))))
-        g = self._geometries[key] = _Geometry(layers)
+        if g is None:
+            g = self._geometries[key] = self._build(cfg)
+        return g
+
+    def _build(self, cfg: HwConfig) -> _Geometry:
+        plan = self._plans.get((), cfg, self._plan)
+        lays, works = plan.lays, []
+        for i, (op, dev, sig, _) in enumerate(plan.layers):
+            tl = self._tilings.get((plan.index, sig), cfg, lambda c: dev.tile(op, lays, c))
+            hook = dev.work or generic_work
+            works.append(self._works.get((plan.index, i, _tiling_value(tl)), cfg, lambda c: hook(op, lays, tl, c)))
+        key = (plan.index, tuple(map(id, works)))
+        g = self._by_works.get(key)
+        if g is None:
+            g = self._by_works[key] = _Geometry([(op.name, type(op).__name__, w, macs)
+                                                 for (op, _, _, macs), w in zip(plan.layers, works) if w is not None])
         return g
 
     def estimate(self, cfg: HwConfig) -> Estimate:
         """The Estimate of the graph on ``cfg``; CompileError naming the op if it does not fit."""
-        return self._geometry(cfg).evaluate(cfg, dma_timing(_dma_key(cfg)), Timebase(cfg).core.period_ps,
-                                            _prices(cfg))
+        dt = self._timings.get((), cfg, DmaTiming)
+        return self._geometry(cfg).evaluate(cfg, dt, dt.core.period_ps, _prices(cfg))
 
 
 def estimate(qg: QGraph, cfg: HwConfig) -> Estimate:
