@@ -22,9 +22,10 @@ def _values(cfg, names: tuple) -> tuple:
 
 
 class ConfigReads:
-    """A read-only view of a configuration that records the names of the attributes read."""
+    """A read-only view of a configuration that records the names of the attributes read (the
+    first read of each goes through ``__getattr__``, which keeps the value on the view: later
+    reads are plain attribute reads)."""
 
-    __slots__ = ("_cfg", "names")
     __hash__ = None              # type: ignore[assignment]
 
     def __init__(self, cfg) -> None:
@@ -32,8 +33,10 @@ class ConfigReads:
         self.names: set = set()
 
     def __getattr__(self, name: str):
+        value = getattr(self._cfg, name)
         self.names.add(name)
-        return getattr(self._cfg, name)
+        self.__dict__[name] = value
+        return value
 
 
 class ReadMemo:
@@ -43,12 +46,15 @@ class ReadMemo:
     def __init__(self) -> None:
         self._reads: dict = {}         # key -> the distinct tuples of attribute names read
         self._results: dict = {}       # (key, names, values) -> result
+        self._cfg, self._values = None, {}   # the last config met: names -> its values
 
     def get(self, key, cfg, fn):
         """``fn(view of cfg)``, or the result of an earlier call under ``key`` whose reads ``cfg``
         matches. ``key`` must be hashable and name everything else ``fn`` depends on."""
+        if cfg is not self._cfg:
+            self._cfg, self._values = cfg, {}
         for names in self._reads.get(key, ()):
-            out = self._results.get((key, names, _values(cfg, names)), _MISS)
+            out = self._results.get((key, names, self._values_of(cfg, names)), _MISS)
             if out is not _MISS:
                 return out
         view = ConfigReads(cfg)
@@ -57,8 +63,15 @@ class ReadMemo:
         known = self._reads.setdefault(key, [])
         if names not in known:
             known.append(names)
-        self._results[(key, names, _values(cfg, names))] = out
+        self._results[(key, names, self._values_of(cfg, names))] = out
         return out
+
+    def _values_of(self, cfg, names: tuple) -> tuple:
+        """``_values(cfg, names)``, computed once per config met in a row."""
+        v = self._values.get(names)
+        if v is None:
+            v = self._values[names] = _values(cfg, names)
+        return v
 
     def __len__(self) -> int:
         return len(self._results)

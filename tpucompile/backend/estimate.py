@@ -241,13 +241,14 @@ class Estimator:
     by the layers of the same ``_signature``), each layer's work record (by the tiling's value),
     the arrays of a geometry (by its work records), the DMA timing; so a sweep redoes only what
     the knobs it turns can change, and whole configs differing only in DMA depth or cost tables
-    share one geometry."""
+    share one geometry. Tilings are interned by value, so work records are keyed by identity."""
 
     def __init__(self, qg: QGraph) -> None:
         qg.validate()
         self.qg = qg
         self._plans, self._tilings, self._works = ReadMemo(), ReadMemo(), ReadMemo()
         self._timings = ReadMemo()
+        self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (layout, work records) -> _Geometry
         self._geometries: dict = {}        # _geometry_key -> _Geometry
 
@@ -257,6 +258,10 @@ class Estimator:
         layers = tuple((op, OP_TABLE.device(op), _signature(op, lp.tensors), int(OP_TABLE.device(op).macs(orig, dg.qg)))
                        for op, orig in zip(lp.qg.ops, dg.qg.ops))
         return _Plan(len(self._plans), lp.tensors, layers)
+
+    def _intern(self, tl):
+        """The first tiling met with the value of ``tl`` (``_tiling_value``), else ``tl``."""
+        return self._interned.setdefault(_tiling_value(tl), tl)
 
     def _geometry(self, cfg: HwConfig) -> _Geometry:
         key = _geometry_key(cfg)
@@ -269,9 +274,9 @@ class Estimator:
         plan = self._plans.get((), cfg, self._plan)
         lays, works = plan.lays, []
         for i, (op, dev, sig, _) in enumerate(plan.layers):
-            tl = self._tilings.get((plan.index, sig), cfg, lambda c: dev.tile(op, lays, c))
+            tl = self._tilings.get((plan.index, sig), cfg, lambda c: self._intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
-            works.append(self._works.get((plan.index, i, _tiling_value(tl)), cfg, lambda c: hook(op, lays, tl, c)))
+            works.append(self._works.get((plan.index, i, id(tl)), cfg, lambda c: hook(op, lays, tl, c)))
         key = (plan.index, tuple(map(id, works)))
         g = self._by_works.get(key)
         if g is None:

@@ -74,7 +74,8 @@ class EltTiling:
     acc_rows = 0
 
 
-def _cands(n: int, step: int = 1) -> list:
+@lru_cache(maxsize=4096)
+def _cands(n: int, step: int = 1) -> tuple:
     """Distinct tile sizes ceil(n/k) (rounded up to step), largest first."""
     out = []
     for k in range(1, n + 1):
@@ -83,17 +84,19 @@ def _cands(n: int, step: int = 1) -> list:
             out.append(v)
         if v <= step:
             break
-    return out
+    return tuple(out)
 
 
-def _pow_cands(n: int) -> list:
+@lru_cache(maxsize=4096)
+def _pow_cands(n: int) -> tuple:
+    """Distinct tile sizes ceil(n / 2^j), largest first."""
     out, k = [], 1
     while True:
         v = ceil_div(n, k)
         if v not in out:
             out.append(v)
         if v == 1:
-            return out
+            return tuple(out)
         k *= 2
 
 
@@ -279,7 +282,8 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
     hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``.
     CompileError naming the node if no tiling fits the SRAM."""
-    c = conv_candidates(conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg))
+    key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg)
+    c = conv_candidates(key)
     C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
     kh, kw = kernel
     if len(c.th) == 0:
@@ -290,25 +294,42 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
                            f"words: double-buffered weight tiles, requant tables, input window)")
     est = c.est_cycles(load_bw(cfg))
     i = int(np.argmin(est))
-    best = ConvTiling(*(int(a[i]) for a in (c.th, c.tw, c.nbg, c.kbg, c.ni)), 2,
-                      *(int(a[i]) for a in (c.s_out, c.ih, c.iw)),
-                      est_cycles=float(est[i]), load_bytes=int(c.load_bytes[i]), aligned=bool(c.aligned[i]))
-    slot = best.kbg * best.ih * best.iw
-    for aligned in ((True, False) if best.aligned else (False,)):
-        for nw in (4, 3, 2):
-            regs = conv_regions(cfg, nw, best.s_out, best.ni, slot, aligned)
-            if regs is not None:
-                best.nw, best.regions, best.aligned = nw, regs, aligned
-                break
-        if best.regions:
-            break
-    if not best.regions:
-        raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
-    best.acc_halves = 2 * best.nbg * best.th * best.tw <= cfg.acc_depth_rows
-    best.slot_words = {"w": C, "p": tsw, "o": mp * best.s_out, "i": slot}
+    nw, regions, aligned = _conv_placement(node, key, c, i, cfg)
+    s_out, slot = int(c.s_out[i]), int(c.kbg[i] * c.ih[i] * c.iw[i])
+    best = ConvTiling(*(int(a[i]) for a in (c.th, c.tw, c.nbg, c.kbg, c.ni)), nw, s_out, int(c.ih[i]), int(c.iw[i]),
+                      regions={k: list(v) for k, v in regions.items()}, est_cycles=float(est[i]),
+                      load_bytes=int(c.load_bytes[i]), aligned=aligned,
+                      slot_words={"w": C, "p": tsw, "o": mp * s_out, "i": slot})
+    best.acc_halves = 2 * best.acc_rows <= cfg.acc_depth_rows
     return best
 
 
+#: (conv_candidates_key, candidate) -> (nw, regions, aligned): ``_conv_placement``'s results
+_PLACEMENTS: dict = {}
+_PLACEMENTS_MAX = 1 << 16
+
+
+def _conv_placement(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
+    """(weight slots, regions, bank-aligned) of candidate ``i``: the most weight slots (4, 3, 2)
+    whose regions fit, bank-aligned if the candidate is and that fits, else packed. Cached by
+    ``key`` (``conv_regions`` reads only the array, table, bank and SRAM fields it holds).
+    CompileError naming the conv ``node`` if no region set fits."""
+    out = _PLACEMENTS.get((key, i))
+    if out is not None:
+        return out
+    slot = int(c.kbg[i] * c.ih[i] * c.iw[i])
+    for aligned in ((True, False) if c.aligned[i] else (False,)):
+        for nw in (4, 3, 2):
+            regs = conv_regions(cfg, nw, int(c.s_out[i]), int(c.ni[i]), slot, aligned)
+            if regs is not None:
+                if len(_PLACEMENTS) >= _PLACEMENTS_MAX:
+                    _PLACEMENTS.clear()
+                out = _PLACEMENTS[(key, i)] = (nw, regs, aligned)
+                return out
+    raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
+
+
+@lru_cache(maxsize=None)
 def field_max(opcode: str, field: str) -> int:
     """Largest value of an unsigned instruction field (tpusim.arch.isa.OPCODES)."""
     spec = next(f for f in OPCODES[opcode].fields if f.name == field)
