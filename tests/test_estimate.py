@@ -77,3 +77,28 @@ def test_true_compulsory_traffic_and_floor(models):
     peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
     macs = sum(L["macs"] for L in b.meta["layers"])
     assert tc["floor_cycles"] == round(max(macs / cfg.pes, tc["total"] / peak))
+
+
+def _same(a, b) -> bool:
+    """Two Estimates with bit-identical per-layer arrays."""
+    return a.names == b.names and all(np.array_equal(getattr(a, f), getattr(b, f))
+                                      for f in ("layer_cycles", "load_bytes", "store_bytes", "layer_macs",
+                                                "bound_index", "layer_energy_uj"))
+
+
+def test_memoised_stages_give_a_fresh_estimators_numbers(models):
+    """An Estimator that has met a grid of configs (arrays, SRAM, banks, accumulator, DDR latency,
+    clocks, DMA depth: layouts, tilings and work records reused across geometries) gives each
+    config exactly what a fresh Estimator gives it, whatever the order the points come in."""
+    qg = models["resnet50-reduced"].qg
+    grid = {"array": ["8x8", "16x16", "8x32"], "sram": ["32K", "64K"], "banks": [4, 8], "acc_depth": [256, 1024],
+            "ddr_latency": [10, 40], "core_mhz": [500, 1000], "outstanding": [2, 4]}
+    cfgs = [c.cfg for c in sweep.candidates("small", grid, []) if c.cfg]
+    assert len(cfgs) > 100
+    forward, backward = Estimator(qg), Estimator(qg)
+    ahead = [forward.estimate(c) for c in cfgs]
+    behind = [backward.estimate(c) for c in reversed(cfgs)][::-1]
+    for c, a, b in zip(cfgs[::17], ahead[::17], behind[::17]):
+        assert _same(a, b) and _same(a, Estimator(qg).estimate(c)), c.name
+    assert all(_same(a, b) for a, b in zip(ahead, behind))
+    assert len(forward._tilings) < len(cfgs) * len(qg.ops) / 4      # the tilings were shared
