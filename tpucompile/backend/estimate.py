@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -191,9 +192,9 @@ _UNTILED_FIELDS = frozenset(("name", "relu", "x_zp", "y_zp", "zp_a", "zp_b", "zp
 
 
 def _signature(op, lays: dict) -> tuple:
-    """What an op's tiling depends on besides the config: its class, its fields (arrays by
-    shape and dtype, tensor names by the layout of the tensor) but not its name or its scalar
-    quantization parameters (``_UNTILED_FIELDS``)."""
+    """What an op's tiling and work depend on besides the config: its class, its fields (arrays
+    by shape and dtype, tensor names by the layout of the tensor) but not its name or its
+    scalar quantization parameters (``_UNTILED_FIELDS``)."""
     out = [type(op).__name__]
     for f in dataclasses.fields(op):
         if f.name in _UNTILED_FIELDS and not isinstance(getattr(op, f.name), (tuple, list, np.ndarray)):
@@ -217,19 +218,28 @@ def _layout_signature(L) -> tuple:
 def _tiling_value(tl) -> tuple:
     """A tiling record as a hashable value, without its ``est_cycles`` (the tiler's own guess,
     which no work hook reads): two tilings with the same value give the same LayerWork."""
-    def freeze(v):
-        if isinstance(v, dict):
-            return tuple((k, freeze(x)) for k, x in v.items())
-        return tuple(v) if isinstance(v, list) else v
-    return (type(tl).__name__,) + tuple((f.name, freeze(getattr(tl, f.name)))
-                                        for f in dataclasses.fields(tl) if f.name != "est_cycles")
+    return (type(tl),) + tuple(_freeze(getattr(tl, n)) for n in _valued_fields(type(tl)))
+
+
+@lru_cache(maxsize=None)
+def _valued_fields(kind: type) -> tuple:
+    """The field names of a tiling record class that ``_tiling_value`` keeps."""
+    return tuple(f.name for f in dataclasses.fields(kind) if f.name != "est_cycles")
+
+
+def _freeze(v):
+    """``v`` with its dicts and lists (recursively) as tuples."""
+    if isinstance(v, dict):
+        return tuple((k, _freeze(x)) for k, x in v.items())
+    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
 @dataclass(frozen=True)
 class _Plan:
     """The device graph of one layout (``host_transforms`` and ``layout`` of the back end):
     ``index`` (the layout's number in this Estimator), ``lays`` (tensor -> ActLayout) and per op
-    (device order) the op, its DeviceOp, its tiling ``_signature`` and its MACs."""
+    (device order) the op, its DeviceOp, the number of its tiling ``_signature`` (ops of one
+    signature share a number) and its MACs."""
     index: int
     lays: dict
     layers: tuple
@@ -237,8 +247,8 @@ class _Plan:
 
 class Estimator:
     """Estimates of one QGraph on many configurations. Every stage is cached on exactly the
-    config attributes it reads (``cfgmemo.ReadMemo``): the layout, each layer's tiling (shared
-    by the layers of the same ``_signature``), each layer's work record (by the tiling's value),
+    config attributes it reads (``cfgmemo.ReadMemo``): the layout, each layer's tiling and work
+    record (shared by the layers of the same ``_signature``; work records by the tiling's value),
     the arrays of a geometry (by its work records), the DMA timing; so a sweep redoes only what
     the knobs it turns can change, and whole configs differing only in DMA depth or cost tables
     share one geometry. Tilings are interned by value, so work records are keyed by identity."""
@@ -255,7 +265,9 @@ class Estimator:
     def _plan(self, cfg) -> _Plan:
         dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
         lp = pipeline.layout(dg)
-        layers = tuple((op, OP_TABLE.device(op), _signature(op, lp.tensors), int(OP_TABLE.device(op).macs(orig, dg.qg)))
+        sigs: dict = {}                    # signature -> its number in this layout
+        layers = tuple((op, OP_TABLE.device(op), sigs.setdefault(_signature(op, lp.tensors), len(sigs)),
+                        int(OP_TABLE.device(op).macs(orig, dg.qg)))
                        for op, orig in zip(lp.qg.ops, dg.qg.ops))
         return _Plan(len(self._plans), lp.tensors, layers)
 
@@ -273,10 +285,10 @@ class Estimator:
     def _build(self, cfg: HwConfig) -> _Geometry:
         plan = self._plans.get((), cfg, self._plan)
         lays, works = plan.lays, []
-        for i, (op, dev, sig, _) in enumerate(plan.layers):
+        for op, dev, sig, _ in plan.layers:
             tl = self._tilings.get((plan.index, sig), cfg, lambda c: self._intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
-            works.append(self._works.get((plan.index, i, id(tl)), cfg, lambda c: hook(op, lays, tl, c)))
+            works.append(self._works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c)))
         key = (plan.index, tuple(map(id, works)))
         g = self._by_works.get(key)
         if g is None:
