@@ -217,21 +217,17 @@ def _layout_signature(L) -> tuple:
 
 def _tiling_value(tl) -> tuple:
     """A tiling record as a hashable value, without its ``est_cycles`` (the tiler's own guess,
-    which no work hook reads): two tilings with the same value give the same LayerWork."""
-    return (type(tl),) + tuple(_freeze(getattr(tl, n)) for n in _valued_fields(type(tl)))
+    which no work hook reads): two tilings with the same value give the same LayerWork. Its
+    dicts and lists (slot addresses and sizes: ints, strings and tuples of them) are taken by
+    their repr, which tells such values apart."""
+    return (type(tl),) + tuple(repr(v) if isinstance(v, (dict, list)) else v
+                               for v in map(tl.__getattribute__, _valued_fields(type(tl))))
 
 
 @lru_cache(maxsize=None)
 def _valued_fields(kind: type) -> tuple:
     """The field names of a tiling record class that ``_tiling_value`` keeps."""
     return tuple(f.name for f in dataclasses.fields(kind) if f.name != "est_cycles")
-
-
-def _freeze(v):
-    """``v`` with its dicts and lists (recursively) as tuples."""
-    if isinstance(v, dict):
-        return tuple((k, _freeze(x)) for k, x in v.items())
-    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
 @dataclass(frozen=True)

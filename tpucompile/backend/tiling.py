@@ -209,16 +209,19 @@ class ConvCandidates(NamedTuple):
     mxu_cycles: np.ndarray
     vpu_cycles: np.ndarray
     wait_bytes: np.ndarray
+    terms: tuple          # float64 (load bytes, 40 x DMAs, max(MXU, VPU), MXU, unaligned 0/1, wait bytes)
 
     def est_cycles(self, bw: float) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
-        module docstring's rough model: the busiest of LOAD, MXU and VPU, plus bank conflicts
-        when the slots do not sit on their own banks, plus the window loads one input slot
-        exposes)."""
-        load_t = self.load_bytes / bw + 40 * self.n_dma
-        est = np.maximum(np.maximum(load_t, self.mxu_cycles), self.vpu_cycles)
-        est = np.where(self.aligned, est, est + 0.3 * np.minimum(load_t, self.mxu_cycles))
-        return np.where(self.ni == 1, est + self.wait_bytes / bw, est)
+        module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
+        of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
+        input slot exposes; each term added as 0.0 where it does not apply)."""
+        load_b, dma, peak, mxu, unaligned, wait_b = self.terms
+        load_t = load_b / bw + dma
+        est = np.maximum(load_t, peak)
+        est += 0.3 * np.minimum(load_t, mxu) * unaligned
+        est += wait_b / bw
+        return est
 
 
 def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> tuple:
@@ -270,8 +273,11 @@ def conv_candidates(key: tuple) -> ConvCandidates:
         n_dma=windows * nkg + ntiles * (NB * KB * T + NB),
         mxu_cycles=ntiles * NB * KB * T * (C + M + R + C + 6),
         vpu_cycles=ntiles * NB * (mp * M + pw * -(-M // s_out)),
-        wait_bytes=np.where(ni == 1, windows * KB * ih * iw * W, 0))
-    for a in out:
+        wait_bytes=np.where(ni == 1, windows * KB * ih * iw * W, 0), terms=())
+    out = out._replace(terms=tuple(a.astype(np.float64) for a in (
+        out.load_bytes, 40 * out.n_dma, np.maximum(out.mxu_cycles, out.vpu_cycles), out.mxu_cycles, ~out.aligned,
+        out.wait_bytes)))
+    for a in (*out[:-1], *out.terms):
         a.flags.writeable = False
     return out
 
@@ -284,47 +290,49 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg)
     c = conv_candidates(key)
-    C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
-    kh, kw = kernel
     if len(c.th) == 0:
-        sh, sw = strides
+        C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
+        (kh, kw), (sh, sw) = kernel, strides
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
                            f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * tsw + 2 * mp + kh * (kw + ap - 1)} "
                            f"words: double-buffered weight tiles, requant tables, input window)")
     est = c.est_cycles(load_bw(cfg))
     i = int(np.argmin(est))
-    nw, regions, aligned = _conv_placement(node, key, c, i, cfg)
-    s_out, slot = int(c.s_out[i]), int(c.kbg[i] * c.ih[i] * c.iw[i])
-    best = ConvTiling(*(int(a[i]) for a in (c.th, c.tw, c.nbg, c.kbg, c.ni)), nw, s_out, int(c.ih[i]), int(c.iw[i]),
-                      regions={k: list(v) for k, v in regions.items()}, est_cycles=float(est[i]),
-                      load_bytes=int(c.load_bytes[i]), aligned=aligned,
-                      slot_words={"w": C, "p": tsw, "o": mp * s_out, "i": slot})
-    best.acc_halves = 2 * best.acc_rows <= cfg.acc_depth_rows
-    return best
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves = \
+        _conv_choice(node, key, c, i, cfg)
+    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
+                      acc_halves=acc_halves, est_cycles=float(est[i]), load_bytes=load_bytes, aligned=aligned,
+                      slot_words=dict(slot_words))
 
 
-#: (conv_candidates_key, candidate) -> (nw, regions, aligned): ``_conv_placement``'s results
-_PLACEMENTS: dict = {}
-_PLACEMENTS_MAX = 1 << 16
+#: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
+_CHOICES: dict = {}
+_CHOICES_MAX = 1 << 16
 
 
-def _conv_placement(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
-    """(weight slots, regions, bank-aligned) of candidate ``i``: the most weight slots (4, 3, 2)
-    whose regions fit, bank-aligned if the candidate is and that fits, else packed. Cached by
-    ``key`` (``conv_regions`` reads only the array, table, bank and SRAM fields it holds).
-    CompileError naming the conv ``node`` if no region set fits."""
-    out = _PLACEMENTS.get((key, i))
+def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
+    """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
+    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves): the most weight slots
+    (4, 3, 2) whose regions fit, bank-aligned if the candidate is and that fits, else packed.
+    Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
+    bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
+    no region set fits."""
+    out = _CHOICES.get((key, i))
     if out is not None:
         return out
-    slot = int(c.kbg[i] * c.ih[i] * c.iw[i])
+    th, tw, nbg, kbg, ni, s_out, ih, iw = (int(a[i]) for a in c[:8])
+    slot = kbg * ih * iw
     for aligned in ((True, False) if c.aligned[i] else (False,)):
         for nw in (4, 3, 2):
-            regs = conv_regions(cfg, nw, int(c.s_out[i]), int(c.ni[i]), slot, aligned)
+            regs = conv_regions(cfg, nw, s_out, ni, slot, aligned)
             if regs is not None:
-                if len(_PLACEMENTS) >= _PLACEMENTS_MAX:
-                    _PLACEMENTS.clear()
-                out = _PLACEMENTS[(key, i)] = (nw, regs, aligned)
+                if len(_CHOICES) >= _CHOICES_MAX:
+                    _CHOICES.clear()
+                slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
+                              "i": slot}
+                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+                                            aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows)
                 return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 
