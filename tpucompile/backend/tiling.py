@@ -347,24 +347,44 @@ def field_max(opcode: str, field: str) -> int:
 def tile_vector(nblocks: int, kernel, strides, oh: int, ow: int, cfg: HwConfig, cost) -> EltTiling | None:
     """The cheapest tile of a vector-unit op (pool, add): th output rows x tw columns (tw a multiple
     of ``align_px`` unless it is the whole row) x kbg channel blocks, reading an ih x iw input
-    window (iw with ``align_px - 1`` columns of slack for the aligned DMA).
+    window (iw with ``align_px - 1`` columns of slack for the aligned DMA); of equal costs the
+    first in the order of ``vector_candidates``.
 
-    cost(th, tw, ih, iw, kbg, ntiles) -> estimated cycles of the op with that tile, or None if
-    it does not fit. Returns None if no tile fits."""
-    ap = align_px(cfg)
-    kh, kw = kernel
-    sh, sw = strides
-    best = None
-    for tw in _cands(ow, ap):
-        for th in _cands(oh):
-            ih = (th - 1) * sh + kh
-            iw = (tw - 1) * sw + kw + (ap - 1)
-            for kbg in _pow_cands(nblocks):
-                nt = ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(nblocks, kbg)
-                est = cost(th, tw, ih, iw, kbg, nt)
-                if est is not None and (best is None or est < best.est_cycles):
-                    best = EltTiling(th, tw, kbg, ih, iw, est_cycles=est)
-    return best
+    cost(th, tw, ih, iw, kbg, ntiles) -> estimated cycles of the op with each tile: int64 arrays
+    of the candidates in, a float64 array out (inf where the tile does not fit). Returns None if
+    no tile fits."""
+    c = vector_candidates(nblocks, tuple(kernel), tuple(strides), oh, ow, align_px(cfg))
+    est = cost(c.th, c.tw, c.ih, c.iw, c.kbg, c.ntiles)
+    i = int(np.argmin(est))
+    if not np.isfinite(est[i]):
+        return None
+    return EltTiling(int(c.th[i]), int(c.tw[i]), int(c.kbg[i]), int(c.ih[i]), int(c.iw[i]), est_cycles=float(est[i]))
+
+
+class VectorCandidates(NamedTuple):
+    """The tiles ``tile_vector`` weighs (int64 arrays, in its order)."""
+    th: np.ndarray
+    tw: np.ndarray
+    ih: np.ndarray
+    iw: np.ndarray
+    kbg: np.ndarray
+    ntiles: np.ndarray
+
+
+@lru_cache(maxsize=1024)
+def vector_candidates(nblocks: int, kernel: tuple, strides: tuple, oh: int, ow: int, ap: int) -> VectorCandidates:
+    """Every tile of an oh x ow output of ``nblocks`` channel blocks: tw (``_cands`` of ow,
+    multiples of ``ap`` pixels), th (``_cands`` of oh), kbg (halvings of ``nblocks``) nested, each
+    largest first, with its input window (ih, iw: ``kernel``, ``strides``, ``ap - 1`` columns of
+    slack) and its tile count. Cached (read-only arrays)."""
+    (kh, kw), (sh, sw) = kernel, strides
+    tw, th, kbg = _product(np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64),
+                           np.array(_pow_cands(nblocks), np.int64))
+    out = VectorCandidates(th, tw, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1), kbg,
+                           -(-oh // th) * -(-ow // tw) * -(-nblocks // kbg))
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def place_slot_groups(tl: EltTiling, sizes: dict, cfg: HwConfig) -> None:
@@ -388,8 +408,8 @@ def tile_vector_buffered(nblocks: int, kernel, strides, oh: int, ow: int, cfg: H
     """``tile_vector`` with two slot groups (double buffering) if a tile fits so, else with one
     (the next tile's loads then wait for this tile's work: slower, but a large window still
     compiles), placed by ``place_slot_groups`` or packed single. ``cost(th, tw, ih, iw, kbg, nt,
-    groups)`` -> cycles or None; ``words(tl)`` -> {region: words of one slot}. None if neither
-    fits."""
+    groups)`` -> cycles (arrays, inf where a tile does not fit, as for ``tile_vector``);
+    ``words(tl)`` -> {region: words of one slot}. None if neither fits."""
     for groups in (2, 1):
         tl = tile_vector(nblocks, kernel, strides, oh, ow, cfg,
                          lambda th, tw, ih, iw, kbg, nt, g=groups: cost(th, tw, ih, iw, kbg, nt, g))
