@@ -280,11 +280,14 @@ class Estimator:
 
     def _build(self, cfg: HwConfig) -> _Geometry:
         plan = self._plans.get((), cfg, self._plan)
-        lays, works = plan.lays, []
+        lays, by_sig = plan.lays, {}
         for op, dev, sig, _ in plan.layers:
+            if sig in by_sig:
+                continue
             tl = self._tilings.get((plan.index, sig), cfg, lambda c: self._intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
-            works.append(self._works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c)))
+            by_sig[sig] = self._works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
+        works = [by_sig[sig] for _, _, sig, _ in plan.layers]
         key = (plan.index, tuple(map(id, works)))
         g = self._by_works.get(key)
         if g is None:

@@ -83,18 +83,18 @@ class DmaTiming:
         return [t - s for t in f]
 
     @staticmethod
-    def _curve(done_ps: list[int]) -> tuple[list[int], float]:
+    def _curve(done_ps: list[int]) -> tuple[list[int], float, np.ndarray]:
+        """(completion ps of bursts 1..EXACT_BURSTS, steady ps per burst beyond, the same
+        completions as float64 with a leading 0.0 for no burst)."""
         slope = (done_ps[-1] - done_ps[-1 - STEADY_BURSTS]) / STEADY_BURSTS
-        return done_ps, slope
+        return done_ps, slope, np.concatenate(([0.0], np.asarray(done_ps, dtype=np.float64)))
 
     @staticmethod
     def _at_array(curve, n: np.ndarray) -> np.ndarray:
-        done_ps, slope = curve
-        table = np.asarray(done_ps, dtype=np.float64)
-        n = np.asarray(n, dtype=np.int64)
-        inside = table[np.clip(n, 1, len(table)) - 1]
-        out = np.where(n <= len(table), inside, table[-1] + (n - len(table)) * slope)
-        return np.where(n <= 0, 0.0, out)
+        done_ps, slope, table = curve
+        n = np.maximum(np.asarray(n, dtype=np.int64), 0)
+        last = len(done_ps)
+        return np.where(n <= last, table[np.minimum(n, last)], table[-1] + (n - last) * slope)
 
     def load_ps_array(self, n_bursts: np.ndarray) -> np.ndarray:
         """``load_ps`` of each element (float64 ps)."""
@@ -106,7 +106,7 @@ class DmaTiming:
 
     @staticmethod
     def _at(curve, n: int) -> float:
-        done_ps, slope = curve
+        done_ps, slope, _ = curve
         if n <= 0:
             return 0.0
         if n <= len(done_ps):
