@@ -4,7 +4,8 @@
 
 1. The estimator (tpucompile.backend.estimate), one core, points per second (budget: >= 1,000
    points/s per core) of: points sharing one geometry (DMA depth varies), a mixed grid of
-   ``--points`` points, a realistic 1,512-point grid turning every knob (``LARGE_GRID``), and
+   ``--points`` points, DDR timing and clocks turned on one chip (``TIMING_GRID``), a realistic
+   1,512-point grid turning every knob (``LARGE_GRID``), and
    the worst case where every point is a new array, SRAM and accumulator (``NEW_GEOMETRY_GRID``:
    the back end tiles every layer of every point).
 2. A 3 x 3 sweep of the model with SimPy (arrays 32x32, 64x64, 128x128 x SRAM 64K, 128K, 256K) on
@@ -36,6 +37,10 @@ SRAMS = ("64K", "128K", "256K")
 LARGE_GRID = {"array": ("16x16", "32x32", "64x64", "128x128", "256x256"), "sram": ("64K", "256K", "1M"),
               "banks": (4, 8, 16), "acc_depth": (512, 2048), "ddr_latency": (10, 20, 40), "core_mhz": (500, 1000),
               "outstanding": (2, 4, 8)}
+#: DDR timing and clocks turned on one array / SRAM / accumulator (the seed's): every point a new
+#: LOAD bandwidth for the tilers, no new candidate table (16 x 5 x 3 x 4 = 960 configs)
+TIMING_GRID = {"ddr_latency": tuple(range(5, 85, 5)), "core_mhz": (250, 400, 500, 800, 1000),
+               "ddr_mhz": (400, 800, 1000), "outstanding": (1, 2, 4, 8)}
 #: the worst case: every point a new array, SRAM and accumulator (all its layers re-tiled)
 NEW_GEOMETRY_GRID = {"array": ("16x16", "32x32", "64x64", "128x128", "256x256", "32x128", "128x32"),
                      "sram": ("64K", "128K", "256K", "512K", "1M"), "acc_depth": (512, 1024, 2048)}
@@ -72,7 +77,7 @@ def bench_estimator(md, n: int) -> dict:
     mixed = list(itertools.islice(itertools.cycle(mixed), n))
     out["mixed_grid"] = _rate(Estimator(md.qg), mixed)
     out["mixed_grid"]["distinct_configs"] = len({c.name for c in mixed})
-    for name, grid in (("large_grid", LARGE_GRID), ("new_geometry", NEW_GEOMETRY_GRID)):
+    for name, grid in (("timing_grid", TIMING_GRID), ("large_grid", LARGE_GRID), ("new_geometry", NEW_GEOMETRY_GRID)):
         cands = [c for c in sweep.candidates("seed", grid, []) if c.cfg]
         out[name] = _rate(Estimator(md.qg), cands)
     return out
