@@ -248,32 +248,35 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg = key
     W, T, tsw = R, kh * kw, mg * pw
     wgrp = round_up(2 * _wstride(C, bwd), bwd)
-    tw, th = _product(np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64))
-    M = tw * th
-    keep = M <= acc_depth
-    tw, th, M = tw[keep], th[keep], M[keep]
-    pair, nbg, kbg, ni = _product(np.arange(len(M)), np.array(_pow_cands(NB), np.int64),
-                                  np.array(_pow_cands(KB), np.int64), np.array([2, 1], np.int64))
-    tw, th, M = tw[pair], th[pair], M[pair]
-    ih, iw = (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
-    s_out = np.maximum(1, np.minimum(M, _out_slot_cap(ap, bwd, tsw, mp)))
-    slot = kbg * ih * iw
-    keep = ((M * nbg <= acc_depth) & (nbg <= max_nbg) & (nbg % mg == 0)
-            & (2 * C + 2 * tsw + 2 * mp * s_out + ni * slot <= sram_words))
-    th, tw, nbg, kbg, ni, s_out, ih, iw, M, slot = (a[keep] for a in (th, tw, nbg, kbg, ni, s_out, ih, iw, M, slot))
+    # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
+    tw_c, th_c = np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64)
+    tw, th = np.repeat(tw_c, len(th_c)), np.tile(th_c, len(tw_c))
+    keep = tw * th <= acc_depth
+    tw, th = tw[keep], th[keep]
+    M, ih, iw = tw * th, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
     ntiles = -(-oh // th) * -(-ow // tw)
+    s_out = np.maximum(1, np.minimum(M, _out_slot_cap(ap, bwd, tsw, mp)))
+    fixed = 2 * C + 2 * tsw + 2 * mp * s_out                  # SRAM words besides the input slots
+    # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered
+    nbs = np.array([n for n in _pow_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
+    kbs = np.array(_pow_cands(KB), np.int64)
+    i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
+    nbg, kbg, ni = nbs[b], kbs[k], 2 - n
+    slot = kbg * (ih * iw)[i]
+    keep = (M[i] * nbg <= acc_depth) & (fixed[i] + ni * slot <= sram_words)
+    i, nbg, kbg, ni, slot = i[keep], nbg[keep], kbg[keep], ni[keep], slot[keep]
     nkg = -(-KB // kbg)
-    windows = ntiles * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
+    windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
     pogrp = -(-(2 * tsw + 2 * mp * s_out) // bwd) * bwd
     out = ConvCandidates(
-        th, tw, nbg, kbg, ni, s_out, ih, iw,
-        aligned=wgrp + pogrp + ni * (-(-slot // bwd) * bwd) <= sram_words,
-        load_bytes=(windows * KB * ih * ((tw - 1) * sw + kw) * W + ntiles * NB * KB * T * C * W
-                    + ntiles * NB * pw * W),
-        n_dma=windows * nkg + ntiles * (NB * KB * T + NB),
-        mxu_cycles=ntiles * NB * KB * T * (C + M + R + C + 6),
-        vpu_cycles=ntiles * NB * (mp * M + pw * -(-M // s_out)),
-        wait_bytes=np.where(ni == 1, windows * KB * ih * iw * W, 0), terms=())
+        th[i], tw[i], nbg, kbg, ni, s_out[i], ih[i], iw[i],
+        aligned=(wgrp + pogrp)[i] + ni * (-(-slot // bwd) * bwd) <= sram_words,
+        load_bytes=(windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
+                    + (ntiles * (NB * KB * T * C * W + NB * pw * W))[i]),
+        n_dma=windows * nkg + (ntiles * (NB * KB * T + NB))[i],
+        mxu_cycles=(ntiles * (NB * KB * T) * (C + M + R + C + 6))[i],
+        vpu_cycles=(ntiles * NB * (mp * M + pw * -(-M // s_out)))[i],
+        wait_bytes=np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0), terms=())
     out = out._replace(terms=tuple(a.astype(np.float64) for a in (
         out.load_bytes, 40 * out.n_dma, np.maximum(out.mxu_cycles, out.vpu_cycles), out.mxu_cycles, ~out.aligned,
         out.wait_bytes)))
