@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -216,18 +215,15 @@ def _layout_signature(L) -> tuple:
 
 
 def _tiling_value(tl) -> tuple:
-    """A tiling record as a hashable value, without its ``est_cycles`` (the tiler's own guess,
-    which no work hook reads): two tilings with the same value give the same LayerWork. Its
-    dicts and lists (slot addresses and sizes: ints, strings and tuples of them) are taken by
-    their repr, which tells such values apart."""
-    return (type(tl),) + tuple(repr(v) if isinstance(v, (dict, list)) else v
-                               for v in map(tl.__getattribute__, _valued_fields(type(tl))))
+    """A tiling record as a hashable value: its class and attributes but ``est_cycles`` (the
+    tiler's own guess, which no work hook reads): two tilings with the same value give the same
+    LayerWork. Its dicts and lists (slot addresses and sizes: ints, strings and tuples of them)
+    are taken by their repr, which tells such values apart."""
+    return (type(tl),) + tuple((k, repr(v) if type(v) in _CONTAINERS else v)
+                               for k, v in vars(tl).items() if k != "est_cycles")
 
 
-@lru_cache(maxsize=None)
-def _valued_fields(kind: type) -> tuple:
-    """The field names of a tiling record class that ``_tiling_value`` keeps."""
-    return tuple(f.name for f in dataclasses.fields(kind) if f.name != "est_cycles")
+_CONTAINERS = (dict, list)
 
 
 @dataclass(frozen=True)
