@@ -3,9 +3,9 @@ configuration, per layer, without emitting or simulating a program (architecture
 thousands of candidate chips with it; tpusim.flow.sweep checks it against the SimPy model).
 
 How a layer is estimated:
-  1. the back end's own ``host_transforms``, ``layout`` and ``tiling`` decisions (the tiling of a
-     layer is cached by the op and the configuration fields the tilers read, so a sweep over DMA
-     depth, clocks or DDR latency re-tiles only when the tilers' inputs change);
+  1. the back end's own ``host_transforms``, ``layout`` and ``tiling`` decisions (each cached on
+     exactly the configuration attributes it read, ``cfgmemo.ReadMemo``, the tiling per layer
+     shape: a sweep redoes a stage only when what that stage read changes);
   2. each op's ``work`` hook (``ops.registry.DeviceOp.work``; ``generic_work`` for ops without
      one) turns the tiling into a ``LayerWork``: DMA instructions (count x bursts), MXU and VPU
      busy cycles, tiles;

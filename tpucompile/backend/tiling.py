@@ -240,7 +240,7 @@ def _product(*axes: np.ndarray) -> list:
     return [g.reshape(-1) for g in grids]
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=256)         # a table: about 20 arrays of 300 to 8,000 candidates
 def conv_candidates(key: tuple) -> ConvCandidates:
     """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
     (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM

@@ -8,7 +8,9 @@ share the DDR bus, which the estimator accounts for separately).
 
 ``DmaTiming(cfg).load_ps(n)`` / ``store_ps(n)``: picoseconds from the instruction's start edge to
 its completion for ``n`` whole bursts of ``dma.burst_bytes`` (n >= 1), exact up to
-``EXACT_BURSTS`` bursts and extrapolated at the steady-state rate beyond.
+``EXACT_BURSTS`` bursts and extrapolated at the steady-state rate beyond. The recurrences run
+burst by burst until they repeat themselves (``DmaTiming._repeat``), then the period fills in
+the rest exactly.
 """
 from __future__ import annotations
 
