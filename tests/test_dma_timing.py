@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
+from tpusim.arch import dma_timing as dt
 from tpusim.arch import isa
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
-from tpusim.arch import dma_timing as dt
 from tpusim.arch.dma_timing import EXACT_BURSTS, DmaTiming
 from tpusim.arch.isa import Engine
 from tpusim.sim import run_binary

@@ -8,15 +8,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend import pipeline
+from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.estimate import BOUNDS, Estimator, _Geometry, _prices
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
-from tpusim.arch.dma_timing import DmaTiming
-from tpusim.arch.timebase import Timebase
 from tpusim.arch.config import load_config
+from tpusim.arch.dma_timing import DmaTiming
 from tpusim.arch.errors import CompileError
+from tpusim.arch.timebase import Timebase
 from tpusim.flow import sweep
 
 

@@ -229,9 +229,9 @@ def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, 
     channel blocks (``ceil(cin / R)``, ``out_tiles``), output size, and the configuration's array
     (rows, cols), pixels per DDR granule, table words, lane groups, requant planes, bank and
     SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks)."""
-    return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow, cfg.array_rows, cfg.array_cols, align_px(cfg),
-            cfg.param_words, cfg.lane_groups, cfg.requant_planes, cfg.bank_words, cfg.sram_words,
-            cfg.acc_depth_rows, max_cout_blocks_per_group(cfg))
+    return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
+            cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
+            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg))
 
 
 def _product(*axes: np.ndarray) -> list:
