@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from tpusim.arch import dma_timing as dt
 from tpusim.arch import isa
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
@@ -54,3 +55,24 @@ def test_long_instructions_extrapolate_at_the_steady_rate():
     # bus's 25.6 B/ns (32 B per 1.25 ns beat)
     assert 256 / dt.load_burst_ps * 1000 == pytest.approx(19.5, abs=0.1)
     assert 256 / dt.bus_burst_ps * 1000 == pytest.approx(25.6)
+
+
+@pytest.mark.parametrize("hw", ["small", "seed"])
+def test_periodic_tail_equals_the_full_recurrence(hw, monkeypatch):
+    """Bursts past the point where the recurrences repeat themselves (filled in by the period)
+    are those the recurrences compute burst by burst, over clock ratios (core / DDR / DMA MHz),
+    DDR latencies and DMA depths (a repeat by a shift that is not a whole number of every clock's
+    periods would be wrong for some of these)."""
+    base = load_config(hw)
+
+    def clocks(core, ddr, dma):
+        return {"clk_core": dataclasses.replace(base.clk_core, freq_mhz=core),
+                "clk_ddr": dataclasses.replace(base.clk_ddr, freq_mhz=ddr),
+                "clk_dma": dataclasses.replace(base.clk_dma, freq_mhz=dma)}
+    cfgs = [dataclasses.replace(base, ddr_latency_cycles=lat, dma_outstanding=k, **clocks(*mhz))
+            for lat in (3, 7, 41) for k in (1, 2, 8) for mhz in ((1000, 800, 400), (250, 400, 400), (800, 1000, 200))]
+    fast = [dt.DmaTiming(c) for c in cfgs]
+    monkeypatch.setattr(dt, "MAX_PERIOD_BURSTS", 0)
+    for c, f in zip(cfgs, fast):
+        full = dt.DmaTiming(c)
+        assert (f._load[:2], f._store[:2]) == (full._load[:2], full._store[:2]), c

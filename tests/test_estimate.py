@@ -8,10 +8,15 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tpucompile.backend import pipeline
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.backend.estimate import BOUNDS, Estimator
+from tpucompile.backend.estimate import BOUNDS, Estimator, _Geometry, _prices
+from tpucompile.backend.work import generic_work
+from tpucompile.ops import OP_TABLE
 from tpusim.arch.config import load_config
+from tpusim.arch.dma_timing import DmaTiming
 from tpusim.arch.errors import CompileError
+from tpusim.arch.timebase import Timebase
 from tpusim.flow import sweep
 
 
@@ -77,3 +82,43 @@ def test_true_compulsory_traffic_and_floor(models):
     peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
     macs = sum(L["macs"] for L in b.meta["layers"])
     assert tc["floor_cycles"] == round(max(macs / cfg.pes, tc["total"] / peak))
+
+
+def _direct(qg, cfg):
+    """The estimate with no cache at all: the back end's layout, each op's tiling and work hook
+    called on ``cfg`` itself, layer by layer."""
+    dg = pipeline.host_transforms(pipeline.DeviceGraph(qg, cfg, pipeline.BackendOptions()))
+    lp = pipeline.layout(dg)
+    layers = []
+    for op, orig in zip(lp.qg.ops, dg.qg.ops):
+        dev = OP_TABLE.device(op)
+        w = (dev.work or generic_work)(op, lp.tensors, dev.tile(op, lp.tensors, cfg), cfg)
+        if w is not None:
+            layers.append((op.name, type(op).__name__, w, int(dev.macs(orig, dg.qg))))
+    return _Geometry(layers).evaluate(cfg, DmaTiming(cfg), Timebase(cfg).core.period_ps, _prices(cfg))
+
+
+def _same(a, b) -> bool:
+    """Two Estimates with bit-identical per-layer arrays."""
+    return a.names == b.names and all(np.array_equal(getattr(a, f), getattr(b, f))
+                                      for f in ("layer_cycles", "load_bytes", "store_bytes", "layer_macs",
+                                                "bound_index", "layer_energy_uj"))
+
+
+def test_memoised_stages_give_a_fresh_estimators_numbers(models):
+    """An Estimator that has met a grid of configs (arrays, SRAM, banks, accumulator, DDR latency,
+    clocks, DMA depth: layouts, tilings and work records reused across geometries and layers)
+    gives each config exactly what the back end's stages give it uncached, whatever the order
+    the points come in."""
+    qg = models["resnet50-reduced"].qg
+    grid = {"array": ["8x8", "16x16", "8x32"], "sram": ["32K", "64K"], "banks": [4, 8], "acc_depth": [256, 1024],
+            "ddr_latency": [10, 40], "core_mhz": [500, 1000], "outstanding": [2, 4]}
+    cfgs = [c.cfg for c in sweep.candidates("small", grid, []) if c.cfg]
+    assert len(cfgs) > 100
+    forward, backward = Estimator(qg), Estimator(qg)
+    ahead = [forward.estimate(c) for c in cfgs]
+    behind = [backward.estimate(c) for c in reversed(cfgs)][::-1]
+    for c, a, b in zip(cfgs[::17], ahead[::17], behind[::17]):
+        assert _same(a, b) and _same(a, _direct(qg, c)), c.name
+    assert all(_same(a, b) for a, b in zip(ahead, behind))
+    assert len(forward._tilings) < len(cfgs) * len(qg.ops) / 4      # the tilings were shared

@@ -3,9 +3,9 @@ configuration, per layer, without emitting or simulating a program (architecture
 thousands of candidate chips with it; tpusim.flow.sweep checks it against the SimPy model).
 
 How a layer is estimated:
-  1. the back end's own ``host_transforms``, ``layout`` and ``tiling`` decisions (the tiling of a
-     layer is cached by the op and the configuration fields the tilers read, so a sweep over DMA
-     depth, clocks or DDR latency re-tiles only when the tilers' inputs change);
+  1. the back end's own ``host_transforms``, ``layout`` and ``tiling`` decisions (each cached on
+     exactly the configuration attributes it read, ``cfgmemo.ReadMemo``, the tiling per layer
+     shape: a sweep redoes a stage only when what that stage read changes);
   2. each op's ``work`` hook (``ops.registry.DeviceOp.work``; ``generic_work`` for ops without
      one) turns the tiling into a ``LayerWork``: DMA instructions (count x bursts), MXU and VPU
      busy cycles, tiles;
@@ -30,13 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend import pipeline
+from tpucompile.backend.cfgmemo import ReadMemo
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
 from tpusim.arch.config import HwConfig
-from tpusim.arch.costs import AreaTable, EnergyTable
-from tpusim.arch.dma_timing import dma_timing
-from tpusim.arch.timebase import Timebase
+from tpusim.arch.dma_timing import DmaTiming
 
 #: core cycles an engine spends between instructions (dispatch, token hand-over)
 ISSUE_CYCLES = 2
@@ -183,12 +182,7 @@ _TIMING_ONLY = ("name", "dma_outstanding", "energy", "area")
 
 def _geometry_key(cfg: HwConfig) -> tuple:
     """The config without the fields no tiler and no work hook reads."""
-    return tuple((f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in _TIMING_ONLY)
-
-
-def _dma_key(cfg: HwConfig) -> HwConfig:
-    """``cfg`` with the fields the DMA timing does not read normalised (one DmaTiming per timing)."""
-    return dataclasses.replace(cfg, name="", energy=EnergyTable(), area=AreaTable(), acc_depth_rows=1)
+    return tuple(getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _TIMING_ONLY)
 
 
 #: op fields no tiler or work hook reads: the name and scalar quantization parameters
@@ -220,41 +214,87 @@ def _layout_signature(L) -> tuple:
     return L.shape, L.blk, L.pads, L.need, L.view_of is not None, L.view_block, L.chan_map is not None
 
 
+def _tiling_value(tl) -> tuple:
+    """A tiling record as a hashable value: its class and attributes but ``est_cycles`` (the
+    tiler's own guess, which no work hook reads): two tilings with the same value give the same
+    LayerWork. Its dicts and lists (slot addresses and sizes: ints, strings and tuples of them)
+    are taken by their repr, which tells such values apart."""
+    return (type(tl),) + tuple((k, repr(v) if type(v) in _CONTAINERS else v)
+                               for k, v in vars(tl).items() if k != "est_cycles")
+
+
+_CONTAINERS = (dict, list)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The device graph of one layout (``host_transforms`` and ``layout`` of the back end):
+    ``index`` (the layout's number in this Estimator), ``lays`` (tensor -> ActLayout) and per op
+    (device order) the op, its DeviceOp, the number of its tiling ``_signature`` (ops of one
+    signature share a number) and its MACs."""
+    index: int
+    lays: dict
+    layers: tuple
+
+
 class Estimator:
-    """Estimates of one QGraph on many configurations. The back end's layout and tilings and the
-    ops' work records are cached per geometry (the config without DMA depth and cost tables),
-    tilings also between layers of the same shape, so a sweep re-tiles only what changed."""
+    """Estimates of one QGraph on many configurations. Every stage is cached on exactly the
+    config attributes it reads (``cfgmemo.ReadMemo``): the layout, each layer's tiling and work
+    record (shared by the layers of the same ``_signature``; work records by the tiling's value),
+    the arrays of a geometry (by its work records), the DMA timing; so a sweep redoes only what
+    the knobs it turns can change, and whole configs differing only in DMA depth or cost tables
+    share one geometry. Tilings are interned by value, so work records are keyed by identity."""
 
     def __init__(self, qg: QGraph) -> None:
         qg.validate()
         self.qg = qg
-        self._tilings: dict = {}
-        self._geometries: dict = {}
+        self._plans, self._tilings, self._works = ReadMemo(), ReadMemo(), ReadMemo()
+        self._timings = ReadMemo()
+        self._interned: dict = {}          # _tiling_value -> the first tiling of that value
+        self._by_works: dict = {}          # (layout, work records) -> _Geometry
+        self._geometries: dict = {}        # _geometry_key -> _Geometry
+
+    def _plan(self, cfg) -> _Plan:
+        dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
+        lp = pipeline.layout(dg)
+        sigs: dict = {}                    # signature -> its number in this layout
+        layers = tuple((op, OP_TABLE.device(op), sigs.setdefault(_signature(op, lp.tensors), len(sigs)),
+                        int(OP_TABLE.device(op).macs(orig, dg.qg)))
+                       for op, orig in zip(lp.qg.ops, dg.qg.ops))
+        return _Plan(len(self._plans), lp.tensors, layers)
+
+    def _intern(self, tl):
+        """The first tiling met with the value of ``tl`` (``_tiling_value``), else ``tl``."""
+        return self._interned.setdefault(_tiling_value(tl), tl)
 
     def _geometry(self, cfg: HwConfig) -> _Geometry:
         key = _geometry_key(cfg)
         g = self._geometries.get(key)
-        if g is not None:
-            return g
-        dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
-        lp = pipeline.layout(dg)
-        qg, lays, logical = lp.qg, lp.tensors, dg.qg
-        layers = []
-        for op, orig in zip(qg.ops, logical.ops):
-            dev = OP_TABLE.device(op)
-            tkey = (key, _signature(op, lays))
-            if tkey not in self._tilings:
-                self._tilings[tkey] = dev.tile(op, lays, cfg)
-            w = (dev.work or generic_work)(op, lays, self._tilings[tkey], cfg)
-            if w is not None:            # None: a view, no instruction
-                layers.append((op.name, type(op).__name__, w, int(dev.macs(orig, logical))))
-        g = self._geometries[key] = _Geometry(layers)
+        if g is None:
+            g = self._geometries[key] = self._build(cfg)
+        return g
+
+    def _build(self, cfg: HwConfig) -> _Geometry:
+        plan = self._plans.get((), cfg, self._plan)
+        lays, by_sig = plan.lays, {}
+        for op, dev, sig, _ in plan.layers:
+            if sig in by_sig:
+                continue
+            tl = self._tilings.get((plan.index, sig), cfg, lambda c: self._intern(dev.tile(op, lays, c)))
+            hook = dev.work or generic_work
+            by_sig[sig] = self._works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
+        works = [by_sig[sig] for _, _, sig, _ in plan.layers]
+        key = (plan.index, tuple(map(id, works)))
+        g = self._by_works.get(key)
+        if g is None:
+            g = self._by_works[key] = _Geometry([(op.name, type(op).__name__, w, macs)
+                                                 for (op, _, _, macs), w in zip(plan.layers, works) if w is not None])
         return g
 
     def estimate(self, cfg: HwConfig) -> Estimate:
         """The Estimate of the graph on ``cfg``; CompileError naming the op if it does not fit."""
-        return self._geometry(cfg).evaluate(cfg, dma_timing(_dma_key(cfg)), Timebase(cfg).core.period_ps,
-                                            _prices(cfg))
+        dt = self._timings.get((), cfg, DmaTiming)
+        return self._geometry(cfg).evaluate(cfg, dt, dt.core.period_ps, _prices(cfg))
 
 
 def estimate(qg: QGraph, cfg: HwConfig) -> Estimate:

@@ -20,7 +20,10 @@ one slot) and ``acc_rows`` (accumulator rows per half), which the tiling verifie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
+
+import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, out_tiles, round_up
 from tpusim.arch.config import HwConfig
@@ -71,7 +74,8 @@ class EltTiling:
     acc_rows = 0
 
 
-def _cands(n: int, step: int = 1) -> list:
+@lru_cache(maxsize=4096)
+def _cands(n: int, step: int = 1) -> tuple:
     """Distinct tile sizes ceil(n/k) (rounded up to step), largest first."""
     out = []
     for k in range(1, n + 1):
@@ -80,17 +84,19 @@ def _cands(n: int, step: int = 1) -> list:
             out.append(v)
         if v <= step:
             break
-    return out
+    return tuple(out)
 
 
-def _pow_cands(n: int) -> list:
+@lru_cache(maxsize=4096)
+def _pow_cands(n: int) -> tuple:
+    """Distinct tile sizes ceil(n / 2^j), largest first."""
     out, k = [], 1
     while True:
         v = ceil_div(n, k)
         if v not in out:
             out.append(v)
         if v == 1:
-            return out
+            return tuple(out)
         k *= 2
 
 
@@ -130,9 +136,13 @@ class _Alloc:
 def out_slot_words(cfg: HwConfig, M: int) -> int:
     """REQUANT/STORE chunk (accumulator rows): two of them (``requant_planes`` words a row) and
     two requant-table slots (``table_slot_words``) share one bank when possible."""
-    ap = align_px(cfg)
-    cap = max(ap, (cfg.bank_words - 2 * table_slot_words(cfg)) // (2 * cfg.requant_planes), 16)
-    return max(1, min(M, cap - cap % ap if cap >= ap else ap))
+    return max(1, min(M, _out_slot_cap(align_px(cfg), cfg.bank_words, table_slot_words(cfg), cfg.requant_planes)))
+
+
+def _out_slot_cap(ap: int, bank_words: int, table_words: int, planes: int) -> int:
+    """``out_slot_words``' bound on the chunk (accumulator rows), a multiple of ``ap`` pixels."""
+    cap = max(ap, (bank_words - 2 * table_words) // (2 * planes), 16)
+    return cap - cap % ap if cap >= ap else ap
 
 
 def table_slot_words(cfg: HwConfig) -> int:
@@ -141,9 +151,9 @@ def table_slot_words(cfg: HwConfig) -> int:
     return cfg.lane_groups * cfg.param_words
 
 
-def _wstride(cfg: HwConfig) -> int:
-    C, bw = cfg.array_cols, cfg.bank_words
-    return round_up(C, bw) if 2 * C > bw else C
+def _wstride(cols: int, bank_words: int) -> int:
+    """Words between two weight slots of ``cols`` words: a bank each when two do not fit one."""
+    return round_up(cols, bank_words) if 2 * cols > bank_words else cols
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool):
@@ -179,83 +189,158 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
     return TOKEN_MAX - cfg.queue_depth - 1 - TOKEN_MARGIN
 
 
+class ConvCandidates(NamedTuple):
+    """The conv tilings ``tile_conv`` weighs, in its search order (tw, th, nbg, kbg, ni nested,
+    each largest first; ni 2 then 1), as int64 arrays (``aligned`` bool): the tile, and what it
+    costs apart from the LOAD channel's bandwidth: DDR bytes loaded (input windows, weights,
+    tables), DMA instructions, MXU and VPU cycles, bytes of the input windows the MXU waits for
+    with one input slot (0 with two)."""
+    th: np.ndarray
+    tw: np.ndarray
+    nbg: np.ndarray
+    kbg: np.ndarray
+    ni: np.ndarray
+    s_out: np.ndarray
+    ih: np.ndarray
+    iw: np.ndarray
+    aligned: np.ndarray
+    load_bytes: np.ndarray
+    n_dma: np.ndarray
+    mxu_cycles: np.ndarray
+    vpu_cycles: np.ndarray
+    wait_bytes: np.ndarray
+    terms: tuple          # float64 (load bytes, 40 x DMAs, max(MXU, VPU), MXU, unaligned 0/1, wait bytes)
+
+    def est_cycles(self, bw: float) -> np.ndarray:
+        """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
+        module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
+        of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
+        input slot exposes; each term added as 0.0 where it does not apply)."""
+        load_b, dma, peak, mxu, unaligned, wait_b = self.terms
+        load_t = load_b / bw + dma
+        est = np.maximum(load_t, peak)
+        est += 0.3 * np.minimum(load_t, mxu) * unaligned
+        est += wait_b / bw
+        return est
+
+
+def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> tuple:
+    """Everything ``conv_candidates`` depends on: the layer's kernel, strides, input and output
+    channel blocks (``ceil(cin / R)``, ``out_tiles``), output size, and the configuration's array
+    (rows, cols), pixels per DDR granule, table words, lane groups, requant planes, bank and
+    SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks)."""
+    return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
+            cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
+            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg))
+
+
+def _product(*axes: np.ndarray) -> list:
+    """The cartesian product of 1-D arrays, first axis outermost (C order), one flat array each."""
+    grids = np.meshgrid(*axes, indexing="ij")
+    return [g.reshape(-1) for g in grids]
+
+
+@lru_cache(maxsize=256)         # a table: about 20 arrays of 300 to 8,000 candidates
+def conv_candidates(key: tuple) -> ConvCandidates:
+    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
+    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
+    regions fit, with its costs (``ConvCandidates``). Cached (read-only arrays)."""
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg = key
+    W, T, tsw = R, kh * kw, mg * pw
+    wgrp = round_up(2 * _wstride(C, bwd), bwd)
+    # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
+    tw_c, th_c = np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64)
+    tw, th = np.repeat(tw_c, len(th_c)), np.tile(th_c, len(tw_c))
+    keep = tw * th <= acc_depth
+    tw, th = tw[keep], th[keep]
+    M, ih, iw = tw * th, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
+    ntiles = -(-oh // th) * -(-ow // tw)
+    s_out = np.maximum(1, np.minimum(M, _out_slot_cap(ap, bwd, tsw, mp)))
+    fixed = 2 * C + 2 * tsw + 2 * mp * s_out                  # SRAM words besides the input slots
+    # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered
+    nbs = np.array([n for n in _pow_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
+    kbs = np.array(_pow_cands(KB), np.int64)
+    i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
+    nbg, kbg, ni = nbs[b], kbs[k], 2 - n
+    slot = kbg * (ih * iw)[i]
+    keep = (M[i] * nbg <= acc_depth) & (fixed[i] + ni * slot <= sram_words)
+    i, nbg, kbg, ni, slot = i[keep], nbg[keep], kbg[keep], ni[keep], slot[keep]
+    nkg = -(-KB // kbg)
+    windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
+    pogrp = -(-(2 * tsw + 2 * mp * s_out) // bwd) * bwd
+    out = ConvCandidates(
+        th[i], tw[i], nbg, kbg, ni, s_out[i], ih[i], iw[i],
+        aligned=(wgrp + pogrp)[i] + ni * (-(-slot // bwd) * bwd) <= sram_words,
+        load_bytes=(windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
+                    + (ntiles * (NB * KB * T * C * W + NB * pw * W))[i]),
+        n_dma=windows * nkg + (ntiles * (NB * KB * T + NB))[i],
+        mxu_cycles=(ntiles * (NB * KB * T) * (C + M + R + C + 6))[i],
+        vpu_cycles=(ntiles * NB * (mp * M + pw * -(-M // s_out)))[i],
+        wait_bytes=np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0), terms=())
+    out = out._replace(terms=tuple(a.astype(np.float64) for a in (
+        out.load_bytes, 40 * out.n_dma, np.maximum(out.mxu_cycles, out.vpu_cycles), out.mxu_cycles, ~out.aligned,
+        out.wait_bytes)))
+    for a in (*out[:-1], *out.terms):
+        a.flags.writeable = False
+    return out
+
+
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> ConvTiling:
-    """The cheapest conv tiling (module docstring). Non-square arrays: NB = ``out_tiles`` N
-    tiles; a group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output
-    slots hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``."""
-    R, C = cfg.array_rows, cfg.array_cols
-    W = cfg.word_bytes
-    ap = align_px(cfg)
-    kh, kw = kernel
-    sh, sw = strides
-    KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
-    pw, mg, mp = cfg.param_words, cfg.lane_groups, cfg.requant_planes
-    tsw = table_slot_words(cfg)
-    bwd = cfg.bank_words
-    bw = load_bw(cfg)
-    wgrp = round_up(2 * _wstride(cfg), bwd)
-    sram_words, acc_depth, max_nbg = cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg)
-    nb_cands, kb_cands, th_cands = _pow_cands(NB), _pow_cands(KB), _cands(oh)
-    best = None
-    for tw in _cands(ow, ap):
-        for th in th_cands:
-            M = th * tw
-            if M > acc_depth:
-                continue
-            ih = (th - 1) * sh + kh
-            iw = (tw - 1) * sw + kw + (ap - 1)
-            ntiles = ceil_div(oh, th) * ceil_div(ow, tw)
-            s_out = out_slot_words(cfg, M)
-            pogrp = round_up(2 * tsw + 2 * mp * s_out, bwd)
-            for nbg in nb_cands:
-                if M * nbg > acc_depth or nbg > max_nbg or nbg % mg:
-                    continue
-                ngrp = ceil_div(NB, nbg)
-                for kbg in kb_cands:
-                    nkg = ceil_div(KB, kbg)
-                    slot = kbg * ih * iw
-                    for ni in (2, 1):
-                        packed = 2 * C + 2 * tsw + 2 * mp * s_out + ni * slot
-                        if packed > sram_words:
-                            continue
-                        aligned = wgrp + pogrp + ni * round_up(slot, bwd) <= sram_words
-                        in_b = ntiles * (1 if nkg == 1 else ngrp) * KB * ih * ((tw - 1) * sw + kw) * W
-                        w_b = ntiles * NB * KB * T * C * W
-                        p_b = ntiles * NB * pw * W
-                        n_dma = ntiles * ((1 if nkg == 1 else ngrp) * nkg + NB * KB * T + NB)
-                        load_t = (in_b + w_b + p_b) / bw + 40 * n_dma
-                        mxu_t = ntiles * NB * KB * T * (C + M + R + C + 6)
-                        vpu_t = ntiles * NB * (mp * M + pw * ceil_div(M, s_out))
-                        est = max(load_t, mxu_t, vpu_t)
-                        if not aligned:   # bank conflicts: the LOAD channel waits behind MATMULs
-                            est += 0.3 * min(load_t, mxu_t)
-                        if ni == 1:   # the next window's load waits for this one's last MATMUL
-                            est += ntiles * (1 if nkg == 1 else ngrp) * KB * ih * iw * W / bw
-                        if best is None or est < best.est_cycles:
-                            best = ConvTiling(th, tw, nbg, kbg, ni, 2, s_out, ih, iw,
-                                              est_cycles=est, load_bytes=in_b + w_b + p_b)
-                            best.aligned = aligned
-    if best is None:
+    """The cheapest conv tiling (module docstring): of ``conv_candidates``, the first with the
+    least ``est_cycles`` at ``load_bw(cfg)``. Non-square arrays: NB = ``out_tiles`` N tiles; a
+    group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
+    hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``.
+    CompileError naming the node if no tiling fits the SRAM."""
+    key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg)
+    c = conv_candidates(key)
+    if len(c.th) == 0:
+        C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
+        (kh, kw), (sh, sw) = kernel, strides
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
                            f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * tsw + 2 * mp + kh * (kw + ap - 1)} "
                            f"words: double-buffered weight tiles, requant tables, input window)")
-    slot = best.kbg * best.ih * best.iw
-    for aligned in ((True, False) if best.aligned else (False,)):
+    est = c.est_cycles(load_bw(cfg))
+    i = int(np.argmin(est))
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves = \
+        _conv_choice(node, key, c, i, cfg)
+    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
+                      acc_halves=acc_halves, est_cycles=float(est[i]), load_bytes=load_bytes, aligned=aligned,
+                      slot_words=dict(slot_words))
+
+
+#: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
+_CHOICES: dict = {}
+_CHOICES_MAX = 1 << 16
+
+
+def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
+    """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
+    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves): the most weight slots
+    (4, 3, 2) whose regions fit, bank-aligned if the candidate is and that fits, else packed.
+    Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
+    bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
+    no region set fits."""
+    out = _CHOICES.get((key, i))
+    if out is not None:
+        return out
+    th, tw, nbg, kbg, ni, s_out, ih, iw = (int(a[i]) for a in c[:8])
+    slot = kbg * ih * iw
+    for aligned in ((True, False) if c.aligned[i] else (False,)):
         for nw in (4, 3, 2):
-            regs = conv_regions(cfg, nw, best.s_out, best.ni, slot, aligned)
+            regs = conv_regions(cfg, nw, s_out, ni, slot, aligned)
             if regs is not None:
-                best.nw, best.regions, best.aligned = nw, regs, aligned
-                break
-        if best.regions:
-            break
-    if not best.regions:
-        raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
-    best.acc_halves = 2 * best.nbg * best.th * best.tw <= cfg.acc_depth_rows
-    best.slot_words = {"w": C, "p": tsw, "o": mp * best.s_out, "i": slot}
-    return best
+                if len(_CHOICES) >= _CHOICES_MAX:
+                    _CHOICES.clear()
+                slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
+                              "i": slot}
+                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+                                            aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows)
+                return out
+    raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 
 
+@lru_cache(maxsize=None)
 def field_max(opcode: str, field: str) -> int:
     """Largest value of an unsigned instruction field (tpusim.arch.isa.OPCODES)."""
     spec = next(f for f in OPCODES[opcode].fields if f.name == field)
@@ -265,24 +350,44 @@ def field_max(opcode: str, field: str) -> int:
 def tile_vector(nblocks: int, kernel, strides, oh: int, ow: int, cfg: HwConfig, cost) -> EltTiling | None:
     """The cheapest tile of a vector-unit op (pool, add): th output rows x tw columns (tw a multiple
     of ``align_px`` unless it is the whole row) x kbg channel blocks, reading an ih x iw input
-    window (iw with ``align_px - 1`` columns of slack for the aligned DMA).
+    window (iw with ``align_px - 1`` columns of slack for the aligned DMA); of equal costs the
+    first in the order of ``vector_candidates``.
 
-    cost(th, tw, ih, iw, kbg, ntiles) -> estimated cycles of the op with that tile, or None if
-    it does not fit. Returns None if no tile fits."""
-    ap = align_px(cfg)
-    kh, kw = kernel
-    sh, sw = strides
-    best = None
-    for tw in _cands(ow, ap):
-        for th in _cands(oh):
-            ih = (th - 1) * sh + kh
-            iw = (tw - 1) * sw + kw + (ap - 1)
-            for kbg in _pow_cands(nblocks):
-                nt = ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(nblocks, kbg)
-                est = cost(th, tw, ih, iw, kbg, nt)
-                if est is not None and (best is None or est < best.est_cycles):
-                    best = EltTiling(th, tw, kbg, ih, iw, est_cycles=est)
-    return best
+    cost(th, tw, ih, iw, kbg, ntiles) -> estimated cycles of the op with each tile: int64 arrays
+    of the candidates in, a float64 array out (inf where the tile does not fit). Returns None if
+    no tile fits."""
+    c = vector_candidates(nblocks, tuple(kernel), tuple(strides), oh, ow, align_px(cfg))
+    est = cost(c.th, c.tw, c.ih, c.iw, c.kbg, c.ntiles)
+    i = int(np.argmin(est))
+    if not np.isfinite(est[i]):
+        return None
+    return EltTiling(int(c.th[i]), int(c.tw[i]), int(c.kbg[i]), int(c.ih[i]), int(c.iw[i]), est_cycles=float(est[i]))
+
+
+class VectorCandidates(NamedTuple):
+    """The tiles ``tile_vector`` weighs (int64 arrays, in its order)."""
+    th: np.ndarray
+    tw: np.ndarray
+    ih: np.ndarray
+    iw: np.ndarray
+    kbg: np.ndarray
+    ntiles: np.ndarray
+
+
+@lru_cache(maxsize=1024)
+def vector_candidates(nblocks: int, kernel: tuple, strides: tuple, oh: int, ow: int, ap: int) -> VectorCandidates:
+    """Every tile of an oh x ow output of ``nblocks`` channel blocks: tw (``_cands`` of ow,
+    multiples of ``ap`` pixels), th (``_cands`` of oh), kbg (halvings of ``nblocks``) nested, each
+    largest first, with its input window (ih, iw: ``kernel``, ``strides``, ``ap - 1`` columns of
+    slack) and its tile count. Cached (read-only arrays)."""
+    (kh, kw), (sh, sw) = kernel, strides
+    tw, th, kbg = _product(np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64),
+                           np.array(_pow_cands(nblocks), np.int64))
+    out = VectorCandidates(th, tw, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1), kbg,
+                           -(-oh // th) * -(-ow // tw) * -(-nblocks // kbg))
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def place_slot_groups(tl: EltTiling, sizes: dict, cfg: HwConfig) -> None:
@@ -306,8 +411,8 @@ def tile_vector_buffered(nblocks: int, kernel, strides, oh: int, ow: int, cfg: H
     """``tile_vector`` with two slot groups (double buffering) if a tile fits so, else with one
     (the next tile's loads then wait for this tile's work: slower, but a large window still
     compiles), placed by ``place_slot_groups`` or packed single. ``cost(th, tw, ih, iw, kbg, nt,
-    groups)`` -> cycles or None; ``words(tl)`` -> {region: words of one slot}. None if neither
-    fits."""
+    groups)`` -> cycles (arrays, inf where a tile does not fit, as for ``tile_vector``);
+    ``words(tl)`` -> {region: words of one slot}. None if neither fits."""
     for groups in (2, 1):
         tl = tile_vector(nblocks, kernel, strides, oh, ow, cfg,
                          lambda th, tw, ih, iw, kbg, nt, g=groups: cost(th, tw, ih, iw, kbg, nt, g))

@@ -150,9 +150,8 @@ def _tile(op: QAdd, lays: dict, cfg) -> EltTiling:
     W, bw = cfg.word_bytes, load_bw(cfg)
 
     def cost(th, tw, ih, iw, kbg, nt):
-        if kbg * th * tw > field_max("ADD", "count") or 2 * kbg * th * tw * 3 > cfg.sram_words:
-            return None
-        return nt * kbg * ih * iw * W * 2 / bw + 60 * nt * 3
+        fits = (kbg * th * tw <= field_max("ADD", "count")) & (2 * kbg * th * tw * 3 <= cfg.sram_words)
+        return np.where(fits, nt * kbg * ih * iw * W * 2 / bw + 60 * nt * 3, np.inf)
 
     tl = tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:

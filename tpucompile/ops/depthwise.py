@@ -165,12 +165,12 @@ def _tile(op: QDwConv, lays: dict, cfg) -> EltTiling:
     W, bw = cfg.word_bytes, load_bw(cfg)
 
     def cost(th, tw, ih, iw, kbg, nt, groups):
+        fits = groups * kbg * (ih * iw + th * tw + taps + pw) <= cfg.sram_words
         if kh > field_max("DWCONV", "win_h") or kw > field_max("DWCONV", "win_w"):
-            return None
-        if groups * kbg * (ih * iw + th * tw + taps + pw) > cfg.sram_words:
-            return None
+            fits = False
         load, compute = kbg * ih * iw * W / bw, kbg * (pw + th * tw * (2 * taps + 1))
-        return nt * (max(load, compute) if groups == 2 else load + compute) + 60 * nt * (2 + kbg)
+        est = nt * (np.maximum(load, compute) if groups == 2 else load + compute) + 60 * nt * (2 + kbg)
+        return np.where(fits, est, np.inf)
 
     tl = tile_vector_buffered(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost,
                               lambda t: {"i": t.kbg * t.ih * t.iw, "o": t.kbg * t.th * t.tw, "w": t.kbg * taps,

@@ -226,9 +226,8 @@ def _tile(op: QLut, lays: dict, cfg) -> EltTiling:
 
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
-        if n > field_max("LUT", "count") or 2 * n + cfg.lut_words > cfg.sram_words:
-            return None
-        return nt * n * W * 2 / bw + 60 * nt * 2
+        fits = (n <= field_max("LUT", "count")) & (2 * n + cfg.lut_words <= cfg.sram_words)
+        return np.where(fits, nt * n * W * 2 / bw + 60 * nt * 2, np.inf)
 
     tl = tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:

@@ -126,9 +126,8 @@ def _tile(op: QMul, lays: dict, cfg) -> EltTiling:
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
         nb = kbg if op.gate else n
-        if n > field_max("MUL", "count") or 2 * (2 * n + nb) > cfg.sram_words:
-            return None
-        return nt * (n * W * 2 + nb * W) / bw + 60 * nt * (2 + (kbg if op.gate else 1))
+        fits = (n <= field_max("MUL", "count")) & (2 * (2 * n + nb) <= cfg.sram_words)
+        return np.where(fits, nt * (n * W * 2 + nb * W) / bw + 60 * nt * (2 + (kbg if op.gate else 1)), np.inf)
 
     tl = tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:

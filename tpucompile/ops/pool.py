@@ -275,10 +275,9 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
                            f"({field_max('POOL', 'win_h')} x {field_max('POOL', 'win_w')})")
 
     def cost(th, tw, ih, iw, kbg, nt, groups):
-        if groups * kbg * (ih * iw + th * tw) > cfg.sram_words:
-            return None
         load = kbg * ih * iw * W / bw
-        return nt * (load if groups == 2 else load + kbg * th * tw * (kh * kw + 1)) + 60 * nt * (2 + kbg)
+        est = nt * (load if groups == 2 else load + kbg * th * tw * (kh * kw + 1)) + 60 * nt * (2 + kbg)
+        return np.where(groups * kbg * (ih * iw + th * tw) <= cfg.sram_words, est, np.inf)
 
     ap = align_px(cfg)
     if any(rx % ap for _, _, rx0, rx1, _, _ in getattr(op, "regions", ()) for rx in (rx0 + Y.pads[1],)):

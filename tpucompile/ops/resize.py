@@ -209,9 +209,8 @@ def _tile(op: QResize, lays: dict, cfg) -> EltTiling:
 
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
-        if n > field_max("POOL", "out_h") or sw > field_max("POOL", "out_w") or 2 * n * (1 + sw) > cfg.sram_words:
-            return None
-        return nt * n * W * (1 + sw * sh) / bw + 60 * nt * (2 + kbg)
+        fits = (n <= field_max("POOL", "out_h")) & (2 * n * (1 + sw) <= cfg.sram_words) & (sw <= field_max("POOL", "out_w"))
+        return np.where(fits, nt * n * W * (1 + sw * sh) / bw + 60 * nt * (2 + kbg), np.inf)
 
     tl = tile_vector(X.nblocks, (1, 1), (1, 1), X.H, X.W, cfg, cost)
     if tl is None:

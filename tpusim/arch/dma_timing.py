@@ -8,10 +8,13 @@ share the DDR bus, which the estimator accounts for separately).
 
 ``DmaTiming(cfg).load_ps(n)`` / ``store_ps(n)``: picoseconds from the instruction's start edge to
 its completion for ``n`` whole bursts of ``dma.burst_bytes`` (n >= 1), exact up to
-``EXACT_BURSTS`` bursts and extrapolated at the steady-state rate beyond.
+``EXACT_BURSTS`` bursts and extrapolated at the steady-state rate beyond. The recurrences run
+burst by burst until they repeat themselves (``DmaTiming._repeat``), then the period fills in
+the rest exactly.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -22,6 +25,8 @@ from tpusim.arch.timebase import Timebase
 #: bursts evaluated exactly; longer instructions continue at the rate of the last STEADY_BURSTS
 EXACT_BURSTS = 256
 STEADY_BURSTS = 64
+#: longest period (bursts) after which the recurrences are checked for repeating themselves
+MAX_PERIOD_BURSTS = 32
 _START_EDGE = 1000       # a DMA edge well after reset, so every phase relation has settled
 
 
@@ -36,6 +41,7 @@ class DmaTiming:
         self.words = cfg.dma_burst_bytes // cfg.word_bytes
         self.latency = cfg.ddr_latency_cycles
         self.k = cfg.dma_outstanding
+        self._lcm_ps = math.lcm(self.core.period_ps, self.ddr.period_ps, self.dma.period_ps)
         if self.k < 1:
             raise ConfigError(f"config '{cfg.name}': dma.outstanding must be >= 1, got {self.k}")
         self._load = self._curve(self._load_completions())
@@ -60,6 +66,7 @@ class DmaTiming:
     def _load_completions(self) -> list[int]:
         s = self._start()
         f: list[int] = []
+        regs: list[tuple] = []
         r = g = None
         for j in range(EXACT_BURSTS):
             free = f[j - self.k] if j >= self.k else s
@@ -68,11 +75,15 @@ class DmaTiming:
             d = self._cdc(done, self.dma)
             e = d if j == 0 else max(d, f[j - 1])
             f.append(self._sram_done(e))
+            regs.append((r, g))
+            if self._repeat(f, regs):
+                break
         return [t - s for t in f]
 
     def _store_completions(self) -> list[int]:
         s = self._start()
         f: list[int] = []
+        regs: list[tuple] = []
         d = g = None
         for j in range(EXACT_BURSTS):
             free = f[j - self.k] if j >= self.k else s
@@ -80,21 +91,43 @@ class DmaTiming:
             d = self._sram_done(r)
             g, done = self._ddr_done(d, g)
             f.append(self._cdc(done, self.dma))
+            regs.append((d, g))
+            if self._repeat(f, regs):
+                break
         return [t - s for t in f]
 
+    def _repeat(self, f: list[int], regs: list[tuple]) -> bool:
+        """If the recurrence has become periodic, extend ``f`` to EXACT_BURSTS and return True.
+
+        The next burst depends only on the last ``k`` completions ``f`` and the registers
+        ``regs`` (request, grant) of the last burst, once every burst waits for one k back. If
+        that state equals the one ``P`` bursts earlier shifted by ``delta`` ps, a multiple of
+        every clock period (so every clock edge shifts with it), every later burst repeats the
+        one ``P`` earlier ``delta`` later: exact, not an extrapolation."""
+        j = len(f) - 1
+        for p in range(1, min(MAX_PERIOD_BURSTS, j - self.k + 1) + 1):
+            delta = f[j] - f[j - p]
+            if delta % self._lcm_ps or any(a - b != delta for a, b in zip(regs[j], regs[j - p])):
+                continue
+            if all(f[j - i] - f[j - p - i] == delta for i in range(1, self.k)):
+                for m in range(j + 1, EXACT_BURSTS):
+                    f.append(f[m - p] + delta)
+                return True
+        return False
+
     @staticmethod
-    def _curve(done_ps: list[int]) -> tuple[list[int], float]:
+    def _curve(done_ps: list[int]) -> tuple[list[int], float, np.ndarray]:
+        """(completion ps of bursts 1..EXACT_BURSTS, steady ps per burst beyond, the same
+        completions as float64 with a leading 0.0 for no burst)."""
         slope = (done_ps[-1] - done_ps[-1 - STEADY_BURSTS]) / STEADY_BURSTS
-        return done_ps, slope
+        return done_ps, slope, np.concatenate(([0.0], np.asarray(done_ps, dtype=np.float64)))
 
     @staticmethod
     def _at_array(curve, n: np.ndarray) -> np.ndarray:
-        done_ps, slope = curve
-        table = np.asarray(done_ps, dtype=np.float64)
-        n = np.asarray(n, dtype=np.int64)
-        inside = table[np.clip(n, 1, len(table)) - 1]
-        out = np.where(n <= len(table), inside, table[-1] + (n - len(table)) * slope)
-        return np.where(n <= 0, 0.0, out)
+        done_ps, slope, table = curve
+        n = np.maximum(np.asarray(n, dtype=np.int64), 0)
+        last = len(done_ps)
+        return np.where(n <= last, table[np.minimum(n, last)], table[-1] + (n - last) * slope)
 
     def load_ps_array(self, n_bursts: np.ndarray) -> np.ndarray:
         """``load_ps`` of each element (float64 ps)."""
@@ -106,7 +139,7 @@ class DmaTiming:
 
     @staticmethod
     def _at(curve, n: int) -> float:
-        done_ps, slope = curve
+        done_ps, slope, _ = curve
         if n <= 0:
             return 0.0
         if n <= len(done_ps):
