@@ -85,3 +85,19 @@ def test_cosim_on_user_files_and_noise_note(tmp_path, capsys):
     assert cosim_main(["--model", str(tmp_path / "one.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "b"),
                        "--input", str(tmp_path / "bad.npy")]) == 2
     assert "array of shape (1, 3, 8, 8) does not fit the input of shape (1, 1, 8, 8)" in capsys.readouterr().err
+
+
+def test_huge_input_refused_in_cosim_before_allocating(tmp_path, capsys):
+    """A 1x4096x512x512 input (4 GiB of float32; its seeded noise and 4 calibration samples
+    about 28 GiB) is refused with the input's name, shape and sizes before anything is drawn:
+    it used to be OOM-killed at 22 GB in cosim. The same rule on a stated 64 GiB machine takes it."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    onnx.save(qnets.make_model(nodes, {}, (1, 4096, 512, 512), "y", None), tmp_path / "huge.onnx")
+    rc = cosim_main(["--model", str(tmp_path / "huge.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "r")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "input 'x' of shape (1, 4096, 512, 512) is 4.00 GiB as float32: 5 of them" in err, err
+    assert "Traceback" not in err
+    inputs.check_data_memory("x", (1, 4096, 512, 512), 5, available=64 << 30)
+    with pytest.raises(CompileError, match=r"need about 28\.0 GiB, more than 60% of the 16\.0 GiB available"):
+        inputs.check_data_memory("x", (1, 4096, 512, 512), 5, available=16 << 30)

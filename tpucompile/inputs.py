@@ -25,10 +25,10 @@ import numpy as np
 from tpucompile import realdata
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
 from tpucompile.frontend.onnx_import import runtime_inputs
-from tpucompile.quantize.calibrate import CALIB_METHODS
+from tpucompile.quantize.calibrate import CALIB_METHODS, HOST_MEMORY_SHARE, available_memory_bytes
 from tpusim.arch.errors import CompileError
 
-__all__ = ["input_spec", "load_input", "load_calib", "model_data", "calib_arg", "add_calib_options", "IMAGE_SUFFIXES", "MAX_CALIB"]
+__all__ = ["input_spec", "load_input", "load_calib", "model_data", "check_data_memory", "calib_arg", "add_calib_options", "IMAGE_SUFFIXES", "MAX_CALIB"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 #: most calibration samples taken from a file or folder (calibration runs onnxruntime on each)
@@ -165,6 +165,23 @@ def _is_image(shape: tuple) -> bool:
     return len(shape) == 4 and shape[0] == 1 and shape[1] == 3 and shape[2] >= 16 and shape[3] >= 16
 
 
+def check_data_memory(name: str, shape: tuple, samples: int, available: int | None = None) -> None:
+    """CompileError, before anything is allocated, if ``samples`` float32 arrays of the input
+    ``shape`` (the test input and the calibration samples drawn here; samples read from a
+    ``--calib`` file are bounded by the file) and one float64 array of it (seeded noise is drawn
+    in float64) would need more than HOST_MEMORY_SHARE of the available memory
+    (``available`` bytes; default: the machine's). Names the input, its shape and the sizes."""
+    elements = int(np.prod(shape, dtype=object))
+    need_bytes = elements * (4 * samples + 8)
+    avail = available_memory_bytes() if available is None else available
+    if need_bytes > HOST_MEMORY_SHARE * avail:
+        gib = 1 << 30
+        raise CompileError(f"input {name!r} of shape {tuple(shape)} is {elements * 4 / gib:.2f} GiB as float32: "
+                           f"{samples} of them (the test input and the calibration samples) need about "
+                           f"{need_bytes / gib:.1f} GiB, more than {HOST_MEMORY_SHARE:.0%} of the {avail / gib:.1f} "
+                           "GiB available; use a smaller input")
+
+
 def model_data(model, input_path=None, calib=4, size=None) -> tuple:
     """(test input, calibration samples, notes) for ``model``: ``input_path`` a file or None;
     ``calib`` a count of built-in photographs (int) or a file/folder path; ``size`` overrides the
@@ -177,6 +194,7 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
         notes.append(f"--input-size {size} ignored: it resizes 3-channel images of at least 16x16, and "
                      f"the model's input {name!r} has shape {tuple(shape)}")
     image = _is_image(shape)
+    check_data_memory(name, shape, 1 + (int(calib) if isinstance(calib, (int, np.integer)) else 0))
     if input_path is not None:
         x = load_input(input_path, name, shape, input_layout(model))
     elif image:
