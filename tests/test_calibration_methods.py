@@ -1,5 +1,5 @@
 """--calib-method: minmax, percentile, mse, entropy (tpucompile.quantize.calibrate) on a small net;
-one outlier value in the calibration data wrecks minmax, not percentile or mse."""
+one outlier value in the calibration data wrecks minmax, not percentile, mse or entropy."""
 from __future__ import annotations
 
 import numpy as np
@@ -46,19 +46,21 @@ def test_ranges_stay_inside_min_max_and_percentile_clips():
     assert p[1] < full["x"][1] and p[0] > full["x"][0]
 
 
-def test_one_outlier_wrecks_minmax_not_percentile(tmp_path):
+def test_one_outlier_wrecks_minmax_only(tmp_path):
     """A single 1e30 in one of four calibration images: with minmax the input's scale swallows
     the test image (the int8 output no longer tracks FP32); percentile's median over the images
-    ignores that image."""
+    ignores that image; mse and entropy leave values beyond 16x the median of the samples' peaks
+    out of their error and histogram (calibrate.OUTLIER_FACTOR), so neither lets it set a range."""
     model = qnets.conv_bn_relu()
     xs = qnets.inputs(qnets.in_shape(model), 5, seed=3)
     xs[2][0, 0, 3, 3] = 1e30
     cos = {}
-    for method in ("minmax", "percentile"):
+    for method in CALIB_METHODS:
         v = run(model, "small", tmp_path / method, rtl=False, data=(xs[0], xs[1:]), name=method, calib_method=method)
         assert v.passed
         cos[method] = v.accuracy.get("cosine", 0.0)
-    assert cos["minmax"] < 0.9 and cos["percentile"] > 0.99, cos
+    assert cos["minmax"] < 0.9, cos
+    assert all(cos[m] > FLOORS[m] for m in ("percentile", "mse", "entropy")), cos
 
 
 def test_bad_method_and_percentile():

@@ -159,9 +159,11 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
       (tpucompile.ops.common.activation_params, round half even) has the least mean squared error
       on a seeded sample of the tensor's values, t among 41 steps of 0.2..1 x max|x| and the
       50..99.99 % quantiles of |x| (NVIDIA pytorch-quantization's MSE calibrator does a finer
-      search of the same kind);
+      search of the same kind); outliers (OUTLIER_FACTOR x the median of the samples' max |x|)
+      left out;
     * ``entropy``: TensorRT's KL-divergence threshold (Migacz 2017) on a 2048-bin histogram of
-      |x| (128 levels; 255 for a tensor without negative values), applied to both ends.
+      |x| (128 levels; 255 for a tensor without negative values), applied to both ends;
+      outliers (as for mse) left out of the histogram.
 
     Raises CompileError if `images` is empty or ``method`` is unknown."""
     names = list(dict.fromkeys(names))
@@ -179,6 +181,7 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     hi = {n: -np.inf for n in names}
     pct = {n: [] for n in names}
     samples = {n: [] for n in names}
+    peaks = {n: [] for n in names}                  # per sample max |x| (mse, entropy: outliers)
     rng = np.random.default_rng(0)
     for x in images:
         for n, v in zip(names, sess.run(names, {inp: x})):
@@ -192,12 +195,13 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
                                np.percentile(v, percentile, method="lower")))
             else:
                 samples[n].append(v if v.size <= SAMPLE_PER_IMAGE else rng.choice(v, SAMPLE_PER_IMAGE, replace=False))
+                peaks[n].append(float(np.abs(v).max(initial=0.0)))
     if method == "minmax":
         return {n: (lo[n], hi[n]) for n in names}
     if method == "percentile":
         return {n: (float(np.median([p[0] for p in pct[n]])), float(np.median([p[1] for p in pct[n]]))) for n in names}
     search = _mse_range if method == "mse" else _entropy_range
-    return {n: search(np.concatenate(samples[n]), lo[n], hi[n]) for n in names}
+    return {n: search(np.concatenate(samples[n]), lo[n], hi[n], _outlier_cap(peaks[n])) for n in names}
 
 
 def _qdq(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -205,10 +209,22 @@ def _qdq(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return (np.clip(np.round(v / scale) + zp, -128, 127) - zp) * scale
 
 
-def _mse_range(v: np.ndarray, lo: float, hi: float) -> tuple:
+#: ``mse`` / ``entropy``: a value more than this many times the median over the calibration
+#: samples of their max |x| is an outlier: left out of the MSE and of the histogram, so one 1e30
+#: in one sample cannot set a range (``minmax`` keeps it by definition)
+OUTLIER_FACTOR = 16.0
+
+
+def _outlier_cap(peaks: list) -> float:
+    """OUTLIER_FACTOR x the median of the per-sample max |x| ``peaks`` (inf for no peaks)."""
+    return OUTLIER_FACTOR * float(np.median(peaks)) if peaks else np.inf
+
+
+def _mse_range(v: np.ndarray, lo: float, hi: float, cap: float = np.inf) -> tuple:
     if not (hi > lo):
         return lo, hi
     a = np.abs(v)
+    v, a = v[a <= cap], a[a <= cap]                  # outliers left out of the error
     amax = float(a.max(initial=0.0))
     cands = np.unique(np.concatenate([amax * np.linspace(0.2, 1.0, 41),
                                       np.quantile(a, [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999])]))
@@ -221,12 +237,16 @@ def _mse_range(v: np.ndarray, lo: float, hi: float) -> tuple:
     return (float(best[1][0]), float(best[1][1])) if best else (lo, hi)
 
 
-def _entropy_range(v: np.ndarray, lo: float, hi: float, bins: int = 2048) -> tuple:
+def _entropy_range(v: np.ndarray, lo: float, hi: float, cap: float = np.inf, bins: int = 2048) -> tuple:
+    a = np.abs(v)
     amax = max(abs(lo), abs(hi))
+    if amax > cap:                                   # outliers left out of the histogram
+        a = a[a <= cap]
+        amax = float(a.max(initial=0.0))
     if amax <= 0 or not np.isfinite(amax):
         return lo, hi
     levels = 255 if lo >= 0 else 128
-    hist, _ = np.histogram(np.abs(v), bins=bins, range=(0.0, amax))
+    hist, _ = np.histogram(a, bins=bins, range=(0.0, amax))
     hist = hist.astype(np.float64)
     best = None
     for i in range(levels, bins + 1, 8):
