@@ -235,13 +235,14 @@ def test_short_rtl_campaign_passes_and_covers(tmp_path):
     print(f"20 RTL programs in {wall:.1f} s = {20 / wall * 3600:.0f} programs/hour (jobs=2); "
           f"empty bins: {s.empty_bins}")
     assert s.programs == 20 and not s.failing, [(r["seed"], r["reason"], r["divergence"][:300]) for r in s.failing]
-    # 20 programs cannot promise every bin: the rarest bins are hit by 10-13 % of programs
-    # (tie_pool 9.9 %, m_2d / mm_stride0 11.8 %, ddr_end_2_40 12.6 %, m_one 12.8 % over 1000
-    # programs; shift_extreme 20 %), so P(all 47 bins in 20 programs) is about 0.56 and the
-    # expected number of empty bins about 0.56. Root seed 1 leaves mm_stride0 empty. All bins in 200 programs: see
-    # test_simpy_campaign_hits_every_bin. Here: at most 3 empty, and exactly the bins the same
-    # 20 programs hit without the RTL (the dynamic bins come from counters both sides agree on).
-    assert len(s.empty_bins) <= 3, f"bins not hit by 20 programs: {s.empty_bins}"
+    # 20 programs cannot promise every bin: since SOFTMAX / LAYERNORM joined, 85 bins are required
+    # and the rarest are hit by 3-5 % of programs (softmax_fully_masked 3.3 %, n_multi_tile 3.7 %,
+    # m_2d / tie_mul 4.3 %, k_one / tie_pool 4.7 %, mm_stride0 5.3 % over 300 SimPy programs of
+    # root seed 1000), so about 5.2 bins are expected empty in 20 programs and P(more than 10)
+    # is about 0.5 %. All bins in 200 programs: see test_simpy_campaign_hits_every_bin. Here: at
+    # most 10 empty, and exactly the bins the same 20 programs hit without the RTL (the dynamic
+    # bins come from counters both sides agree on).
+    assert len(s.empty_bins) <= 10, f"bins not hit by 20 programs: {s.empty_bins}"
     with ResultsDb(tmp_path / "s2.db") as db:
         st2 = run_campaign(_spec(tmp_path, root_seed=1), 20, 2, db, progress=False)
         s2 = summarize(db, st2.campaign_id)[0]

@@ -260,9 +260,8 @@ def _tile(op, lays: dict, cfg) -> tiling.EltTiling:
 
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
-        if tw != Y.W or n > tiling.field_max("LUT", "count") or 2 * n + table > cfg.sram_words:
-            return None
-        return nt * n * W * 2 / bw + 60 * nt * 2
+        fits = (tw == Y.W) & (n <= tiling.field_max("LUT", "count")) & (2 * n + table <= cfg.sram_words)
+        return np.where(fits, nt * n * W * 2 / bw + 60 * nt * 2, np.inf)
 
     tl = tiling.tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:

@@ -157,9 +157,8 @@ def _tile_transpose(op: QSpatialTranspose, lays: dict, cfg) -> tiling.EltTiling:
 
     def cost(th, tw, ih, iw, kbg, nt):
         n_in, n_out = kbg * tw * (th + ap - 1), kbg * th * tw
-        if max(th, tw) > tiling.field_max("POOL", "out_h") or 2 * (n_in + n_out) > cfg.sram_words:
-            return None
-        return nt * (n_in + n_out) * W / bw + 60 * nt * (2 + kbg)
+        fits = (np.maximum(th, tw) <= tiling.field_max("POOL", "out_h")) & (2 * (n_in + n_out) <= cfg.sram_words)
+        return np.where(fits, nt * (n_in + n_out) * W / bw + 60 * nt * (2 + kbg), np.inf)
 
     tl = tiling.tile_vector(Y.nblocks, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:

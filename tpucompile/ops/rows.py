@@ -20,6 +20,8 @@ accesses per word (SOFTMAX 4, LAYERNORM 9) plus 4 for the two copies when nb > 1
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tpucompile.backend import tiling
 from tpusim.arch.errors import CompileError
 
@@ -50,13 +52,11 @@ def tile_rows(op, lays: dict, cfg, opcode: str, per_word: int, table_words: int 
 
     def cost(th, tw, ih, iw, kbg, nt):
         n = kbg * th * tw
-        if kbg != nb or th * tw > tiling.field_max(opcode, "rows") or n * per_word > SRAM_LEN_MAX:
-            return None
-        if copies and (th * tw > tiling.field_max("POOL", "out_h") or n * 2 > SRAM_LEN_MAX):
-            return None
-        if 2 * n * (2 if copies else 1) + table_words > cfg.sram_words:
-            return None
-        return nt * n * W * 2 / bw + 60 * nt * (4 if copies else 2)
+        fits = ((kbg == nb) & (th * tw <= tiling.field_max(opcode, "rows")) & (n * per_word <= SRAM_LEN_MAX)
+                & (2 * n * (2 if copies else 1) + table_words <= cfg.sram_words))
+        if copies:
+            fits &= (th * tw <= tiling.field_max("POOL", "out_h")) & (n * 2 <= SRAM_LEN_MAX)
+        return np.where(fits, nt * n * W * 2 / bw + 60 * nt * (4 if copies else 2), np.inf)
 
     tl = tiling.tile_vector(nb, (1, 1), (1, 1), Y.H, Y.W, cfg, cost)
     if tl is None:

@@ -82,9 +82,8 @@ def _tile(op: QSpatialSlice, lays: dict, cfg) -> tiling.EltTiling:
 
     def cost(th, tw, ih, iw, kbg, nt):
         n_in, n_out = kbg * th * iw, kbg * th * tw
-        if kbg * th > tiling.field_max("POOL", "out_h") or 2 * (n_in + n_out) > cfg.sram_words:
-            return None
-        return nt * (n_in + n_out) * W / bw + 60 * nt * 3
+        fits = (kbg * th <= tiling.field_max("POOL", "out_h")) & (2 * (n_in + n_out) <= cfg.sram_words)
+        return np.where(fits, nt * (n_in + n_out) * W / bw + 60 * nt * 3, np.inf)
 
     tl = tiling.tile_vector(Y.nblocks, (1, 1), (1, sw), Y.H, Y.W, cfg, cost)
     if tl is None:
