@@ -167,6 +167,18 @@ def avgpool_pads(seed=0, count_include_pad=0, k=3, s=1, pads=(1, 1, 1, 1), hw=(7
     return make_model(nodes, inits, (1, 3, *hw), "y", None)
 
 
+def ceil_pool(op="MaxPool", seed=0, count_include_pad=0, k=3, s=2, pads=(0, 0, 0, 0), hw=(8, 9)):
+    """Conv 1x1 + ``op`` (MaxPool or AveragePool) k x k stride s, ``pads``, ceil_mode=1 (torch's
+    ceil_mode=True pools: GoogLeNet, SqueezeNet 1.0): x [1,3,H,W] -> y."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": conv_w(rng, 8, 3, 1), "bias": rng.normal(0, 0.3, 8).astype(np.float32)}
+    extra = {"count_include_pad": count_include_pad} if op == "AveragePool" else {}
+    nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node(op, ["c"], ["y"], name="pool", kernel_shape=[k, k], strides=[s, s],
+                              pads=list(pads), ceil_mode=1, **extra)]
+    return make_model(nodes, inits, (1, 3, *hw), "y", None)
+
+
 def same_pad_dropout(seed=0, conv_pad="SAME_UPPER", pool_pad="SAME_LOWER"):
     """Conv 3x3 s2 auto_pad=conv_pad (odd total padding) + Dropout (mask output unused, opset 9)
     + MaxPool 2x2 s1 auto_pad=pool_pad + Identity: x [1,3,9,10] -> y [1,8,5,5]."""

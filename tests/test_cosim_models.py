@@ -100,6 +100,28 @@ def test_add_of_a_concat_and_an_operand_that_cannot_take_its_lanes(tmp_path):
     assert [(L["name"], L["op"]) for L in layers][-2:] == [("add__lanes_p", "QConv"), ("add", "QAdd")]
 
 
+def test_layer_accuracy_compares_concat_parts_after_the_moved_relu(tmp_path):
+    """Relu(Concat(BN, AveragePool)) (ShuffleNet's unit): fuse_relu moves the Relu into the parts'
+    producers, so the device tensors 'g3b' (Conv + BN) and 'ap' hold clamped values while the
+    ONNX tensors of those names do not. Each part is compared with its channels of the Relu's
+    output 'catr' instead (it used to report 'gconv2' as the first layer below threshold, SQNR
+    ~13 dB, max error = -fp32_min); the fire module's parts (Relu before the Concat) keep their
+    own ONNX names."""
+    import csv
+    model = qnets.shuffle_unit()
+    xs = qnets.inputs(qnets.in_shape(model), 4, seed=3)
+    v = run(model, "small", tmp_path / "s", rtl=False, data=(xs[0], xs[1:]), name="s")
+    rows = {r["layer"]: r for r in csv.DictReader(open(v.layer_accuracy["csv"]))}
+    assert rows["gconv2"]["onnx_tensor"] == "catr[:, 0:4]" and rows["shortcut"]["onnx_tensor"] == "catr[:, 4:12]"
+    assert all(float(rows[k]["fp32_min"]) == 0.0 and float(rows[k]["sqnr_db"]) > 30 for k in ("gconv2", "shortcut"))
+    assert v.layer_accuracy["first_below"] is None, v.layer_accuracy
+    fire = qnets.fire()
+    xs = qnets.inputs(qnets.in_shape(fire), 3, seed=3)
+    v = run(fire, "small", tmp_path / "f", rtl=False, data=(xs[0], xs[1:]), name="f")
+    names = [r["onnx_tensor"] for r in csv.DictReader(open(v.layer_accuracy["csv"]))]
+    assert not any("[" in n for n in names), names
+
+
 def test_per_layer_accuracy_files(tmp_path):
     """cosim writes layers_accuracy.csv (one row per layer with an ONNX name, SQNR against
     onnxruntime) and a PNG, and names the lowest-SQNR layer in the verdict."""

@@ -27,6 +27,9 @@ GRAPHS = {
     "preact_bn": qnets.preact_bn,
     "avgpool_exclude_pad_rows": lambda: qnets.avgpool_pads(pads=(1, 0, 2, 0)),
     "avgpool_include_pad_s2": lambda: qnets.avgpool_pads(count_include_pad=1, s=2, pads=(1, 0, 1, 2)),
+    "maxpool_ceil_mode": lambda: qnets.ceil_pool("MaxPool", hw=(8, 8)),    # extra bottom row and right column
+    "avgpool_ceil_include_pad": lambda: qnets.ceil_pool("AveragePool", count_include_pad=1, hw=(8, 9),
+                                                        pads=(1, 1, 1, 1)),  # last row's divisor 6, not 9
     "fire": qnets.fire,                                               # Concat of whole blocks
     "fire_odd_maxpool": lambda: qnets.fire(e1=5, e3=6, pool=True),    # gap lanes, MaxPool after
     "fire_concat_output": lambda: qnets.fire(e1=5, e3=6, head=False),

@@ -163,8 +163,8 @@ def test_constant_nodes_fold():
 
 
 def test_bad_pool_and_gemm_attributes():
-    mp = helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], ceil_mode=1)
-    with pytest.raises(CompileError, match=r"'mp' \(MaxPool\): attribute ceil_mode=1"):
+    mp = helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], storage_order=1)
+    with pytest.raises(CompileError, match=r"'mp' \(MaxPool\): attribute storage_order=1 unsupported"):
         import_onnx(qnets.make_model([mp], {}, (1, 2, 5, 5), "y", None))
     ap = helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[2, 2], pads=[1, 1, 1, 1],
                           count_include_pad=2)
@@ -271,8 +271,9 @@ def test_average_pool_excluding_column_pads_refused_on_small():
     from tpucompile.driver import compile_onnx
     from tpusim.arch.config import load_config
     m = qnets.avgpool_pads()
-    with pytest.raises(CompileError, match=r"AveragePool 'pool': count_include_pad=0 with column pads "
-                                           r"\(1, 1, 1, 1\) needs output column runs starting on 4-pixel"):
+    with pytest.raises(CompileError, match=r"AveragePool 'pool': a divisor that changes along the columns "
+                                           r"\(count_include_pad=0 with column pads, or ceil_mode=1's partial last "
+                                           r"column\) with pads \(1, 1, 1, 1\) needs output column runs starting on 4-pixel"):
         compile_onnx(m, load_config("small"), qnets.inputs((1, 3, 7, 9), 1))
 
 

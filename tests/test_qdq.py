@@ -85,6 +85,21 @@ def test_mismatched_pair_is_refused_naming_the_node(tmp_path):
         compile_model(m, xs[1:2])
 
 
+def test_pin_on_a_gemm_output_follows_its_alias(tmp_path):
+    """The last layer a Gemm: canonicalize makes it a Conv writing ``logits__nchw`` plus an Alias
+    to ``logits``, which the model's last pair pinned; the device output keeps the model's
+    scale / zero point (it was calibrated before), golden = SimPy."""
+    m, xs = _qdq(tmp_path, qnets.gemm_head)
+    last = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0].startswith("logits"))
+    want = _scales(m)[last.input[0]]
+    qg, _ = compile_model(m, xs[1:2])
+    out = qg.tensors[qg.resolve("logits")]
+    assert np.isclose(out.scale, want[0], rtol=1e-7) and out.zero_point == want[1], (out, want)
+    v = run(m, "small", tmp_path / "run", rtl=False, data=(xs[0], xs[1:]), name="q")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    assert v.accuracy["max_lsb"] <= 1.01, v.accuracy
+
+
 @pytest.mark.slow
 def test_builtin_resnet50_qdq_keeps_onnxruntime_quantization(tmp_path):
     """`make cosim MODEL=resnet50-qdq` without the RTL: ResNet-50 quantized by onnxruntime

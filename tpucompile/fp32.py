@@ -65,31 +65,70 @@ def _onnx_names(qg, model: onnx.ModelProto) -> dict:
     return out
 
 
+def _concat_parts(qg) -> dict:
+    """device tensor -> (Concat output, first channel, end channel) for every part of a channel
+    Concat of the QGraph (``parts`` / ``offsets`` / ``counts``: ops/concat.py ``QConcat``)."""
+    return {p: (op.out, int(o), int(o) + int(c)) for op in qg.ops if hasattr(op, "parts") and hasattr(op, "offsets")
+            for p, o, c in zip(op.parts, op.offsets, op.counts)}
+
+
+def _enclosing(t: str, parts: dict) -> list:
+    """The Concat outputs that hold device tensor ``t`` as a part, innermost first."""
+    out = []
+    while t in parts and parts[t][0] not in out:
+        t = parts[t][0]
+        out.append(t)
+    return out
+
+
+def _reference(t: str, onnx_of: dict, parts: dict, ref: dict):
+    """(FP32 array, its name) holding the values of device tensor ``t``, or (None, None). A
+    Concat part is its channel slice of the Concat's reference (``cat[:, a:b]``) when that
+    differs from its own ONNX tensor: a Relu after the Concat that fuse_relu moved into the
+    parts' producers (they then hold the clamped values, their ONNX tensors the unclamped)."""
+    own = (np.asarray(ref[onnx_of[t]], np.float64), onnx_of[t]) if t in onnx_of else (None, None)
+    if t not in parts:
+        return own
+    cat, a, b = parts[t]
+    whole, name = _reference(cat, onnx_of, parts, ref)
+    if whole is None or whole.ndim < 2 or whole.shape[1] < b:
+        return own
+    sl = whole[:, a:b]
+    if own[0] is not None and own[0].shape == sl.shape and np.array_equal(own[0], sl):
+        return own
+    return sl, f"{name}[:, {a}:{b}]"
+
+
 def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) -> list[dict]:
     """Per layer, the int8 golden output (dequantized: ``(q - zero_point) * scale``) against the
-    FP32 tensor onnxruntime computes for the same ONNX name on input ``x`` (float32 NCHW).
+    FP32 tensor onnxruntime computes for the same ONNX name (a Concat part: see below) on input
+    ``x`` (float32 NCHW).
 
     qg: the QGraph; golden_env: ``golden.run_golden``'s {device tensor: int8 NCHW}; model: the
     float ONNX model. Returns one dict per device op whose output has an ONNX name, in graph
     order, with LAYER_COLUMNS: ``sqnr_db``, ``cosine`` (None for a constant FP32 tensor) and
     ``max_abs_error`` of ``error_metrics``, ``saturated_fraction`` = share of int8 codes at
-    127, or -128 unless that is the zero point (clipping by the calibrated range shows here). Ops without an ONNX name (a Gemm's
-    internal (1, N, 1, 1) view) are left out. Raises ValueError if a tensor's sizes disagree.
+    127, or -128 unless that is the zero point (clipping by the calibrated range shows here). A
+    part of a Concat compares with its channels of the Concat's FP32 tensor where its own ONNX
+    tensor holds other values (a Relu after the Concat moved before it by fuse_relu: the part
+    holds the clamped values); ``onnx_tensor`` then names the slice, e.g. ``cat[:, 0:4]``. Ops
+    without an FP32 tensor holding their values (a Gemm's internal (1, N, 1, 1) view) are left
+    out. Raises ValueError if a tensor's sizes disagree.
     """
-    onnx_of = _onnx_names(qg, model)
-    ops = [op for op in qg.ops if op.out in onnx_of]
-    ref = run_fp32(model, x, names=sorted({onnx_of[op.out] for op in ops}))
+    onnx_of, parts = _onnx_names(qg, model), _concat_parts(qg)
+    wanted = {onnx_of[t] for op in qg.ops for t in (op.out, *_enclosing(op.out, parts)) if t in onnx_of}
+    ref = run_fp32(model, x, names=sorted(wanted))
     rows = []
     for i, op in enumerate(qg.ops):
-        if op.out not in onnx_of:
+        f, fname = _reference(op.out, onnx_of, parts, ref)
+        if f is None:
             continue
         t, q = qg.tensors[op.out], np.asarray(golden_env[op.out])
-        f = np.asarray(ref[onnx_of[op.out]], np.float64)
         if f.size != q.size:
-            raise ValueError(f"layer {op.name!r}: FP32 {onnx_of[op.out]!r} has {f.size} values, int8 {q.size}")
+            raise ValueError(f"layer {op.name!r}: FP32 {fname!r} has {f.size} values, int8 {q.size}")
         d = (q.astype(np.float64) - t.zero_point) * t.scale
         m = error_metrics(d, f)
-        rows.append({"index": i, "layer": op.name, "op": type(op).__name__, "onnx_tensor": onnx_of[op.out],
+        rows.append({"index": i, "layer": op.name, "op": type(op).__name__, "onnx_tensor": fname,
                      "shape": "x".join(str(int(s)) for s in t.shape), "scale": float(t.scale),
                      "zero_point": int(t.zero_point), "sqnr_db": m["sqnr_db"], "cosine": m.get("cosine"),
                      "max_abs_error": m["max_abs"], "fp32_min": float(f.min()), "fp32_max": float(f.max()),

@@ -13,7 +13,7 @@ import numpy as np
 
 from tpusim.arch.errors import CompileError
 
-__all__ = ["Tensor", "Node", "Graph", "verify", "dump", "prune", "consumers", "producers"]
+__all__ = ["Tensor", "Node", "Graph", "verify", "dump", "prune", "consumers", "producers", "union_groups"]
 
 
 @dataclass
@@ -78,6 +78,25 @@ def consumers(graph: Graph) -> dict:
             if i:
                 out.setdefault(i, []).append(n)
     return out
+
+
+def union_groups(groups) -> tuple:
+    """(find, parent) of the union of the tensor-name lists ``groups`` (each list one group, its
+    first name the group's root): ``find(t)`` is the root of t's group; parent's keys are every
+    name seen."""
+    parent: dict = {}
+
+    def find(t):
+        while parent.setdefault(t, t) != t:
+            t = parent[t]
+        return t
+
+    for grp in groups:
+        for t in grp[1:]:
+            a, b = find(t), find(grp[0])
+            if a != b:
+                parent[a] = b
+    return find, parent
 
 
 def prune(graph: Graph) -> Graph:

@@ -21,7 +21,7 @@ from tpucompile.frontend.model_inputs import runtime_inputs
 from tpucompile.frontend.torch_lrn import fuse_torch_lrn
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
-from tpucompile.ops.common import one_line, resolve_auto_pad
+from tpucompile.ops.common import one_line, resolve_auto_pad, resolve_ceil_mode
 from tpucompile.ops.reshape import vector_inputs_as_nchw
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
@@ -161,6 +161,8 @@ def _import(model: onnx.ModelProto) -> Graph:
     for nd in nodes:
         if nd.attrs.get("auto_pad") is not None:
             nd.attrs = resolve_auto_pad(nd, tensors)
+        if nd.attrs.get("ceil_mode"):
+            nd.attrs = resolve_ceil_mode(nd, tensors)
     nodes = vector_inputs_as_nchw(tensors, nodes, inputs)
     graph = prune(Graph(tensors, nodes, inputs, [o.name for o in g.output]))
     for name in graph.inputs:

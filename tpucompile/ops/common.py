@@ -2,7 +2,9 @@
 parameters, the golden model's windows and the border an op reads.
 
 Window arithmetic (ONNX Conv/MaxPool/AveragePool, dilation 1, ceil_mode 0): with pads
-(top, left, bottom, right), ``OH = (H + top + bottom - kh) // sh + 1`` and likewise OW.
+(top, left, bottom, right), ``OH = (H + top + bottom - kh) // sh + 1`` and likewise OW. A pool's
+ceil_mode=1 becomes extra bottom / right pads at import (``resolve_ceil_mode``), so the formula
+holds after it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from tpucompile.qgraph import QOp, check_array
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
-__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "per_channel", "affine_of_constant", "AUTO_PADS", "resolve_auto_pad", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
+__all__ = ["bad_attr", "no_attrs", "spatial_attrs", "per_channel", "affine_of_constant", "AUTO_PADS", "resolve_auto_pad", "resolve_ceil_mode", "one_line", "is_fc_view", "conv_out_hw", "border_reach",
            "windows", "activation_params", "weight_params", "requant_multiplier", "window_layout",
            "no_input_transform", "no_constants", "no_macs", "lane_wise_channels"]
 
@@ -58,8 +60,8 @@ def spatial_attrs(node, a: dict, allowed: set, dilations_ok: bool = False) -> di
                        "not be used with auto_pad)")
     if dil != (1, 1) and not dilations_ok:
         raise bad_attr(node, "dilations", list(dil), "unsupported (only 1)")
-    if a.get("ceil_mode", 0) != 0:
-        raise bad_attr(node, "ceil_mode", a["ceil_mode"], "unsupported (only 0)")
+    if a.get("ceil_mode", 0) not in (0, 1):
+        raise bad_attr(node, "ceil_mode", a["ceil_mode"], "invalid (0 or 1)")
     if a.get("storage_order", 0) != 0:
         raise bad_attr(node, "storage_order", a["storage_order"], "unsupported (only 0)")
     ks = a.get("kernel_shape")
@@ -75,7 +77,40 @@ def spatial_attrs(node, a: dict, allowed: set, dilations_ok: bool = False) -> di
         out["auto_pad"] = auto_pad          # resolved into pads once shapes are known
     if dil != (1, 1):
         out["dilations"] = dil
+    if a.get("ceil_mode", 0) and auto_pad == "NOTSET":
+        out["ceil_mode"] = 1                # resolved into end pads once shapes are known
     return out
+
+
+def resolve_ceil_mode(node, tensors) -> dict:
+    """``node.attrs`` (a pool with ``ceil_mode`` 1, no auto_pad) with ceil_mode replaced by extra
+    bottom / right pads ``ceil_extra`` (rows, columns) added to ``pads``. ONNX: per axis
+    ``O = ceil((I + begin + end - k) / s) + 1``, less one if that last window would start at or
+    after ``I + begin`` (in the end padding); the extra pad is ``(O - 1) * s + k - (I + begin + end)``
+    (0 where ceil_mode changes nothing). A max pool pads with its lowest value, so the extra pad
+    changes nothing else; an average pool never counts it in a window's divisor (ops/pool.py).
+    CompileError naming the node if the inferred output shape differs from the spec's (ONNX shape
+    inference keeps a last window that would start in the end pads, onnxruntime drops it)."""
+    a = dict(node.attrs)
+    a.pop("ceil_mode")
+    kernel, strides, pads = a["kernel_shape"], a["strides"], a["pads"]
+    ins, outs = tensors[node.inputs[0]].shape[2:], tensors[node.outputs[0]].shape[2:]
+    extra, want = [], []
+    for ax in (0, 1):
+        i, k, st, b, e = ins[ax], kernel[ax], strides[ax], pads[ax], pads[ax + 2]
+        o = -(-(i + b + e - k) // st) + 1
+        if (o - 1) * st >= i + b:
+            o -= 1
+        want.append(o)
+        extra.append(max(0, (o - 1) * st + k - (i + b + e)))
+    if tuple(want) != tuple(outs):
+        raise CompileError(f"node {node.name!r} ({node.op}): ceil_mode=1 output {node.outputs[0]!r} is "
+                           f"{tuple(want)} (ONNX spec, onnxruntime: a last window that would start in the end "
+                           f"pads {tuple(pads[2:])} is dropped) but {tuple(outs)} after ONNX shape inference; "
+                           "unsupported (use ceil_mode=0 or smaller end pads)")
+    a["pads"] = (pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1])
+    a["ceil_extra"] = tuple(extra)
+    return a
 
 
 #: values of the ONNX ``auto_pad`` attribute (Conv, MaxPool, AveragePool)

@@ -2,15 +2,19 @@
 
 Integer semantics:
 
-* ``QMaxPool``: max over the window of the input padded with -128; the output shares the
-  input's scale and zero point (so it needs no calibrated range).
+* ``QMaxPool``: max over the window of the input padded with -128 (ceil_mode=1's extra bottom /
+  right pads too); the output shares the input's scale and zero point (so it needs no
+  calibrated range).
 * ``QAvgPool``: sum over the window of the input padded with its zero point (n = kh*kw taps,
   pads contribute 0 after the zero-point correction), then
   ``arith.pool_avg(sum, n, x_zp, mult, shift, y_zp)`` with mult/shift =
   ``quantize_multiplier(s_x / (c * s_y))``, c = n (no padding, or ONNX count_include_pad=1) or,
   with count_include_pad=0, the number of window taps inside the image: then the output is cut
   into rectangles of constant c (``avg_regions``: at most 3 row classes x 3 column classes for a
-  window no larger than the image), each with its own multiplier (one quant register each). GlobalAveragePool is a QAvgPool whose kernel equals
+  window no larger than the image), each with its own multiplier (one quant register each).
+  ceil_mode=1 is extra bottom / right padding (``common.resolve_ceil_mode``; ``ceil_extra`` in
+  the attributes), never counted in c: with count_include_pad=1, c of the last partial windows
+  is their number of taps inside the model's padded input. GlobalAveragePool is a QAvgPool whose kernel equals
   the input (H, W); an AveragePool whose kernel equals its input becomes one (canonicalize). A
 global pool over a side longer than POOL's window fields (255: a long sequence) runs in two
 stages, the first averaging windows of a factor of that side into a tensor of the input's scale
@@ -219,9 +223,14 @@ def _quantize_avg(q, node) -> None:
     m, s = requant_multiplier(node.name, qt.scale / (k[0] * k[1] * sy))
     out = q.add_tensor(node.outputs[0], sy, zy)
     regions = ()
+    eb, er = node.attrs.get("ceil_extra", (0, 0))
     if any(pads) and not node.attrs.get("count_include_pad", 0):
         regions = avg_regions(node.name, qt.shape[2:], out.shape[2:], k, st,
                               pads, qt.scale / sy)
+    elif eb or er:      # count_include_pad=1 counts the model's pads, not ceil_mode's extra ones
+        t, l, b, r = pads
+        regions = avg_regions(node.name, (qt.shape[2] + t + b - eb, qt.shape[3] + l + r - er), out.shape[2:],
+                              k, st, (0, 0, eb, er), qt.scale / sy)
     q.add_op(QAvgPool(node.name, qt.name, out.name, k, st, pads, m, s, qt.zero_point, zy, regions))
 
 
@@ -281,11 +290,13 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
 
     ap = align_px(cfg)
     if any(rx % ap for _, _, rx0, rx1, _, _ in getattr(op, "regions", ()) for rx in (rx0 + Y.pads[1],)):
-        raise CompileError(f"AveragePool {op.name!r}: count_include_pad=0 with column pads {op.pads} needs "
-                           f"output column runs starting on {ap}-pixel DDR granules on '{cfg.name}' "
+        raise CompileError(f"AveragePool {op.name!r}: a divisor that changes along the columns (count_include_pad=0 "
+                           f"with column pads, or ceil_mode=1's partial last column) with pads {op.pads} needs output "
+                           f"column runs starting on {ap}-pixel DDR granules on '{cfg.name}' "
                            f"({cfg.word_bytes}-byte words); "
                            + ("use count_include_pad=1 (a sequence has no rows to pad instead)" if X.H == 1 and kh == 1
-                              else "pad rows only, or use count_include_pad=1"))
+                              else "pad rows only, or use count_include_pad=1 (ceil_mode=1: a width it does not "
+                                   "change)"))
     tl = tile_vector_buffered(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost,
                               lambda t: {"i": t.kbg * t.ih * t.iw, "o": t.kbg * t.th * t.tw})
     if tl is None:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpucompile.ir import union_groups
 from tpucompile.ops.common import bad_attr
 from tpucompile.ops.registry import OpDef
 
-__all__ = ["OPS", "pinned_params"]
+__all__ = ["OPS", "pinned_params", "pins_follow_aliases"]
 
 
 def _import(node, a: dict, opset: int) -> dict:
@@ -73,3 +74,22 @@ def pinned_params(scale, zero_point) -> tuple | None:
 
 OPS = (OpDef("QuantizeLinear", import_node=_import, fold=_fold_q),
        OpDef("DequantizeLinear", import_node=_import, fold=_fold_dq))
+
+
+def pins_follow_aliases(graph) -> None:
+    """Give every tensor of a chain of ``Alias`` nodes (no-op views sharing one device tensor,
+    e.g. the Conv output ``y__nchw`` of a Gemm and the Gemm's own output ``y``: ops/gemm.py
+    ``fc_as_conv``) the (scale, zero point) the QDQ model pinned on one of them
+    (``ir.Tensor.qparams``, set by the fold_qdq pass), in place: the device tensor is quantized
+    as the model says whichever view it pinned. Where views are pinned with different
+    parameters, each keeps its own and the rest take the first pinned along the chain (the
+    device tensor, the Alias's input, comes first)."""
+    find, parent = union_groups([[n.inputs[0], n.outputs[0]] for n in graph.nodes if n.op == "Alias"])
+    pins: dict = {}
+    for t in [t for n in graph.nodes if n.op == "Alias" for t in (n.inputs[0], n.outputs[0])]:
+        p = graph.tensors[t].qparams
+        if p is not None:
+            pins.setdefault(find(t), p)
+    for t in parent:
+        if graph.tensors[t].qparams is None and find(t) in pins:
+            graph.tensors[t].qparams = pins[find(t)]

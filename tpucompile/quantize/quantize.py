@@ -25,10 +25,11 @@ from typing import Optional, Union
 import onnx
 
 from tpucompile.frontend.onnx_import import grouped_report, import_onnx
-from tpucompile.ir import Graph, prune
+from tpucompile.ir import Graph, prune, union_groups
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
 from tpucompile.ops.host_tail import HoldsWeights, tail_host_op
+from tpucompile.ops.qdq import pins_follow_aliases
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor, dump_qgraph
 from tpucompile.quantize.calibrate import calibrate, check_host_memory
@@ -63,20 +64,11 @@ def shared_ranges(g: Graph, stats: dict) -> dict:
               if (d := OP_TABLE.get(n.op)) is not None and d.shared_range is not None]
     if not groups:
         return stats
-    parent: dict = {}
-
-    def find(t):
-        while parent.setdefault(t, t) != t:
-            t = parent[t]
-        return t
-
     for n in g.nodes:
         d = OP_TABLE.get(n.op)
         if d is not None and not d.calibrated and d.host is None and d.quantize is not None:
             groups.append([n.inputs[0]] + list(n.outputs[:1]))
-    for grp in groups:
-        for t in grp[1:]:
-            parent[find(t)] = find(grp[0])
+    find, parent = union_groups(groups)
     key = {t: g.tensors[t].onnx_name or t for t in parent}
     union: dict = {}
     for t in parent:
@@ -99,9 +91,11 @@ def shared_ranges(g: Graph, stats: dict) -> dict:
 class Quantizer:
     """The QGraph under construction, as the op table's ``quantize`` hooks see it.
 
-    g: the float IR after passes; stats: {onnx_name: (min, max)} calibration ranges."""
+    g: the float IR after passes (a QDQ model's pins made to follow its Alias views, in place:
+    ``ops.qdq.pins_follow_aliases``); stats: {onnx_name: (min, max)} calibration ranges."""
 
     def __init__(self, g: Graph, stats: dict):
+        pins_follow_aliases(g)
         self.g, self.stats = g, stats
         self.qg = QGraph({}, [], [], [])
         self.host_outs: set = set()
