@@ -17,7 +17,8 @@ from tpusim.flow.cosim import main as cosim_main
 
 
 def _two_input_model(kind: str):
-    """Conv(a) + Conv(b) -> Add -> Relu ("add"), or Concat(a, b) -> Conv ("concat")."""
+    """Conv(a) + Conv(b) -> Add -> Relu ("add"), Concat(a, b) -> Conv ("concat"), or the Add of
+    two 2-D ("vectors") or 3-D ("sequences") inputs' layers."""
     rng = np.random.default_rng(0)
     if kind == "add":
         nodes = [helper.make_node("Conv", ["a", "wa"], ["ya"], name="conva", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
@@ -26,6 +27,20 @@ def _two_input_model(kind: str):
                  helper.make_node("Relu", ["s"], ["y"], name="relu")]
         inits = {"wa": qnets.conv_w(rng, 8, 3, 3), "wb": qnets.conv_w(rng, 8, 4, 1)}
         shapes = {"a": (1, 3, 8, 8), "b": (1, 4, 8, 8)}
+    elif kind == "vectors":         # 2-D (1, K) inputs: MatMul(a) + MatMul(b)
+        nodes = [helper.make_node("MatMul", ["a", "wa"], ["ya"], name="mma"),
+                 helper.make_node("MatMul", ["b", "wb"], ["yb"], name="mmb"),
+                 helper.make_node("Add", ["ya", "yb"], ["y"], name="add")]
+        inits = {"wa": rng.normal(0, 0.3, (16, 8)).astype(np.float32),
+                 "wb": rng.normal(0, 0.3, (12, 8)).astype(np.float32)}
+        shapes = {"a": (1, 16), "b": (1, 12)}
+    elif kind == "sequences":       # 3-D (1, C, L) inputs: Conv1d(a) + Conv1d(b)
+        nodes = [helper.make_node("Conv", ["a", "wa"], ["ya"], name="ca", kernel_shape=[3], pads=[1, 1]),
+                 helper.make_node("Conv", ["b", "wb"], ["yb"], name="cb", kernel_shape=[1]),
+                 helper.make_node("Add", ["ya", "yb"], ["y"], name="add")]
+        inits = {"wa": rng.normal(0, 0.3, (8, 4, 3)).astype(np.float32),
+                 "wb": rng.normal(0, 0.3, (8, 6, 1)).astype(np.float32)}
+        shapes = {"a": (1, 4, 32), "b": (1, 6, 32)}
     else:
         nodes = [helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=1),
                  helper.make_node("Conv", ["c", "w"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
@@ -40,22 +55,23 @@ def _two_input_model(kind: str):
     return m, shapes
 
 
-@pytest.mark.parametrize("kind", ["add", "concat"])
+@pytest.mark.parametrize("kind", ["add", "concat", "vectors", "sequences"])
 def test_two_inputs_cosim_from_files(kind, tmp_path):
     m, shapes = _two_input_model(kind)
     onnx.save(m, tmp_path / "m.onnx")
     rng = np.random.default_rng(7)
     np.savez(tmp_path / "x.npz", **{n: rng.normal(0, 1, s).astype(np.float32) for n, s in shapes.items()})
-    np.savez(tmp_path / "cal.npz", **{n: rng.normal(0, 1, (5, *s[1:])).astype(np.float32) for n, s in shapes.items()})
+    np.savez(tmp_path / "cal.npz", **{n: rng.normal(0, 1, (32, *s[1:])).astype(np.float32) for n, s in shapes.items()})
     rc = cosim_main(["--model", str(tmp_path / "m.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "r"),
                      "--input", str(tmp_path / "x.npz"), "--calib", str(tmp_path / "cal.npz")])
     assert rc == 0
     v = json.loads((tmp_path / "r" / "verdict.json").read_text())
     assert all(m_["golden_vs_simpy"] == 0 for m_ in v["mismatches"].values()), v["mismatches"]
     assert v["accuracy"]["cosine"] > 0.99, v["accuracy"]
+    assert v["mismatches"] and v["layers_compared"] >= 2
     assert not any("seeded noise" in n for n in v["notes"]), v["notes"]
     for n, s in shapes.items():
-        assert np.load(tmp_path / "r" / f"input_q_{n}.npy").shape == s
+        assert np.load(tmp_path / "r" / f"input_q_{n}.npy").size == np.prod(s)     # (1, C, L): (1, C, 1, L)
 
 
 def test_two_inputs_seeded_noise_and_compile(tmp_path, capsys):
@@ -100,11 +116,12 @@ def test_two_inputs_errors(tmp_path, capsys):
 
 
 @pytest.mark.rtl
-def test_two_inputs_three_way_small_rtl(tmp_path):
+@pytest.mark.parametrize("kind", ["add", "concat", "sequences"])
+def test_two_inputs_three_way_small_rtl(kind, tmp_path):
     from tests.test_cosim_rtl import _check
     from tpusim.flow.cosim import run
-    m, shapes = _two_input_model("add")
+    m, shapes = _two_input_model(kind)
     rng = np.random.default_rng(3)
     draw = lambda: {n: rng.normal(0, 1, s).astype(np.float32) for n, s in shapes.items()}  # noqa: E731
-    v = run(m, "small", tmp_path, rtl=True, data=(draw(), [draw() for _ in range(4)]), name="two_inputs")
+    v = run(m, "small", tmp_path, rtl=True, data=(draw(), [draw() for _ in range(8)]), name=f"two_inputs_{kind}")
     _check(v)
