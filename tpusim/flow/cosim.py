@@ -88,7 +88,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
-    onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given).
+    onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given; for a
+    model with several run-time inputs, dicts {input name: array} instead of the arrays).
     rtl: also build and run the Verilator RTL. resume: reuse the SimPy and RTL results that an
     earlier (possibly interrupted) run in ``out`` finished for the same binary, inputs and
     source (out/stages/, tpusim.flow.stagecache); False recomputes everything. synthetic_seed: a
