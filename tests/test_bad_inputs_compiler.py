@@ -169,12 +169,6 @@ def test_fuzz_findings_are_clean_errors(tmp_path, capsys, gen, msg):
     assert err.startswith(f"tpucompile: error: {msg}")
 
 
-def _two_inputs():
-    m = B.maxpool()
-    m.graph.input.append(onnx.helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, [1, 8, 8, 8]))
-    return m
-
-
 def _conv_bias(n):
     m = B.conv()
     m.graph.node[0].input.append("b")
@@ -191,8 +185,6 @@ def _nan_weight():
 
 
 @pytest.mark.parametrize("make, msg", [
-    (_two_inputs, "the model has 2 graph inputs ['x', 'x2'] (initializers excluded); only models with "
-                  "one input are supported"),
     (lambda: _conv_bias(5), "node 'conv0' (Conv): bias 'b' must be a constant of 8 values, got (5,)"),
     (_nan_weight, "initializer 'w' (dims [8, 8, 3, 3]) holds 1 non-finite values (NaN or infinity)"),
 ])

@@ -4,7 +4,8 @@ Front end (import -> passes -> calibrate/quantize, tpucompile.quantize.compile_m
 (tpucompile.backend.compile.compile_qgraph). Calibration samples (tpucompile.inputs): the real
 photographs of tpucompile.realdata at the model's input size (``--calib N`` of them, default 4;
 for a model whose input is not a 3-channel image, seeded normal noise), a folder of images or an
-.npy/.npz stack. Every TpuError -> one line on stderr, exit 2.
+.npy/.npz stack (a model with several run-time inputs: seeded noise for each, or an .npz of one
+stack per input name). Every TpuError -> one line on stderr, exit 2.
 """
 from __future__ import annotations
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from tpucompile.quantize.calibrate import session_input, session_with_outputs
+from tpucompile.quantize.calibrate import session_feed, session_with_outputs
 
 __all__ = ["run_fp32", "compare", "error_metrics", "layer_accuracy", "LAYER_COLUMNS"]
 
 
 def run_fp32(model: onnx.ModelProto, x: np.ndarray, names=None) -> dict:
-    """Run `model` (onnxruntime CPU, float32) on x (float32 NCHW); return {name: array} for
+    """Run `model` (onnxruntime CPU, float32) on x (float32 NCHW; a dict of one array per
+    run-time input name for a model with several); return {name: array} for
     `names` (any intermediate ONNX tensor names; default: the model outputs)."""
     names = list(names) if names else [o.name for o in model.graph.output]
     sess = session_with_outputs(model, names)
-    vals = sess.run(names, {session_input(sess, model).name: np.asarray(x, np.float32)})
+    vals = sess.run(names, session_feed(sess, model, x))
     return dict(zip(names, vals))
 
 

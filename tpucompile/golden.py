@@ -16,9 +16,12 @@ from tpucompile.qgraph import QGraph
 __all__ = ["run_golden", "run_host_ops", "quantize_input", "dequantize", "conv_int8"]
 
 
-def quantize_input(qg: QGraph, x: np.ndarray, name: str | None = None) -> np.ndarray:
+def quantize_input(qg: QGraph, x, name: str | None = None):
     """float32 NCHW -> int8 with the input tensor's params (ONNX QuantizeLinear:
-    round half to even, add zp, saturate to [-128, 127])."""
+    round half to even, add zp, saturate to [-128, 127]). ``x`` a dict {input name: float32}
+    (a model with several inputs): the dict of each quantized with its own parameters."""
+    if isinstance(x, dict):
+        return {n: quantize_input(qg, x[n], n) for n in qg.inputs}
     t = qg.tensor(name or qg.inputs[0])
     x = np.asarray(x, np.float64)
     if x.shape != tuple(t.shape) and x.size == int(np.prod(t.shape)) and x.ndim in (2, 3):
@@ -33,15 +36,18 @@ def dequantize(qg: QGraph, name: str, q: np.ndarray) -> np.ndarray:
     return ((np.asarray(q, np.float64) - t.zero_point) * t.scale).astype(np.float32)
 
 
-def run_golden(qg: QGraph, x: np.ndarray) -> dict:
-    """Run every device op. x: int8 NCHW input of qg.inputs[0]'s shape.
+def run_golden(qg: QGraph, x) -> dict:
+    """Run every device op. x: int8 NCHW input of qg.inputs[0]'s shape, or a dict {name: int8}
+    of every input of ``qg.inputs``.
     Returns {tensor name: int8 NCHW array} for the input and every op output (device names;
     use qg.resolve() for aliases). Raises ValueError for a wrong input dtype/shape."""
-    x = np.asarray(x)
-    t = qg.tensors[qg.inputs[0]]
-    if x.dtype != np.int8 or tuple(x.shape) != tuple(t.shape):
-        raise ValueError(f"golden input must be int8 {t.shape}, got {x.dtype} {x.shape}")
-    env = {t.name: x}
+    xs = x if isinstance(x, dict) else {qg.inputs[0]: x}
+    env = {}
+    for name in qg.inputs if isinstance(x, dict) else qg.inputs[:1]:
+        v, t = np.asarray(xs.get(name)), qg.tensors[name]
+        if v.dtype != np.int8 or tuple(v.shape) != tuple(t.shape):
+            raise ValueError(f"golden input {name!r} must be int8 {t.shape}, got {v.dtype} {v.shape}")
+        env[t.name] = v
     for op in qg.ops:
         y = OP_TABLE.device(op).golden(op, *(env[name] for name in op.inputs))
         if tuple(y.shape) != tuple(qg.tensors[op.out].shape):

@@ -12,6 +12,10 @@ built-in photographs, or seeded noise.
   --calib FILE.npy | FILE.npz      a stack (N, *input shape without batch) or (N, *input shape), or
                                    an .npz of one array per sample (or one stack)
 
+A model with several run-time inputs takes an .npz for each: ``--input`` one array per input name,
+``--calib`` one stack (N, *input shape) per input name (N the same for all); without them it gets
+seeded noise for every input.
+
 A model whose input is not a 3-channel image of at least 16x16 gets seeded standard-normal noise
 of its input shape when no file is given, with a note (accuracy is then measured on noise).
 Errors (CompileError) name the option, the file and the shapes.
@@ -28,7 +32,7 @@ from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize.calibrate import CALIB_METHODS, HOST_MEMORY_SHARE, available_memory_bytes
 from tpusim.arch.errors import CompileError
 
-__all__ = ["input_spec", "load_input", "load_calib", "model_data", "check_data_memory", "calib_arg", "add_calib_options", "IMAGE_SUFFIXES", "MAX_CALIB"]
+__all__ = ["input_spec", "input_specs", "load_input", "load_inputs", "load_calib", "load_calibs", "model_data", "check_data_memory", "calib_arg", "add_calib_options", "IMAGE_SUFFIXES", "MAX_CALIB"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 #: most calibration samples taken from a file or folder (calibration runs onnxruntime on each)
@@ -59,18 +63,31 @@ def calib_arg(text: str):
     return n
 
 
+def input_specs(model) -> list[tuple[str, tuple]]:
+    """[(name, static shape)] of every run-time input of the model, in graph order; CompileError
+    if it has none or one has a dynamic dimension."""
+    ins = runtime_inputs(model)
+    if not ins:
+        raise CompileError("the model has no run-time input (every graph input is an initializer)")
+    out = []
+    for i in ins:
+        dims = i.type.tensor_type.shape.dim
+        shape = tuple(d.dim_value for d in dims)
+        if not shape or any(s <= 0 for s in shape):
+            raise CompileError(f"input {i.name!r} has a dynamic or unknown dimension "
+                               f"({[d.dim_param or d.dim_value for d in dims]}); only static shapes are supported")
+        out.append((i.name, shape))
+    return out
+
+
 def input_spec(model) -> tuple[str, tuple]:
     """(name, static shape) of the model's one run-time input; CompileError if it has none, several
-    or a dynamic dimension."""
-    ins = runtime_inputs(model)
-    if len(ins) != 1:
-        raise CompileError(f"the model has {len(ins)} run-time inputs {[i.name for i in ins]}; only one is supported")
-    dims = ins[0].type.tensor_type.shape.dim
-    shape = tuple(d.dim_value for d in dims)
-    if not shape or any(s <= 0 for s in shape):
-        raise CompileError(f"input {ins[0].name!r} has a dynamic or unknown dimension "
-                           f"({[d.dim_param or d.dim_value for d in dims]}); only static shapes are supported")
-    return ins[0].name, shape
+    (``input_specs`` gives them all) or a dynamic dimension."""
+    specs = input_specs(model)
+    if len(specs) != 1:
+        raise CompileError(f"the model has {len(specs)} run-time inputs {[n for n, _ in specs]}; only one is "
+                           "supported here")
+    return specs[0]
 
 
 def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None) -> np.ndarray:
@@ -132,6 +149,17 @@ def _image(path: Path, shape: tuple) -> np.ndarray:
     return resize(g, (h, w), anti_aliasing=True).astype(np.float32)[None, None]
 
 
+def _samples(a: np.ndarray, shape: tuple, where: str, layout: dict | None = None) -> list[np.ndarray]:
+    """The calibration samples of one array: a stack (N, *shape without batch) or (N, *shape),
+    or one sample of ``shape``."""
+    inner = tuple(layout["shape"][1:]) if layout is not None and tuple(a.shape[1:]) == tuple(layout["shape"][1:]) \
+        else tuple(shape[1:])
+    stacked = a.ndim == len(shape) + 1 or (a.ndim == len(shape) and shape[0] == 1 and a.shape[0] != 1
+                                          and tuple(a.shape[1:]) == inner)
+    return [_fit(np.asarray(s), shape, f"{where} sample {j}" if stacked else where, layout)
+            for j, s in enumerate(a if stacked else [a])]
+
+
 def load_calib(path: str | Path, shape: tuple, layout: dict | None = None) -> list[np.ndarray]:
     """Calibration samples (float32 arrays of ``shape``) from a folder of images or an array file
     (for a channels-last model, ``layout``, also of its NHWC shape)."""
@@ -148,14 +176,8 @@ def load_calib(path: str | Path, shape: tuple, layout: dict | None = None) -> li
     arrays = list(data.items()) if isinstance(data, dict) else [(None, np.asarray(data))]
     out = []
     for key, a in arrays:
-        a = np.asarray(a)
         where = f"--calib {str(p)!r}" + (f" array {key!r}" if key is not None else "")
-        inner = tuple(layout["shape"][1:]) if layout is not None and tuple(a.shape[1:]) == tuple(layout["shape"][1:]) \
-            else tuple(shape[1:])
-        stacked = a.ndim == len(shape) + 1 or (a.ndim == len(shape) and shape[0] == 1 and a.shape[0] != 1
-                                              and tuple(a.shape[1:]) == inner)
-        for j, s in enumerate(a if stacked else [a]):
-            out.append(_fit(np.asarray(s), shape, f"{where} sample {j}" if stacked else where, layout))
+        out += _samples(np.asarray(a), shape, where, layout)
     if not out:
         raise CompileError(f"--calib {str(p)!r}: holds no samples")
     return out[:MAX_CALIB]
@@ -182,11 +204,89 @@ def check_data_memory(name: str, shape: tuple, samples: int, available: int | No
                            "GiB available; use a smaller input")
 
 
+def _layout_of(model, name: str) -> dict | None:
+    lay = input_layout(model)
+    return lay if lay is not None and lay.get("name", name) == name else None
+
+
+def _npz_names(p: Path, data, specs: list, what: str, per: str) -> dict:
+    """The arrays of an .npz read for a model with several inputs: exactly one per input name."""
+    names = [n for n, _ in specs]
+    if not isinstance(data, dict):
+        raise CompileError(f"{what} {str(p)!r}: the model has {len(names)} run-time inputs {names}; give an "
+                           f".npz with {per} per input name")
+    missing, extra = [n for n in names if n not in data], sorted(set(data) - set(names))
+    if missing or extra:
+        raise CompileError(f"{what} {str(p)!r}: the model's run-time inputs are {names}; "
+                           + "; ".join(([f"missing {missing}"] if missing else [])
+                                       + ([f"unknown {extra}"] if extra else [])))
+    return data
+
+
+def load_inputs(path: str | Path, specs: list, model=None) -> dict:
+    """The test inputs of a model with several run-time inputs (``specs``: ``input_specs``) from
+    an .npz of one array per input name: {name: float32 array of its shape}; CompileError naming
+    a missing, unknown or misshaped input."""
+    p = Path(path)
+    data = _npz_names(p, _read(p, "--input"), specs, "--input", "one array")
+    return {n: _fit(np.asarray(data[n]), shape, f"--input {str(p)!r} array {n!r}",
+                    _layout_of(model, n) if model is not None else None) for n, shape in specs}
+
+
+def load_calibs(path: str | Path, specs: list, model=None) -> list[dict]:
+    """Calibration samples of a model with several run-time inputs from an .npz of one stack
+    (N, *shape) per input name, N the same for all: [{name: float32 array}] (at most MAX_CALIB)."""
+    p = Path(path)
+    if p.is_dir():
+        raise CompileError(f"--calib {str(p)!r}: image folders calibrate a model with one image input; this "
+                           f"one has {len(specs)} run-time inputs {[n for n, _ in specs]} (give an .npz with "
+                           "a stack of samples per input name)")
+    data = _npz_names(p, _read(p, "--calib"), specs, "--calib", "a stack of samples")
+    stacks = {n: _samples(np.asarray(data[n]), shape, f"--calib {str(p)!r} array {n!r}",
+                          _layout_of(model, n) if model is not None else None) for n, shape in specs}
+    counts = {n: len(v) for n, v in stacks.items()}
+    if len(set(counts.values())) != 1:
+        raise CompileError(f"--calib {str(p)!r}: the inputs' stacks hold different numbers of samples {counts}")
+    return [{n: stacks[n][j] for n, _ in specs} for j in range(min(next(iter(counts.values())), MAX_CALIB))]
+
+
+#: the note for a model with several inputs given seeded noise
+NOISE_NOTE_MULTI = ("the model has several run-time inputs: accuracy is measured on seeded noise (--input FILE.npz "
+                    "and --calib FILE.npz, one array / stack per input name, give it real data)")
+
+
+def _multi_data(model, specs: list, input_path, calib, size) -> tuple:
+    """``model_data`` for a model with several run-time inputs: dicts {input name: array}."""
+    notes = []
+    if size:
+        notes.append(f"--input-size {size} ignored: the model has {len(specs)} run-time inputs")
+    for name, shape in specs:
+        check_data_memory(name, shape, 1 + (int(calib) if isinstance(calib, (int, np.integer)) else 0))
+    if input_path is not None:
+        x = load_inputs(input_path, specs, model)
+    else:
+        rng = np.random.default_rng(1)
+        x = {n: rng.normal(0, 1, shape).astype(np.float32) for n, shape in specs}
+        notes.append(NOISE_NOTE_MULTI)
+    if isinstance(calib, (int, np.integer)):
+        rng = np.random.default_rng(0)
+        cal = [{n: rng.normal(0, 1, shape).astype(np.float32) for n, shape in specs} for _ in range(int(calib))]
+        if input_path is not None:
+            notes.append("calibrated on seeded noise (--calib FILE.npz gives it real data)")
+    else:
+        cal = load_calibs(calib, specs, model)
+    return x, cal, notes
+
+
 def model_data(model, input_path=None, calib=4, size=None) -> tuple:
     """(test input, calibration samples, notes) for ``model``: ``input_path`` a file or None;
     ``calib`` a count of built-in photographs (int) or a file/folder path; ``size`` overrides the
-    H, W of an image model's photographs."""
-    name, shape = input_spec(model)
+    H, W of an image model's photographs. A model with several run-time inputs gets dicts
+    {input name: array} (the test input, and each calibration sample) instead of arrays."""
+    specs = input_specs(model)
+    if len(specs) > 1:
+        return _multi_data(model, specs, input_path, calib, size)
+    name, shape = specs[0]
     notes = []
     if size and _is_image(shape):
         shape = (1, 3, size, size)

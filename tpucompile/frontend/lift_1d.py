@@ -182,12 +182,12 @@ def _layernorm_sandwiches(g, rank3: set) -> dict:
 
 
 def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` itself if its run-time input is not 3-D, else the lifted copy (module
-    docstring); CompileError naming the node for an op the lifting cannot carry, or the
-    problem for a malformed model (a bad initializer, shapes that do not infer)."""
-    ins = runtime_inputs(model)
-    inp = ins[0] if len(ins) == 1 else None
-    if inp is None or _rank(inp) != 3:
+    """``model`` itself if no run-time input is 3-D, else the lifted copy (module docstring; a
+    model with several inputs: every 3-D tensor lifted, messages name its first 3-D input);
+    CompileError naming the node for an op the lifting cannot carry, or the problem for a
+    malformed model (a bad initializer, shapes that do not infer)."""
+    inp = next((i for i in runtime_inputs(model) if _rank(i) == 3), None)
+    if inp is None:
         return model
     try:
         return _lift(model, inp)

@@ -139,9 +139,8 @@ def _import(model: onnx.ModelProto) -> Graph:
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), str(arr.dtype), arr)
     infos = {v.name: v for v in list(inferred.input) + list(inferred.value_info) + list(inferred.output)}
     inputs = [i.name for i in g.input if i.name not in tensors]
-    if len(inputs) != 1:
-        raise CompileError(f"the model has {len(inputs)} graph inputs {inputs} (initializers excluded); "
-                           "only models with one input are supported")
+    if not inputs:
+        raise CompileError("the model has no graph input that is not an initializer")
     nodes = []
     used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
     for idx, n in enumerate(g.node):

@@ -16,7 +16,8 @@ from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.ops.common import activation_params, one_line
 from tpusim.arch.errors import CompileError
 
-__all__ = ["calibrate", "check_host_memory", "session_input", "session_with_outputs", "CALIB_METHODS", "DEFAULT_PERCENTILE"]
+__all__ = ["calibrate", "check_host_memory", "session_input", "session_feed", "session_with_outputs", "CALIB_METHODS",
+           "DEFAULT_PERCENTILE"]
 
 
 #: initializers of at least this many bytes reach onnxruntime as arrays, not serialized
@@ -101,6 +102,14 @@ def session_input(sess: ort.InferenceSession, model: onnx.ModelProto):
     return next(i for i in sess.get_inputs() if i.name == names[0])
 
 
+def session_feed(sess: ort.InferenceSession, model: onnx.ModelProto, x) -> dict:
+    """onnxruntime's feed {input name: float32 array} for ``x``: one array for a model with one
+    run-time input, or a dict of one array per run-time input name (a model with several)."""
+    if isinstance(x, dict):
+        return {k: np.asarray(v, np.float32) for k, v in x.items()}
+    return {session_input(sess, model).name: np.asarray(x, np.float32)}
+
+
 #: ``calibrate``'s range methods (``--calib-method``)
 CALIB_METHODS = ("minmax", "percentile", "mse", "entropy")
 #: values of each tensor kept per calibration sample for ``mse`` / ``entropy`` (seeded subsample)
@@ -174,17 +183,20 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     if len(images) == 0:
         raise CompileError("calibration needs at least one image, got 0")
     sess = session_with_outputs(model, names)
-    meta = session_input(sess, model)
-    inp = meta.name
-    images = [_check_image(i, x, inp, meta.shape) for i, x in enumerate(images)]
+    if any(isinstance(x, dict) for x in images):
+        metas = {vi.name: i for vi in runtime_inputs(model) for i in sess.get_inputs() if i.name == vi.name}
+        feeds = [_check_feed(i, x, metas) for i, x in enumerate(images)]
+    else:
+        meta = session_input(sess, model)
+        feeds = [{meta.name: _check_image(i, x, meta.name, meta.shape)} for i, x in enumerate(images)]
     lo = {n: np.inf for n in names}
     hi = {n: -np.inf for n in names}
     pct = {n: [] for n in names}
     samples = {n: [] for n in names}
     peaks = {n: [] for n in names}                  # per sample max |x| (mse, entropy: outliers)
     rng = np.random.default_rng(0)
-    for x in images:
-        for n, v in zip(names, sess.run(names, {inp: x})):
+    for feed in feeds:
+        for n, v in zip(names, sess.run(names, feed)):
             lo[n] = min(lo[n], float(v.min()))
             hi[n] = max(hi[n], float(v.max()))
             if method == "minmax":
@@ -269,6 +281,16 @@ def _entropy_range(v: np.ndarray, lo: float, hi: float, cap: float = np.inf, bin
         return lo, hi
     t = (best[1] + 0.5) * amax / bins
     return max(lo, -t), min(hi, t)
+
+
+def _check_feed(i: int, x, metas: dict) -> dict:
+    """Calibration sample #i of a model with several run-time inputs (``metas``: name ->
+    onnxruntime input meta): a dict of one float32 array per input name, each checked."""
+    if not isinstance(x, dict) or set(x) != set(metas):
+        got = sorted(x) if isinstance(x, dict) else type(x).__name__
+        raise CompileError(f"calibration sample #{i}: the model's run-time inputs are {sorted(metas)}, "
+                           f"the sample gives {got}")
+    return {n: _check_image(i, x[n], n, m.shape) for n, m in metas.items()}
 
 
 def _check_image(i: int, x, name: str, shape) -> np.ndarray:

@@ -66,10 +66,14 @@ def _device_bytes(binary) -> bytes:
     return dataclasses.replace(binary, meta={}).to_bytes()
 
 
-def _stage_keys(binary_bytes: bytes, x_dev: np.ndarray, waves: bool) -> tuple[str, str]:
-    """Keys of the SimPy and RTL stage results: the binary, the device input and the source of
-    the code that computes them (a changed model or RTL recomputes the stage)."""
-    base = (binary_bytes, np.ascontiguousarray(x_dev).tobytes(), str(x_dev.shape))
+def _stage_keys(binary_bytes: bytes, x_dev, waves: bool) -> tuple[str, str]:
+    """Keys of the SimPy and RTL stage results: the binary, the device input(s: a dict by name)
+    and the source of the code that computes them (a changed model or RTL recomputes the stage)."""
+    if isinstance(x_dev, dict):
+        base = (binary_bytes, *(part for n in sorted(x_dev) for part in
+                                (n, np.ascontiguousarray(x_dev[n]).tobytes(), str(x_dev[n].shape))))
+    else:
+        base = (binary_bytes, np.ascontiguousarray(x_dev).tobytes(), str(x_dev.shape))
     simpy = make_key(*base, source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/*.py"))
     rtl = make_key(simpy, str(bool(waves)),
                    source_digest("rtl/*", "cocotb_tests/tb/*", "cocotb_tests/*.py"))
@@ -84,7 +88,8 @@ def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: i
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
     model: a built-in model name (tpucompile.driver.MODELS), a path to an .onnx file, or an
-    onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given).
+    onnx.ModelProto (then ``data`` = (x_float NCHW, [calibration images]) must be given; for a
+    model with several run-time inputs, dicts {input name: array} instead of the arrays).
     rtl: also build and run the Verilator RTL. resume: reuse the SimPy and RTL results that an
     earlier (possibly interrupted) run in ``out`` finished for the same binary, inputs and
     source (out/stages/, tpusim.flow.stagecache); False recomputes everything. synthetic_seed: a
@@ -142,19 +147,26 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         x_q = golden.quantize_input(qg, x_float)
         gold = golden.run_golden(qg, x_q)
         v.times_s["golden"] = time.perf_counter() - t
-        save_npy_atomic(out / "input_q.npy", x_q)
-
         n_instr = len(res.binary.code) // 32
         prog.update(task, description="SimPy model (instructions retired)", total=n_instr, completed=0)
-        in_name = res.binary.inputs[0].name
-        x_dev = host_input_transform(res.binary.meta, in_name, x_q)
-        save_npy_atomic(out / "input_device.npy", x_dev)
+        if isinstance(x_q, dict):          # several run-time inputs: one file of each per input
+            feeds = {d.name: host_input_transform(res.binary.meta, d.name, x_q[d.name]) for d in res.binary.inputs}
+            for n in x_q:
+                save_npy_atomic(out / f"input_q_{_file_part(n)}.npy", x_q[n])
+                save_npy_atomic(out / f"input_device_{_file_part(n)}.npy", feeds[n])
+            key_in = feeds
+        else:
+            save_npy_atomic(out / "input_q.npy", x_q)
+            in_name = res.binary.inputs[0].name
+            key_in = host_input_transform(res.binary.meta, in_name, x_q)
+            save_npy_atomic(out / "input_device.npy", key_in)
+            feeds = {in_name: key_in}
         cache = StageCache(out / "stages", enabled=resume)
-        simpy_key, rtl_key = _stage_keys(_device_bytes(res.binary), x_dev, waves)
+        simpy_key, rtl_key = _stage_keys(_device_bytes(res.binary), key_in, waves)
         sim = cache.load("simpy", simpy_key)
         if sim is None:
             t = time.perf_counter()
-            run_ = run_binary(res.binary, cfg, {in_name: x_dev}, keep_ddr=True,
+            run_ = run_binary(res.binary, cfg, feeds, keep_ddr=True,
                               progress=lambda n, _t: prog.update(task, completed=n))
             layers = {d.name: d.from_blocked(run_.read_ddr(d.ddr_addr, d.size_bytes))
                       for d in driver.layer_tensors(res.binary)}
@@ -194,7 +206,7 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
             v.times_s["rtl_build_wait"] = waited_s
             rtl_res = cache.load("rtl", rtl_key)
             if rtl_res is None:
-                rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, {in_name: x_dev}, out / "rtl",
+                rtl_res = run_rtl(out / f"{Path(label).stem}.tpubin", cfg, feeds, out / "rtl",
                                   waves=waves)
                 if rtl_res.ok:
                     cache.save("rtl", rtl_key, rtl_res)
@@ -278,6 +290,11 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
     return v
 
 
+def _file_part(name: str) -> str:
+    """An input name as part of a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
 def _host_tail_accuracy(qg, gold: dict, onnx_model, x_float, h: dict, out: Path) -> list[str]:
     """The host tail's outputs (from the device tensors, golden = SimPy) against onnxruntime on the
     float model, one note each; each saved as out/out_<name>_host.npy."""
@@ -302,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="run folder (default runs/<model>-<hw>)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator RTL")
     ap.add_argument("--input", type=Path, default=None, metavar="FILE",
-                    help="the test input: .npy, or .npz (under the input's name); default: a built-in "
+                    help="the test input: .npy, or .npz (under the input's name; a model with several "
+                         "run-time inputs: an .npz of one array per input name); default: a built-in "
                          "photograph for an image model, else seeded noise")
     inputs.add_calib_options(ap)
     ap.add_argument("--dataset-simpy", type=int, default=None, metavar="N",
