@@ -80,7 +80,7 @@ def bad_attribute(kind: str):
     return {"dilations": lambda: conv(dilations=[0, 2]),
             "group": lambda: conv(group=0),
             "auto_pad": lambda: conv(auto_pad="SAME"),
-            "ceil_mode": lambda: maxpool(ceil_mode=1),
+            "ceil_mode": lambda: maxpool(ceil_mode=2),
             "strides": lambda: conv(strides=[0, 1]),
             }[kind]()
 

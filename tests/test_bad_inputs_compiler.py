@@ -83,7 +83,7 @@ def test_unsupported_op_names_node_and_lists_ops(tmp_path, capsys):
     ("group", "node 'conv0' (Conv): attribute group=0 invalid (a positive integer expected)"),
     ("auto_pad", "node 'conv0' (Conv): attribute auto_pad='SAME' invalid (ONNX allows NOTSET, SAME_UPPER, "
                  "SAME_LOWER, VALID)"),
-    ("ceil_mode", "node 'pool0' (MaxPool): attribute ceil_mode=1 unsupported (only 0)"),
+    ("ceil_mode", "node 'pool0' (MaxPool): attribute ceil_mode=2 invalid (0 or 1)"),
     ("strides", "node 'conv0' (Conv): attribute pads/strides=([1, 1, 1, 1], [0, 1]) invalid"),
 ])
 def test_unsupported_attribute_value(tmp_path, capsys, kind, msg):
