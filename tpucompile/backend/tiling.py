@@ -234,10 +234,14 @@ class ConvCandidates(NamedTuple):
         input slot exposes; each term added as 0.0 where it does not apply; inf where the
         candidate does not fit the SRAM)."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms
-        load_t = load_b / bw + dma
+        load_t = load_b / bw
+        load_t += dma
         est = np.maximum(load_t, peak)
-        est += 0.3 * np.minimum(load_t, mxu) * unaligned
-        est += wait_b / bw
+        t = np.minimum(load_t, mxu, out=load_t)        # in place (the same roundings, fewer arrays)
+        t *= 0.3
+        t *= unaligned
+        est += t
+        est += np.divide(wait_b, bw, out=t)
         return est
 
 
