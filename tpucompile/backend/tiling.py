@@ -189,38 +189,59 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
     return TOKEN_MAX - cfg.queue_depth - 1 - TOKEN_MARGIN
 
 
-class ConvCandidates(NamedTuple):
-    """The conv tilings ``tile_conv`` weighs, in its search order (tw, th, nbg, kbg, ni nested,
-    each largest first; ni 2 then 1), as int64 arrays (``aligned`` bool): the tile, and what it
-    costs apart from the LOAD channel's bandwidth: DDR bytes loaded (input windows, weights,
-    tables), DMA instructions, MXU and VPU cycles, bytes of the input windows the MXU waits for
-    with one input slot (0 with two)."""
+class _ConvShapeTable(NamedTuple):
+    """What ``conv_candidates`` shares across the bank and SRAM sizes: the (tw, th, nbg, kbg, ni)
+    whose accumulator tile and token count fit (``tile_conv``'s search order), as int64 arrays
+    (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
+    candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
+    DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
+    and the bandwidth-free cost terms as float64 (load bytes, 40 x DMAs, MXU, wait bytes)."""
+    M: np.ndarray
+    ntiles: np.ndarray
+    pair: np.ndarray
     th: np.ndarray
     tw: np.ndarray
     nbg: np.ndarray
     kbg: np.ndarray
     ni: np.ndarray
-    s_out: np.ndarray
     ih: np.ndarray
     iw: np.ndarray
-    aligned: np.ndarray
+    slot: np.ndarray
+    ni_slot: np.ndarray
     load_bytes: np.ndarray
     n_dma: np.ndarray
     mxu_cycles: np.ndarray
-    vpu_cycles: np.ndarray
     wait_bytes: np.ndarray
-    terms: tuple          # float64 (load bytes, 40 x DMAs, max(MXU, VPU), MXU, unaligned 0/1, wait bytes)
+    terms: tuple
+
+
+class ConvCandidates(NamedTuple):
+    """The conv tilings ``tile_conv`` weighs: the candidates of ``table`` (``_ConvShapeTable``,
+    in its search order) of which ``n`` fit the SRAM; per (tw, th) pair ``s_out``, per candidate
+    ``aligned`` (its slots fit on their own banks) and the cost terms (float64: load bytes, 40 x
+    DMAs, max(MXU, VPU) (inf where the candidate does not fit the SRAM), MXU, unaligned 0/1, wait
+    bytes)."""
+    table: _ConvShapeTable
+    n: int
+    s_out: np.ndarray
+    aligned: np.ndarray
+    terms: tuple
 
     def est_cycles(self, bw: float) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
-        input slot exposes; each term added as 0.0 where it does not apply)."""
+        input slot exposes; each term added as 0.0 where it does not apply; inf where the
+        candidate does not fit the SRAM)."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms
-        load_t = load_b / bw + dma
+        load_t = load_b / bw
+        load_t += dma
         est = np.maximum(load_t, peak)
-        est += 0.3 * np.minimum(load_t, mxu) * unaligned
-        est += wait_b / bw
+        t = np.minimum(load_t, mxu, out=load_t)        # in place (the same roundings, fewer arrays)
+        t *= 0.3
+        t *= unaligned
+        est += t
+        est += np.divide(wait_b, bw, out=t)
         return est
 
 
@@ -240,14 +261,12 @@ def _product(*axes: np.ndarray) -> list:
     return [g.reshape(-1) for g in grids]
 
 
-@lru_cache(maxsize=256)         # a table: about 20 arrays of 300 to 8,000 candidates
-def conv_candidates(key: tuple) -> ConvCandidates:
-    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
-    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
-    regions fit, with its costs (``ConvCandidates``). Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg = key
-    W, T, tsw = R, kh * kw, mg * pw
-    wgrp = round_up(2 * _wstride(C, bwd), bwd)
+@lru_cache(maxsize=512)         # about 20 arrays of 300 to 8,000 candidates
+def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
+    """The part of ``conv_candidates`` that does not read the bank or SRAM size: ``skey`` is
+    ``conv_candidates_key`` without them. Cached (read-only arrays)."""
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg = skey
+    W, T = R, kh * kw
     # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
     tw_c, th_c = np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64)
     tw, th = np.repeat(tw_c, len(th_c)), np.tile(th_c, len(tw_c))
@@ -255,32 +274,49 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     tw, th = tw[keep], th[keep]
     M, ih, iw = tw * th, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
     ntiles = -(-oh // th) * -(-ow // tw)
-    s_out = np.maximum(1, np.minimum(M, _out_slot_cap(ap, bwd, tsw, mp)))
-    fixed = 2 * C + 2 * tsw + 2 * mp * s_out                  # SRAM words besides the input slots
     # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered
     nbs = np.array([n for n in _pow_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
     kbs = np.array(_pow_cands(KB), np.int64)
     i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
     nbg, kbg, ni = nbs[b], kbs[k], 2 - n
+    keep = M[i] * nbg <= acc_depth
+    i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
     slot = kbg * (ih * iw)[i]
-    keep = (M[i] * nbg <= acc_depth) & (fixed[i] + ni * slot <= sram_words)
-    i, nbg, kbg, ni, slot = i[keep], nbg[keep], kbg[keep], ni[keep], slot[keep]
     nkg = -(-KB // kbg)
     windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
-    pogrp = -(-(2 * tsw + 2 * mp * s_out) // bwd) * bwd
-    out = ConvCandidates(
-        th[i], tw[i], nbg, kbg, ni, s_out[i], ih[i], iw[i],
-        aligned=(wgrp + pogrp)[i] + ni * (-(-slot // bwd) * bwd) <= sram_words,
-        load_bytes=(windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
-                    + (ntiles * (NB * KB * T * C * W + NB * pw * W))[i]),
-        n_dma=windows * nkg + (ntiles * (NB * KB * T + NB))[i],
-        mxu_cycles=(ntiles * (NB * KB * T) * (C + M + R + C + 6))[i],
-        vpu_cycles=(ntiles * NB * (mp * M + pw * -(-M // s_out)))[i],
-        wait_bytes=np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0), terms=())
-    out = out._replace(terms=tuple(a.astype(np.float64) for a in (
-        out.load_bytes, 40 * out.n_dma, np.maximum(out.mxu_cycles, out.vpu_cycles), out.mxu_cycles, ~out.aligned,
-        out.wait_bytes)))
+    load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
+                  + (ntiles * (NB * KB * T * C * W + NB * pw * W))[i])
+    n_dma = windows * nkg + (ntiles * (NB * KB * T + NB))[i]
+    mxu = (ntiles * (NB * KB * T) * (C + M + R + C + 6))[i]
+    wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
+    out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
+                          n_dma, mxu, wait, tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)))
     for a in (*out[:-1], *out.terms):
+        a.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=256)
+def conv_candidates(key: tuple) -> ConvCandidates:
+    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
+    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
+    regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
+    the bank and SRAM sizes add). Cached (read-only arrays)."""
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg = key
+    t = _conv_shape_table(key[:12] + key[14:])
+    tsw = mg * pw
+    wgrp = round_up(2 * _wstride(C, bwd), bwd)
+    s_out = np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
+    fit = (2 * C + 2 * tsw + 2 * mp * s_out)[t.pair] + t.ni_slot <= sram_words   # + the input slots
+    pogrp = -(-(2 * tsw + 2 * mp * s_out) // bwd) * bwd
+    aligned = (wgrp + pogrp)[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
+    vpu = (t.ntiles * NB * (mp * t.M + pw * -(-t.M // s_out)))[t.pair]
+    peak = np.maximum(t.mxu_cycles, vpu).astype(np.float64)
+    peak[~fit] = np.inf
+    load_b, dma, mxu, wait_b = t.terms
+    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned,
+                         (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b))
+    for a in (s_out, aligned, *out.terms):
         a.flags.writeable = False
     return out
 
@@ -293,7 +329,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg)
     c = conv_candidates(key)
-    if len(c.th) == 0:
+    if c.n == 0:
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
         (kh, kw), (sh, sw) = kernel, strides
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
@@ -324,7 +360,9 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     out = _CHOICES.get((key, i))
     if out is not None:
         return out
-    th, tw, nbg, kbg, ni, s_out, ih, iw = (int(a[i]) for a in c[:8])
+    t = c.table
+    th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
+    s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
     for aligned in ((True, False) if c.aligned[i] else (False,)):
         for nw in (4, 3, 2):
@@ -334,7 +372,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                     _CHOICES.clear()
                 slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
                               "i": slot}
-                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(t.load_bytes[i]),
                                             aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows)
                 return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
