@@ -1,0 +1,61 @@
+"""Issue 9: a global average pool (GlobalAveragePool, ReduceMean over H and W, AveragePool with
+a kernel equal to the map) over a map of more than 1023 pixels (the smallest config's SRAM) runs
+in two stages on every config: row partials (one average per row, each the same W pixels, in the
+input's scale and zero point), then the average of the H partials. Golden == SimPy bit-exact,
+and vs onnxruntime; the rounding stays within half an input LSB plus half an output LSB of the
+exact mean of the quantized input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tests import qnets
+from tpucompile.golden import quantize_input, run_golden
+from tpucompile.quantize.quantize import compile_model
+from tpusim.arch.binary import TpuBinary
+from tpusim.flow.cosim import run
+
+
+def pool_model(hw: int, op: str = "gap", c: int = 64):
+    if op == "gap":
+        node = helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")
+    elif op == "avgpool":
+        node = helper.make_node("AveragePool", ["x"], ["y"], name="gap", kernel_shape=[hw, hw])
+    else:
+        node = helper.make_node("ReduceMean", ["x"], ["y"], name="gap", axes=[2, 3], keepdims=1)
+    return qnets.make_model([node], {}, (1, c, hw, hw), "y", None)
+
+
+@pytest.mark.parametrize("hw,cfg,op", [(56, "small", "gap"), (112, "small", "gap"), (53, "small", "gap"),
+                                       (56, "small", "reduce_mean"), (56, "small", "avgpool"),
+                                       (56, "seed", "gap"), (112, "seed", "gap")])
+def test_large_global_pool_runs_in_two_stages(tmp_path, hw, cfg, op):
+    model = pool_model(hw, op)
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=2)
+    v = run(model, cfg, tmp_path, rtl=False, data=(xs[0], xs[1:]), name="gap")
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, v.layer_mismatches
+    assert v.accuracy["cosine"] > 0.99 and v.accuracy["max_abs"] < 0.005, v.accuracy
+    pools = [L for L in TpuBinary.read(tmp_path / "gap.tpubin").meta["layers"] if L["op"] == "QAvgPool"]
+    assert [L["kernel"] for L in pools] == [[1, hw], [hw, 1]]
+
+
+@pytest.mark.parametrize("hw", [56, 53, 112])
+def test_two_stage_rounding_bound(hw):
+    """|device mean - exact mean of the int8 input| <= s_x / 2 (the row partials' rounding,
+    averaged) + s_y / 2 (the final rounding), plus the multipliers' Q31 error."""
+    model = pool_model(hw)
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=3)
+    qg, _ = compile_model(model, xs[1:])
+    x, y = qg.tensors[qg.inputs[0]], qg.tensors[qg.resolve("y")]
+    xq = quantize_input(qg, xs[0])
+    got = (run_golden(qg, xq)[y.name].astype(np.float64) - y.zero_point) * y.scale
+    exact = (xq.astype(np.float64) - x.zero_point).mean(axis=(2, 3), keepdims=True) * x.scale
+    err = np.abs(got - exact).max()
+    assert err <= 0.5 * x.scale + 0.5 * y.scale + 1e-6, (err, x.scale, y.scale)
+
+
+def test_a_map_within_the_smallest_sram_stays_one_stage(tmp_path):
+    model = pool_model(28, c=16)
+    qg, _ = compile_model(model, qnets.inputs(qnets.in_shape(model), 2, seed=2))
+    assert [op.kernel for op in qg.ops] == [(28, 28)]
