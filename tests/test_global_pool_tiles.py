@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
 
 from tests import qnets
 from tpucompile.golden import quantize_input, run_golden
@@ -18,13 +17,7 @@ from tpusim.flow.cosim import run
 
 
 def pool_model(hw: int, op: str = "gap", c: int = 64):
-    if op == "gap":
-        node = helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")
-    elif op == "avgpool":
-        node = helper.make_node("AveragePool", ["x"], ["y"], name="gap", kernel_shape=[hw, hw])
-    else:
-        node = helper.make_node("ReduceMean", ["x"], ["y"], name="gap", axes=[2, 3], keepdims=1)
-    return qnets.make_model([node], {}, (1, c, hw, hw), "y", None)
+    return qnets.large_gap(hw, c, op)
 
 
 @pytest.mark.parametrize("hw,cfg,op", [(56, "small", "gap"), (112, "small", "gap"), (53, "small", "gap"),
