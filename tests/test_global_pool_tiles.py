@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 from tests import qnets
+from tpucompile.backend.compile import compile_qgraph
+from tpucompile.backend.estimate import Estimator
 from tpucompile.golden import quantize_input, run_golden
 from tpucompile.quantize.quantize import compile_model
 from tpusim.arch.binary import TpuBinary
+from tpusim.arch.config import load_config
 from tpusim.flow.cosim import run
 
 
@@ -52,3 +55,16 @@ def test_a_map_within_the_smallest_sram_stays_one_stage(tmp_path):
     model = pool_model(28, c=16)
     qg, _ = compile_model(model, qnets.inputs(qnets.in_shape(model), 2, seed=2))
     assert [op.kernel for op in qg.ops] == [(28, 28)]
+
+
+@pytest.mark.parametrize("hw,cfg", [(56, "small"), (53, "small"), (112, "seed"), (56, "small_tall")])
+def test_estimated_bytes_of_both_stages_are_the_programs(hw, cfg):
+    """The pool's work hook gives each stage's LOAD and STORE bytes of the compiled program."""
+    model = pool_model(hw)
+    qg, _ = compile_model(model, qnets.inputs(qnets.in_shape(model), 2, seed=2))
+    c = load_config(cfg)
+    layers = {L["name"]: L for L in compile_qgraph(qg, c).meta["layers"]}
+    est = Estimator(qg).estimate(c)
+    assert {e.name for e in est.layers} == set(layers) == {"gap__partial", "gap"}
+    for e in est.layers:
+        assert (e.load_bytes, e.store_bytes) == (layers[e.name]["ddr_bytes_in"], layers[e.name]["ddr_bytes_out"])
