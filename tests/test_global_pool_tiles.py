@@ -1,6 +1,6 @@
 """Issue 9: a global average pool (GlobalAveragePool, ReduceMean over H and W, AveragePool with
-a kernel equal to the map) over a map of more than 1023 pixels (the smallest config's SRAM) runs
-in two stages on every config: row partials (one average per row, each the same W pixels, in the
+a kernel equal to the map) over a map too large for the config's SRAM (for any shipped config
+when quantized without one) runs in two stages: row partials (one average per row, each the same W pixels, in the
 input's scale and zero point), then the average of the H partials. Golden == SimPy bit-exact,
 and vs onnxruntime; the rounding stays within half an input LSB plus half an output LSB of the
 exact mean of the quantized input."""
@@ -51,10 +51,15 @@ def test_two_stage_rounding_bound(hw):
     assert err <= 0.5 * x.scale + 0.5 * y.scale + 1e-6, (err, x.scale, y.scale)
 
 
-def test_a_map_within_the_smallest_sram_stays_one_stage(tmp_path):
-    model = pool_model(28, c=16)
-    qg, _ = compile_model(model, qnets.inputs(qnets.in_shape(model), 2, seed=2))
-    assert [op.kernel for op in qg.ops] == [(28, 28)]
+@pytest.mark.parametrize("hw,cfg,stages", [(28, None, 1), (32, None, 2), (40, "small", 1), (48, "small", 2),
+                                           (56, "medium", 1), (64, "medium", 2), (90, "narrow", 1), (32, "seed", 2)])
+def test_a_map_that_fits_the_sram_stays_one_stage(hw, cfg, stages):
+    """Maps that compiled before (in one stage) keep their program: split only when the whole
+    map does not fit the config's SRAM (any shipped config's without one)."""
+    model = pool_model(hw, c=16)
+    qg, _ = compile_model(model, qnets.inputs(qnets.in_shape(model), 2, seed=2),
+                          cfg=load_config(cfg) if cfg else None)
+    assert len(qg.ops) == stages
 
 
 @pytest.mark.parametrize("hw,cfg", [(56, "small"), (53, "small"), (112, "seed"), (56, "small_tall")])
