@@ -744,3 +744,16 @@ def row_ops(seed=0, c=20):
              "b": rng.normal(0, 0.2, c).astype(np.float32), "w2": conv_w(rng, c, c, 1), "k": np.float32(0.5),
              "w3": conv_w(rng, 4, c, 1)}
     return make_model(nodes, inits, (1, 3, 5, 6), "y", (1, 4, 5, 6), opset=17)
+
+
+def large_gap(hw=56, c=8, op="gap"):
+    """A global average pool over a map of more than 1023 pixels (issue 9): row partials, then
+    their mean (tpucompile/ops/pool.py). op: gap (GlobalAveragePool), avgpool (AveragePool with a
+    kernel equal to the map), reduce_mean (over H, W): x [1, c, hw, hw] -> y [1, c, 1, 1]."""
+    if op == "gap":
+        node = helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")
+    elif op == "avgpool":
+        node = helper.make_node("AveragePool", ["x"], ["y"], name="gap", kernel_shape=[hw, hw])
+    else:
+        node = helper.make_node("ReduceMean", ["x"], ["y"], name="gap", axes=[2, 3], keepdims=1)
+    return make_model([node], {}, (1, c, hw, hw), "y", None)

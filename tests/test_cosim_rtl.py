@@ -52,7 +52,8 @@ GRAPHS = {
     "csp_split": qnets.csp_split,
     "row_ops": qnets.row_ops,           # LAYERNORM and SOFTMAX over 3-word rows (POOL transposing copies)
     "token_ffn": token_ffn,             # a (1, T, C) encoder FFN block: LN, Linears, Erf GELU LUT, residual, LN
-    "long_sequence_gap": qnets.long_sequence_gap,   # a global pool over 300 columns: two POOL stages       # Split / Slice on the channels: views (gap lanes), copied into a Concat
+    "long_sequence_gap": qnets.long_sequence_gap,   # a global pool over 300 columns: two POOL stages
+    "large_gap": lambda: qnets.large_gap(48),   # a global pool over 48x48, too large for the SRAM: row partials, their mean       # Split / Slice on the channels: views (gap lanes), copied into a Concat
 }
 
 

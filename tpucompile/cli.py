@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
         qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps, calib_method=a.calib_method,
-                              host_tail=a.host_tail)
+                              host_tail=a.host_tail, cfg=cfg)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)
         t3 = time.perf_counter()

@@ -104,7 +104,8 @@ def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path 
     ``host_tail``: a post-processing tail without a device mapping runs on the host."""
     t0 = time.perf_counter()
     dumps = IrDumps.open(dump_ir)
-    qg, _ = compile_model(model, calib_images, dump_dir=dumps, calib_method=calib_method, host_tail=host_tail)
+    qg, _ = compile_model(model, calib_images, dump_dir=dumps, calib_method=calib_method, host_tail=host_tail,
+                          cfg=cfg)
     t1 = time.perf_counter()
     binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates, dump_ir=dumps)
     t2 = time.perf_counter()

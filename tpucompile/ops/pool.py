@@ -18,7 +18,14 @@ Integer semantics:
   the input (H, W); an AveragePool whose kernel equals its input becomes one (canonicalize). A
 global pool over a side longer than POOL's window fields (255: a long sequence) runs in two
 stages, the first averaging windows of a factor of that side into a tensor of the input's scale
-and zero point (one more rounding than the float mean).
+and zero point (one more rounding than the float mean). So does a global pool over a map too
+large for the SRAM in one stage (``_one_stage_fits``: on the config the QGraph is quantized
+for, or on every shipped config if none; a map that fits keeps its one-stage program): stage 1
+averages each row (kh rows when H > 255), all windows of the same W*kh pixels, into partials
+of the input's scale and zero point; stage 2 averages the partials. Equal windows make the mean
+of the partial means the exact mean before rounding; each partial rounds to nearest (<= s_x/2,
+averaged over the H partials: ~0.29 s_x/sqrt(H) rms), then the final requant (<= s_y/2); the
+bound s_x/2 + s_y/2 from the exact mean of the int8 input is tested (tests/test_global_pool_tiles.py).
 
 Device: per tile of th x tw outputs x kbg channel blocks, LOAD the input window, one POOL per
 channel block, STORE; two slot groups of an input window and an output tile
@@ -27,6 +34,7 @@ channel block, STORE; two slot groups of an input window and an output tile
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -209,10 +217,51 @@ def _split_window(node, dims: tuple) -> tuple | None:
     return tuple(first)
 
 
+#: configs a QGraph quantized without one must compile on (``_one_stage_fits``)
+SHIPPED_CONFIGS = ("small", "small_tall", "small_wide", "seed", "medium", "wide", "narrow")
+#: most input pixels of one first-stage window of a row-split global pool (fits two slot groups
+#: of the smallest SRAM with column alignment)
+ROW_STAGE_MAX_PIXELS = 384
+
+
+def _one_stage_fits(cfg, h: int, w: int) -> bool:
+    """Whether a global pool over (h, w) tiles in one stage on ``cfg`` (its smallest tile: one
+    channel block, one output, an h x (w + align_px - 1) window, one slot group), on every
+    shipped config when ``cfg`` is None: a map that fits keeps its one-stage program."""
+    if cfg is None:
+        return all(_one_stage_fits(_shipped(n), h, w) for n in SHIPPED_CONFIGS)
+    return h * (w + align_px(cfg) - 1) + 1 <= cfg.sram_words
+
+
+@lru_cache(maxsize=None)
+def _shipped(name: str):
+    from tpusim.arch.config import load_config
+    return load_config(name)
+
+
+def _split_rows(node, dims: tuple) -> tuple:
+    """For a global pool over a map (H, W) too large for the SRAM in one stage, W within
+    POOL's win_w field: the first stage's window (kh, W), kh the smallest divisor of H leaving
+    at most POOL's win_h partials (1 for H <= 255: one partial per row, a prime H included) with
+    kh*W <= ROW_STAGE_MAX_PIXELS. Every window has the same kh*W pixels, so the mean of the
+    partial means is the mean of the map before rounding (no average-of-averages weighting); the
+    more partials, the more their roundings average out. CompileError naming the node if none."""
+    h, w = dims
+    lim = field_max("POOL", "win_h")
+    k = next((k for k in range(1, h + 1) if h % k == 0 and h // k <= lim), None)
+    if k is None or k * w > ROW_STAGE_MAX_PIXELS:
+        raise CompileError(f"node {node.name!r} ({node.op}): a global pool over {h}x{w} pixels: its {h} rows do not "
+                           f"split into at most {lim} equal windows of at most {ROW_STAGE_MAX_PIXELS} pixels")
+    return (k, w)
+
+
 def _quantize_avg(q, node) -> None:
     qt = q.input(node)
     if node.op == "GlobalAveragePool":
-        first = _split_window(node, tuple(qt.shape[2:]))
+        hw = tuple(qt.shape[2:])
+        first = _split_window(node, hw)
+        if hw[1] <= field_max("POOL", "win_w") and not _one_stage_fits(q.cfg, *(first or hw)):
+            first = _split_rows(node, hw)
         if first is not None:
             qt = _first_stage(q, node, qt, first)
         k, st = tuple(qt.shape[2:]), (1, 1)

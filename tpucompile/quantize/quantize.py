@@ -92,11 +92,13 @@ class Quantizer:
     """The QGraph under construction, as the op table's ``quantize`` hooks see it.
 
     g: the float IR after passes (a QDQ model's pins made to follow its Alias views, in place:
-    ``ops.qdq.pins_follow_aliases``); stats: {onnx_name: (min, max)} calibration ranges."""
+    ``ops.qdq.pins_follow_aliases``); stats: {onnx_name: (min, max)} calibration ranges; cfg: the
+    HwConfig the QGraph is for (an op may choose its form by it: a global pool splits only where
+    the whole map does not fit the SRAM), None for one that compiles on every shipped config."""
 
-    def __init__(self, g: Graph, stats: dict):
+    def __init__(self, g: Graph, stats: dict, cfg=None):
         pins_follow_aliases(g)
-        self.g, self.stats = g, stats
+        self.g, self.stats, self.cfg = g, stats, cfg
         self.qg = QGraph({}, [], [], [])
         self.host_outs: set = set()
 
@@ -256,7 +258,7 @@ def split_host_tail(g: Graph, model) -> tuple:
     return prune(Graph(g.tensors, keep, list(g.inputs), outs)), pending, list(g.outputs)
 
 
-def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = None) -> QGraph:
+def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = None, cfg=None) -> QGraph:
     """Build the QGraph from a passed float IR and {onnx_name: (min, max)} ranges.
 
     Raises CompileError naming every node that has no device mapping or that its op refuses
@@ -265,7 +267,7 @@ def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = Non
     a detector's decoding) become a host op run by onnxruntime instead (ops/host_tail.py), when
     they are post-processing (no real share of the weights); else the refusals are raised.
     """
-    q = Quantizer(g, shared_ranges(g, stats))
+    q = Quantizer(g, shared_ranges(g, stats), cfg)
     qg = q.qg
     try:
         for name in g.inputs:
@@ -308,7 +310,7 @@ def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = Non
 
 def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
                   dump_dir: Optional[Union[str, Path, IrDumps]] = None, calib_method: str = "minmax",
-                  host_tail: bool = False) -> tuple:
+                  host_tail: bool = False, cfg=None) -> tuple:
     """ONNX model -> (QGraph, float IR after passes): import, passes, calibrate, quantize.
 
     ``calib_images`` may also be a callable returning them, called only once the model has
@@ -316,7 +318,8 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     ``dump_dir``: a directory (or the IrDumps of a whole compile) for the IR after every pass
     and ``NN_quantize.txt``, the QGraph. ``calib_method``: calibrate.CALIB_METHODS. ``host_tail``:
     nodes at the end of the graph without a device mapping run on the host (ops/host_tail.py)
-    instead of being refused."""
+    instead of being refused. ``cfg``: the HwConfig the QGraph is for (``Quantizer``), None for
+    one that compiles on every shipped config."""
     if not isinstance(model, onnx.ModelProto):
         try:
             model = onnx.load(str(model))
@@ -329,7 +332,7 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     if callable(calib_images):
         calib_images = calib_images()
     stats = calibrate(model, calib_images, names, method=calib_method)
-    qg = quantize_graph(g, stats, model if host_tail else None, pending)
+    qg = quantize_graph(g, stats, model if host_tail else None, pending, cfg)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))
     return qg, g
