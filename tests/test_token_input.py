@@ -20,7 +20,7 @@ from tpusim.flow.cosim import run
 T, C, F = 12, 16, 32
 
 
-def _ffn_block(attention_reshape: bool = False, seed: int = 0):
+def _ffn_block(attention_reshape: bool = False, seed: int = 0, bias_node: bool = False):
     """x (1, T, C) -> LayerNorm -> Linear C->F -> Erf GELU -> Linear F->C -> + residual ->
     LayerNorm -> Softmax over the features -> y (1, T, C)."""
     rng = np.random.default_rng(seed)
@@ -38,6 +38,9 @@ def _ffn_block(attention_reshape: bool = False, seed: int = 0):
              n("Add", ["a2", "h0"], ["r"], name="residual"),
              n("LayerNormalization", ["r", "g1", "b1"], ["h1"], name="ln1", axis=-1, epsilon=1e-12),
              n("Softmax", ["h1"], ["y"], name="sm", axis=-1)]
+    if bias_node:                    # fc2's bias from a Constant node, as some exporters write it
+        nodes.insert(0, n("Constant", [], ["c2"], name="c2_const",
+                          value=numpy_helper.from_array(np.asarray(inits.pop("c2"), np.float32))))
     if attention_reshape:
         inits["shape"] = np.array([1, T, 2, C // 2], np.int64)
         nodes.append(n("Reshape", ["y", "shape"], ["heads"], name="to_heads"))
@@ -56,8 +59,11 @@ def token_ffn():
     return channels_first_tokens_model(_ffn_block())
 
 
-def test_the_rewrite_equals_the_original_model():
-    m = _ffn_block()
+@pytest.mark.parametrize("bias_node", [False, True])
+def test_the_rewrite_equals_the_original_model(bias_node):
+    """Per-feature constants become (C, 1) on the (1, C, T) model whether they are initializers or
+    come from Constant nodes (one left (C,) would broadcast along the tokens)."""
+    m = _ffn_block(bias_node=bias_node)
     m2 = channels_first_tokens_model(m)
     x = np.random.default_rng(1).normal(0, 1, (1, T, C)).astype(np.float32)
     lay = input_layout(m2)

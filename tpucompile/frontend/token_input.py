@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tpucompile.frontend.lift_1d import ELEMENTWISE
+from tpucompile.frontend.lift_1d import ELEMENTWISE, constant_value
 from tpucompile.frontend.model_inputs import runtime_inputs
 from tpucompile.frontend.nhwc_input import LAYOUT_KEY, permute_dims
 from tpusim.arch.errors import CompileError
@@ -111,8 +111,11 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
             nodes.append(s)
         elif n.op_type in ELEMENTWISE:
             for k, i in enumerate(n.input):
-                if i in inits and i not in cl and n.op_type in _BINARY:
-                    c = numpy_helper.to_array(inits[i])
+                if i and i not in cl and n.op_type in _BINARY:
+                    c = numpy_helper.to_array(inits[i]) if i in inits else constant_value(g, i, m.opset_import)
+                    if c is None:
+                        raise CompileError(f"node {n.name!r} ({n.op_type}): operand {i!r} is neither a token "
+                                           "tensor nor a constant the compiler can evaluate")
                     if c.size > 1:
                         if c.shape[-1] != c.size:
                             raise CompileError(f"node {n.name!r} ({n.op_type}): constant {i!r} {c.shape} of a token "
