@@ -98,6 +98,11 @@ def test_huge_input_refused_in_cosim_before_allocating(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "input 'x' of shape (1, 4096, 512, 512) is 4.00 GiB as float32: 5 of them" in err, err
     assert "Traceback" not in err
-    inputs.check_data_memory("x", (1, 4096, 512, 512), 5, available=64 << 30)
+    inputs.check_data_memory([("x", (1, 4096, 512, 512))], 5, available=64 << 30)
     with pytest.raises(CompileError, match=r"need about 28\.0 GiB, more than 60% of the 16\.0 GiB available"):
-        inputs.check_data_memory("x", (1, 4096, 512, 512), 5, available=16 << 30)
+        inputs.check_data_memory([("x", (1, 4096, 512, 512))], 5, available=16 << 30)
+    two = [("a", (1, 1024, 512, 512)), ("b", (1, 2048, 512, 512))]      # each fits alone, not both
+    inputs.check_data_memory(two[1:], 5, available=32 << 30)
+    with pytest.raises(CompileError, match=r"input 'b' of shape \(1, 2048, 512, 512\) is 2\.00 GiB as float32: 5 "
+                                           r"of each of the 2 inputs .* need about 21\.0 GiB"):
+        inputs.check_data_memory(two, 5, available=32 << 30)

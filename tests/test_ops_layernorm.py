@@ -157,3 +157,15 @@ def test_a_sequence_softmax_over_the_length_is_refused_naming_the_node():
     xs = [rng.normal(0, 1, (1, 4, 10)).astype(np.float32) for _ in range(2)]
     with pytest.raises(CompileError, match=r"node 'sm' \(Softmax\) reads the 3-D tensor 'u'"):
         compile_model(_sequence(sm_axis=-1), xs)
+
+
+def test_scale_or_bias_of_the_wrong_size_is_refused_naming_the_node():
+    """Scale / B with neither 1 nor C values (onnxruntime refuses such a model first, but the
+    quantizer's own check names the node and shape rather than raising numpy's ValueError)."""
+    from tpucompile.ir import Node
+    from tpucompile.ops.layernorm import _per_channel
+    node = Node("LayerNormalization", "ln", ["x", "g", "b"], ["y"], {})
+    assert list(_per_channel(node, "Scale", np.float32(2), 3)) == [2, 2, 2]
+    with pytest.raises(CompileError, match=r"node 'ln' \(LayerNormalization\): B 'b' of shape \(2,\) has 2 values for "
+                                           r"8 channels \(1 or 8 expected\)"):
+        _per_channel(node, "B", np.zeros(2), 8)

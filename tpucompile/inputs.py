@@ -187,21 +187,29 @@ def _is_image(shape: tuple) -> bool:
     return len(shape) == 4 and shape[0] == 1 and shape[1] == 3 and shape[2] >= 16 and shape[3] >= 16
 
 
-def check_data_memory(name: str, shape: tuple, samples: int, available: int | None = None) -> None:
-    """CompileError, before anything is allocated, if ``samples`` float32 arrays of the input
-    ``shape`` (the test input and the calibration samples drawn here; samples read from a
-    ``--calib`` file are bounded by the file) and one float64 array of it (seeded noise is drawn
-    in float64) would need more than HOST_MEMORY_SHARE of the available memory
-    (``available`` bytes; default: the machine's). Names the input, its shape and the sizes."""
-    elements = int(np.prod(shape, dtype=object))
-    need_bytes = elements * (4 * samples + 8)
+def check_data_memory(specs: list, samples: int, available: int | None = None) -> None:
+    """CompileError, before anything is allocated, if ``samples`` float32 arrays of each input of
+    ``specs`` ([(name, shape)]: the test input and the calibration samples drawn here; samples
+    read from a ``--calib`` file are bounded by the file) and one float64 array of each (seeded
+    noise is drawn in float64) would need more than HOST_MEMORY_SHARE of the available memory
+    (``available`` bytes; default: the machine's). Names the largest input, its shape and the sizes."""
+    elements = {name: int(np.prod(shape, dtype=object)) for name, shape in specs}
+    need_bytes = sum(elements.values()) * (4 * samples + 8)
     avail = available_memory_bytes() if available is None else available
     if need_bytes > HOST_MEMORY_SHARE * avail:
         gib = 1 << 30
-        raise CompileError(f"input {name!r} of shape {tuple(shape)} is {elements * 4 / gib:.2f} GiB as float32: "
-                           f"{samples} of them (the test input and the calibration samples) need about "
+        name, shape = max(specs, key=lambda s: elements[s[0]])
+        each = "them" if len(specs) == 1 else f"each of the {len(specs)} inputs"
+        raise CompileError(f"input {name!r} of shape {tuple(shape)} is {elements[name] * 4 / gib:.2f} GiB as float32: "
+                           f"{samples} of {each} (the test input and the calibration samples) need about "
                            f"{need_bytes / gib:.1f} GiB, more than {HOST_MEMORY_SHARE:.0%} of the {avail / gib:.1f} "
                            "GiB available; use a smaller input")
+
+
+def _drawn_samples(calib) -> int:
+    """Arrays of each input drawn here: the test input and ``calib`` seeded calibration samples
+    when it is a count (none when it is a file or folder)."""
+    return 1 + (int(calib) if isinstance(calib, (int, np.integer)) else 0)
 
 
 def _layout_of(model, name: str) -> dict | None:
@@ -260,8 +268,7 @@ def _multi_data(model, specs: list, input_path, calib, size) -> tuple:
     notes = []
     if size:
         notes.append(f"--input-size {size} ignored: the model has {len(specs)} run-time inputs")
-    for name, shape in specs:
-        check_data_memory(name, shape, 1 + (int(calib) if isinstance(calib, (int, np.integer)) else 0))
+    check_data_memory(specs, _drawn_samples(calib))
     if input_path is not None:
         x = load_inputs(input_path, specs, model)
     else:
@@ -294,7 +301,7 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
         notes.append(f"--input-size {size} ignored: it resizes 3-channel images of at least 16x16, and "
                      f"the model's input {name!r} has shape {tuple(shape)}")
     image = _is_image(shape)
-    check_data_memory(name, shape, 1 + (int(calib) if isinstance(calib, (int, np.integer)) else 0))
+    check_data_memory([(name, shape)], _drawn_samples(calib))
     if input_path is not None:
         x = load_input(input_path, name, shape, input_layout(model))
     elif image:

@@ -143,6 +143,16 @@ def ln_quantize_params(gamma, beta, eps_real: float, n: int, s_in: float, s_out:
     return g, b, eps, mult, shift
 
 
+def _per_channel(node, what: str, value, c: int) -> np.ndarray:
+    """float64 [c]: LayerNormalization's ``what`` (Scale or B), one value or one per channel;
+    CompileError naming the node and the shape otherwise."""
+    v = np.asarray(value, np.float64).reshape(-1)
+    if v.size not in (1, c):
+        raise CompileError(f"node {node.name!r} (LayerNormalization): {what} {node.inputs[1 if what == 'Scale' else 2]!r} "
+                           f"of shape {np.shape(value)} has {v.size} values for {c} channels (1 or {c} expected)")
+    return np.broadcast_to(v, (c,))
+
+
 def _quantize(q, node) -> None:
     if not node.attrs.get("channels"):
         shape = q.shape(node.inputs[0])
@@ -156,9 +166,8 @@ def _quantize(q, node) -> None:
     beta = q.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     if gamma is None or (len(node.inputs) > 2 and node.inputs[2] and beta is None):
         raise CompileError(f"node {node.name!r} (LayerNormalization): Scale / B must be constants")
-    gamma = np.broadcast_to(np.asarray(gamma, np.float64).reshape(-1), (c,))
-    if beta is not None:
-        beta = np.broadcast_to(np.asarray(beta, np.float64).reshape(-1), (c,))
+    gamma = _per_channel(node, "Scale", gamma, c)
+    beta = None if beta is None else _per_channel(node, "B", beta, c)
     sy, zy = q.out_params(node)
     try:
         g, b, eps, mult, shift = ln_quantize_params(gamma, beta, float(node.attrs["epsilon"]), c, x.scale, sy)
