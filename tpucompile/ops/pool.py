@@ -59,6 +59,7 @@ from tpucompile.ops.common import (
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
+from tpusim.arch.config import CONFIG_DIR, load_config
 from tpusim.arch.errors import CompileError
 
 __all__ = ["QMaxPool", "QAvgPool", "OPS"]
@@ -217,8 +218,6 @@ def _split_window(node, dims: tuple) -> tuple | None:
     return tuple(first)
 
 
-#: configs a QGraph quantized without one must compile on (``_one_stage_fits``)
-SHIPPED_CONFIGS = ("small", "small_tall", "small_wide", "seed", "medium", "wide", "narrow")
 #: most input pixels of one first-stage window of a row-split global pool (fits two slot groups
 #: of the smallest SRAM with column alignment)
 ROW_STAGE_MAX_PIXELS = 384
@@ -229,14 +228,14 @@ def _one_stage_fits(cfg, h: int, w: int) -> bool:
     channel block, one output, an h x (w + align_px - 1) window, one slot group), on every
     shipped config when ``cfg`` is None: a map that fits keeps its one-stage program."""
     if cfg is None:
-        return all(_one_stage_fits(_shipped(n), h, w) for n in SHIPPED_CONFIGS)
+        return all(_one_stage_fits(c, h, w) for c in _shipped_configs())
     return h * (w + align_px(cfg) - 1) + 1 <= cfg.sram_words
 
 
 @lru_cache(maxsize=None)
-def _shipped(name: str):
-    from tpusim.arch.config import load_config
-    return load_config(name)
+def _shipped_configs() -> tuple:
+    """Every config of tpusim/configs (a QGraph quantized without a config must compile on each)."""
+    return tuple(load_config(p.stem) for p in sorted(CONFIG_DIR.glob("*.yaml")))
 
 
 def _split_rows(node, dims: tuple) -> tuple:

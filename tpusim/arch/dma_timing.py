@@ -15,7 +15,6 @@ the rest exactly.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
 
@@ -169,10 +168,4 @@ class DmaTiming:
         return self.beats * self.ddr.period_ps
 
 
-@lru_cache(maxsize=256)
-def dma_timing(cfg) -> DmaTiming:
-    """The (cached) DmaTiming of a configuration (HwConfig is frozen, hence hashable)."""
-    return DmaTiming(cfg)
-
-
-__all__ = ["DmaTiming", "dma_timing", "EXACT_BURSTS"]
+__all__ = ["DmaTiming", "EXACT_BURSTS"]

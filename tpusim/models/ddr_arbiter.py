@@ -87,10 +87,6 @@ class DdrArbiter:
             self.trace.ddr_request(requester, launch_ps, addr)
         return req
 
-    def only(self, requester: int) -> bool:
-        """True if no other requester has a request queued."""
-        return not any(q for rid, q in enumerate(self.queues) if rid != requester)
-
     def next_decision_ps(self) -> int | None:
         """The next edge (ps) at which the bus is free and a queue head is visible, or None."""
         next_ps = None

@@ -101,10 +101,6 @@ class Sram:
             self.trace.sram_request(requester, launch_ps)
         return req
 
-    def only(self, requester: int) -> bool:
-        """True if no other requester has a request pending."""
-        return not any(r is not None for rid, r in enumerate(self.pending) if rid != requester)
-
     def next_decision_ps(self) -> int | None:
         """The earliest edge (ps) at which a pending request is visible and its banks are free,
         or None."""
