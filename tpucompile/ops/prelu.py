@@ -32,10 +32,16 @@ from tpusim.arch.errors import CompileError
 __all__ = ["OPS", "channel_slopes"]
 
 
+def _one_slope(slope) -> bool:
+    """Whether the PRelu slope array holds one value (however many copies of it)."""
+    slope = np.asarray(slope)
+    return bool(slope.size) and bool(np.all(slope == slope.reshape(-1)[0]))
+
+
 def _fold_prelu(node, x, slope):
     """ONNX PRelu: ``x < 0 ? slope x : x``, slope broadcast (unidirectionally) to x."""
     x, slope = np.asarray(x), np.asarray(slope)
-    if slope.size and np.all(slope == slope.reshape(-1)[0]):
+    if _one_slope(slope):
         slope = slope.reshape(-1)[0]            # one slope: also on a table's 256 values
     return np.where(x < 0, np.asarray(slope, x.dtype) * x, x).astype(x.dtype)
 
@@ -45,8 +51,7 @@ def _elementwise_prelu(graph, node):
     values) is a table on its own; differing per-channel slopes are not a function of one value
     (None: ``_quantize`` maps them)."""
     slope = graph.const(node.inputs[1]) if len(node.inputs) == 2 else None
-    return True if slope is not None and np.asarray(slope).size and np.all(slope == np.asarray(slope).reshape(-1)[0]) \
-        else None
+    return True if slope is not None and _one_slope(slope) else None
 
 
 def channel_slopes(node, slope, x_shape: tuple) -> np.ndarray:

@@ -109,7 +109,8 @@ def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], o
     reads = [src.ravel()]
     if op == "LAYERNORM":
         reads.append(a["param_addr"] + np.arange(arith.LAYERNORM_PARAM_PLANES * n))
-    valid = _lanes_valid(row_len, n, w).reshape(-1)
+    lanes = _lanes_valid(row_len, n, w)                  # (n, w): lanes of each row word in the row
+    valid = lanes.reshape(-1)
     # in place (dst = src, equal strides, rows apart): each word is read for the last time just
     # before its own write, so the vectorised order gives the same words
     in_place = (a["dst_addr"] == a["src_addr"] and a["dst_stride"] == a["src_stride"]
@@ -132,7 +133,7 @@ def run_rowop(op: str, words: np.ndarray, a: dict, qout: tuple[int, int, int], o
         for j in (range(n) if exact else [slice(None)]):
             jj = np.arange(n)[j] if not exact else np.array([j])
             xj = words[s_rows[:, jj]].reshape(len(s_rows), -1)        # the word(s) as re-read now
-            vj = _lanes_valid(row_len, n, w)[jj].reshape(-1)
+            vj = lanes[jj].reshape(-1)
             if op == "SOFTMAX":
                 out = arith.softmax_out(xj, vj, xmax, total, a["exp_mult"], bool(a["mask"]), mult, shift, zp)
             else:
