@@ -8,7 +8,7 @@ import pytest
 from tests import qnets
 from tpucompile import realdata
 from tpusim.arch.binary import TpuBinary
-from tpusim.flow.cosim import run
+from tpusim.flow.cosim import is_classifier_shape, run
 
 
 @pytest.mark.parametrize("name, build", [
@@ -61,7 +61,14 @@ def test_shufflenet_seed_bit_exact(tmp_path):
 
 
 def test_accuracy_rows_fit_the_output(tmp_path):
-    """Top-k only for a (1, N) classifier output; a constant FP32 output gets a note, no cosine."""
+    """Top-k only for a classifier output, (1, N) or a Conv classifier's (1, N, 1, 1), not for a
+    feature map; a constant FP32 output gets a note, no cosine."""
+    assert [is_classifier_shape(s) for s in ((1, 1000), (1, 1000, 1, 1), (1, 8, 1), (1, 8, 2, 2), (2, 10), (1, 1))] \
+        == [True, True, True, False, False, False]
+    gp = qnets.conv_avgpool(global_pool=True)           # (1, 8, 1, 1)
+    xs = qnets.inputs(qnets.in_shape(gp), 3, seed=3)
+    v = run(gp, "small", tmp_path / "gp", rtl=False, data=(xs[0], xs[1:]), name="gp")
+    assert v.passed and "top1_agree" in v.accuracy and v.accuracy["top5_overlap"] >= 3, v.accuracy
     fm = qnets.same_pad_dropout()
     xs = qnets.inputs(qnets.in_shape(fm), 3, seed=3)
     v = run(fm, "small", tmp_path / "fm", rtl=False, data=(xs[0], xs[1:]), name="fm")

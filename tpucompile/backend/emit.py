@@ -21,6 +21,7 @@ flowing back through the same tracking.
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import lru_cache
 
 import numpy as np
 
@@ -32,6 +33,13 @@ from tpusim.arch.limits import TOKEN_MAX
 NENG = 4
 
 
+@lru_cache(maxsize=None)
+def _op_fields(op: str) -> tuple:
+    """(engine number, {field name: None} in field order) of opcode ``op``."""
+    spec = OPCODES[op]
+    return int(spec.engine), dict.fromkeys(f.name for f in spec.fields)
+
+
 class Program:
     def __init__(self, cfg: HwConfig):
         self.cfg = cfg
@@ -41,10 +49,9 @@ class Program:
         self.signal: list = []
         self.nbytes_in: list = []
         self.nbytes_out: list = []
-        # per space: [engine, word] index of the last write by that engine if it is the word's last
-        # write (else -1), and [engine, word] index of the engine's last read since that write
-        self._mem = {k: (np.full((NENG, n), -1, np.int64), np.full((NENG, n), -1, np.int64))
-                     for k, n in (("s", cfg.sram_words), ("a", cfg.acc_depth_rows))}
+        # per space: [0, engine, word] index of the last write by that engine if it is the word's
+        # last write (else -1), and [1, engine, word] index of the engine's last read since that write
+        self._mem = {k: np.full((2, NENG, n), -1, np.int64) for k, n in (("s", cfg.sram_words), ("a", cfg.acc_depth_rows))}
         self._ddr: dict = {}
         self.covered = [[-1] * NENG for _ in range(NENG)]
         self.pairs: list = []
@@ -57,13 +64,11 @@ class Program:
     def _deps_range(self, kind, lo, hi, write, dep):
         if hi <= lo:
             return
-        wr, rd = self._mem[kind]
-        n = wr.shape[1]
+        m = self._mem[kind]             # [0]: last writes, [1]: last reads (NENG x words)
+        n = m.shape[2]
         if lo < 0 or hi > n:
             raise CompileError(f"internal: {kind} range [{lo}, {hi}) outside [0, {n})")
-        last = wr[:, lo:hi].max(axis=1)
-        if write:
-            last = np.maximum(last, rd[:, lo:hi].max(axis=1))
+        last = m[:, :, lo:hi].max(axis=(0, 2)) if write else m[0, :, lo:hi].max(axis=1)
         for x, v in enumerate(last.tolist()):
             if v > dep[x]:
                 dep[x] = v
@@ -71,20 +76,18 @@ class Program:
     def _update_range(self, kind, lo, hi, write, idx, e):
         if hi <= lo:
             return
-        wr, rd = self._mem[kind]
+        m = self._mem[kind]
         if write:
-            wr[:, lo:hi] = -1
-            wr[e, lo:hi] = idx
-            rd[:, lo:hi] = -1
+            m[:, :, lo:hi] = -1
+            m[0, e, lo:hi] = idx
         else:
-            rd[e, lo:hi] = idx
+            m[1, e, lo:hi] = idx
 
     def add(self, op: str, rs=(), ws=(), ra=(), wa=(), rd=(), wd=(), nin=0, nout=0, **args) -> int:
-        spec = OPCODES[op]
-        e = int(spec.engine)
-        full = {f.name: int(args.get(f.name, 0)) for f in spec.fields}
-        if set(args) - set(full):
-            raise CompileError(f"internal: {op} unknown fields {set(args) - set(full)}")
+        e, names = _op_fields(op)
+        if not args.keys() <= names.keys():
+            raise CompileError(f"internal: {op} unknown fields {set(args) - set(names)}")
+        full = {f: int(args.get(f, 0)) for f in names}
         ins = Instruction(op, full)
         try:
             check_ranges(ins)

@@ -220,11 +220,12 @@ def weight_tiles(weight: np.ndarray, cfg: HwConfig) -> bytes:
     R, C = cfg.array_rows, cfg.array_cols
     cout, cin, kh, kw = weight.shape
     nbk, kbk = out_tiles(cout, cfg), ceil_div(cin, R)
-    w = np.zeros((nbk * C, kbk * R, kh, kw), np.int8)
-    w[:cout, :cin] = weight
-    # [nb, n, kb, k, ky, kx] -> [nb, kb, ky, kx, n, k]
-    t = w.reshape(nbk, C, kbk, R, kh, kw).transpose(0, 2, 4, 5, 1, 3)
-    return np.ascontiguousarray(t).tobytes()
+    w = np.asarray(weight, np.int8)
+    if w.shape != (nbk * C, kbk * R, kh, kw):       # padded to whole tiles (no copy when already whole)
+        w = np.zeros((nbk * C, kbk * R, kh, kw), np.int8)
+        w[:cout, :cin] = weight
+    # [nb, n, kb, k, ky, kx] -> [nb, kb, ky, kx, n, k]; tobytes copies the view once, in C order
+    return w.reshape(nbk, C, kbk, R, kh, kw).transpose(0, 2, 4, 5, 1, 3).tobytes()
 
 
 def requant_table_stride(cfg: HwConfig, words: int | None = None) -> int:

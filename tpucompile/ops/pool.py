@@ -28,7 +28,8 @@ averaged over the H partials: ~0.29 s_x/sqrt(H) rms), then the final requant (<=
 bound s_x/2 + s_y/2 from the exact mean of the int8 input is tested (tests/test_global_pool_tiles.py).
 
 Device: per tile of th x tw outputs x kbg channel blocks, LOAD the input window, one POOL per
-channel block, STORE; two slot groups of an input window and an output tile
+channel block, STORE (count_include_pad=0 regions one after another, each from a DDR granule:
+``_store_regions``); two slot groups of an input window and an output tile
 (``backend.tiling.tile_vector``). The max pool's input buffer has a -128 border.
 """
 from __future__ import annotations
@@ -336,20 +337,27 @@ def _tile(op, lays: dict, cfg) -> EltTiling:
         est = nt * (load if groups == 2 else load + kbg * th * tw * (kh * kw + 1)) + 60 * nt * (2 + kbg)
         return np.where(groups * kbg * (ih * iw + th * tw) <= cfg.sram_words, est, np.inf)
 
-    ap = align_px(cfg)
-    if any(rx % ap for _, _, rx0, rx1, _, _ in getattr(op, "regions", ()) for rx in (rx0 + Y.pads[1],)):
-        raise CompileError(f"AveragePool {op.name!r}: a divisor that changes along the columns (count_include_pad=0 "
-                           f"with column pads, or ceil_mode=1's partial last column) with pads {op.pads} needs output "
-                           f"column runs starting on {ap}-pixel DDR granules on '{cfg.name}' "
-                           f"({cfg.word_bytes}-byte words); "
-                           + ("use count_include_pad=1 (a sequence has no rows to pad instead)" if X.H == 1 and kh == 1
-                              else "pad rows only, or use count_include_pad=1 (ceil_mode=1: a width it does not "
-                                   "change)"))
     tl = tile_vector_buffered(X.nblocks, op.kernel, op.strides, Y.H, Y.W, cfg, cost,
                               lambda t: {"i": t.kbg * t.ih * t.iw, "o": t.kbg * t.th * t.tw})
     if tl is None:
         raise untileable(f"pool {op.name!r}", op.kernel, Y.H, Y.W, cfg)
     return tl
+
+
+def _store_regions(op, Y, cfg) -> tuple:
+    """The averaging regions (ry0, ry1, rx0, rx1, mult, shift) in emission order. A DMA_STORE
+    starts on a DDR granule (``align_px`` pixels), so a region whose first column is not on one
+    (count_include_pad=0 with column pads, ceil_mode=1's partial last column, on a config with
+    words narrower than the granule: 'small') is computed and stored from the granule's first
+    column: those few extra columns of the region to its left get this region's divisor, and
+    are then overwritten by that region, emitted later (regions in decreasing first column;
+    one STORE queue, in order). Regions already on granules keep their order (no change)."""
+    regions = getattr(op, "regions", ()) or ()
+    ap = align_px(cfg)
+    if all((r[2] + Y.pads[1]) % ap == 0 for r in regions):
+        return regions
+    order = sorted(regions, key=lambda r: -r[2])       # by the first column before widening
+    return tuple((r0, r1, c0 - (c0 + Y.pads[1]) % ap, c1, m, sh) for r0, r1, c0, c1, m, sh in order)
 
 
 def _work(op, lays: dict, tl: EltTiling, cfg):
@@ -358,7 +366,7 @@ def _work(op, lays: dict, tl: EltTiling, cfg):
     X, Y = lays[op.inp], lays[op.out]
     kh, kw = op.kernel
     ap = align_px(cfg)
-    regions = [r[:4] for r in op.regions] if isinstance(op, QAvgPool) and op.regions else None
+    regions = [r[:4] for r in _store_regions(op, Y, cfg)] if isinstance(op, QAvgPool) and op.regions else None
 
     def window(oy0, th, ox0, tw):
         win = input_window(op, X, oy0, th, ox0, tw, ap)
@@ -384,7 +392,7 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
     kh, kw = op.kernel
     sh, sw = op.strides
     _, _, Ho, Wo = Y.shape
-    regions = (op.regions or ((0, Ho, 0, Wo, op.mult, op.shift),)) if avg else ((0, Ho, 0, Wo, 0, 0),)
+    regions = (_store_regions(op, Y, P.cfg) or ((0, Ho, 0, Wo, op.mult, op.shift),)) if avg else ((0, Ho, 0, Wo, 0, 0),)
     slots = {"i": 0, "o": 0}
     for k0, (ry0, ry1, rx0, rx1, mult, shift) in ((k, r) for k in range(0, X.nblocks, tl.kbg) for r in regions):
         kbs = range(k0, min(X.nblocks, k0 + tl.kbg))

@@ -47,9 +47,11 @@ def _nbytes(t: TensorProto) -> int:
 
 def _array_view(t) -> np.ndarray:
     """The initializer's values: a read-only view of its raw little-endian bytes when it has
-    them (no 500 MB copy for VGG-19's weights), else ``numpy_helper.to_array``."""
-    if t.raw_data and t.data_type in (TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32,
-                                      TensorProto.INT64, TensorProto.DOUBLE) and sys.byteorder == "little":
+    them, else ``numpy_helper.to_array``. ``raw_data`` is read once: each read of a protobuf bytes
+    field is a fresh copy (VGG-19: 548 MB, 0.3 s a read)."""
+    if t.HasField("raw_data") and t.data_type in (TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8,
+                                                   TensorProto.INT32, TensorProto.INT64, TensorProto.DOUBLE) \
+            and sys.byteorder == "little":
         return np.frombuffer(t.raw_data, helper.tensor_dtype_to_np_dtype(t.data_type)).reshape(tuple(t.dims))
     return numpy_helper.to_array(t)
 
@@ -84,6 +86,9 @@ def session_with_outputs(model: onnx.ModelProto, names) -> ort.InferenceSession:
         m.graph.output.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    # no pre-packing of weights at session start: it halves VGG-19's session init (0.9 -> 0.4 s)
+    # and a calibration or reference run is one or a few images
+    opts.add_session_config_entry("session.disable_prepacking", "1")
     try:
         if ext_names:
             opts.add_external_initializers(ext_names, [ort.OrtValue.ortvalue_from_numpy(a) for a in ext_arrays])

@@ -44,19 +44,28 @@ def _accuracy(logits_q: np.ndarray, logits_f: np.ndarray, scale: float) -> dict:
     """Dequantized device output vs onnxruntime FP32: ``fp32.error_metrics`` (max |error|, SQNR,
     cosine or ``constant_fp32``), ``max_lsb`` (max |error| in units of the output's ``scale``: for
     a pre-quantized QDQ model, whose onnxruntime output lies on the same grid, the difference in
-    LSB), and top-1/top-5 for a classifier output, shape (1, N), N >= 2."""
+    LSB), and top-1/top-5 for a classifier output (``is_classifier_shape``: (1, N) or a Conv
+    classifier's (1, N, 1, 1); not a feature map)."""
     out = fp32.error_metrics(logits_q, logits_f)
     out["max_lsb"] = out["max_abs"] / scale
     if out.get("constant_fp32"):
         return out
     a = logits_q.reshape(-1).astype(np.float64)
     b = logits_f.reshape(-1).astype(np.float64)
-    if np.asarray(logits_f).ndim == 2 and logits_f.shape[0] == 1 and logits_f.shape[1] >= 2:
+    if is_classifier_shape(np.shape(logits_f)):
         t5a, t5b = np.argsort(-a)[:5], np.argsort(-b)[:5]
         out.update({"top1_int8": int(t5a[0]), "top1_fp32": int(t5b[0]),
                     "top1_agree": bool(t5a[0] == t5b[0]), "top5_overlap": int(len(set(t5a) & set(t5b))),
                     "top1_fp32_in_int8_top5": bool(t5b[0] in set(t5a))})
     return out
+
+
+def is_classifier_shape(shape) -> bool:
+    """True for a classifier's scores: batch 1, N >= 2 classes on axis 1 and every further axis
+    of size 1 -- (1, N) from a Gemm, (1, N, 1, 1) from a Conv classifier's global pool
+    (SqueezeNet); False for a feature map (1, C, H, W) with H x W > 1."""
+    shape = tuple(int(d) for d in shape)
+    return len(shape) >= 2 and shape[0] == 1 and shape[1] >= 2 and all(d == 1 for d in shape[2:])
 
 
 def _device_bytes(binary) -> bytes:
