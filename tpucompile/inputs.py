@@ -212,11 +212,6 @@ def _drawn_samples(calib) -> int:
     return 1 + (int(calib) if isinstance(calib, (int, np.integer)) else 0)
 
 
-def _layout_of(model, name: str) -> dict | None:
-    lay = input_layout(model)
-    return lay if lay is not None and lay.get("name", name) == name else None
-
-
 def _npz_names(p: Path, data, specs: list, what: str, per: str) -> dict:
     """The arrays of an .npz read for a model with several inputs: exactly one per input name."""
     names = [n for n, _ in specs]
@@ -238,7 +233,7 @@ def load_inputs(path: str | Path, specs: list, model=None) -> dict:
     p = Path(path)
     data = _npz_names(p, _read(p, "--input"), specs, "--input", "one array")
     return {n: _fit(np.asarray(data[n]), shape, f"--input {str(p)!r} array {n!r}",
-                    _layout_of(model, n) if model is not None else None) for n, shape in specs}
+                    input_layout(model, n) if model is not None else None) for n, shape in specs}
 
 
 def load_calibs(path: str | Path, specs: list, model=None) -> list[dict]:
@@ -251,7 +246,7 @@ def load_calibs(path: str | Path, specs: list, model=None) -> list[dict]:
                            "a stack of samples per input name)")
     data = _npz_names(p, _read(p, "--calib"), specs, "--calib", "a stack of samples")
     stacks = {n: _samples(np.asarray(data[n]), shape, f"--calib {str(p)!r} array {n!r}",
-                          _layout_of(model, n) if model is not None else None) for n, shape in specs}
+                          input_layout(model, n) if model is not None else None) for n, shape in specs}
     counts = {n: len(v) for n, v in stacks.items()}
     if len(set(counts.values())) != 1:
         raise CompileError(f"--calib {str(p)!r}: the inputs' stacks hold different numbers of samples {counts}")

@@ -35,9 +35,10 @@ NENG = 4
 
 @lru_cache(maxsize=None)
 def _op_fields(op: str) -> tuple:
-    """(engine number, {field name: None} in field order) of opcode ``op``."""
+    """(engine number, field names in field order, the same as a frozenset) of opcode ``op``."""
     spec = OPCODES[op]
-    return int(spec.engine), dict.fromkeys(f.name for f in spec.fields)
+    names = tuple(f.name for f in spec.fields)
+    return int(spec.engine), names, frozenset(names)
 
 
 class Program:
@@ -84,9 +85,9 @@ class Program:
             m[1, e, lo:hi] = idx
 
     def add(self, op: str, rs=(), ws=(), ra=(), wa=(), rd=(), wd=(), nin=0, nout=0, **args) -> int:
-        e, names = _op_fields(op)
-        if not args.keys() <= names.keys():
-            raise CompileError(f"internal: {op} unknown fields {set(args) - set(names)}")
+        e, names, known = _op_fields(op)
+        if not known.issuperset(args):
+            raise CompileError(f"internal: {op} unknown fields {set(args) - known}")
         full = {f: int(args.get(f, 0)) for f in names}
         ins = Instruction(op, full)
         try:

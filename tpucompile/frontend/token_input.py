@@ -1,4 +1,4 @@
-"""Token sequences in the transformer layout: a model whose one run-time input is float (1, T, C)
+"""Token sequences in the transformer layout: a model whose run-time input is float (1, T, C)
 (tokens, hidden features last, as Hugging Face exports write every hidden state) and whose
 rank-3 ops are the feature-wise ones of an encoder's non-attention part: ``MatMul`` by a constant
 (C, N) (a Linear), ``Add`` / ``Sub`` / ``Mul`` / ``Div`` by a constant over the features or a
@@ -15,14 +15,13 @@ reference and the per-layer report run this model and compare like with like; gr
 declared (1, N, T). The original layout is recorded under ``nhwc_input.LAYOUT_KEY`` ("NTC", the
 perm (0, 2, 1)), so a user's (1, T, C) array is transposed by the host like an NHWC image.
 
-A model is taken as a token model only when a ``MatMul`` by a constant or a ``LayerNormalization``
+With several run-time inputs, every rank-3 one is a token input. A model is taken as a token
+model only when a ``MatMul`` by a constant or a ``LayerNormalization``
 over the last axis reads a rank-3 tensor derived from its input (a Conv1d network never has one:
 those were refused before); any other op on a rank-3 tensor of a token model (the attention's
 Reshape / Transpose into heads, a MatMul of two activations) is a CompileError naming the node.
 """
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import onnx
@@ -30,7 +29,7 @@ from onnx import helper, numpy_helper
 
 from tpucompile.frontend.lift_1d import ELEMENTWISE, constant_value
 from tpucompile.frontend.model_inputs import runtime_inputs
-from tpucompile.frontend.nhwc_input import LAYOUT_KEY, permute_dims
+from tpucompile.frontend.nhwc_input import add_layout, permute_dims
 from tpusim.arch.errors import CompileError
 
 __all__ = ["channels_first_tokens_model", "TOKENS_PERM"]
@@ -63,21 +62,20 @@ def _token_tensors(g, name: str, inits: dict) -> tuple[set, bool]:
 def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself unless it is a token model (module docstring); else its (1, C, T) copy.
     CompileError naming the node for a rank-3 op the rewrite cannot carry."""
-    ins = runtime_inputs(model)
-    if len(ins) != 1 or len(ins[0].type.tensor_type.shape.dim) != 3:
+    ins = [vi for vi in runtime_inputs(model) if len(vi.type.tensor_type.shape.dim) == 3]
+    if not ins:
+        return model
+    inits = {t.name: t for t in model.graph.initializer}
+    if not any(_token_tensors(model.graph, vi.name, inits)[1] for vi in ins):
         return model
     inferred = onnx.shape_inference.infer_shapes(model)
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in list(inferred.graph.input)
              + list(inferred.graph.value_info) + list(inferred.graph.output) if vi.type.tensor_type.HasField("shape")}
-    inits = {t.name: t for t in model.graph.initializer}
-    _, token = _token_tensors(model.graph, ins[0].name, inits)
-    if not token:
-        return model
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
     inits = {t.name: t for t in g.initializer}
-    cl = {ins[0].name}                       # rank-3 tensors now (1, C, T)
+    cl = {vi.name for vi in ins}             # rank-3 tensors now (1, C, T)
     nodes = []
 
     def new_init(name: str, arr) -> str:
@@ -137,11 +135,10 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     del g.initializer[:]
     g.initializer.extend(kept)
     for vi in list(g.input) + list(g.output):
-        if vi.name in cl:
+        if vi.name in cl and len(vi.type.tensor_type.shape.dim) == 3:     # an unshaped output: left to inference
             permute_dims(vi, TOKENS_PERM)
     del g.value_info[:]
-    shape = [d.dim_value for d in ins[0].type.tensor_type.shape.dim]
-    entry = m.metadata_props.add()
-    entry.key, entry.value = LAYOUT_KEY, json.dumps({"name": ins[0].name, "layout": "NTC", "shape": shape,
-                                                     "perm": list(TOKENS_PERM)})
+    for vi in ins:
+        add_layout(m, {"name": vi.name, "layout": "NTC", "shape": [d.dim_value for d in vi.type.tensor_type.shape.dim],
+                       "perm": list(TOKENS_PERM)})
     return m

@@ -38,3 +38,20 @@ def host_input_transform(meta: dict, name: str, x: np.ndarray) -> np.ndarray:
                 raise CompileError(f"input {name!r}: expected shape {tuple(tr['orig_shape'])}, got {x.shape}")
             return im2col(x, tr["kernel"], tr["strides"], tr["pads"], tr["pad_value"])
     return x
+
+
+def host_feeds(binary, x_q) -> dict:
+    """{input name: device array} of ``binary`` (a TpuBinary) for the int8 input ``x_q``: one
+    array for a binary with one input, or a dict {input name: array} for one with several (each
+    through ``host_input_transform``). CompileError naming a missing input."""
+    if not isinstance(x_q, dict):
+        if len(binary.inputs) != 1:
+            raise CompileError(f"the binary has {len(binary.inputs)} inputs {[d.name for d in binary.inputs]}; "
+                               "give one array per input name")
+        name = binary.inputs[0].name
+        return {name: host_input_transform(binary.meta, name, x_q)}
+    missing = [d.name for d in binary.inputs if d.name not in x_q]
+    if missing:
+        raise CompileError(f"no input array for the binary's input(s) {missing}")
+    return {d.name: host_input_transform(binary.meta, d.name, x_q[d.name]) for d in binary.inputs}
+

@@ -20,7 +20,7 @@ from cocotb_tests.harness import run_rtl
 from tpucompile import driver, golden
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
-from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.host_transforms import host_feeds
 from tpusim.flow.profile import print_table, write_profile
 from tpusim.sim import run_binary
 
@@ -54,10 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     path = a.out / f"{Path(a.model).stem}-{cfg.name}.tpubin"
     res.binary.write(path)
     xq = golden.quantize_input(res.qgraph, x)
-    name = res.binary.inputs[0].name
-    xd = host_input_transform(res.binary.meta, name, xq)
+    feeds = host_feeds(res.binary, xq)                  # one array per input (several: by name)
     t = time.perf_counter()
-    sim = run_binary(res.binary, cfg, {name: xd})
+    sim = run_binary(res.binary, cfg, feeds)
     t_sim = time.perf_counter() - t
     rows.append((f"SimPy model, {sim.cycles:,} cycles ({sim.cycles / t_sim:,.0f} cycles/s, "
                  f"{sim.events:,} events)", t_sim, BUDGETS_S["simpy"]))
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.rtl:
         import shutil
         shutil.rmtree(build.build_dir(cfg), ignore_errors=True)
-        r = run_rtl(path, cfg, {name: xd}, a.out / "rtl")
+        r = run_rtl(path, cfg, feeds, a.out / "rtl")
         rows.append(("RTL build (Verilator, from scratch)", r.build_s, None))
         rows.append((f"RTL run, {r.cycles:,} cycles ({r.cycles / max(r.run_s, 1e-9):,.0f} cycles/s)", r.run_s, None))
         total = t_load + t_compile + t_sim + r.build_s + r.run_s

@@ -26,7 +26,7 @@ from tpusim.arch import isa
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import HwConfig, load_config
-from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.host_transforms import host_feeds
 from tpusim.sim import run_binary
 
 CODE_ADDR = 0x100000
@@ -41,12 +41,11 @@ def model_speed(model: str, cfg: HwConfig, repeat: int) -> dict:
     and that run's process CPU s, the SimPy events, and the SCALE-Sim reference for ResNet-50."""
     onnx_model, x, calib = driver.load_model_and_data(model)
     res = driver.compile_onnx(onnx_model, cfg, calib)
-    name = res.binary.inputs[0].name
-    xd = host_input_transform(res.binary.meta, name, golden.quantize_input(res.qgraph, x))
+    feeds = host_feeds(res.binary, golden.quantize_input(res.qgraph, x))
     best = None
     for _ in range(max(repeat, 1)):
         t, c = time.perf_counter(), time.process_time()
-        run = run_binary(res.binary, cfg, {name: xd})
+        run = run_binary(res.binary, cfg, feeds)
         wall_s, cpu_s = time.perf_counter() - t, time.process_time() - c
         if best is None or wall_s < best[0]:
             best = (wall_s, cpu_s, run)

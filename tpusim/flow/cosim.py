@@ -25,7 +25,7 @@ from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import save_npy_atomic
-from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.host_transforms import host_feeds
 from tpusim.arch.retire import first_retire_difference
 from tpusim.flow import dataset_eval, layer_report
 from tpusim.flow.profile import write_profile
@@ -158,18 +158,16 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         v.times_s["golden"] = time.perf_counter() - t
         n_instr = len(res.binary.code) // 32
         prog.update(task, description="SimPy model (instructions retired)", total=n_instr, completed=0)
+        feeds = host_feeds(res.binary, x_q)
         if isinstance(x_q, dict):          # several run-time inputs: one file of each per input
-            feeds = {d.name: host_input_transform(res.binary.meta, d.name, x_q[d.name]) for d in res.binary.inputs}
             for n in x_q:
                 save_npy_atomic(out / f"input_q_{_file_part(n)}.npy", x_q[n])
                 save_npy_atomic(out / f"input_device_{_file_part(n)}.npy", feeds[n])
             key_in = feeds
         else:
             save_npy_atomic(out / "input_q.npy", x_q)
-            in_name = res.binary.inputs[0].name
-            key_in = host_input_transform(res.binary.meta, in_name, x_q)
+            key_in = next(iter(feeds.values()))
             save_npy_atomic(out / "input_device.npy", key_in)
-            feeds = {in_name: key_in}
         cache = StageCache(out / "stages", enabled=resume)
         simpy_key, rtl_key = _stage_keys(_device_bytes(res.binary), key_in, waves)
         sim = cache.load("simpy", simpy_key)

@@ -13,6 +13,7 @@ from cocotb_tests.harness import run_rtl
 from tpucompile import golden
 from tpucompile.driver import logits_name
 from tpucompile.quantize.calibrate import session_input, session_with_outputs
+from tpusim.arch.errors import CompileError
 from tpusim.arch.host_transforms import host_input_transform
 from tpusim.sim import run_binary
 
@@ -28,6 +29,9 @@ def evaluate(qg, binary, binary_path: Path, cfg, onnx_model, xs, ys, simpy_n: in
     """``xs``: float32 (N, *input shape without batch); ``ys``: int labels. SimPy runs on the
     first ``simpy_n`` images (all by default), the RTL on the first ``rtl_n``. Returns counts,
     top-1 accuracies (fractions) and the images whose device output differs from golden."""
+    if len(binary.inputs) != 1:
+        raise CompileError(f"dataset evaluation takes a model with one run-time input (one labelled image "
+                           f"each); this one has {len(binary.inputs)}: {[d.name for d in binary.inputs]}")
     d0 = binary.outputs[0]
     in_name = binary.inputs[0].name
     sess = session_with_outputs(onnx_model, [logits_name(qg)])

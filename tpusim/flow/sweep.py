@@ -58,7 +58,7 @@ from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import config_from_dict, config_path
 from tpusim.arch.errors import CompileError, ConfigError, TpuError
 from tpusim.arch.fileio import write_bytes_atomic, write_text_atomic
-from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.host_transforms import host_feeds
 from tpusim.flow.profile import area_mm2, energy_totals, layer_rows
 from tpusim.flow.stagecache import make_key, source_digest
 from tpusim.sim import run_binary
@@ -216,7 +216,7 @@ class ModelData:
     """A model's quantized graph and its quantized test input (front end run once)."""
     name: str
     qg: object
-    x_q: np.ndarray
+    x_q: np.ndarray | dict       # int8 input (a dict by name for a model with several inputs)
     digest: str
 
 
@@ -236,8 +236,7 @@ def load_model(name: str, cache: Path | None, calib: int) -> ModelData:
     onnx_model, x_float, calib_images = driver.load_model_and_data(name, calib=calib)
     qg, _ = driver.compile_model(onnx_model, calib_images)
     x_q = golden.quantize_input(qg, x_float)
-    md = ModelData(Path(name).stem if p.is_file() else name, qg, x_q,
-                   make_key(pickle.dumps(qg), np.ascontiguousarray(x_q).tobytes()))
+    md = ModelData(Path(name).stem if p.is_file() else name, qg, x_q, make_key(pickle.dumps(qg), pickle.dumps(x_q)))
     if f is not None:
         f.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(f, pickle.dumps(md))
@@ -245,15 +244,15 @@ def load_model(name: str, cache: Path | None, calib: int) -> ModelData:
 
 
 # ---------------------------------------------------------------- one SimPy point (a Dask task)
-def simulate(qg, x_q: np.ndarray, cfg) -> dict:
-    """Compile ``qg`` for ``cfg`` and run it on SimPy: cycles, DDR bytes, MACs, energy (uJ, from
+def simulate(qg, x_q, cfg) -> dict:
+    """Compile ``qg`` for ``cfg`` and run it on SimPy (``x_q``: its int8 input, a dict by name for
+    several inputs): cycles, DDR bytes, MACs, energy (uJ, from
     the run's events: tpusim.flow.profile), wall seconds; or ``{"error": message}`` for a
     CompileError / device error (a TpuError)."""
     t0 = time.perf_counter()
     try:
         binary = compile_qgraph(qg, cfg)
-        name = binary.inputs[0].name
-        res = run_binary(binary, cfg, {name: host_input_transform(binary.meta, name, x_q)})
+        res = run_binary(binary, cfg, host_feeds(binary, x_q))
     except TpuError as e:
         return {"error": f"{type(e).__name__}: {e}"}
     rows = layer_rows(binary, cfg, res.timeline, res.sram_grants)
