@@ -67,3 +67,15 @@ def test_divisor_of_partial_windows_excludes_the_extra_pad():
     ratio = qg.tensors[op.inp].scale / qg.tensors[op.out].scale
     assert [r[:4] for r in op.regions] == [(0, 3, 0, 4), (3, 4, 0, 4)], op.regions
     assert [r[4:] for r in op.regions] == [requant_multiplier("pool", ratio / n) for n in (9, 6)], op.regions
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("name", ["ceil_cip1", "pads_cip0"])
+def test_average_pool_runs_off_the_granule_three_way_small_rtl(name, tmp_path):
+    """The widened column runs (``pool._store_regions``: a run stored from its DDR granule, the
+    extra columns overwritten by the run to its left) on the RTL: golden = SimPy = RTL."""
+    from tests.test_cosim_rtl import _check
+    m = (qnets.ceil_pool("AveragePool", count_include_pad=1, hw=(8, 8)) if name == "ceil_cip1"
+         else qnets.avgpool_pads())
+    xs = qnets.inputs(qnets.in_shape(m), 2, seed=3)
+    _check(run(m, "small", tmp_path, rtl=True, data=(xs[0], xs), name=name))
