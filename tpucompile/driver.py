@@ -14,7 +14,7 @@ import onnx
 from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.host_embeddings import check_masks, split_host_embeddings
-from tpucompile.frontend.nhwc_input import nchw_input_model
+from tpucompile.frontend.nhwc_input import input_layout, nchw_input_model, to_model_layout
 from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
@@ -93,7 +93,7 @@ def _device_model(m: onnx.ModelProto):
     return channels_first_tokens_model(nchw_input_model(m)), head
 
 
-def _token_data(head, input_path, calib) -> tuple:
+def _token_data(head, input_path, calib, model=None) -> tuple:
     """(test input, calibration samples, notes) of a token-id model: its host head run on token
     ids (``input_path``: an .npz of one int array per token input; default seeded ids, all-ones
     masks, token types 0 then 1) and on ``calib`` seeded id samples."""
@@ -121,6 +121,10 @@ def _token_data(head, input_path, calib) -> tuple:
         raise CompileError("--calib: a token-id model is calibrated on seeded token ids (give a count)")
     x = head.run(feeds)
     cal = [head.run(draw(100 + i)) for i in range(int(calib))]
+    if model is not None:         # the host head gives (1, T, C): the device model's layout
+        lay = input_layout(model)
+        x = {n: to_model_layout(v, lay) for n, v in x.items()}
+        cal = [{n: to_model_layout(v, lay) for n, v in c.items()} for c in cal]
     if len(x) == 1:
         x, cal = next(iter(x.values())), [next(iter(c.values())) for c in cal]
     notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
@@ -136,7 +140,7 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
     one. Notes about the data (noise) are appended to ``notes``."""
     m, head = load_model_head(model, synthetic_seed)
     if head is not None:
-        x, cal, n = _token_data(head, input_path, calib)
+        x, cal, n = _token_data(head, input_path, calib, m)
         if notes is not None:
             notes.extend(n)
         return m, x, cal
