@@ -13,10 +13,12 @@ import onnxruntime as ort
 import pytest
 
 from tpucompile import driver
+from tpucompile.backend.estimate import Estimator
 from tpucompile.frontend.host_embeddings import split_host_embeddings
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
 from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.transformer_models import bert_inputs, bert_model
+from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
 
@@ -99,3 +101,20 @@ def test_bert_small_three_way_on_the_small_rtl(tmp_path):
     assert v.passed, (v.notes, v.mismatches, v.first_retire_diff)
     assert v.cycles_rtl == v.cycles_simpy and v.first_retire_diff is None
     assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
+
+
+@pytest.mark.parametrize("hw", ["small", "seed"])
+def test_the_estimators_bytes_are_the_programs(tmp_path, hw):
+    """The work hooks of QActMatMul and QConstAct (and every other op of the encoder) give the
+    compiled program's LOAD and STORE bytes per layer."""
+    _, path = _small_bert(tmp_path)
+    m, _, cal = driver.load_model_and_data(str(path), calib=2)
+    cfg = load_config(hw)
+    res = driver.compile_onnx(m, cfg, cal)
+    layers = {L["name"]: L for L in res.binary.meta["layers"]}
+    est = Estimator(res.qgraph).estimate(cfg)
+    assert {e.name for e in est.layers} >= {n for n, L in layers.items() if L["op"] in ("QActMatMul", "QConstAct")}
+    off = [(e.name, e.load_bytes, layers[e.name]["ddr_bytes_in"], e.store_bytes, layers[e.name]["ddr_bytes_out"])
+           for e in est.layers if layers[e.name]["op"] in ("QActMatMul", "QConstAct")
+           and (e.load_bytes, e.store_bytes) != (layers[e.name]["ddr_bytes_in"], layers[e.name]["ddr_bytes_out"])]
+    assert not off, off

@@ -165,9 +165,27 @@ def _remap_channels(op: QActMatMul, maps: dict, blk: int):
     return op, None
 
 
+def _work(op: QActMatMul, lays: dict, tl, cfg):
+    """The 1x1 Conv's work (ops/conv.py) with each weight tile the pixels of ``b`` it holds (a
+    last partial N tile loads fewer words, ``_emit``) instead of a full constant tile."""
+    w = CONV.work(op, lays, tl, cfg)
+    B, C, W, bb = lays[op.b], cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
+    nb_tiles = -(-B.W // C)
+    kb = -(-op.weight.shape[1] // cfg.array_rows)
+    full = -(-C * W // bb)
+    count = w.tiles * nb_tiles * kb
+    w.loads[full] -= count
+    if not w.loads[full]:
+        del w.loads[full]
+    w.load_bytes -= count * C * W
+    for nb in range(nb_tiles):
+        w.load(w.tiles * kb, min(C, B.W - nb * C) * W, bb)
+    return w
+
+
 DEVICE = DeviceOp(QActMatMul, golden=_golden, input_transform=no_input_transform, remap_channels=_remap_channels,
                   plan_layout=_layout, constants=_constants, tile=CONV.tile, emit=_emit, describe=CONV.describe,
-                  macs=CONV.macs)
+                  macs=CONV.macs, work=_work)
 
 OPS = (OpDef("ActMatMul", quantize=_quantize, device=DEVICE, symmetric_inputs=_symmetric),
        OpDef("Einsum", import_node=_import_einsum, quantize=_quantize_einsum, symmetric_inputs=_symmetric,

@@ -15,6 +15,7 @@ import numpy as np
 
 from tpucompile.backend import tiling
 from tpucompile.backend.layout import ActLayout
+from tpucompile.backend.work import LayerWork
 from tpucompile.ops.common import no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef, refusal
 from tpucompile.qgraph import QOp, QTensor
@@ -86,13 +87,24 @@ def _emit(P, op: QConstAct, lays: dict, tl: tiling.EltTiling, consts: dict) -> N
         P.tile_dma("DMA_STORE", Y, s, t)
 
 
+def _work(op: QConstAct, lays: dict, tl: tiling.EltTiling, cfg) -> LayerWork:
+    """One LOAD and one STORE per tile (``_emit``), no engine cycles."""
+    Y, W, bb = lays[op.out], cfg.word_bytes, cfg.dma_burst_bytes
+    w = LayerWork(tiles=0)
+    for t in tiling.elt_tiles(Y.nblocks, Y.H, Y.W, tl):
+        w.tiles += 1
+        w.load(1, t.tw * W, bb, runs=t.th * t.nk)
+        w.store(1, t.tw * W, bb, runs=t.th * t.nk)
+    return w
+
+
 def _describe(op, tl: tiling.EltTiling) -> dict:
     return dict(tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
 
 
 DEVICE = DeviceOp(QConstAct, golden=_golden, input_transform=no_input_transform, remap_channels=_remap,
                   plan_layout=_layout, constants=_constants, tile=_tile, emit=_emit, describe=_describe,
-                  macs=no_macs)
+                  macs=no_macs, work=_work)
 
 @refusal
 def _quantize(q, node) -> None:
