@@ -93,7 +93,7 @@ def _device_model(m: onnx.ModelProto):
     return channels_first_tokens_model(nchw_input_model(m)), head
 
 
-def _token_data(head, input_path, calib, model=None) -> tuple:
+def token_data(head, input_path, calib, model=None) -> tuple:
     """(test input, calibration samples, notes) of a token-id model: its host head run on token
     ids (``input_path``: an .npz of one int array per token input; default seeded ids, all-ones
     masks, token types 0 then 1) and on ``calib`` seeded id samples."""
@@ -140,7 +140,7 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
     one. Notes about the data (noise) are appended to ``notes``."""
     m, head = load_model_head(model, synthetic_seed)
     if head is not None:
-        x, cal, n = _token_data(head, input_path, calib, m)
+        x, cal, n = token_data(head, input_path, calib, m)
         if notes is not None:
             notes.extend(n)
         return m, x, cal
@@ -183,5 +183,5 @@ def layer_tensors(binary: TpuBinary) -> list[TensorDesc]:
     return [TensorDesc.from_json(d) for d in binary.meta.get("tensors", [])]
 
 
-__all__ = ["MODELS", "DATASETS", "CompileResult", "load_model", "load_model_head", "load_model_and_data", "compile_onnx",
+__all__ = ["MODELS", "DATASETS", "CompileResult", "load_model", "load_model_head", "token_data", "load_model_and_data", "compile_onnx",
            "logits_name", "layer_tensors"]
