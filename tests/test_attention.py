@@ -12,10 +12,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from tests import qnets
 from tpucompile import driver
 from tpucompile.backend.estimate import Estimator
 from tpucompile.frontend.host_embeddings import split_host_embeddings
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
+from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.transformer_models import bert_inputs, bert_model
 from tpusim.arch.config import load_config
@@ -118,3 +120,16 @@ def test_the_estimators_bytes_are_the_programs(tmp_path, hw):
            for e in est.layers if layers[e.name]["op"] in ("QActMatMul", "QConstAct")
            and (e.load_bytes, e.store_bytes) != (layers[e.name]["ddr_bytes_in"], layers[e.name]["ddr_bytes_out"])]
     assert not off, off
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_another_einsum_is_refused_naming_the_node(rank):
+    """Only the one Einsum the rewrite writes is mapped: on a sequence tensor the lifting refuses
+    another, on a 4-D tensor the importer does, each naming the node."""
+    eq, shape = ("bkn,bkm->bmn", (1, 4, 6)) if rank == 3 else ("bkxn,bkxm->bmxn", (1, 4, 1, 6))
+    n = onnx.helper.make_node("Einsum", ["x", "x"], ["y"], name="ein", equation=eq)
+    m = qnets.make_model([n], {}, shape, "y", shape[:1] + shape[-1:] + shape[2:-1] + shape[-1:], opset=13)
+    want = (r"node 'ein' \(Einsum\) reads the 3-D tensor 'x' of a sequence model" if rank == 3 else
+            r"node 'ein' \(Einsum\): attribute equation='bkxn,bkxm->bmxn' unsupported \(only 'bkxn,bkxm->bnxm'")
+    with pytest.raises(CompileError, match=want):
+        import_onnx(m)
