@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tpucompile import inputs
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.driver import MODELS, load_model
+from tpucompile.driver import MODELS, load_model_head, token_data
 from tpucompile.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors
@@ -26,8 +26,11 @@ from tpusim.arch.errors import CompileError, TpuError
 from tpusim.arch.isa import decode_program
 
 
-def _calib_samples(model, calib):
-    """``--calib``: a count of built-in photographs (noise for a non-image model) or a path."""
+def _calib_samples(model, calib, head=None):
+    """``--calib``: a count of built-in photographs (noise for a non-image model) or a path; a
+    token-id model (``head``): its host embeddings of seeded token ids."""
+    if head is not None:
+        return token_data(head, None, calib, model)[1]
     return inputs.model_data(model, None, calib)[1]
 
 
@@ -53,14 +56,14 @@ def main(argv=None) -> int:
         calib = inputs.calib_arg(a.calib)
         p = Path(a.model)
         if a.model in MODELS and not p.exists():
-            model = load_model(a.model)
+            model, head = load_model_head(a.model)
         else:
             if not p.exists():
                 raise CompileError(f"model file {str(p)!r} not found (built-in models: {sorted(MODELS)})")
-            model = load_model(p, a.synthetic_weights)
+            model, head = load_model_head(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
-        qg, _ = compile_model(model, lambda: _calib_samples(model, calib), dumps, calib_method=a.calib_method,
+        qg, _ = compile_model(model, lambda: _calib_samples(model, calib, head), dumps, calib_method=a.calib_method,
                               host_tail=a.host_tail, cfg=cfg)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)

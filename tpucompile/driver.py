@@ -8,11 +8,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.frontend.nhwc_input import nchw_input_model
+from tpucompile.frontend.host_embeddings import check_masks, split_host_embeddings
+from tpucompile.frontend.nhwc_input import input_layout, nchw_input_model, to_model_layout
 from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
@@ -54,14 +56,21 @@ class CompileResult:
 
 
 def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.ModelProto:
+    """The device model of ``load_model_head`` (a token-id model's embeddings cut off)."""
+    return load_model_head(model, synthetic_seed)[0]
+
+
+def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither.
     ``synthetic_seed``: replace a file's Conv/Gemm/BatchNorm parameters by seeded synthetic ones
     (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
     models always carry theirs. A file whose image input is channels-last is returned as the NCHW
     model it is after its input Transpose (``frontend.nhwc_input``), a transformer's (1, T, C) token
-    input as its (1, C, T) model (``frontend.token_input``)."""
+    input as its (1, C, T) model (``frontend.token_input``). Returns (model, HostHead or None): a
+    model with integer token-id inputs has its embedding lookups cut off into a host head
+    (``frontend.host_embeddings``)."""
     if str(model) in MODELS:
-        return MODELS[str(model)][0]()
+        return _device_model(MODELS[str(model)][0]())
     p = Path(model)
     if not p.exists():
         raise CompileError(f"model {str(model)!r} is neither a built-in model {sorted(MODELS)} nor an existing file")
@@ -74,8 +83,52 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
             m = realdata.synthetic_weights(m, synthetic_seed)
         except (KeyError, ValueError, onnx.checker.ValidationError) as e:
             raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
-    # a channels-last input's leading Transpose: on the host; a (1, T, C) token input: (1, C, T)
-    return channels_first_tokens_model(nchw_input_model(m))
+    return _device_model(m)
+
+
+def _device_model(m: onnx.ModelProto):
+    """(device model, HostHead or None): embeddings of token ids on the host; a channels-last
+    input's leading Transpose on the host; a (1, T, C) token input as (1, C, T)."""
+    m, head = split_host_embeddings(m)
+    return channels_first_tokens_model(nchw_input_model(m)), head
+
+
+def token_data(head, input_path, calib, model=None) -> tuple:
+    """(test input, calibration samples, notes) of a token-id model: its host head run on token
+    ids (``input_path``: an .npz of one int array per token input; default seeded ids, all-ones
+    masks, token types 0 then 1) and on ``calib`` seeded id samples."""
+    vocab = {}
+    inits = {t.name: t for t in head.model.graph.initializer}
+    for n in head.model.graph.node:
+        if n.op_type == "Gather" and n.input[1] in dict(head.token_inputs) and n.input[0] in inits:
+            vocab[n.input[1]] = int(inits[n.input[0]].dims[0])
+
+    def draw(seed):
+        rng = np.random.default_rng(seed)
+        return {n: rng.integers(0, vocab.get(n, 2), shape, dtype=np.int64) for n, shape in head.token_inputs}
+    if input_path is not None:
+        data = np.load(input_path)
+        feeds = {}
+        for n, shape in head.token_inputs:
+            if n not in data.files:
+                raise CompileError(f"--input {input_path}: no array {n!r} (token inputs: "
+                                   f"{[t for t, _ in head.token_inputs]})")
+            feeds[n] = np.asarray(data[n]).reshape(shape)
+        check_masks(head, {k: data[k] for k in data.files})
+    else:
+        feeds = draw(1)
+    if not isinstance(calib, (int, np.integer)):
+        raise CompileError("--calib: a token-id model is calibrated on seeded token ids (give a count)")
+    x = head.run(feeds)
+    cal = [head.run(draw(100 + i)) for i in range(int(calib))]
+    if model is not None:         # the host head gives (1, T, C): the device model's layout
+        lay = input_layout(model)
+        x = {n: to_model_layout(v, lay) for n, v in x.items()}
+        cal = [{n: to_model_layout(v, lay) for n, v in c.items()} for c in cal]
+    if len(x) == 1:
+        x, cal = next(iter(x.values())), [next(iter(c.values())) for c in cal]
+    notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
+    return x, cal, notes
 
 
 def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
@@ -85,7 +138,12 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
     (``input_path``; ``calib`` a count or a file/folder: tpucompile.inputs); a dataset model
     (DATASETS) is calibrated on DATASET_CALIB training images and tested on the first held-out
     one. Notes about the data (noise) are appended to ``notes``."""
-    m = load_model(model, synthetic_seed)
+    m, head = load_model_head(model, synthetic_seed)
+    if head is not None:
+        x, cal, n = token_data(head, input_path, calib, m)
+        if notes is not None:
+            notes.extend(n)
+        return m, x, cal
     if str(model) in DATASETS and input_path is None:
         (xtr, _), (xte, _) = DATASETS[str(model)]()
         cal = list(xtr[:DATASET_CALIB, None]) if isinstance(calib, int) else inputs.load_calib(
@@ -125,5 +183,5 @@ def layer_tensors(binary: TpuBinary) -> list[TensorDesc]:
     return [TensorDesc.from_json(d) for d in binary.meta.get("tensors", [])]
 
 
-__all__ = ["MODELS", "DATASETS", "CompileResult", "load_model", "load_model_and_data", "compile_onnx",
+__all__ = ["MODELS", "DATASETS", "CompileResult", "load_model", "load_model_head", "token_data", "load_model_and_data", "compile_onnx",
            "logits_name", "layer_tensors"]

@@ -34,6 +34,8 @@ ELEMENTWISE = ("Relu", "Clip", "BatchNormalization", "Add", "Sub", "Mul", "Div",
                "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign", "Erf", "Gelu",
                "Mish", "Exp", "Sqrt", "Reciprocal", "Abs", "Neg", "Pow", "Identity", "Dropout",
                "QuantizeLinear", "DequantizeLinear")
+#: the matmul of two (1, K, L) tensors over the channels (frontend/attention.py) and its lifted form
+EINSUM_3D, EINSUM_4D = "bkn,bkm->bnm", "bkxn,bkxm->bnxm"
 #: ops that take a rank-3 input as it is on (1, C, 1, L) (their output is not rank 3)
 SHAPE_FREE = ("GlobalAveragePool", "GlobalMaxPool", "Flatten")
 
@@ -138,6 +140,11 @@ def _lift_slice_axes(node, graph, opsets) -> None:
     while len(node.input) < 4:
         node.input.append("")
     node.input[3] = name
+
+
+def _attr_s(node, name: str) -> str:
+    v = next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), b"")
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _attr_i(node, name: str, default: int) -> int:
@@ -276,6 +283,10 @@ def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
             _set_attr(node, "perm", sandwich[node.output[0]])
         elif node.op_type == "LayerNormalization" and node.output[0] in sandwich:
             _set_attr(node, "axis", -1)
+        elif node.op_type == "Einsum" and _attr_s(node, "equation") == EINSUM_3D:
+            _set_attr(node, "equation", EINSUM_4D)        # B^T A over the channels (ops/act_matmul.py)
+            for i in node.input:
+                lift_const(i, node)
         elif node.op_type == "Reshape" and ranks.get(node.output[0]) in (1, 2):
             pass                          # a flatten: the same values in the same order
         elif node.op_type not in SHAPE_FREE:

@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from tpucompile.frontend.attention import attention_blocks
 from tpucompile.frontend.lift_1d import ELEMENTWISE, constant_value
 from tpucompile.frontend.model_inputs import runtime_inputs
 from tpucompile.frontend.nhwc_input import add_layout, permute_dims
@@ -59,6 +60,16 @@ def _token_tensors(g, name: str, inits: dict) -> tuple[set, bool]:
     return derived, token
 
 
+def _live(nodes: list, outputs: set) -> list:
+    """``nodes`` without those whose outputs nothing reads (the folded attention mask's)."""
+    need, keep = set(outputs), []
+    for n in reversed(nodes):
+        if any(o in need for o in n.output):
+            keep.append(n)
+            need.update(n.input)
+    return keep[::-1]
+
+
 def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself unless it is a token model (module docstring); else its (1, C, T) copy.
     CompileError naming the node for a rank-3 op the rewrite cannot carry."""
@@ -71,12 +82,15 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     inferred = onnx.shape_inference.infer_shapes(model)
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in list(inferred.graph.input)
              + list(inferred.graph.value_info) + list(inferred.graph.output) if vi.type.tensor_type.HasField("shape")}
+    blocks = attention_blocks(model)
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
     inits = {t.name: t for t in g.initializer}
     cl = {vi.name for vi in ins}             # rank-3 tensors now (1, C, T)
     nodes = []
+    in_block = {n.output[0]: b for b in blocks for n in b["nodes"]}
+    done: set = set()
 
     def new_init(name: str, arr) -> str:
         g.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
@@ -84,11 +98,29 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
         return name
 
     for n in g.node:
+        if n.output and n.output[0] in in_block:          # an attention block: rewritten per head
+            b = in_block[n.output[0]]
+            if id(b) not in done:
+                done.add(id(b))
+                nodes.extend(b["rewrite"](new_init))
+                cl.add(b["ctx"])
+            continue
         reads = [i for i in n.input if i in cl]
         if not reads:
             nodes.append(n)
             continue
         outs = [o for o in n.output if o]
+        if n.op_type == "Gather" and n.input[0] in cl and _attr(n, "axis", 0) in (1, -2) \
+                and (idx := constant_value(g, n.input[1], m.opset_import)) is not None and idx.ndim == 0:
+            # one token (BERT's pooler: [CLS]): a Slice of the tokens, then its (1, C) view
+            i, tok = int(idx), f"{outs[0]}__token"
+            ch = next(vi for vi in ins).type.tensor_type.shape.dim[2].dim_value
+            nodes += [helper.make_node("Slice", [n.input[0], new_init(f"{tok}__starts", np.array([i], np.int64)),
+                                                 new_init(f"{tok}__ends", np.array([i + 1], np.int64)),
+                                                 new_init(f"{tok}__axes", np.array([2], np.int64))], [tok], name=tok),
+                      helper.make_node("Reshape", [tok, new_init(f"{tok}__shape", np.array([1, ch], np.int64))],
+                                       list(n.output), name=n.name)]
+            continue
         if n.op_type == "MatMul" and n.input[0] in cl and n.input[1] in inits and len(inits[n.input[1]].dims) == 2:
             w = numpy_helper.to_array(inits[n.input[1]])
             wt = new_init(f"{n.name or outs[0]}__conv_w", np.ascontiguousarray(w.T[:, :, None]))
@@ -128,6 +160,7 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
         if ranks.get(outs[0]) == 3 or (n.op_type in ("MatMul", "LayerNormalization", "Softmax")
                                        and ranks.get(outs[0]) is None):
             cl.update(outs)
+    nodes = _live(nodes, {o.name for o in g.output})
     del g.node[:]
     g.node.extend(nodes)
     used = {i for n in nodes for i in n.input}

@@ -11,8 +11,10 @@
   reshape       Reshape, Flatten (FC views -> Alias),     (alias)       -
                 Unsqueeze, Squeeze (folded)
   gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
-  act_matmul    (ActMatMul: MatMul of two activations,    QActMatMul    systolic array
+  act_matmul    Einsum "bkxn,bkxm->bnxm" (the attention's QActMatMul    systolic array
+                MatMuls, frontend/attention.py; ActMatMul:
                 the stationary one as the weight tiles)
+  const_act     (a constant streamed operand)            QConstAct     DMA
   softmax       Softmax (inside the network; a graph's    QSoftmax      vector unit (SOFTMAX);
                 final one stays on the host)              (host op)     host, float32
   layernorm     LayerNormalization (over the channels)    QLayerNorm    vector unit (LAYERNORM)
@@ -69,6 +71,7 @@ from tpucompile.ops import (
                             add,
                             batchnorm,
                             concat,
+                            const_act,
                             constant,
                             conv,
                             depthwise,
@@ -108,7 +111,7 @@ from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 from tpucompile.ops.spatial_slice import QSpatialSlice
 
-FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, act_matmul, softmax, layernorm, constant, identity,
+FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, act_matmul, const_act, softmax, layernorm, constant, identity,
             mul, scale, concat, transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout,
             host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)

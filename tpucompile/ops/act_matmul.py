@@ -30,10 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.backend.layout import param_tables
-from tpucompile.ops.common import no_input_transform
+from tpucompile.ops.common import bad_attr, no_input_transform
+from tpucompile.ops.const_act import QConstAct
 from tpucompile.ops.conv import DEVICE as CONV
 from tpucompile.ops.conv import QConv, conv_int8
 from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.qgraph import QTensor
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
@@ -78,13 +80,57 @@ def _quantize(q, node) -> None:
     """IR node ActMatMul(a (1, K, H, W), b (1, K, 1, N)) -> out (1, N, H, W): output parameters
     from calibration, mult/shift = quantize_multiplier(s_a * s_b / s_out); CompileError naming the
     node for other shapes (zero points: ``QActMatMul.verify``)."""
-    a, b = q.input(node, 0), q.input(node, 1)
+    _add_matmul(q, node, q.input(node, 0), q.input(node, 1))
+
+
+def _add_matmul(q, node, a, b) -> None:
+    """The QActMatMul of QTensors ``a`` by ``b`` into the node's output; CompileError naming the
+    node for shapes other than (1, K, H, W) and (1, K, 1, N)."""
     if len(a.shape) != 4 or len(b.shape) != 4 or b.shape[1] != a.shape[1] or b.shape[2] != 1:
-        raise CompileError(f"node {node.name!r} (ActMatMul): operands {a.shape} and {b.shape} are not (1, K, H, W) "
+        raise CompileError(f"node {node.name!r} ({node.op}): operands {a.shape} and {b.shape} are not (1, K, H, W) "
                            "and (1, K, 1, N)")
     sy, zy = q.out_params(node)
     out = q.add_tensor(node.outputs[0], sy, zy, shape=(1, b.shape[3]) + tuple(a.shape[2:]))
     q.add_op(act_matmul_qop(node.name, a, b, out, *arith.quantize_multiplier(a.scale * b.scale / sy)))
+
+
+#: the ONNX Einsum the transformer front end writes (frontend/attention.py), lifted to 4-D:
+#: y[n, m] = sum_k B[k, n] A[k, m] with inputs (B, A): B stationary, A streamed
+EINSUM = "bkxn,bkxm->bnxm"
+
+
+def _import_einsum(node, a: dict, opset: int) -> dict:
+    eq = a.get("equation", b"")
+    eq = (eq.decode() if isinstance(eq, bytes) else str(eq)).replace(" ", "")
+    if eq != EINSUM:
+        raise bad_attr(node, "equation", eq, f"unsupported (only {EINSUM!r}: a MatMul of activations over the "
+                       "channels, as frontend/attention.py writes it)")
+    return {}
+
+
+def _symmetric(node) -> list:
+    """Both operands of a matmul of activations need zero point 0 (QActMatMul.verify)."""
+    return list(node.inputs[:2])
+
+
+def _const_operand(q, node, name: str):
+    """A constant streamed operand (1, K, H, W): symmetric per-tensor int8 and its QConstAct."""
+    if name in q.qg.tensors:                 # another head's: made once
+        return q.qg.tensors[name]
+    c = np.asarray(q.const(name), np.float64)
+    m = float(np.max(np.abs(c))) if c.size else 0.0
+    scale = m / 127 if m > 0 else 1.0
+    t = QTensor(name, tuple(c.shape), scale, 0)
+    q.qg.tensors[name] = t
+    q.add_op(QConstAct(f"{node.name}__const", name, np.clip(np.round(c / scale), -127, 127).astype(np.int8)))
+    return t
+
+
+def _quantize_einsum(q, node) -> None:
+    """IR node Einsum(B (1, K, 1, N), A (1, K, H, W)) -> (1, N, H, W): the ActMatMul of A by B; a
+    constant A is a QConstAct (the identity of Vᵀ)."""
+    a = _const_operand(q, node, node.inputs[1]) if q.const(node.inputs[1]) is not None else q.input(node, 1)
+    _add_matmul(q, node, a, q.input(node, 0))
 
 
 def _golden(op: QActMatMul, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -119,8 +165,28 @@ def _remap_channels(op: QActMatMul, maps: dict, blk: int):
     return op, None
 
 
+def _work(op: QActMatMul, lays: dict, tl, cfg):
+    """The 1x1 Conv's work (ops/conv.py) with each weight tile the pixels of ``b`` it holds (a
+    last partial N tile loads fewer words, ``_emit``) instead of a full constant tile."""
+    w = CONV.work(op, lays, tl, cfg)
+    B, C, W, bb = lays[op.b], cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
+    nb_tiles = -(-B.W // C)
+    kb = -(-op.weight.shape[1] // cfg.array_rows)
+    full = -(-C * W // bb)
+    count = w.tiles * nb_tiles * kb
+    w.loads[full] -= count
+    if not w.loads[full]:
+        del w.loads[full]
+    w.load_bytes -= count * C * W
+    for nb in range(nb_tiles):
+        w.load(w.tiles * kb, min(C, B.W - nb * C) * W, bb)
+    return w
+
+
 DEVICE = DeviceOp(QActMatMul, golden=_golden, input_transform=no_input_transform, remap_channels=_remap_channels,
                   plan_layout=_layout, constants=_constants, tile=CONV.tile, emit=_emit, describe=CONV.describe,
-                  macs=CONV.macs)
+                  macs=CONV.macs, work=_work)
 
-OPS = (OpDef("ActMatMul", quantize=_quantize, device=DEVICE),)
+OPS = (OpDef("ActMatMul", quantize=_quantize, device=DEVICE, symmetric_inputs=_symmetric),
+       OpDef("Einsum", import_node=_import_einsum, quantize=_quantize_einsum, symmetric_inputs=_symmetric,
+             layer=True))

@@ -114,6 +114,9 @@ class OpDef:
         per-channel constant). None (the default hook): never.
     device: the DeviceOp of the QGraph op it quantizes to, if any.
     host(h, x) -> float32 output: a host op (dict ``h`` of ``QGraph.host_ops``) on dequantized ``x``.
+    symmetric_inputs(node) -> [tensor names]: IR tensors the op reads that must be quantized
+        symmetrically (zero point 0: a data operand of the array, ops/act_matmul.py); the
+        quantizer gives them, and the tensors they are views of, symmetric ranges. None: none.
     layer: a layer with weights (Conv, Gemm, MatMul): a refused one is an error, never part of a
         host tail (ops/host_tail.py).
     """
@@ -132,9 +135,10 @@ class OpDef:
     device: Optional[DeviceOp] = None
     host: Optional[Callable] = None
     layer: bool = False
+    symmetric_inputs: Optional[Callable] = None
 
     HOOKS = ("import_node", "fold", "fold_shape", "canonicalize", "affine", "quantize", "shared_range", "range_from_zero",
-             "elementwise", "host")
+             "elementwise", "host", "symmetric_inputs")
 
 
 class OpTable:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+import numpy as np
 import onnx
 
 from tpucompile.frontend.onnx_import import grouped_report, import_onnx
@@ -88,6 +89,26 @@ def shared_ranges(g: Graph, stats: dict) -> dict:
     return out
 
 
+def symmetric_tensors(g: Graph) -> set:
+    """IR tensors quantized symmetrically (zero point 0, scale max|x| / 127): those an op's
+    ``symmetric_inputs`` names, and the inputs of the ops that reuse their input's parameters
+    (``calibrated`` False: views, aliases) leading to them."""
+    prod = {o: n for n in g.nodes for o in n.outputs}
+    todo = [t for n in g.nodes if (d := OP_TABLE.get(n.op)) is not None and d.symmetric_inputs is not None
+            for t in d.symmetric_inputs(n)]
+    out: set = set()
+    while todo:
+        t = todo.pop()
+        if t in out:
+            continue
+        out.add(t)
+        n = prod.get(t)
+        d = OP_TABLE.get(n.op) if n is not None else None
+        if d is not None and not d.calibrated and n.inputs:
+            todo.append(n.inputs[0])
+    return out
+
+
 class Quantizer:
     """The QGraph under construction, as the op table's ``quantize`` hooks see it.
 
@@ -101,6 +122,7 @@ class Quantizer:
         self.g, self.stats, self.cfg = g, stats, cfg
         self.qg = QGraph({}, [], [], [])
         self.host_outs: set = set()
+        self.symmetric = symmetric_tensors(g)
 
     def const(self, name: str):
         """The float constant ``name`` of the IR (np.ndarray), or None if it is not a constant."""
@@ -133,7 +155,11 @@ class Quantizer:
         t = self.g.tensors[name]
         if t.qparams is not None:
             return t.qparams
-        return activation_params(*self.stats[t.onnx_name or name])
+        lo, hi = self.stats[t.onnx_name or name]
+        if name in self.symmetric:
+            m = max(abs(float(lo)), abs(float(hi)))
+            return (m / 127, 0) if np.isfinite(m) and m > 1e-30 else (1.0, 0)
+        return activation_params(lo, hi)
 
     def add_tensor(self, name: str, scale: float, zero_point: int, shape: tuple | None = None) -> QTensor:
         """A new device tensor (shape: the IR's unless given)."""

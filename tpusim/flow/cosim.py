@@ -238,7 +238,7 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         if rtl_res is not None:
             m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
         v.mismatches[desc.name] = m
-        save_npy_atomic(out / f"out_{desc.name}_simpy.npy", s)
+        save_npy_atomic(out / f"out_{_file_part(desc.name)}_simpy.npy", s)
 
     # accuracy layer by layer: the golden int8 tensors (= SimPy's, checked above) vs FP32
     t = time.perf_counter()

@@ -298,6 +298,11 @@ def seed_models() -> list:
                 helper.make_node("Softmax", ["u"], ["s"], name="sm", axis=1),
                 helper.make_node("Conv", ["s", "w"], ["y"], name="conv", kernel_shape=[1, 1])],
                {"lg": w(8) + 1, "lb": w(8), "w": w(4, 8, 1, 1)}, (1, 8, 3, 3), opset=17),
+            # the attention's matmul of two activations (frontend/attention.py's Einsum, lifted)
+            mk([helper.make_node("Conv", ["x", "wq"], ["q"], name="q", kernel_shape=[1, 1]),
+                helper.make_node("Conv", ["x", "wk"], ["k"], name="k", kernel_shape=[1, 1]),
+                helper.make_node("Einsum", ["k", "q"], ["y"], name="qk", equation="bkxn,bkxm->bnxm")],
+               {"wq": w(4, 4, 1, 1), "wk": w(4, 4, 1, 1)}, (1, 4, 1, 6), opset=17, out_shape=[1, 6, 1, 6]),
             mk([helper.make_node("Sum", ["x", "x"], ["s"], name="sum"),
                 helper.make_node("ConstantOfShape", ["shp"], ["z"], name="cos",
                                  value=numpy_helper.from_array(np.array([0.5], np.float32))),

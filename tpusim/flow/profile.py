@@ -298,3 +298,33 @@ def print_table(rows: list[dict], title: str) -> None:
                   r["cause"])
     con = Console()
     (con if con.width >= 150 else Console(width=150)).print(t)
+
+
+#: op kinds whose share of the cycles ``op_shares`` reports (the transformer's vector-unit work and
+#: its matmuls): QGraph op class -> label
+SHARE_OPS = {"QSoftmax": "Softmax", "QLayerNorm": "LayerNorm", "QLut": "LUT (GELU, Tanh)", "QConv": "MatMul/Conv (weights)",
+             "QActMatMul": "MatMul of activations"}
+
+
+def op_shares(rows: list[dict]) -> list[tuple]:
+    """[(label, layers, cycles, share of the summed layer spans)] for each kind of ``SHARE_OPS``
+    present in the per-layer ``rows`` (``layer_rows``), in ``SHARE_OPS`` order. Layer spans can
+    overlap (the engines pipeline across layers), so the shares are of their sum."""
+    total = sum(r["cycles"] for r in rows) or 1
+    out = []
+    for op, label in SHARE_OPS.items():
+        mine = [r["cycles"] for r in rows if r["op"] == op]
+        if mine:
+            out.append((label, len(mine), sum(mine), sum(mine) / total))
+    return out
+
+
+def print_matmuls_and_shares(rows: list[dict]) -> None:
+    """The utilisation of every matmul layer (QConv, QActMatMul) and the cycle shares of
+    ``op_shares``, on the terminal."""
+    for r in rows:
+        if r["op"] in ("QConv", "QActMatMul"):
+            print(f"  matmul {r['layer']} ({r['op']}): {r['macs']:,} MACs in {r['cycles']:,} cycles, "
+                  f"utilisation {r['utilisation']:.1%}")
+    for label, n, cycles, share in op_shares(rows):
+        print(f"  {label}: {n} layers, {cycles:,} cycles = {share:.1%} of the summed layer spans")

@@ -1,0 +1,135 @@
+"""BERT end to end (issue 10): a BertModel-shaped export (tpucompile.transformer_models) with its
+embeddings on the host (frontend/host_embeddings.py), the self-attention rewritten per head
+(frontend/attention.py: Einsum -> QActMatMul, Vᵀ through the array) on 'small': the rewrite equals
+the original model in float, golden == SimPy (== RTL) bit-exactly on every layer, the last hidden
+state close to onnxruntime FP32; refusals name the input / node."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from tests import qnets
+from tpucompile import driver
+from tpucompile.backend.estimate import Estimator
+from tpucompile.frontend.host_embeddings import split_host_embeddings
+from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
+from tpucompile.frontend.onnx_import import import_onnx
+from tpucompile.frontend.token_input import channels_first_tokens_model
+from tpucompile.transformer_models import bert_inputs, bert_model
+from tpusim.arch.config import load_config
+from tpusim.arch.errors import CompileError
+from tpusim.flow.cosim import run
+
+#: a reduced BERT: 1 layer, hidden 16, 2 heads of 8, FFN 32, 8 tokens, vocabulary 64
+SMALL = dict(layers=1, hidden=16, heads=2, ffn=32, seq=8, vocab=64)
+
+
+def _small_bert(tmp_path, **kw):
+    m = bert_model(**{**SMALL, **kw}, seed=3, name="bert_small")
+    path = tmp_path / "bert_small.onnx"
+    onnx.save(m, path)
+    return m, path
+
+
+def _ones_mask(m):
+    x = bert_inputs(m, seed=4)
+    x["attention_mask"][:] = 1
+    return x
+
+
+def test_host_head_and_per_head_rewrite_equal_the_original_model(tmp_path):
+    m, _ = _small_bert(tmp_path)
+    x = _ones_mask(m)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, x)
+    dev, head = split_host_embeddings(m)
+    assert sorted(head.masks) == ["attention_mask"] and [n for n, _ in head.token_inputs] == ["input_ids",
+                                                                                                 "token_type_ids"]
+    assert Counter(n.op_type for n in head.model.graph.node) == {"Gather": 3, "Add": 2}
+    e = head.run(x)
+    cf = channels_first_tokens_model(dev)
+    ops = Counter(n.op_type for n in cf.graph.node)
+    assert ops["Einsum"] == 3 * SMALL["heads"] and ops["MatMul"] == 0 and ops["Transpose"] == 2 * ops["LayerNormalization"]   # the LayerNorm sandwiches only
+    feeds = {k: to_model_layout(v, input_layout(cf)) for k, v in e.items()}
+    got = ort.InferenceSession(cf.SerializeToString()).run(None, feeds)
+    np.testing.assert_allclose(got[0], want[0].transpose(0, 2, 1), atol=2e-5)     # last hidden state (1, C, T)
+    np.testing.assert_allclose(got[1], want[1], atol=2e-5)                        # pooler output
+
+
+def test_bert_small_golden_equals_simpy_and_is_close_to_fp32(tmp_path):
+    _, path = _small_bert(tmp_path)
+    v = run(str(path), "small", tmp_path / "run", rtl=False)
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.layers_compared > 20, (v.notes, v.mismatches)
+    assert v.accuracy["cosine"] >= 0.99, v.accuracy
+    assert any("embeddings on the host" in n for n in v.notes), v.notes
+
+
+def test_a_padded_attention_mask_is_refused_naming_the_input(tmp_path):
+    m, path = _small_bert(tmp_path)
+    x = bert_inputs(m, seed=4)                # the last eighth of the tokens padded
+    np.savez(tmp_path / "tokens.npz", **x)
+    with pytest.raises(CompileError, match=r"input 'attention_mask': padded attention masks \(a 0 in the mask\) "
+                                           r"are not mapped yet"):
+        driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
+
+
+def test_a_missing_token_array_is_refused_naming_it(tmp_path):
+    m, path = _small_bert(tmp_path)
+    x = _ones_mask(m)
+    np.savez(tmp_path / "tokens.npz", input_ids=x["input_ids"])
+    with pytest.raises(CompileError, match=r"no array 'token_type_ids'"):
+        driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
+
+
+def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
+    """An extended mask that does not fold to zeros (a padded constant mask) is refused by name."""
+    m, _ = _small_bert(tmp_path)
+    dev, _ = split_host_embeddings(m)
+    mask = next(t for t in dev.graph.initializer if t.name == "attention_mask")
+    mask.CopyFrom(onnx.numpy_helper.from_array(np.array([[1] * (SMALL["seq"] - 1) + [0]], np.int64), "attention_mask"))
+    with pytest.raises(CompileError, match=r"node '/encoder.layer.0.attention.self/Add' \(Add\): the attention mask "
+                                           r"'/Mul' is not a constant of zeros"):
+        channels_first_tokens_model(dev)
+
+
+@pytest.mark.rtl
+def test_bert_small_three_way_on_the_small_rtl(tmp_path):
+    """golden == SimPy == RTL on every output, the same cycles and retire trace."""
+    _, path = _small_bert(tmp_path)
+    v = run(str(path), "small", tmp_path / "run", rtl=True)
+    assert v.passed, (v.notes, v.mismatches, v.first_retire_diff)
+    assert v.cycles_rtl == v.cycles_simpy and v.first_retire_diff is None
+    assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
+
+
+@pytest.mark.parametrize("hw", ["small", "seed"])
+def test_the_estimators_bytes_are_the_programs(tmp_path, hw):
+    """The work hooks of QActMatMul and QConstAct (and every other op of the encoder) give the
+    compiled program's LOAD and STORE bytes per layer."""
+    _, path = _small_bert(tmp_path)
+    m, _, cal = driver.load_model_and_data(str(path), calib=2)
+    cfg = load_config(hw)
+    res = driver.compile_onnx(m, cfg, cal)
+    layers = {L["name"]: L for L in res.binary.meta["layers"]}
+    est = Estimator(res.qgraph).estimate(cfg)
+    assert {e.name for e in est.layers} >= {n for n, L in layers.items() if L["op"] in ("QActMatMul", "QConstAct")}
+    off = [(e.name, e.load_bytes, layers[e.name]["ddr_bytes_in"], e.store_bytes, layers[e.name]["ddr_bytes_out"])
+           for e in est.layers if layers[e.name]["op"] in ("QActMatMul", "QConstAct")
+           and (e.load_bytes, e.store_bytes) != (layers[e.name]["ddr_bytes_in"], layers[e.name]["ddr_bytes_out"])]
+    assert not off, off
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_another_einsum_is_refused_naming_the_node(rank):
+    """Only the one Einsum the rewrite writes is mapped: on a sequence tensor the lifting refuses
+    another, on a 4-D tensor the importer does, each naming the node."""
+    eq, shape = ("bkn,bkm->bmn", (1, 4, 6)) if rank == 3 else ("bkxn,bkxm->bmxn", (1, 4, 1, 6))
+    n = onnx.helper.make_node("Einsum", ["x", "x"], ["y"], name="ein", equation=eq)
+    m = qnets.make_model([n], {}, shape, "y", shape[:1] + shape[-1:] + shape[2:-1] + shape[-1:], opset=13)
+    want = (r"node 'ein' \(Einsum\) reads the 3-D tensor 'x' of a sequence model" if rank == 3 else
+            r"node 'ein' \(Einsum\): attribute equation='bkxn,bkxm->bmxn' unsupported \(only 'bkxn,bkxm->bnxm'")
+    with pytest.raises(CompileError, match=want):
+        import_onnx(m)
