@@ -55,7 +55,8 @@ def test_lookups():
     assert OP_TABLE.device(op) is conv.device
     assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {
         "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad",
-        "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad", "QSoftmax", "QLayerNorm", "QActMatMul", "QConstAct"}
+        "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad", "QSoftmax", "QLayerNorm", "QActMatMul", "QConstAct",
+        "QConvAdd"}
 
 
 def test_unknown_onnx_op_refused_with_node_name():

@@ -43,11 +43,12 @@ def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:
     """The DDR traffic no schedule can avoid, in unpadded int8 bytes of the graph as given (before
     host transforms and channel padding): every weight once, each graph input once, each
     layer's output written once and read once by each layer that reads it (layers that move
-    data: views move nothing); ``floor_cycles`` = max(MACs / PEs, those bytes / the DDR's peak
+    data: views move nothing; a fused Conv and Add, ``meta["layers"][i]["fused"]``, count as the
+    two layers they were); ``floor_cycles`` = max(MACs / PEs, those bytes / the DDR's peak
     bytes per core cycle (beat bytes x DDR MHz / core MHz)). Keys: ``weights``, ``input``,
     ``writes``, ``reads``, ``total`` (bytes), ``floor_cycles``."""
     size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
-    moving = {L["name"] for L in layers if L["instr_end"] > L["instr_begin"]}
+    moving = {n for L in layers if L["instr_end"] > L["instr_begin"] for n in [L["name"], *L.get("fused", ())]}
     ops = [op for op in qg.ops if op.name in moving]
     out = {"weights": sum(int(op.weight.size) for op in qg.ops if isinstance(getattr(op, "weight", None), np.ndarray)),
            "input": sum(size[n] for n in qg.inputs),

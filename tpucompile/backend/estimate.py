@@ -187,7 +187,8 @@ def _geometry_key(cfg: HwConfig) -> tuple:
 
 #: op fields no tiler or work hook reads: the name and scalar quantization parameters
 _UNTILED_FIELDS = frozenset(("name", "relu", "x_zp", "y_zp", "zp_a", "zp_b", "zp_out", "mult_a", "shift_a",
-                             "mult_b", "shift_b", "mult_out", "shift_out"))
+                             "mult_b", "shift_b", "mult_out", "shift_out", "conv_name", "conv_out", "add_name",
+                             "skip_is_a", "add_relu"))
 
 
 def _signature(op, lays: dict) -> tuple:
@@ -259,8 +260,8 @@ class Estimator:
         lp = pipeline.layout(dg)
         sigs: dict = {}                    # signature -> its number in this layout
         layers = tuple((op, OP_TABLE.device(op), sigs.setdefault(_signature(op, lp.tensors), len(sigs)),
-                        int(OP_TABLE.device(op).macs(orig, dg.qg)))
-                       for op, orig in zip(lp.qg.ops, dg.qg.ops))
+                        int(OP_TABLE.device(op).macs(orig, lp.graph.qg)))
+                       for op, orig in zip(lp.qg.ops, lp.graph.qg.ops))
         return _Plan(len(self._plans), lp.tensors, layers)
 
     def _intern(self, tl):

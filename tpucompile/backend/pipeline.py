@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from tpucompile.backend import dumps, verify
 from tpucompile.backend.channels import remap_graph
 from tpucompile.backend.emit import Program
+from tpucompile.backend.fuse_residual import fuse_residual
 from tpucompile.backend.layout import ActLayout, check_input_borders, merge_view_borders, round_up
 from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
 from tpucompile.ops import OP_TABLE
@@ -140,7 +141,8 @@ def layout(dg: DeviceGraph) -> LayoutPlan:
     """Channel placement first (``remap_graph``: each op's ``remap_channels``), then an ActLayout
     per device tensor; each op's ``plan_layout`` records the borders it reads (and the views it
     makes); views share their buffer's border; then the graph inputs' border values are checked
-    and every row aligned."""
+    and every row aligned; last, each residual Add is fused into the Conv it reads
+    (``fuse_residual``: the conv's output then has no layout and no DDR buffer)."""
     cfg = dg.cfg
     qg, maps, logical = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device)
     if logical is not dg.qg:            # lane copies inserted: the rest of the compile sees them
@@ -154,7 +156,7 @@ def layout(dg: DeviceGraph) -> LayoutPlan:
     check_input_borders(qg, lays)
     for lay in lays.values():
         lay.align(cfg)
-    return LayoutPlan(dg, lays, qg if maps else None)
+    return fuse_residual(LayoutPlan(dg, lays, qg if maps else None))
 
 
 def memplan(lp: LayoutPlan) -> MemPlan:

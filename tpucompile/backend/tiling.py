@@ -6,7 +6,8 @@ SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per laye
          MXU reading the other use different banks), 2 requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
          a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
-         (ih x iw) input window.
+         (ih x iw) input window; a conv with a fused residual Add (ops/conv_add.py) also
+         ``SKIP_SLOTS`` skip slots of an output slot's size.
   vector-unit ops (pool, add): two slot groups (double buffering) of the regions the op
          names (``tile_vector`` searches the tile, the op module gives the cost and the sizes).
 The accumulator holds ``nbg`` cout blocks of one M = th*tw output tile (M*nbg <= depth); if two
@@ -156,10 +157,16 @@ def _wstride(cols: int, bank_words: int) -> int:
     return round_up(cols, bank_words) if 2 * cols > bank_words else cols
 
 
-def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool):
+#: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
+#: waits for chunk j's ADD
+SKIP_SLOTS = 4
+
+
+def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
-    another (the MXU holds every bank of its input window for M cycles)."""
+    another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
+    slots "s" of an output slot's size after the outputs (a fused residual Add's skip tiles)."""
     a = _Alloc(cfg)
     bw = cfg.bank_words
     a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
@@ -167,6 +174,8 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
         a.top = round_up(a.top, bw)
     a.take("p", 2, table_slot_words(cfg))
     a.take("o", 2, cfg.requant_planes * s_out)
+    if skip:
+        a.take("s", SKIP_SLOTS, cfg.requant_planes * s_out)
     slots = []
     for _ in range(ni):
         if aligned:
@@ -245,14 +254,16 @@ class ConvCandidates(NamedTuple):
         return est
 
 
-def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> tuple:
+def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
+                        skip: bool = False) -> tuple:
     """Everything ``conv_candidates`` depends on: the layer's kernel, strides, input and output
     channel blocks (``ceil(cin / R)``, ``out_tiles``), output size, and the configuration's array
     (rows, cols), pixels per DDR granule, table words, lane groups, requant planes, bank and
-    SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks)."""
+    SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks), and
+    ``skip``: a fused residual Add loads a skip tile per output chunk (``ops/conv_add.py``)."""
     return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
             cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
-            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg))
+            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip))
 
 
 def _product(*axes: np.ndarray) -> list:
@@ -265,7 +276,7 @@ def _product(*axes: np.ndarray) -> list:
 def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     """The part of ``conv_candidates`` that does not read the bank or SRAM size: ``skey`` is
     ``conv_candidates_key`` without them. Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg = skey
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip = skey
     W, T = R, kh * kw
     # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
     tw_c, th_c = np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64)
@@ -284,9 +295,10 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     slot = kbg * (ih * iw)[i]
     nkg = -(-KB // kbg)
     windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
+    oblocks = -(-NB * mp // mg)                                     # output channel blocks
     load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
-                  + (ntiles * (NB * KB * T * C * W + NB * pw * W))[i])
-    n_dma = windows * nkg + (ntiles * (NB * KB * T + NB))[i]
+                  + (ntiles * (NB * KB * T * C * W + NB * pw * W + skip * oblocks * M * W))[i])
+    n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks))[i]
     mxu = (ntiles * (NB * KB * T) * (C + M + R + C + 6))[i]
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
@@ -302,15 +314,16 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
     regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
     the bank and SRAM sizes add). Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg = key
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip = key
     t = _conv_shape_table(key[:12] + key[14:])
     tsw = mg * pw
     wgrp = round_up(2 * _wstride(C, bwd), bwd)
     s_out = np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
-    fit = (2 * C + 2 * tsw + 2 * mp * s_out)[t.pair] + t.ni_slot <= sram_words   # + the input slots
-    pogrp = -(-(2 * tsw + 2 * mp * s_out) // bwd) * bwd
+    outs = (2 + SKIP_SLOTS * skip) * mp * s_out            # output slots (and a fused Add's skip slots)
+    fit = (2 * C + 2 * tsw + outs)[t.pair] + t.ni_slot <= sram_words   # + the input slots
+    pogrp = -(-(2 * tsw + outs) // bwd) * bwd
     aligned = (wgrp + pogrp)[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
-    vpu = (t.ntiles * NB * (mp * t.M + pw * -(-t.M // s_out)))[t.pair]
+    vpu = (t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out)))[t.pair]
     peak = np.maximum(t.mxu_cycles, vpu).astype(np.float64)
     peak[~fit] = np.inf
     load_b, dma, mxu, wait_b = t.terms
@@ -321,13 +334,15 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     return out
 
 
-def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig) -> ConvTiling:
+def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
+              skip: bool = False) -> ConvTiling:
     """The cheapest conv tiling (module docstring): of ``conv_candidates``, the first with the
     least ``est_cycles`` at ``load_bw(cfg)``. Non-square arrays: NB = ``out_tiles`` N tiles; a
     group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
     hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``.
+    ``skip``: a fused residual Add's ``SKIP_SLOTS`` skip slots (``conv_regions``), loads and ADDs.
     CompileError naming the node if no tiling fits the SRAM."""
-    key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg)
+    key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip)
     c = conv_candidates(key)
     if c.n == 0:
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
@@ -366,12 +381,14 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     slot = kbg * ih * iw
     for aligned in ((True, False) if c.aligned[i] else (False,)):
         for nw in (4, 3, 2):
-            regs = conv_regions(cfg, nw, s_out, ni, slot, aligned)
+            regs = conv_regions(cfg, nw, s_out, ni, slot, aligned, skip=key[-1])
             if regs is not None:
                 if len(_CHOICES) >= _CHOICES_MAX:
                     _CHOICES.clear()
                 slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
                               "i": slot}
+                if key[-1]:
+                    slot_words["s"] = cfg.requant_planes * s_out
                 out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(t.load_bytes[i]),
                                             aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows)
                 return out

@@ -11,6 +11,8 @@
   reshape       Reshape, Flatten (FC views -> Alias),     (alias)       -
                 Unsqueeze, Squeeze (folded)
   gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
+  conv_add      (ConvAdd: a Conv and the residual Add     QConvAdd      systolic array
+                reading it, fused by the back end)                      + vector unit (ADD)
   act_matmul    Einsum "bkxn,bkxm->bnxm" (the attention's QActMatMul    systolic array
                 MatMuls, frontend/attention.py; ActMatMul:
                 the stationary one as the weight tiles)
@@ -74,6 +76,7 @@ from tpucompile.ops import (
                             const_act,
                             constant,
                             conv,
+                            conv_add,
                             depthwise,
                             gemm,
                             host_tail,
@@ -111,7 +114,8 @@ from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 from tpucompile.ops.spatial_slice import QSpatialSlice
 
-FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, act_matmul, const_act, softmax, layernorm, constant, identity,
+FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, conv_add, act_matmul, const_act, softmax, layernorm,
+            constant, identity,
             mul, scale, concat, transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout,
             host_tail)
 OP_TABLE = OpTable(d for family in FAMILIES for d in family.OPS)

@@ -32,7 +32,8 @@ from tpucompile.backend.tiling import (
 from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
-from tpucompile.ops.conv import lane_copy_qop
+from tpucompile.ops.conv import QConv, lane_copy_qop
+from tpucompile.ops.conv_add import fused_conv_add
 from tpucompile.ops.lut import elementwise_binary
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
@@ -189,10 +190,16 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
         P.tile_dma("DMA_STORE", Y, so, t)
 
 
+def _fuse_producer(op: QAdd, producer):
+    """A Conv (exactly: not an ActMatMul) whose output this Add alone reads: the two fused into
+    one ConvAdd (ops/conv_add.py: the Add in the conv's requantization epilogue)."""
+    return fused_conv_add(producer, op) if type(producer) is QConv else None
+
+
 DEVICE = DeviceOp(QAdd, golden=_golden, input_transform=no_input_transform,
                   remap_channels=two_operand_channels, plan_layout=_layout,
                   constants=no_constants, tile=_tile, emit=_emit, describe=_describe, macs=no_macs,
-                  work=_work)
+                  work=_work, fuse_producer=_fuse_producer)
 OPS = (
     OpDef("Sum", import_node=no_attrs, fold=_fold_sum, canonicalize=_canonicalize_sum, fuses_relu=True),
     OpDef("Add", import_node=no_attrs, fold=_fold_add, canonicalize=_canonicalize_add, affine=_affine,

@@ -224,11 +224,14 @@ def _input_transform(op: QConv, qg, cfg):
     return dev, new, meta
 
 
-def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None) -> None:
+def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
     ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
     tile ``nb``, cin block ``kb``): default the constant tiles; ``ops/act_matmul.py`` reads an
-    activation's buffer."""
+    activation's buffer. ``epilogue(P, slot, blk, oy, ox, rows, cols, planes)``: called between
+    a chunk's REQUANTs and its STORE with the output slot's word address and the chunk's place
+    in the output (first block, row, column, rows x cols pixels, planes); it may rewrite the
+    slot in place (``ops/conv_add.py``: the fused residual Add)."""
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
     par_addr, par_stride = consts["requant"], requant_table_stride(cfg)
@@ -310,6 +313,8 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None) -> None:
                         _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
                                        mstride, k * n, os_, qreg)
                         store = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
+                        if epilogue is not None:
+                            epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
                         P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
                               n * W, *store, buf=Y.buf_id)
 
@@ -340,12 +345,14 @@ def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
     return [(1, min(seg, tw - x)) for _ in range(th) for x in range(0, tw, seg)]
 
 
-def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
+def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
     """The DMA instructions and engine cycles of ``_emit``'s loop nest (backend/estimate.py):
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes."""
+    ``requant_planes`` planes. ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
+    accesses per word)."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
     ap, pw, mp, mg = align_px(cfg), cfg.param_words, cfg.requant_planes, cfg.lane_groups
     kh, kw = op.kernel
@@ -383,6 +390,11 @@ def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
         for (k, cols), r in zip(chunks, rq):
             for planes in blocks:
                 w.store(n, cols * W, bb, runs=k * planes)
+                if residual:
+                    w.load(n, cols * W, bb, runs=k * planes)
+                    w.vpu_cycles += n * 3 * planes * k * cols
+                    w.vpu_instrs += n
+                    w.sram_words += n * 3 * planes * k * cols
             w.vpu_cycles += n * len(blocks) * r
             w.vpu_instrs += n * len(blocks) * mg
             w.sram_words += n * len(blocks) * r
@@ -391,7 +403,8 @@ def _work(op: QConv, lays: dict, tl, cfg) -> LayerWork:
             w.fill_bursts = [win, wt]
         # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
         group = [ceil_div(k * cols * W, bb) * mp for k, cols in chunks] * per_group
-        w.drain_cycles = C + M + R + C + per_group * sum(rq)
+        adds = sum(3 * mp * k * cols for k, cols in chunks) if residual else 0
+        w.drain_cycles = C + M + R + C + per_group * (sum(rq) + adds)
         w.drain_bursts = group
         if tl.ni == 1:             # one input slot: the next window loads after the last MATMUL
             for nk, cnt in tile_sizes(KB, tl.kbg):

@@ -63,6 +63,9 @@ class DeviceOp:
     work(op, lays, tiling, cfg) -> ``backend.estimate.LayerWork`` (DMA instructions, engine
         cycles) for the fast cost model, or None for a view that moves nothing. None (the
         default): ``backend.estimate.generic_work``.
+    fuse_producer(op, producer) -> one op doing both, or None: ``producer`` makes an input of
+        ``op`` that ``op`` alone reads (``backend.fuse_residual``: a residual Add and its Conv,
+        ops/conv_add.py). None (the default): the op never fuses.
     """
     qop: type
     golden: Callable
@@ -76,6 +79,7 @@ class DeviceOp:
     macs: Callable
     remap_output: Optional[Callable] = None
     work: Optional[Callable] = None
+    fuse_producer: Optional[Callable] = None
 
     HOOKS = ("golden", "input_transform", "remap_channels", "plan_layout", "constants", "tile", "emit", "describe", "macs")
 
