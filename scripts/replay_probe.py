@@ -12,6 +12,9 @@ What is recorded, per case (all must be identical between two trees):
                   and of every output (name, shape, bytes)
   stress seeds    sha256 of the assembled program (.tpubin), golden and SimPy output bytes,
                   SimPy cycles and retire/counter digests, or the flag of an invalid program
+  estimator       per model, sha256 of the fast estimator's per-layer arrays (cycles, DDR
+                  bytes, MACs, bound, energy; bit for bit) on every config of ``ESTIMATOR_GRID``
+                  met in order by one Estimator (its caches at work), or the CompileError text
 """
 from __future__ import annotations
 
@@ -27,6 +30,12 @@ from pathlib import Path
 import numpy as np
 
 PACKAGES = ("tpusim", "tpucompile", "stressgen", "waves", "cocotb_tests")
+#: the estimator's configs (tpusim.flow.sweep knobs on seed): square and non-square arrays, SRAM,
+#: banks, accumulator, DDR latency, core clock, DMA depth, burst and beat bytes (1,536 points)
+ESTIMATOR_GRID = {"array": ("16x16", "64x64", "128x128", "64x256", "32x128", "8x16"), "sram": ("64K", "256K"),
+                  "banks": (4, 16), "acc_depth": (512, 2048), "ddr_latency": (10, 40), "core_mhz": (500, 1000),
+                  "outstanding": (2, 8), "burst": (256, 512)}
+ESTIMATOR_MODELS = ("resnet50", "shufflenet", "bert-base-linears")
 
 
 def _only_this_tree() -> None:
@@ -135,6 +144,30 @@ def stress_case(seed: int, cfg_name: str, invalid_rate: float) -> dict:
     return rec
 
 
+def estimator_case(model: str) -> dict:
+    """The estimator's figures of ``model`` over ``ESTIMATOR_GRID`` (module docstring)."""
+    sweep = _imp("tpusim.flow.sweep")
+    estimate = _imp("tpucompile.backend.estimate")
+    errors = _imp("tpusim.arch.errors")
+    md = sweep.load_model(model, None, 2)
+    est = estimate.Estimator(md.qg)
+    h, points, refused = hashlib.sha256(), 0, 0
+    for c in sweep.candidates("seed", ESTIMATOR_GRID, []):
+        if not c.cfg:
+            continue
+        points += 1
+        try:
+            e = est.estimate(c.cfg)
+        except errors.CompileError as ex:
+            refused += 1
+            h.update(str(ex).encode())
+            continue
+        h.update(repr((e.config, e.names, e.kinds)).encode())
+        for a in (e.layer_cycles, e.load_bytes, e.store_bytes, e.layer_macs, e.bound_index, e.layer_energy_uj):
+            h.update(a.dtype.str.encode() + np.ascontiguousarray(a).tobytes())
+    return {"points": points, "refused": refused, "estimates": h.hexdigest()[:32]}
+
+
 def qnet_models(qnets_path: Path) -> dict:
     """The small test graphs of tests/qnets.py (taken from the probe's own tree)."""
     spec = importlib.util.spec_from_file_location("replay_qnets", qnets_path)
@@ -184,6 +217,9 @@ def main(argv=None) -> int:
     for s in range(a.stress_seeds):
         cases[f"stress/{s}/small"] = stress_case(s, "small", 0.05)
     log(f"{a.stress_seeds} stress seeds")
+    for model in ESTIMATOR_MODELS:
+        cases[f"estimator/{model}"] = estimator_case(model)
+        log(f"estimator {model}: {cases[f'estimator/{model}']}")
     foreign = _foreign_modules(tree)
     if foreign:
         raise SystemExit(f"replay probe: modules loaded from outside {tree}: {foreign}")

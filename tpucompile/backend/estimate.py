@@ -24,7 +24,7 @@ back end raises it (a layer that does not fit the SRAM of the configuration).
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,77 +98,133 @@ class Estimate:
 
 class _Geometry:
     """The layers of one geometry (``_geometry_key``) as arrays: per layer the engines' cycles,
-    bytes, event counts; the DMA instructions as (layer, bursts, count) triples."""
+    bytes, event counts; per DMA channel its instructions as (bin, burst count index, count)
+    triples (``_Channel``): a point times each distinct burst count once and sums the layers'
+    instructions in one ``np.bincount``."""
 
-    def __init__(self, layers: list) -> None:
+    def __init__(self, layers: list, flat: dict | None = None) -> None:
+        """``layers``: (name, op kind, LayerWork, MACs) per layer; ``flat``: id(LayerWork) ->
+        its ``_Flat`` (a cache shared by the geometries of an Estimator)."""
         self.names = tuple(n for n, _, _, _ in layers)
         self.kinds = tuple(k for _, k, _, _ in layers)
-        works = [w for _, _, w, _ in layers]
-        col = lambda f: np.array([f(w) for w in works], dtype=np.float64)   # noqa: E731
+        flat = {} if flat is None else flat
+        flats = [_Flat.of(w, flat) for _, _, w, _ in layers]
+        rows = np.array([f.row for f in flats], dtype=np.float64).reshape(-1, 10)
+        (self.mxu, self.vpu, self.drain, self.load_bytes, self.store_bytes, self.sram_words, self.acc,
+         self.exposed, self.load_bursts, self.store_bursts) = (np.ascontiguousarray(c) for c in rows.T)
         self.macs = np.array([m for _, _, _, m in layers], dtype=np.float64)
-        self.mxu = col(lambda w: w.mxu_cycles + ISSUE_CYCLES * w.mxu_instrs)
-        self.vpu = col(lambda w: w.vpu_cycles + ISSUE_CYCLES * w.vpu_instrs)
-        self.drain = col(lambda w: w.drain_cycles)
-        self.serial = np.array([w.serial for w in works], dtype=bool)
-        self.load_bytes, self.store_bytes = col(lambda w: w.load_bytes), col(lambda w: w.store_bytes)
-        self.sram_words, self.acc = col(lambda w: w.sram_words), col(lambda w: w.acc_accesses)
-        self.load_bursts = col(lambda w: w.totals()[0])
-        self.store_bursts = col(lambda w: w.totals()[1])
-        self.loads = self._triples([w.loads for w in works])
-        self.stores = self._triples([w.stores for w in works])
-        self.fill = self._triples([Counter(w.fill_bursts) for w in works])
-        self.drain_stores = self._triples([Counter(w.drain_bursts) for w in works])
-        self.exposed_loads = self._triples([w.exposed_loads for w in works])
-        self.exposed_stores = self._triples([w.exposed_stores for w in works])
-        self.exposed = col(lambda w: w.exposed_cycles)
+        self.serial = np.array([f.serial for f in flats], dtype=bool)
+        self.any_serial = bool(self.serial.any())
+        self.load = _Channel([f.load for f in flats])
+        self.store = _Channel([f.store for f in flats])
+        self._energy: dict = {}            # _prices -> per-layer energy (uJ)
 
-    @staticmethod
-    def _triples(per_layer: list) -> tuple:
-        li, b, n = [], [], []
-        for i, d in enumerate(per_layer):
-            for bursts, count in d.items():
-                li.append(i)
-                b.append(bursts)
-                n.append(count)
-        return np.array(li, dtype=np.int64), np.array(b, dtype=np.int64), np.array(n, dtype=np.float64)
-
-    def _time(self, triples, curve, nlayers: int) -> np.ndarray:
-        li, b, n = triples
-        if len(li) == 0:
-            return np.zeros(nlayers)
-        return np.bincount(li, weights=n * curve(b), minlength=nlayers)
+    def energy(self, prices: tuple) -> np.ndarray:
+        """Per-layer dynamic energy (uJ) at ``prices`` (``_prices``), computed once per prices."""
+        e = self._energy.get(prices)
+        if e is None:
+            mac_pj, sram_pj, acc_pj, ddr_pj, word_bytes = prices
+            ddr = self.load_bytes + self.store_bytes
+            e = self._energy[prices] = (self.macs * mac_pj + (ddr + self.sram_words * word_bytes) * sram_pj
+                                        + self.acc * acc_pj + ddr * ddr_pj) * 1e-6
+            e.flags.writeable = False      # shared by the Estimates of these prices
+        return e
 
     def evaluate(self, cfg: HwConfig, dt, core_ps: int, prices: tuple) -> Estimate:
-        nl = len(self.names)
         dma_ps = float(dt.dma.period_ps)
-        load = self._time(self.loads, lambda b: dt.load_ps_array(b) + dma_ps, nl) / core_ps
-        store = self._time(self.stores, lambda b: dt.store_ps_array(b) + dma_ps, nl) / core_ps
+        # ps per layer of: its instructions (each plus a DMA cycle of issue), the first tile's
+        # (fill: LOADs; drain: STOREs), those on the MXU's path (exposed)
+        load_ps, fill_ps, exposed_load_ps = self.load.sums(dt.load_ps_array, dma_ps)
+        store_ps, drain_store_ps, exposed_store_ps = self.store.sums(dt.store_ps_array, dma_ps)
+        load, store = load_ps / core_ps, store_ps / core_ps
         bus = dt.bus_burst_ps / core_ps
         load_bus, store_bus = self.load_bursts * bus, self.store_bursts * bus
         # a request that finds the other channel's burst on the bus (the share of the layer's
         # span that channel holds it) waits for the rest of it, on average half a burst
         span = np.maximum(np.maximum(load, store), np.maximum(self.mxu, self.vpu))
         span = np.maximum(span, 1.0)
-        load, store = (load + load_bus * store_bus / (2 * span * bus) * bus,
-                       store + store_bus * load_bus / (2 * span * bus) * bus)
-        fill = self._time(self.fill, dt.load_ps_array, nl) / core_ps
-        drain_store = self._time(self.drain_stores, dt.store_ps_array, nl) / core_ps
+        wait = load_bus * store_bus / (2 * span * bus) * bus
+        load, store = load + wait, store + wait
+        fill = fill_ps / core_ps
+        drain_store = drain_store_ps / core_ps
         drain = self.drain + drain_store
         # each engine's path through the layer: what must happen before it can start (the first
         # tile's loads), its own busy time, what follows its last instruction (the last tile)
-        exposed = (self.exposed + (self._time(self.exposed_loads, dt.load_ps_array, nl)
-                                   + self._time(self.exposed_stores, dt.store_ps_array, nl)) / core_ps)
+        exposed = self.exposed + (exposed_load_ps + exposed_store_ps) / core_ps
         paths = np.stack([load + drain, fill + store, load_bus + store_bus,
                           fill + self.mxu + exposed + drain, fill + self.vpu + drain_store])
         bound = paths.argmax(axis=0)
-        cycles = np.where(self.serial, load + store + self.mxu + self.vpu, paths.max(axis=0))
-        bound = np.where(self.serial, len(BOUNDS) - 1, bound)
-        mac_pj, sram_pj, acc_pj, ddr_pj, word_bytes = prices
-        ddr = self.load_bytes + self.store_bytes
-        energy = (self.macs * mac_pj + (ddr + self.sram_words * word_bytes) * sram_pj + self.acc * acc_pj
-                  + ddr * ddr_pj) * 1e-6
+        cycles = paths.max(axis=0)
+        if self.any_serial:
+            cycles = np.where(self.serial, load + store + self.mxu + self.vpu, cycles)
+            bound = np.where(self.serial, len(BOUNDS) - 1, bound)
         return Estimate(cfg.name, self.names, self.kinds, cycles, self.load_bytes, self.store_bytes, self.macs,
-                        bound, energy)
+                        bound, self.energy(prices))
+
+
+class _Flat:
+    """One LayerWork as ``_Geometry`` takes it: ``row`` (MXU and VPU cycles with issue, drain
+    cycles, load and store bytes, SRAM words, accumulator accesses, exposed cycles, load and
+    store bursts), ``serial``, and per DMA channel its instructions (``_Channel``'s three
+    sets: all, fill or drain, exposed) as (bursts int64, count float64, set int64) arrays."""
+
+    @classmethod
+    def of(cls, w, cache: dict) -> _Flat:
+        """The _Flat of ``w``, kept in ``cache`` by id (it holds ``w``, so the id stays its)."""
+        f = cache.get(id(w))
+        if f is None or f.work is not w:
+            f = cache[id(w)] = cls(w)
+        return f
+
+    def __init__(self, w) -> None:
+        self.work = w
+        self.row = (w.mxu_cycles + ISSUE_CYCLES * w.mxu_instrs, w.vpu_cycles + ISSUE_CYCLES * w.vpu_instrs,
+                    w.drain_cycles, w.load_bytes, w.store_bytes, w.sram_words, w.acc_accesses,
+                    w.exposed_cycles) + w.totals()
+        self.serial = w.serial
+        self.load = self._sets(w.loads, _counts(w.fill_bursts), w.exposed_loads)
+        self.store = self._sets(w.stores, _counts(w.drain_bursts), w.exposed_stores)
+
+    @staticmethod
+    def _sets(*maps: dict) -> tuple:
+        return (np.array([b for d in maps for b in d], dtype=np.int64),
+                np.array([n for d in maps for n in d.values()], dtype=np.float64),
+                np.repeat(np.arange(len(maps), dtype=np.int64), [len(d) for d in maps]))
+
+
+class _Channel:
+    """One DMA channel's instructions in a geometry (per layer ``_Flat``'s arrays of it),
+    flattened into (bin = set x layers + layer, index into a table of ps per distinct burst
+    count, count) arrays; the entries of a bin in the order of the layer's map. ``bursts``: the
+    distinct burst counts (int64)."""
+
+    def __init__(self, per_layer: list) -> None:
+        self.nlayers = nl = len(per_layer)
+        if nl == 0:
+            self.bursts, self.bins, self.idx, self.counts = (np.zeros(0, np.int64),) * 3 + (np.zeros(0),)
+            return
+        bursts, counts, sets = (np.concatenate(a) for a in zip(*per_layer))
+        self.bins = sets * nl + np.repeat(np.arange(nl, dtype=np.int64), [len(b) for b, _, _ in per_layer])
+        self.bursts, idx = np.unique(bursts, return_inverse=True)
+        # the first set's instructions read the table's first half (each plus a DMA cycle)
+        self.idx = idx + np.where(sets == 0, 0, len(self.bursts))
+        self.counts = counts
+
+    def sums(self, curve, issue_ps: float) -> np.ndarray:
+        """Per set and layer the sum of count x ps of its instructions, ``curve(bursts)`` ps
+        each (the first set's plus ``issue_ps``): a (3, layers) float64 array."""
+        ps = curve(self.bursts)
+        table = np.concatenate((ps + issue_ps, ps))
+        return np.bincount(self.bins, weights=self.counts * table[self.idx],
+                           minlength=3 * self.nlayers).reshape(3, self.nlayers)
+
+
+def _counts(items: list) -> dict:
+    """{item: occurrences} in the order of first occurrence (``collections.Counter``'s)."""
+    out: dict = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
 
 
 def _prices(cfg: HwConfig) -> tuple:
@@ -180,9 +236,12 @@ def _prices(cfg: HwConfig) -> tuple:
 _TIMING_ONLY = ("name", "dma_outstanding", "energy", "area")
 
 
+_GEOMETRY_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(HwConfig) if f.name not in _TIMING_ONLY))
+
+
 def _geometry_key(cfg: HwConfig) -> tuple:
     """The config without the fields no tiler and no work hook reads."""
-    return tuple(getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _TIMING_ONLY)
+    return _GEOMETRY_FIELDS(cfg)
 
 
 #: op fields no tiler or work hook reads: the name and scalar quantization parameters
@@ -220,8 +279,8 @@ def _tiling_value(tl) -> tuple:
     tiler's own guess, which no work hook reads): two tilings with the same value give the same
     LayerWork. Its dicts and lists (slot addresses and sizes: ints, strings and tuples of them)
     are taken by their repr, which tells such values apart."""
-    return (type(tl),) + tuple((k, repr(v) if type(v) in _CONTAINERS else v)
-                               for k, v in vars(tl).items() if k != "est_cycles")
+    d = vars(tl)
+    return (type(tl), tuple(d), *[repr(v) if type(v) in _CONTAINERS else v for k, v in d.items() if k != "est_cycles"])
 
 
 _CONTAINERS = (dict, list)
@@ -236,6 +295,8 @@ class _Plan:
     index: int
     lays: dict
     layers: tuple
+    sigs: tuple                 # per op its signature number
+    distinct: tuple             # (op, DeviceOp, signature number) of each signature's first op, in order
 
 
 class Estimator:
@@ -253,6 +314,7 @@ class Estimator:
         self._timings = ReadMemo()
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (layout, work records) -> _Geometry
+        self._flat: dict = {}              # id(work record) -> its _Flat
         self._geometries: dict = {}        # _geometry_key -> _Geometry
 
     def _plan(self, cfg) -> _Plan:
@@ -262,7 +324,11 @@ class Estimator:
         layers = tuple((op, OP_TABLE.device(op), sigs.setdefault(_signature(op, lp.tensors), len(sigs)),
                         int(OP_TABLE.device(op).macs(orig, lp.graph.qg)))
                        for op, orig in zip(lp.qg.ops, lp.graph.qg.ops))
-        return _Plan(len(self._plans), lp.tensors, layers)
+        firsts: dict = {}                  # signature number -> its first op
+        for op, dev, sig, _ in layers:
+            firsts.setdefault(sig, (op, dev, sig))
+        return _Plan(len(self._plans), lp.tensors, layers, tuple(sig for _, _, sig, _ in layers),
+                     tuple(firsts.values()))
 
     def _intern(self, tl):
         """The first tiling met with the value of ``tl`` (``_tiling_value``), else ``tl``."""
@@ -277,19 +343,18 @@ class Estimator:
 
     def _build(self, cfg: HwConfig) -> _Geometry:
         plan = self._plans.get((), cfg, self._plan)
-        lays, by_sig = plan.lays, {}
-        for op, dev, sig, _ in plan.layers:
-            if sig in by_sig:
-                continue
-            tl = self._tilings.get((plan.index, sig), cfg, lambda c: self._intern(dev.tile(op, lays, c)))
+        lays, tilings, works, intern = plan.lays, self._tilings, self._works, self._intern
+        by_sig = []                        # signature number -> its work record
+        for op, dev, sig in plan.distinct:
+            tl = tilings.get((plan.index, sig), cfg, lambda c: intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
-            by_sig[sig] = self._works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
-        works = [by_sig[sig] for _, _, sig, _ in plan.layers]
-        key = (plan.index, tuple(map(id, works)))
+            by_sig.append(works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c)))
+        key = (plan.index, tuple(id(by_sig[sig]) for sig in plan.sigs))
         g = self._by_works.get(key)
         if g is None:
             g = self._by_works[key] = _Geometry([(op.name, type(op).__name__, w, macs)
-                                                 for (op, _, _, macs), w in zip(plan.layers, works) if w is not None])
+                                                 for (op, _, sig, macs) in plan.layers
+                                                 if (w := by_sig[sig]) is not None], self._flat)
         return g
 
     def estimate(self, cfg: HwConfig) -> Estimate:
