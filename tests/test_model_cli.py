@@ -94,3 +94,26 @@ def test_unwritable_destinations_refused_before_the_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"tpusim: error: --out {blocker / 'sub'}: cannot create it (")
     assert "cycles:" not in capsys.readouterr().out
+
+
+def test_run_takes_a_vector_models_own_input_shape(tmp_path, capsys):
+    """`tpusim run` of an MLP compiled from a (1, K) input takes the (1, K) array a user has
+    (the device's input is (1, K, 1, 1)) and gives golden's output; another shape names both."""
+    import qnets
+
+    from tpucompile import golden
+    from tpucompile.driver import compile_onnx
+    m = qnets.mlp(k=48)
+    xs = qnets.inputs((1, 48), 3, seed=2)
+    res = compile_onnx(m, load_config("small"), xs[1:])
+    res.binary.write(tmp_path / "mlp.tpubin")
+    np.save(tmp_path / "x.npy", xs[0])
+    assert main(["run", str(tmp_path / "mlp.tpubin"), "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "o")]) == 0
+    out = res.binary.outputs[0]
+    want = golden.run_golden(res.qgraph, golden.quantize_input(res.qgraph, xs[0]))[res.qgraph.resolve(out.name)]
+    got = np.load(tmp_path / "o" / f"{out.name}.npy")
+    assert np.array_equal(got.reshape(-1), want.reshape(-1))
+    np.save(tmp_path / "bad.npy", np.zeros((1, 47), np.float32))
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "mlp.tpubin"), "--input", str(tmp_path / "bad.npy")]) == 2
+    assert "shape (1, 47) is not (1, 48, 1, 1) or (1, 48)" in capsys.readouterr().err

@@ -60,7 +60,7 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
     """A user input → the device input: float arrays are quantized with the input's scale and
     zero point (round half to even, saturate: the ONNX QuantizeLinear rule); then the binary's
     host-side transform (im2col of a first conv, see docs/backend.md) is applied if the array has
-    the model's original shape."""
+    the model's original shape; a (1, K) vector model's (1, K) array is its (1, K, 1, 1)."""
     desc = next((t for t in binary.inputs if t.name == name), None)
     if desc is None:
         raise TpuError(f"the binary has no input named {name!r}; its inputs are {[t.name for t in binary.inputs]}")
@@ -74,8 +74,12 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
     tr = next((t for t in binary.meta.get("input_transforms", []) if t["name"] == name), None)
     if tr is not None and tuple(x.shape) == tuple(tr["orig_shape"]):
         x = host_input_transform(binary.meta, name, x)
+    if x.ndim == 2 and tuple(desc.shape) == (*x.shape, 1, 1):
+        x = x.reshape(desc.shape)         # a (1, K) vector model's input: the device's (1, K, 1, 1)
     if tuple(x.shape) != tuple(desc.shape):
         want = [tuple(desc.shape)] + ([tuple(tr["orig_shape"])] if tr else [])
+        if len(desc.shape) == 4 and desc.shape[2:] == (1, 1):
+            want.append(tuple(desc.shape[:2]))
         raise TpuError(f"input {name!r}: shape {tuple(x.shape)} is not {' or '.join(map(str, want))}")
     return x
 
