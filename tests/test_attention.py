@@ -95,6 +95,16 @@ def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
         channels_first_tokens_model(dev)
 
 
+def test_an_integer_input_that_is_no_mask_is_refused_naming_it(tmp_path):
+    m, _ = _small_bert(tmp_path)
+    m.graph.input[1].name = "lengths"
+    for n in m.graph.node:
+        n.input[:] = ["lengths" if i == "attention_mask" else i for i in n.input]
+    with pytest.raises(CompileError, match=r"input 'lengths': an integer input that is neither the indices of an "
+                                           r"embedding Gather nor an attention mask"):
+        split_host_embeddings(m)
+
+
 @pytest.mark.rtl
 def test_bert_small_three_way_on_the_small_rtl(tmp_path):
     """golden == SimPy == RTL on every output, the same cycles and retire trace."""
