@@ -76,6 +76,18 @@ def test_a_padded_attention_mask_is_refused_naming_the_input(tmp_path):
         driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
 
 
+def test_a_users_tokens_reach_the_device_input_through_the_host_embeddings(tmp_path):
+    """--input tokens.npz: the device input is the embeddings sum of those ids, in (1, C, T)."""
+    m, path = _small_bert(tmp_path)
+    x = _ones_mask(m)
+    np.savez(tmp_path / "tokens.npz", **x)
+    _, xd, cal = driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz", calib=2)
+    m.graph.output.append(onnx.helper.make_tensor_value_info("/embeddings/Add_1", onnx.TensorProto.FLOAT, None))
+    want = ort.InferenceSession(m.SerializeToString()).run(["/embeddings/Add_1"], x)[0]
+    np.testing.assert_allclose(xd, want.transpose(0, 2, 1), atol=1e-6)
+    assert len(cal) == 2 and cal[0].shape == xd.shape
+
+
 def test_a_missing_token_array_is_refused_naming_it(tmp_path):
     m, path = _small_bert(tmp_path)
     x = _ones_mask(m)
@@ -93,6 +105,16 @@ def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
     with pytest.raises(CompileError, match=r"node '/encoder.layer.0.attention.self/Add' \(Add\): the attention mask "
                                            r"'/Mul' is not a constant of zeros"):
         channels_first_tokens_model(dev)
+
+
+def test_an_integer_input_that_is_no_mask_is_refused_naming_it(tmp_path):
+    m, _ = _small_bert(tmp_path)
+    m.graph.input[1].name = "lengths"
+    for n in m.graph.node:
+        n.input[:] = ["lengths" if i == "attention_mask" else i for i in n.input]
+    with pytest.raises(CompileError, match=r"input 'lengths': an integer input that is neither the indices of an "
+                                           r"embedding Gather nor an attention mask"):
+        split_host_embeddings(m)
 
 
 @pytest.mark.rtl

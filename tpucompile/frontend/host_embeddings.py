@@ -12,7 +12,8 @@ instruction for: ``Gather(word_embeddings, input_ids)`` + ``Gather(token_type_em
 * the **device model**: the rest, with those tensors as its float run-time inputs (same names, so
   calibration, the FP32 reference and the per-layer report compare like with like).
 
-An integer input that no Gather reads as its indices is an attention mask: it is taken as all
+An integer input that no Gather reads as its indices and whose name says ``mask`` is an
+attention mask (any other is refused naming it): it is taken as all
 ones (no padding: every key attended, HF's default without a mask) and becomes a constant, so
 the extended mask ``(1 - m) * finfo.min`` folds to zeros at compile time (``token_input`` drops
 the Add of a zero mask). ``mask_inputs`` names them; a test input with a 0 in one is refused
@@ -84,6 +85,10 @@ def split_host_embeddings(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Host
     inits = {t.name for t in g.initializer}
     gather_idx = {n.input[1] for n in g.node if n.op_type == "Gather" and len(n.input) > 1}
     masks = {vi.name: _dims(vi) for vi in ints if vi.name not in gather_idx}
+    for name in masks:
+        if "mask" not in name.lower():
+            raise CompileError(f"input {name!r}: an integer input that is neither the indices of an embedding "
+                               "Gather nor an attention mask (a name with 'mask') has no mapping")
     tokens = [(vi.name, _dims(vi)) for vi in ints if vi.name in gather_idx]
     head_t = {n for n, _ in tokens}
     # a lookup of constants only (position embeddings of position_ids 0 .. T-1) joins the head

@@ -18,8 +18,10 @@ perm (0, 2, 1)), so a user's (1, T, C) array is transposed by the host like an N
 With several run-time inputs, every rank-3 one is a token input. A model is taken as a token
 model only when a ``MatMul`` by a constant or a ``LayerNormalization``
 over the last axis reads a rank-3 tensor derived from its input (a Conv1d network never has one:
-those were refused before); any other op on a rank-3 tensor of a token model (the attention's
-Reshape / Transpose into heads, a MatMul of two activations) is a CompileError naming the node.
+those were refused before). A self-attention in the exporter's pattern is rewritten per head
+(``frontend/attention.py``); a ``Gather`` of one token (the pooler's [CLS]) becomes a Slice of the
+tokens and its (1, C) view; any other op on a rank-3 tensor of a token model (a Reshape / Transpose
+outside that pattern) is a CompileError naming the node.
 """
 from __future__ import annotations
 
@@ -155,8 +157,8 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
         else:
             raise CompileError(f"node {n.name!r} ({n.op_type}) reads the token tensor {reads[0]!r} (1, T, C) of a "
                                "transformer model: only Linears (MatMul by a constant), per-feature constants, "
-                               "element-wise ops, LayerNormalization and Softmax over the features are mapped; the "
-                               "attention (heads, MatMul of two activations) is not yet")
+                               "element-wise ops, LayerNormalization and Softmax over the features are mapped, and a "
+                               "self-attention in the exporter's pattern (frontend/attention.py)")
         if ranks.get(outs[0]) == 3 or (n.op_type in ("MatMul", "LayerNormalization", "Softmax")
                                        and ranks.get(outs[0]) is None):
             cl.update(outs)

@@ -18,9 +18,10 @@ point, and are never stored).
 
 Zero points: with data as weights no zero-point correction can be folded into a constant bias,
 so ``a`` and ``b`` must have zero point 0 (symmetric quantization of Q, K, Vᵀ and P); a
-``CompileError`` naming the op otherwise. Not reachable from ONNX yet: the front end for
-transformer graphs (3-D tokens, heads) is the next step of issue 10; built by the compiler's
-passes or tests (op type ``ActMatMul``).
+``CompileError`` naming the op otherwise (the quantizer gives both operands symmetric ranges:
+``OpDef.symmetric_inputs``). From ONNX: the ``Einsum("bkxn,bkxm->bnxm", B, A)`` that the
+attention rewrite writes (``frontend/attention.py``; the op type ``ActMatMul`` of the IR takes
+(A, B)); a constant A (the identity that transposes Vᵀ) is a ``QConstAct`` (``ops/const_act.py``).
 """
 from __future__ import annotations
 
