@@ -85,3 +85,22 @@ def test_read_memo_reuses_only_what_read_the_same():
     assert memo.get("other", small, banks_words) == small.bank_words and len(calls) == 3
     with pytest.raises(TypeError):
         hash(ConfigReads(small))
+
+
+def test_read_memo_recomputation_starts_from_the_first_reads_and_stays_exact():
+    """A recomputation under a known key starts from the attributes the key's first call read
+    (recorded as read: a stricter key), so a function whose reads depend on the values still
+    gets, for every config, exactly what it returns on that config."""
+    def path(c):        # reads SRAM words on one path, array rows on the other
+        return ("sram", c.sram_words) if c.sram_banks == 8 else ("rows", c.array_rows)
+
+    memo, small = ReadMemo(), load_config("small")
+    cfgs = [dataclasses.replace(small, sram_banks=b, sram_size_bytes=s, array_rows=r, array_cols=r)
+            for b in (8, 4) for s in (small.sram_size_bytes, 2 * small.sram_size_bytes) for r in (8, 16)]
+    views = []
+    for cfg in cfgs + cfgs[::-1]:
+        assert memo.get("k", cfg, lambda v: views.append(v) or path(v)) == path(cfg)
+    assert views[0].names == {"sram_banks", "sram_words"}
+    other_path = next(v for v in views if v.sram_banks == 4)     # started from the first call's reads
+    assert other_path.names == {"sram_banks", "sram_words", "array_rows"}
+    assert len(views) < 2 * len(cfgs)                             # and reused where the reads agree
