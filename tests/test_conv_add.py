@@ -114,3 +114,17 @@ def test_estimate_tracks_the_fused_layer():
 def test_convadd_is_never_quantized_itself():
     with pytest.raises(CompileError, match=r"node 'n7' \(ConvAdd\): made by the back end"):
         OP_TABLE.get("ConvAdd").quantize(None, Node("ConvAdd", "n7", ["x"], ["y"], {}))
+
+
+def test_fused_with_a_channel_mapped_skip():
+    """The skip is a Concat of 5 + 8 channels (gap lanes): the conv writes its output in that
+    map (``remap_output``) before it fuses; the lanes graph and the logical one fuse alike."""
+    g = B((1, 6, 7, 7), seed=13)
+    a = g.conv(g.x, 5, 1, zp=3, scale=0.05)
+    b = g.conv(g.x, 8, 3, p=1, relu=True, zp=3, scale=0.05)
+    c = g.concat([a, b])
+    r = g.conv(g.conv(c, 13, 3, p=1, relu=True), 13, 1)
+    y = g.add(r, c)
+    b_ = check(g.graph([y]), g.input())
+    (L,) = _fused(b_)
+    assert L["fused"] == ["conv4", "add5"] and L["macs"] == 13 * 13 * 49

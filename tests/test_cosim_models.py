@@ -55,7 +55,7 @@ def test_shufflenet_seed_bit_exact(tmp_path):
     the Convs reading them, Relu after a Concat, Adds of a Concat result and a conv output) with
     seeded synthetic weights on 'seed': every layer golden = SimPy."""
     v = run("shufflenet", "seed", tmp_path, rtl=False, calib=2)
-    assert v.passed and v.layers_compared >= 60, (v.notes, v.mismatches)
+    assert v.passed and v.layers_compared >= 55, (v.notes, v.mismatches)     # 13 Adds fused into their Convs
     assert sum(v.layer_mismatches.values()) == 0, v.layer_mismatches
     assert v.accuracy["cosine"] > 0.99, v.accuracy
 
@@ -104,7 +104,8 @@ def test_add_of_a_concat_and_an_operand_that_cannot_take_its_lanes(tmp_path):
     v = run(m, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="lanes")
     assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.accuracy["cosine"] > 0.99, v.accuracy
     layers = TpuBinary.read(tmp_path / "lanes.tpubin").meta["layers"]
-    assert [(L["name"], L["op"]) for L in layers][-2:] == [("add__lanes_p", "QConv"), ("add", "QAdd")]
+    # the lane copy is a Conv the Add alone reads: the two fuse (ops/conv_add.py)
+    assert [(L["name"], L["op"]) for L in layers][-1:] == [("add__lanes_p+add", "QConvAdd")]
 
 
 def test_layer_accuracy_compares_concat_parts_after_the_moved_relu(tmp_path):
