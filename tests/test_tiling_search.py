@@ -3,6 +3,7 @@ search of every candidate in order chooses, and the estimator's config-read memo
 (tpucompile.backend.cfgmemo) reuses a result only for configs that agree on what was read."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 
@@ -16,33 +17,56 @@ from tpusim.arch.errors import CompileError
 
 
 def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
-    """(th, tw, nbg, kbg, ni, est) of the first cheapest candidate, candidate by candidate, by the
-    module docstring's cost model: the busiest of LOAD (bytes / load_bw + 40 per DMA), MXU, VPU;
-    + 0.3 x min(LOAD, MXU) off the banks; + the exposed window loads with one input slot."""
+    """(th, tw, nbg, kbg, ni, est, twin) of the first cheapest candidate that streams its weights,
+    candidate by candidate, by the module docstring's cost model: the busiest of LOAD (bytes /
+    load_bw + 40 per DMA), MXU, VPU; + 0.3 x min(LOAD, MXU) off the banks; + the exposed window
+    loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
+    on its own banks) of the same tile with nres weight tiles resident (several output tiles
+    only): each loaded once instead of once per output tile, all of them if their slots fit,
+    else as many as fit next to two streaming slots."""
     R, C, W, ap = cfg.array_rows, cfg.array_cols, cfg.word_bytes, align_px(cfg)
     (kh, kw), (sh, sw) = kernel, strides
     KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
     pw, mp, tsw, bwd, bw = cfg.param_words, cfg.requant_planes, tiling.table_slot_words(cfg), cfg.bank_words, tiling.load_bw(cfg)
-    wgrp = round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd)
+    total = NB * KB * T
+    wwords = [0]               # [n]: words of n weight slots from address 0, as conv_regions places them
+    for _ in range(total + 2):
+        wwords.append((round_up(wwords[-1], min(bwd, C)) if 2 * C > bwd else wwords[-1]) + C)
+
+    def cost(nt, windows, M, ih, iw, tw, kbg, ni, s_out, nres, wgrp):
+        loads = nres + (total - nres) * nt          # weight tile DMAs
+        load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + loads * C * W + nt * NB * pw * W) / bw \
+            + 40 * (nt * windows * ceil_div(KB, kbg) + loads + nt * NB)
+        mxu = nt * NB * KB * T * (C + M + R + C + 6)
+        est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
+        aligned = wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) <= cfg.sram_words
+        if not aligned:
+            est += 0.3 * min(load, mxu)
+        if ni == 1:
+            est += nt * windows * KB * ih * iw * W / bw
+        return est, aligned
+
     best = None
     for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling._pow_cands(NB),
                                                   tiling._pow_cands(KB), (2, 1)):
         M, ih, iw = th * tw, (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
         s_out = tiling.out_slot_words(cfg, M)
+        rest = 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw
         if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
-                or 2 * C + 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw > cfg.sram_words):
+                or 2 * C + rest > cfg.sram_words):
             continue
         nt, windows = ceil_div(oh, th) * ceil_div(ow, tw), 1 if ceil_div(KB, kbg) == 1 else ceil_div(NB, nbg)
-        load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + nt * NB * KB * T * C * W + nt * NB * pw * W) / bw \
-            + 40 * nt * (windows * ceil_div(KB, kbg) + NB * KB * T + NB)
-        mxu = nt * NB * KB * T * (C + M + R + C + 6)
-        est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
-        if wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) > cfg.sram_words:
-            est += 0.3 * min(load, mxu)
-        if ni == 1:
-            est += nt * windows * KB * ih * iw * W / bw
-        if best is None or est < best[-1]:
-            best = (th, tw, nbg, kbg, ni, est)
+        args = (nt, windows, M, ih, iw, tw, kbg, ni, s_out)
+        est, aligned = cost(*args, 0, round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd))
+        if best is not None and est >= best[5]:
+            continue
+        twin = None
+        nres = total if wwords[total] + rest <= cfg.sram_words else \
+            max(0, bisect.bisect_right(wwords, cfg.sram_words - rest) - 1 - 2)
+        if nt > 1 and nres > 0:
+            est_r, aligned_r = cost(*args, nres, round_up(wwords[nres + (0 if nres == total else 2)], bwd))
+            twin = (nres, est_r, aligned_r, aligned)
+        best = (th, tw, nbg, kbg, ni, est, twin)
     return best
 
 
@@ -64,7 +88,14 @@ def test_tile_conv_chooses_what_a_plain_search_chooses(hw):
                     tiling.tile_conv("c", *shape, cfg)
                 continue
             tl = tiling.tile_conv("c", *shape, cfg)
-            assert (tl.th, tl.tw, tl.nbg, tl.kbg, tl.ni, tl.est_cycles) == want, (hw, shape)
+            assert (tl.th, tl.tw, tl.nbg, tl.kbg, tl.ni) == want[:5], (hw, shape)
+            twin = want[6]
+            ok = twin is not None and twin[1] <= want[5] and twin[2] >= twin[3]     # cheaper, banks kept
+            if tl.nres:        # the same tile with weights resident, only when cheaper on its banks
+                assert ok and (tl.nres, tl.est_cycles) == twin[:2], (hw, shape)
+            else:              # (a partial twin may lose on streaming slots, which _conv_choice places)
+                assert tl.est_cycles == want[5] and not (ok and twin[0] == ceil_div(shape[2], cfg.array_rows)
+                                                        * out_tiles(shape[3], cfg) * shape[0][0] * shape[0][1]), (hw, shape)
 
 
 def test_read_memo_reuses_only_what_read_the_same():

@@ -2,8 +2,11 @@
 SRAM regions with double buffering, accumulator budget.
 
 SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per layer:
-  conv:  ``nw`` weight slots of C words (ring; bank-aligned so the DMA filling one slot and the
-         MXU reading the other use different banks), 2 requant-table slots, 2 output slots
+  conv:  ``nres`` resident weight slots of C words (one per weight tile of the layer whose
+         tiles fit, else as many as fit; each loaded once, read by every spatial tile), then
+         ``nw`` streaming weight slots (ring, none if all are resident; bank-aligned so the DMA
+         filling one slot and the MXU reading the other use different banks); 2
+         requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
          a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
          (ih x iw) input window; a conv with a fused residual Add (ops/conv_add.py) also
@@ -53,6 +56,12 @@ class ConvTiling:
     load_bytes: int = 0
     aligned: bool = False
     slot_words: dict = field(default_factory=dict)   # name -> words of each slot of that region
+    nres: int = 0    # resident weight tiles (the first nres; each loaded once): slots w[0 .. nres-1]
+
+    @property
+    def wres(self) -> bool:
+        """Weights (some or all) resident: ``nres`` > 0."""
+        return self.nres > 0
 
     @property
     def acc_rows(self) -> int:
@@ -162,6 +171,23 @@ def _wstride(cols: int, bank_words: int) -> int:
 SKIP_SLOTS = 4
 
 
+def weight_region_words(n, cols: int, bank_words: int):
+    """Words ``conv_regions`` gives ``n`` (int or int64 array, >= 1) weight slots of ``cols``
+    words from address 0 (each slot aligned to ``min(bank_words, cols)`` when two do not fit one
+    bank: slots ``round_up(cols, that)`` apart)."""
+    if 2 * cols > bank_words:
+        return (n - 1) * round_up(cols, min(bank_words, cols)) + cols
+    return n * cols
+
+
+def resident_tiles(total: int, cols: int, bank_words: int, free_words):
+    """Weight tiles kept resident (int64 array) in ``free_words`` (array) of SRAM: all ``total``
+    if their slots fit, else as many as fit next to a streaming ring of two slots (0 if none)."""
+    stride = round_up(cols, min(bank_words, cols)) if 2 * cols > bank_words else cols
+    fit = np.maximum(0, (free_words - cols) // stride + 1)        # slots whose words fit
+    return np.where(fit >= total, total, np.maximum(0, fit - 2))
+
+
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
@@ -200,7 +226,11 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
 
 class _ConvShapeTable(NamedTuple):
     """What ``conv_candidates`` shares across the bank and SRAM sizes: the (tw, th, nbg, kbg, ni)
-    whose accumulator tile and token count fit (``tile_conv``'s search order), as int64 arrays
+    whose accumulator tile and token count fit (``tile_conv``'s search order; then, if there is
+    more than one spatial tile, the same candidates with weights resident: ``wres`` 1, their
+    costs here still those of streaming every weight tile per output tile, ``conv_candidates``
+    subtracts what the resident ones save; ``twin``: a streaming candidate's copy, else -1), as
+    int64 arrays
     (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
     candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
     DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
@@ -221,19 +251,24 @@ class _ConvShapeTable(NamedTuple):
     n_dma: np.ndarray
     mxu_cycles: np.ndarray
     wait_bytes: np.ndarray
+    wres: np.ndarray
+    twin: np.ndarray
     terms: tuple
 
 
 class ConvCandidates(NamedTuple):
     """The conv tilings ``tile_conv`` weighs: the candidates of ``table`` (``_ConvShapeTable``,
     in its search order) of which ``n`` fit the SRAM; per (tw, th) pair ``s_out``, per candidate
-    ``aligned`` (its slots fit on their own banks) and the cost terms (float64: load bytes, 40 x
-    DMAs, max(MXU, VPU) (inf where the candidate does not fit the SRAM), MXU, unaligned 0/1, wait
-    bytes)."""
+    ``aligned`` (its slots fit on their own banks), ``nres`` resident weight tiles (0: all stream;
+    ``resident_tiles``), ``load_bytes`` DDR bytes loaded (int64) and the cost terms (float64:
+    load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the SRAM), MXU,
+    unaligned 0/1, wait bytes)."""
     table: _ConvShapeTable
     n: int
     s_out: np.ndarray
     aligned: np.ndarray
+    nres: np.ndarray
+    load_bytes: np.ndarray
     terms: tuple
 
     def est_cycles(self, bw: float) -> np.ndarray:
@@ -292,6 +327,13 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     nbg, kbg, ni = nbs[b], kbs[k], 2 - n
     keep = M[i] * nbg <= acc_depth
     i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
+    wres = np.zeros(len(i), np.int64)
+    multi = ntiles[i] > 1                        # the weights-resident copies (module docstring)
+    n0 = len(i)
+    twin = np.where(multi, n0 + np.cumsum(multi) - 1, -1)       # each streaming candidate's copy
+    i, nbg, kbg, ni, wres = (np.concatenate([a, a[multi]]) for a in (i, nbg, kbg, ni, wres))
+    wres[n0:] = 1
+    twin = np.concatenate([twin, np.full(len(i) - n0, -1, np.int64)])
     slot = kbg * (ih * iw)[i]
     nkg = -(-KB // kbg)
     windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
@@ -302,7 +344,8 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     mxu = (ntiles * (NB * KB * T) * (C + M + R + C + 6))[i]
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
-                          n_dma, mxu, wait, tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)))
+                          n_dma, mxu, wait, wres, twin,
+                          tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)))
     for a in (*out[:-1], *out.terms):
         a.flags.writeable = False
     return out
@@ -317,47 +360,65 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip = key
     t = _conv_shape_table(key[:12] + key[14:])
     tsw = mg * pw
-    wgrp = round_up(2 * _wstride(C, bwd), bwd)
     s_out = np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
     outs = (2 + SKIP_SLOTS * skip) * mp * s_out            # output slots (and a fused Add's skip slots)
-    fit = (2 * C + 2 * tsw + outs)[t.pair] + t.ni_slot <= sram_words   # + the input slots
+    rest = (2 * tsw + outs)[t.pair] + t.ni_slot                   # tables, outputs, input slots
+    nres = np.where(t.wres == 1, resident_tiles(KB * NB * kh * kw, C, bwd, sram_words - rest), 0)
+    ring = np.where(nres == KB * NB * kh * kw, 0, 2)              # streaming slots (at least)
+    wwords = np.where(t.wres == 1, weight_region_words(nres + ring, C, bwd), 2 * C)     # streaming: packed
+    fit = (wwords + rest <= sram_words) & ((t.wres == 0) | (nres > 0))
+    wgrp = round_up(weight_region_words(nres + ring, C, bwd), bwd)
     pogrp = -(-(2 * tsw + outs) // bwd) * bwd
-    aligned = (wgrp + pogrp)[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
+    aligned = wgrp + pogrp[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
     vpu = (t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out)))[t.pair]
     peak = np.maximum(t.mxu_cycles, vpu).astype(np.float64)
     peak[~fit] = np.inf
     load_b, dma, mxu, wait_b = t.terms
-    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned,
+    saved = nres * (t.ntiles[t.pair] - 1)                          # weight tile loads saved
+    load_bytes = t.load_bytes - saved * C * R
+    if np.any(saved):
+        load_b, dma = load_bytes.astype(np.float64), (40 * (t.n_dma - saved)).astype(np.float64)
+    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes,
                          (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b))
-    for a in (s_out, aligned, *out.terms):
+    for a in (s_out, aligned, nres, load_bytes, *out.terms):
         a.flags.writeable = False
     return out
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
               skip: bool = False) -> ConvTiling:
-    """The cheapest conv tiling (module docstring): of ``conv_candidates``, the first with the
-    least ``est_cycles`` at ``load_bw(cfg)``. Non-square arrays: NB = ``out_tiles`` N tiles; a
-    group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
+    """The cheapest conv tiling (module docstring): of ``conv_candidates`` that stream their
+    weights, the first with the least ``est_cycles`` at ``load_bw(cfg)``; then the same tile with
+    weights resident if that fits on its own banks as well, keeps as many streaming weight slots
+    (or needs none) and costs no more (the rough cost model misjudges other tile
+    shapes, so residency only removes loads from the tile it would choose anyway; on 'medium'
+    letting it pick other shapes cost 0.9 % on ResNet-50). Non-square arrays: NB = ``out_tiles``
+    N tiles; a group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
     hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``.
     ``skip``: a fused residual Add's ``SKIP_SLOTS`` skip slots (``conv_regions``), loads and ADDs.
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip)
     c = conv_candidates(key)
-    if c.n == 0:
+    est = c.est_cycles(load_bw(cfg))
+    streaming = np.where(c.table.wres == 1, np.inf, est)
+    i = int(np.argmin(streaming)) if c.n else 0
+    if c.n == 0 or not np.isfinite(streaming[i]):      # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
         (kh, kw), (sh, sw) = kernel, strides
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
                            f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * tsw + 2 * mp + kh * (kw + ap - 1)} "
                            f"words: double-buffered weight tiles, requant tables, input window)")
-    est = c.est_cycles(load_bw(cfg))
-    i = int(np.argmin(est))
-    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves = \
-        _conv_choice(node, key, c, i, cfg)
+    choice = _conv_choice(node, key, c, i, cfg)
+    j = int(c.table.twin[i])
+    if j >= 0 and c.nres[j] > 0 and est[j] <= est[i] and c.aligned[j] >= c.aligned[i]:
+        twin = _conv_choice(node, key, c, j, cfg)
+        if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
+            i, choice = j, twin     # the same tile with weights resident: fewer loads, no fewer slots
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
                       acc_halves=acc_halves, est_cycles=float(est[i]), load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words))
+                      slot_words=dict(slot_words), nres=int(c.nres[i]))
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
@@ -368,7 +429,8 @@ _CHOICES_MAX = 1 << 16
 def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves): the most weight slots
-    (4, 3, 2) whose regions fit, bank-aligned if the candidate is and that fits, else packed.
+    (4, 3, 2; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
+    if the candidate is and that fits, else packed.
     Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
@@ -379,9 +441,12 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
+    (kh, kw), KB, NB = key[0], key[2], key[3]
+    nres = int(c.nres[i])
+    nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
     for aligned in ((True, False) if c.aligned[i] else (False,)):
-        for nw in (4, 3, 2):
-            regs = conv_regions(cfg, nw, s_out, ni, slot, aligned, skip=key[-1])
+        for nw in nws:
+            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=key[-1])
             if regs is not None:
                 if len(_CHOICES) >= _CHOICES_MAX:
                     _CHOICES.clear()
@@ -389,7 +454,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                               "i": slot}
                 if key[-1]:
                     slot_words["s"] = cfg.requant_planes * s_out
-                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(t.load_bytes[i]),
+                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
                                             aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows)
                 return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")

@@ -21,6 +21,12 @@ picks the tiling; the loop nest (docs/backend.md)::
           for kb, nb, (ky, kx):  LOAD weight tile -> LOAD_WEIGHTS -> MATMUL (accumulate)
         for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE
 
+With weights resident (``tl.nres`` > 0, chosen by the tiler's cost model: weight tiles
+``t < nres`` have their own SRAM slots, all of the layer's if they fit) each resident tile is
+loaded by the first output tile only and the later output tiles' LOAD_WEIGHTS read the same slot
+(weight-stationary over the spatial tiles: its DDR traffic once per layer instead of once per
+output tile); the other tiles stream through the ring of ``nw`` slots after them.
+
 Non-square arrays (docs/architecture.md, "Non-square arrays"): an N tile of C output channels is
 C/R channel blocks (C > R: its REQUANT writes C/R planes of the output slot, one STORE moves them
 to C/R blocks) or 1/m of one (R = m*C: the m tiles of a block are one group's neighbours; their m
@@ -281,11 +287,15 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                             acc = acc0 + (nb - g0) * mstride
                             for ky in range(kh):
                                 for kx in range(kw):
-                                    ws = reg["w"][wslot]
-                                    wslot = (wslot + 1) % tl.nw
                                     t = ((nb * KB + kb) * kh + ky) * kw + kx
-                                    src, buf, nbytes = weight_tile(t, nb, kb)
-                                    P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
+                                    if t < tl.nres:
+                                        ws = reg["w"][t]
+                                    else:
+                                        ws = reg["w"][tl.nres + wslot]
+                                        wslot = (wslot + 1) % tl.nw
+                                    if t >= tl.nres or (oy0, ox0) == (0, 0):
+                                        src, buf, nbytes = weight_tile(t, nb, kb)
+                                        P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
                                     P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
                                     act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
                                     last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
@@ -365,6 +375,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
     # output blocks (N tiles / lane groups) and the planes each one's STOREs move
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
     w = LayerWork(tiles=0)
+    w.load(tl.nres, C * W, bb)                  # resident weight tiles: loaded once
     tiles: dict = {}                 # (th, tw, window rows, window columns) -> tiles
     for oy0 in range(0, Ho, tl.th):
         for ox0 in range(0, Wo, tl.tw):
@@ -379,7 +390,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
-        wt = w.load(n * NB * KB * T, C * W, bb)
+        wt = w.load(n * (NB * KB * T - tl.nres), C * W, bb)
         w.load(n * len(blocks), pw * W, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
         w.mxu_instrs += 2 * n * NB * KB * T
@@ -454,7 +465,7 @@ def _describe(op: QConv, tl) -> dict:
                 relu=bool(op.relu),
                 tiling={"th": tl.th, "tw": tl.tw, "nbg": tl.nbg, "kbg": tl.kbg, "ni": tl.ni, "nw": tl.nw,
                         "acc_halves": tl.acc_halves, "bank_aligned": tl.aligned,
-                        "est_cycles": int(tl.est_cycles)})
+                        "est_cycles": int(tl.est_cycles), **({"weights_resident": tl.nres} if tl.nres else {})})
 
 
 def _macs(op: QConv, qg) -> int:
