@@ -162,8 +162,9 @@ def table_slot_words(cfg: HwConfig) -> int:
 
 
 def _wstride(cols: int, bank_words: int) -> int:
-    """Words between two weight slots of ``cols`` words: a bank each when two do not fit one."""
-    return round_up(cols, bank_words) if 2 * cols > bank_words else cols
+    """Words between two of ``conv_regions``' weight slots of ``cols`` words: each aligned to
+    ``min(bank_words, cols)`` when two do not fit one bank, else packed."""
+    return round_up(cols, min(bank_words, cols)) if 2 * cols > bank_words else cols
 
 
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
@@ -175,16 +176,13 @@ def weight_region_words(n, cols: int, bank_words: int):
     """Words ``conv_regions`` gives ``n`` (int or int64 array, >= 1) weight slots of ``cols``
     words from address 0 (each slot aligned to ``min(bank_words, cols)`` when two do not fit one
     bank: slots ``round_up(cols, that)`` apart)."""
-    if 2 * cols > bank_words:
-        return (n - 1) * round_up(cols, min(bank_words, cols)) + cols
-    return n * cols
+    return (n - 1) * _wstride(cols, bank_words) + cols
 
 
 def resident_tiles(total: int, cols: int, bank_words: int, free_words):
     """Weight tiles kept resident (int64 array) in ``free_words`` (array) of SRAM: all ``total``
     if their slots fit, else as many as fit next to a streaming ring of two slots (0 if none)."""
-    stride = round_up(cols, min(bank_words, cols)) if 2 * cols > bank_words else cols
-    fit = np.maximum(0, (free_words - cols) // stride + 1)        # slots whose words fit
+    fit = np.maximum(0, (free_words - cols) // _wstride(cols, bank_words) + 1)        # slots whose words fit
     return np.where(fit >= total, total, np.maximum(0, fit - 2))
 
 
