@@ -246,8 +246,8 @@ def _geometry_key(cfg: HwConfig) -> tuple:
 
 #: op fields no tiler or work hook reads: the name and scalar quantization parameters
 _UNTILED_FIELDS = frozenset(("name", "relu", "x_zp", "y_zp", "zp_a", "zp_b", "zp_out", "mult_a", "shift_a",
-                             "mult_b", "shift_b", "mult_out", "shift_out", "conv_name", "conv_out", "add_name",
-                             "skip_is_a", "add_relu"))
+                             "mult_b", "shift_b", "mult_out", "shift_out", "conv_name", "conv_out", "add",
+                             "skip_is_a"))
 
 
 def _signature(op, lays: dict) -> tuple:

@@ -69,6 +69,20 @@ class QAdd(QOp):
     def inputs(self) -> tuple:
         return (self.a, self.b)
 
+    def int8(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The Add's int8 output of int8 operands ``a``, ``b`` (same shape): ``arith.add_int8``
+        with this op's zero points, multipliers and relu."""
+        return arith.add_int8(a, b, self.zp_a, self.mult_a, self.shift_a, self.zp_b, self.mult_b, self.shift_b,
+                              self.zp_out, self.mult_out, self.shift_out, self.relu)
+
+    def qregs(self, P, pinned: tuple = ()) -> tuple:
+        """(qreg_a, qreg_b, qreg_out) of the ADD instruction, from ``P.qregs`` with ``pinned``
+        (registers the caller still needs) and each other kept."""
+        qa = P.qregs.get(self.mult_a, self.shift_a, self.zp_a, pinned=pinned)
+        qb = P.qregs.get(self.mult_b, self.shift_b, self.zp_b, pinned=(*pinned, qa))
+        qo = P.qregs.get(self.mult_out, self.shift_out, self.zp_out, pinned=(*pinned, qa, qb))
+        return qa, qb, qo
+
 
 # ---------------------------------------------------------------- passes, quantization
 def _fold_add(node, a, b):
@@ -113,8 +127,7 @@ def _quantize(q, node) -> None:
 
 # ---------------------------------------------------------------- golden
 def _golden(op: QAdd, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return arith.add_int8(a, b, op.zp_a, op.mult_a, op.shift_a, op.zp_b, op.mult_b, op.shift_b,
-                          op.zp_out, op.mult_out, op.shift_out, op.relu)
+    return op.int8(a, b)
 
 
 # ---------------------------------------------------------------- device lowering
@@ -176,9 +189,7 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
     """Per tile: LOAD both operands, ADD, STORE."""
     A, B, Y = lays[op.a], lays[op.b], lays[op.out]
     _, _, Ho, Wo = Y.shape
-    qa = P.qregs.get(op.mult_a, op.shift_a, op.zp_a)
-    qb = P.qregs.get(op.mult_b, op.shift_b, op.zp_b, pinned=(qa,))
-    qo = P.qregs.get(op.mult_out, op.shift_out, op.zp_out, pinned=(qa, qb))
+    qa, qb, qo = op.qregs(P)
     reg = tl.regions
     for t in elt_tiles(Y.nblocks, Ho, Wo, tl):
         n = t.words

@@ -25,9 +25,10 @@ import numpy as np
 
 from tpucompile.backend.tiling import tile_conv
 from tpucompile.ops.conv import DEVICE as CONV_DEVICE
-from tpucompile.ops.conv import QConv, _emit as conv_emit, _work as conv_work, conv_int8
+from tpucompile.ops.conv import QConv, conv_int8
+from tpucompile.ops.conv import _emit as conv_emit
+from tpucompile.ops.conv import _work as conv_work
 from tpucompile.ops.registry import OpDef, refusal
-from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 
 __all__ = ["QConvAdd", "fused_conv_add", "OPS"]
@@ -36,31 +37,21 @@ __all__ = ["QConvAdd", "fused_conv_add", "OPS"]
 @dataclass(frozen=True)
 class QConvAdd(QConv):
     """QConv (its fields; ``out`` the Add's output, ``y_zp`` the zero point of the conv's own
-    int8 output ``conv_out``) + the residual Add reading it (``add_name``; skip tensor ``skip``,
-    operand a of the Add if ``skip_is_a`` else b; the Add's quantization ``zp_a .. shift_out``
-    as in ``add.QAdd``; ``add_relu`` its clamp)."""
+    int8 output ``conv_out``) + the residual Add reading it (``add``, the ``add.QAdd`` itself:
+    its quantization, relu and name; skip tensor ``skip``, operand a of the Add if ``skip_is_a``
+    else b)."""
     conv_name: str = ""
     conv_out: str = ""
-    add_name: str = ""
+    add: object = None
     skip: str = ""
     skip_is_a: bool = False
-    zp_a: int = 0
-    mult_a: int = 0
-    shift_a: int = 0
-    zp_b: int = 0
-    mult_b: int = 0
-    shift_b: int = 0
-    zp_out: int = 0
-    mult_out: int = 0
-    shift_out: int = 0
-    add_relu: bool = False
 
     @property
     def inputs(self) -> tuple:
         return (self.inp, self.skip)
 
     def verify(self, qg) -> None:
-        if self.x_zp != qg.tensors[self.inp].zero_point or self.zp_out != qg.tensors[self.out].zero_point:
+        if self.x_zp != qg.tensors[self.inp].zero_point or self.add.zp_out != qg.tensors[self.out].zero_point:
             raise CompileError(f"QConvAdd {self.name!r}: zero points disagree with its tensors")
         if qg.tensors[self.skip].shape != qg.tensors[self.out].shape:
             raise CompileError(f"QConvAdd {self.name!r}: skip {self.skip!r} of shape {qg.tensors[self.skip].shape} "
@@ -77,18 +68,13 @@ def fused_conv_add(conv: QConv, add) -> QConvAdd:
     skip_is_a = add.b == conv.out
     fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(QConv)}
     fields.update(name=f"{conv.name}+{add.name}", out=add.out)
-    return QConvAdd(**fields, conv_name=conv.name, conv_out=conv.out, add_name=add.name,
-                    skip=add.a if skip_is_a else add.b, skip_is_a=skip_is_a,
-                    zp_a=add.zp_a, mult_a=add.mult_a, shift_a=add.shift_a, zp_b=add.zp_b, mult_b=add.mult_b,
-                    shift_b=add.shift_b, zp_out=add.zp_out, mult_out=add.mult_out, shift_out=add.shift_out,
-                    add_relu=add.relu)
+    return QConvAdd(**fields, conv_name=conv.name, conv_out=conv.out, add=add,
+                    skip=add.a if skip_is_a else add.b, skip_is_a=skip_is_a)
 
 
 # ---------------------------------------------------------------- golden
 def _golden(op: QConvAdd, x: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    a, b = op.operands(conv_int8(op, x), skip)
-    return arith.add_int8(a, b, op.zp_a, op.mult_a, op.shift_a, op.zp_b, op.mult_b, op.shift_b,
-                          op.zp_out, op.mult_out, op.shift_out, op.add_relu)
+    return op.add.int8(*op.operands(conv_int8(op, x), skip))
 
 
 # ---------------------------------------------------------------- device lowering
@@ -103,9 +89,7 @@ def _emit(P, op: QConvAdd, lays: dict, tl, consts: dict) -> None:
     conv's STORE of the chunk (now the Add's output)."""
     S, W = lays[op.skip], P.cfg.word_bytes
     qconv = P.qregs.get(0, 0, op.y_zp)
-    qa = P.qregs.get(op.mult_a, op.shift_a, op.zp_a, pinned=(qconv,))
-    qb = P.qregs.get(op.mult_b, op.shift_b, op.zp_b, pinned=(qconv, qa))
-    qo = P.qregs.get(op.mult_out, op.shift_out, op.zp_out, pinned=(qconv, qa, qb))
+    qa, qb, qo = op.add.qregs(P, pinned=(qconv,))
     slots, ring = tl.regions["s"], [0]
 
     def epilogue(P, os_: int, blk: int, oy: int, ox: int, k: int, n: int, planes: int) -> None:
@@ -116,7 +100,7 @@ def _emit(P, op: QConvAdd, lays: dict, tl, consts: dict) -> None:
         P.dma("DMA_LOAD", S.iaddr(blk, oy, ox), ss, n * W, k, S.row_bytes, n * W, *more, buf=S.buf_id)
         sa, sb = op.operands(os_, ss)
         P.add("ADD", rs=[(sa, sa + words), (sb, sb + words)], ws=[(os_, os_ + words)], src_a=sa, src_b=sb,
-              dst_addr=os_, count=words, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.add_relu))
+              dst_addr=os_, count=words, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.add.relu))
 
     conv_emit(P, op, lays, tl, consts, epilogue=epilogue)
 
@@ -126,7 +110,7 @@ def _work(op: QConvAdd, lays: dict, tl, cfg):
 
 
 def _describe(op: QConvAdd, tl) -> dict:
-    return {**CONV_DEVICE.describe(op, tl), "fused": [op.conv_name, op.add_name], "add_relu": bool(op.add_relu)}
+    return {**CONV_DEVICE.describe(op, tl), "fused": [op.conv_name, op.add.name], "add_relu": bool(op.add.relu)}
 
 
 @refusal
