@@ -21,7 +21,7 @@ from tpucompile import driver, golden
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_feeds
-from tpusim.flow.profile import op_shares, print_matmuls_and_shares, print_table, write_profile
+from tpusim.flow.profile import print_matmuls_and_shares, print_table, write_profile
 from tpusim.sim import run_binary
 
 BUDGETS_S = {"compile": 30.0, "simpy": 120.0, "cosim_total": 1200.0, "profile": 10.0}
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print_table(layer_rows, "per layer: cycles against the layer's own floor max(MACs / PEs, DDR bytes / peak)")
     print("matmul utilisation and the cycle shares of Softmax / LayerNorm / LUT (GELU):")
-    print_matmuls_and_shares(layer_rows)
-    figures["op_shares"] = {label: {"layers": n, "cycles": c, "share": sh} for label, n, c, sh in op_shares(layer_rows)}
+    shares = print_matmuls_and_shares(layer_rows)
+    figures["op_shares"] = {label: {"layers": n, "cycles": c, "share": sh} for label, n, c, sh in shares}
     print(f"whole run: {sim.cycles:,} cycles = x{sim.cycles / tc['floor_cycles']:.2f} the physical floor "
           f"{tc['floor_cycles']:,} (true compulsory traffic {tc['total'] / 1e6:.2f} MB: weights {tc['weights'] / 1e6:.2f}, "
           f"input {tc['input'] / 1e6:.2f}, activations written {tc['writes'] / 1e6:.2f}, read {tc['reads'] / 1e6:.2f}); "

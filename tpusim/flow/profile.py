@@ -319,12 +319,14 @@ def op_shares(rows: list[dict]) -> list[tuple]:
     return out
 
 
-def print_matmuls_and_shares(rows: list[dict]) -> None:
+def print_matmuls_and_shares(rows: list[dict]) -> list[tuple]:
     """The utilisation of every matmul layer (QConv, QActMatMul) and the cycle shares of
-    ``op_shares``, on the terminal."""
+    ``op_shares``, on the terminal; returns those shares."""
     for r in rows:
         if r["op"] in ("QConv", "QActMatMul"):
             print(f"  matmul {r['layer']} ({r['op']}): {r['macs']:,} MACs in {r['cycles']:,} cycles, "
                   f"utilisation {r['utilisation']:.1%}")
-    for label, n, cycles, share in op_shares(rows):
+    shares = op_shares(rows)
+    for label, n, cycles, share in shares:
         print(f"  {label}: {n} layers, {cycles:,} cycles = {share:.1%} of the summed layer spans")
+    return shares
