@@ -89,6 +89,25 @@ def test_srdhm_hand_values():
     assert srdhm(INT32_MAX, INT32_MAX) == INT32_MAX - 1
 
 
+def test_srdhm_equals_gemmlowp_formula():
+    """srdhm's floor-shift form against gemmlowp's own steps (nudge by the product's sign,
+    division truncated toward zero, INT32_MIN * INT32_MIN saturated) on edge values, ties
+    (ab = odd * 2**30) and random int32 pairs."""
+    def gemmlowp(a, b):
+        ab = a * b
+        x = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+        res = np.where(x >= 0, x >> 31, -((-x) >> 31))
+        return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, res)
+    rng = np.random.default_rng(12)
+    edge = np.array([INT32_MIN, INT32_MIN + 1, -2 ** 30 - 1, -2 ** 30, -3, -1, 0, 1, 3, 2 ** 30,
+                     INT32_MAX - 1, INT32_MAX], dtype=np.int64)
+    odd = 2 * rng.integers(-2 ** 20, 2 ** 20, 10_000) + 1
+    a = np.concatenate([edge.repeat(len(edge)), odd, rng.integers(INT32_MIN, INT32_MAX, 200_000)])
+    b = np.concatenate([np.tile(edge, len(edge)), np.full(len(odd), 2 ** 30),
+                        rng.integers(INT32_MIN, INT32_MAX, 200_000)])
+    np.testing.assert_array_equal(srdhm(a, b), gemmlowp(a, b))
+
+
 def test_rdbpot_hand_values():
     x = np.array([5, 6, 7, -5, -6, -7, 4, -4, 0])
     # x / 4: 1.25 1.5 1.75 -1.25 -1.5 -1.75 1 -1 0 -> half away from zero

@@ -66,9 +66,15 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return int(m), int(e)
 
 
+def _clamp(x, lo: int, hi: int) -> np.ndarray:
+    """``np.clip(x, lo, hi)`` for integer arrays, as two ufuncs (np.clip's Python wrapper cost
+    more than the clipping on the simulator's small arrays)."""
+    return np.minimum(np.maximum(x, lo), hi)
+
+
 def sat32(x) -> np.ndarray:
     """Saturate to the int32 range; returns int64."""
-    return np.clip(np.asarray(x, dtype=np.int64), INT32_MIN, INT32_MAX)
+    return _clamp(np.asarray(x, dtype=np.int64), INT32_MIN, INT32_MAX)
 
 
 def wrap32(x) -> np.ndarray:
@@ -77,23 +83,19 @@ def wrap32(x) -> np.ndarray:
     return ((x - INT32_MIN) & 0xFFFFFFFF) + INT32_MIN
 
 
-def _trunc_div_pow2(x: np.ndarray, n: int) -> np.ndarray:
-    """x / 2**n truncated toward zero (C integer division)."""
-    return np.where(x >= 0, x >> n, -((-x) >> n))
-
-
 def srdhm(a, b) -> np.ndarray:
     """gemmlowp SaturatingRoundingDoublingHighMul on int32 values: a*b / 2**31, ties toward +inf.
 
     INT32_MAX if a == b == INT32_MIN; else ab = a*b (int64), nudge = 2**30 if ab >= 0 else
     1 - 2**30, result (ab + nudge) / 2**31 truncated toward zero.
+
+    Computed as ``min((ab + 2**30) >> 31, INT32_MAX)`` (floor shift), the same for every int32
+    a, b: for ab >= 0 both are floor((ab + 2**30) / 2**31); for ab < 0, ab + nudge < 0 and its
+    truncation toward zero is floor((ab + nudge + 2**31 - 1) / 2**31) = floor((ab + 2**30) / 2**31);
+    only a = b = INT32_MIN reaches 2**31 (ab = 2**62; int64 holds ab + 2**30).
     """
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    ab = a * b
-    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
-    res = _trunc_div_pow2(ab + nudge, 31)
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), res)
+    ab = np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)
+    return np.minimum((ab + (1 << 30)) >> 31, INT32_MAX)
 
 
 def rdbpot(x, e) -> np.ndarray:
@@ -124,7 +126,7 @@ def shift_amounts(shift) -> tuple[np.ndarray, np.ndarray]:
     same: left shift > 31 saturates, right shift > 31 returns 0.
     """
     shift = np.asarray(shift, dtype=np.int64)
-    return np.clip(shift, 0, 31), np.clip(-shift, 0, 32)
+    return _clamp(shift, 0, 31), _clamp(-shift, 0, 32)
 
 
 def requant(x, mult, shift) -> np.ndarray:
@@ -161,7 +163,7 @@ def requant_conv(acc, bias, mult, shift, zp: int, relu: bool) -> np.ndarray:
     v = sat32(np.asarray(acc, dtype=np.int64) + np.asarray(bias, dtype=np.int64))
     y = requant(v, mult, shift) + int(zp)
     lo = int(zp) if relu else -128
-    return np.clip(y, lo, 127).astype(np.int8)
+    return _clamp(y, lo, 127).astype(np.int8)
 
 
 def depthwise_acc(taps, weights, zp_in: int) -> np.ndarray:
@@ -184,7 +186,7 @@ def pool_avg(sum_, n: int, zp_in: int, mult, shift, zp_out: int) -> np.ndarray:
     """
     v = sat32(np.asarray(sum_, dtype=np.int64) - int(n) * int(zp_in))
     y = requant(v, mult, shift) + int(zp_out)
-    return np.clip(y, -128, 127).astype(np.int8)
+    return _clamp(y, -128, 127).astype(np.int8)
 
 
 def add_multipliers(s_a: float, s_b: float, s_out: float) -> tuple:
@@ -208,7 +210,7 @@ def add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu: bool) -> np.n
     s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb))
     y = requant(s, mo, so) + int(zp_o)
     lo = int(zp_o) if relu else -128
-    return np.clip(y, lo, 127).astype(np.int8)
+    return _clamp(y, lo, 127).astype(np.int8)
 
 
 def mul_int8(a, b, zp_a, zp_b, zp_o, mo, so, relu: bool) -> np.ndarray:
@@ -219,7 +221,7 @@ def mul_int8(a, b, zp_a, zp_b, zp_o, mo, so, relu: bool) -> np.ndarray:
     p = (np.asarray(a, dtype=np.int64) - int(zp_a)) * (np.asarray(b, dtype=np.int64) - int(zp_b))
     y = requant(p, mo, so) + int(zp_o)
     lo = int(zp_o) if relu else -128
-    return np.clip(y, lo, 127).astype(np.int8)
+    return _clamp(y, lo, 127).astype(np.int8)
 
 
 def matmul_acc(x, w) -> np.ndarray:

@@ -14,9 +14,10 @@ with every decision on the arbiters (``make replay-check``).
 """
 from __future__ import annotations
 
+from tpusim.arch.ddr_memory import PAGE_BYTES
 from tpusim.arch.timebase import CDC_EDGES
 from tpusim.models.ddr_arbiter import DMA_READ, DMA_WRITE, FETCH, DdrRequest
-from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest, grant_edge_ps
+from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest
 
 
 class DmaTrain:
@@ -84,6 +85,10 @@ class _Run:
         dq_r, dq_w = ddr.queues[DMA_READ], ddr.queues[DMA_WRITE]
         pending, bank_free, grants = sram.pending, sram.bank_free_ps, sram.grants
         mem, read_ddr, write_ddr = sram._bytes, ld.ddr_mem.read, ld.ddr_mem.write
+        # DdrMemory.read/write inlined for a burst inside one allocated page (nearly every burst;
+        # its DDR range was checked at the start edge, plan_bursts); the methods do the rest
+        ddr_pages = ld.ddr_mem.pages
+        one_bank = [(b,) for b in range(len(bank_free))]   # the bank mask of a one-bank burst
         free_ps, last = ddr.free_ps, ddr.last_granted
         # LOAD channel state
         l_b, l_n, l_s = ld._bursts, len(ld._bursts), ld._s
@@ -106,8 +111,17 @@ class _Run:
                 if t_ddr is not None and t_ddr < free_ps:
                     t_ddr = free_ps
                 req_l, req_s = pending[LOAD], pending[STORE]
-                e_l = None if req_l is None else grant_edge_ps(req_l, bank_free)
-                e_s = None if req_s is None else grant_edge_ps(req_s, bank_free)
+                e_l = e_s = None                     # grant_edge_ps of each, inlined
+                if req_l is not None:
+                    e_l = req_l.visible_ps
+                    for b in req_l.banks:
+                        if bank_free[b] > e_l:
+                            e_l = bank_free[b]
+                if req_s is not None:
+                    e_s = req_s.visible_ps
+                    for b in req_s.banks:
+                        if bank_free[b] > e_s:
+                            e_s = bank_free[b]
                 t_sram = e_l if e_s is None or (e_l is not None and e_l <= e_s) else e_s
                 if t_ddr is not None and (t_sram is None or t_ddr < t_sram):
                     if t_ddr > horizon:
@@ -130,12 +144,19 @@ class _Run:
                     wait += (g - req.visible_ps) // p_ddr
                     if rid == DMA_READ:
                         read_bytes += nb
-                        l_data[len(l_d)] = read_ddr(addr, nb)                  # LOAD step 2
+                        off = addr % PAGE_BYTES                              # LOAD step 2
+                        page = ddr_pages.get(addr // PAGE_BYTES) if off + nb <= PAGE_BYTES else None
+                        l_data[len(l_d)] = read_ddr(addr, nb) if page is None else page[off:off + nb]
                         l_d.append(ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma)
                     else:
                         write_bytes += nb
                         j = len(s_f)                                          # STORE step 3
-                        write_ddr(addr, s_data[j])
+                        off = addr % PAGE_BYTES
+                        page = ddr_pages.get(addr // PAGE_BYTES) if off + nb <= PAGE_BYTES else None
+                        if page is None:
+                            write_ddr(addr, s_data[j])
+                        else:
+                            page[off:off + nb] = s_data[j]
                         s_data[j] = None
                         if _freed(st, s_f, ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma):
                             finished = True
@@ -194,9 +215,10 @@ class _Run:
                     e = l_d[j] if j == 0 else max(l_d[j], l_f[j - 1])
                     l_ns = j + 1
                     _, sram_addr, n = l_b[j]
+                    b0, b1 = sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes
                     pending[LOAD] = SramRequest(
-                        LOAD, tuple(range(sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes + 1)),
-                        -(-n // w), ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core, None, l_on_sram)
+                        LOAD, one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1)), -(-n // w),
+                        ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core, None, l_on_sram)
                 # STORE step 1: SRAM read j at r_j = max(d_{j-1}, f_{j-K}) once both are known
                 j = s_ns
                 if j < s_n and j <= len(s_d) and (j < k or j - k < len(s_f)):
@@ -206,9 +228,10 @@ class _Run:
                     s_r.append(r_ps)
                     s_data.append(None)
                     _, sram_addr, n = s_b[j]
+                    b0, b1 = sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes
                     pending[STORE] = SramRequest(
-                        STORE, tuple(range(sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes + 1)),
-                        -(-n // w), ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core, None, s_on_sram)
+                        STORE, one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1)), -(-n // w),
+                        ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core, None, s_on_sram)
         finally:
             ld._sram_posted, st._sram_posted = l_ns, s_ns
             ddr.free_ps, ddr.last_granted = free_ps, last

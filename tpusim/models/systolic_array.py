@@ -45,6 +45,7 @@ class Mxu(EngineBase):
         self.sram = sram
         self.acc = acc
         self.weights = np.zeros((cfg.array_rows, cfg.array_cols), dtype=np.int8)
+        self._weights_f32 = self.weights.astype(np.float32)   # the same values, for the BLAS
 
     def execute(self, entry: QueueEntry, s_ps: int):
         op = entry.instr.op
@@ -62,7 +63,7 @@ class Mxu(EngineBase):
         partial sum is an integer of magnitude <= R * 2**14 <= 2**24 (exact in float32 in any
         summation order); otherwise tpusim.arch.arith.matmul_acc."""
         if self.cfg.array_rows <= 1024:
-            return (x.astype(np.float32) @ self.weights.astype(np.float32)).astype(np.int32)
+            return (x.astype(np.float32) @ self._weights_f32).astype(np.int32)
         return matmul_acc(x, self.weights)
 
     def _load_weights(self, entry: QueueEntry, s_ps: int):
@@ -71,6 +72,7 @@ class Mxu(EngineBase):
         a = entry.instr["sram_addr"]
         g_ps = yield self.sram.request(sram_mod.MXU, s_ps, self.dom, [(a, a + cols - 1)], cols)
         self.weights = self.sram.words[a:a + cols].T.copy()
+        self._weights_f32 = self.weights.astype(np.float32)
         return g_ps + cols * self.period
 
     def _matmul(self, entry: QueueEntry, s_ps: int):
