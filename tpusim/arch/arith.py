@@ -139,10 +139,18 @@ def requant(x, mult, shift) -> np.ndarray:
     saturates any x != 0, shift <= -32 gives 0. mult/shift broadcast against x (per
     element/channel). Raises ValueError if x or mult is outside the int32 range.
     """
-    x = _int32(x, "requant input x")
+    return _requant_int32(_int32(x, "requant input x"), mult, shift)
+
+
+def _requant_int32(x: np.ndarray, mult, shift) -> np.ndarray:
+    """``requant`` of an int64 array ``x`` already known to hold int32 values (saturated by the
+    caller, or checked by ``requant``)."""
     mult = _int32(mult, "requant multiplier")
     left, right = shift_amounts(shift)
-    t = sat32(x * (np.int64(1) << left))          # |x| <= 2**31, left <= 31: no int64 overflow
+    if left.any():
+        t = sat32(x * (np.int64(1) << left))      # |x| <= 2**31, left <= 31: no int64 overflow
+    else:
+        t = x                                     # sat32(x * 1) is x
     return rdbpot(srdhm(t, mult), right)
 
 
@@ -161,7 +169,7 @@ def requant_conv(acc, bias, mult, shift, zp: int, relu: bool) -> np.ndarray:
     Returns int8 [..., N].
     """
     v = sat32(np.asarray(acc, dtype=np.int64) + np.asarray(bias, dtype=np.int64))
-    y = requant(v, mult, shift) + int(zp)
+    y = _requant_int32(v, mult, shift) + int(zp)
     lo = int(zp) if relu else -128
     return _clamp(y, lo, 127).astype(np.int8)
 
@@ -185,7 +193,7 @@ def pool_avg(sum_, n: int, zp_in: int, mult, shift, zp_out: int) -> np.ndarray:
     mult/shift come from quantize_multiplier(s_in / (n * s_out)).
     """
     v = sat32(np.asarray(sum_, dtype=np.int64) - int(n) * int(zp_in))
-    y = requant(v, mult, shift) + int(zp_out)
+    y = _requant_int32(v, mult, shift) + int(zp_out)
     return _clamp(y, -128, 127).astype(np.int8)
 
 
@@ -208,7 +216,7 @@ def add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu: bool) -> np.n
     a2 = (np.asarray(a, dtype=np.int64) - int(zp_a)) << ADD_LEFT_SHIFT
     b2 = (np.asarray(b, dtype=np.int64) - int(zp_b)) << ADD_LEFT_SHIFT
     s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb))
-    y = requant(s, mo, so) + int(zp_o)
+    y = _requant_int32(s, mo, so) + int(zp_o)
     lo = int(zp_o) if relu else -128
     return _clamp(y, lo, 127).astype(np.int8)
 

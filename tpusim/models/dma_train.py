@@ -43,28 +43,6 @@ class DmaTrain:
         sram.wake()
 
 
-def _freed(ch, f: list, f_ps: int) -> bool:
-    """Burst ``len(f)`` of channel ``ch`` frees its buffer at ``f_ps`` (ps); if it is the last
-    burst the instruction completes there (``c = f_{N-1}``): True."""
-    f.append(f_ps)
-    if len(f) < len(ch._bursts):
-        return False
-    ch._finished.succeed(f_ps)
-    return True
-
-
-def _take(req: SramRequest, g_ps: int, bank_free: list, pending: list, grants, p_core: int) -> bool:
-    """Sram.take without trace: banks busy until g + D, off ``pending``, into the grant log.
-    True if it was a conflict (granted after it was visible)."""
-    end_ps = g_ps + req.accesses * p_core
-    for b in req.banks:
-        bank_free[b] = end_ps
-    pending[req.requester] = None
-    if grants is not None:
-        grants.append((req.requester, g_ps, req.accesses))
-    return g_ps > req.visible_ps
-
-
 class _Run:
     """One train: both channels' and both arbiters' state in locals, written back at the end."""
 
@@ -158,7 +136,10 @@ class _Run:
                         else:
                             page[off:off + nb] = s_data[j]
                         s_data[j] = None
-                        if _freed(st, s_f, ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma):
+                        f_ps = ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma
+                        s_f.append(f_ps)                  # buffer j free; the last: c = f_{N-1}
+                        if len(s_f) == s_n:
+                            st._finished.succeed(f_ps)
                             finished = True
                 elif t_sram is not None and t_sram <= horizon:
                     loop.now_ps = g = t_sram
@@ -169,8 +150,14 @@ class _Run:
                         took.append(req_l)
                     if e_s == g and not (e_l == g and not set(req_l.banks).isdisjoint(req_s.banks)):
                         took.append(req_s)
-                    for req in took:
-                        if _take(req, g, bank_free, pending, grants, p_core):
+                    for req in took:          # Sram.take without trace
+                        end_ps = g + req.accesses * p_core
+                        for b in req.banks:
+                            bank_free[b] = end_ps
+                        pending[req.requester] = None
+                        if grants is not None:
+                            grants.append((req.requester, g, req.accesses))
+                        if g > req.visible_ps:
                             conflicts += 1
                             conflict_cycles += (g - req.visible_ps) // p_core
                     for req in took:
@@ -181,7 +168,10 @@ class _Run:
                             blob = l_data[j]
                             mem[sram_addr:sram_addr + len(blob)] = blob
                             l_data[j] = None
-                            if _freed(ld, l_f, ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma):
+                            f_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
+                            l_f.append(f_ps)              # buffer j free; the last: c = f_{N-1}
+                            if len(l_f) == l_n:
+                                ld._finished.succeed(f_ps)
                                 finished = True
                                 continue
                             while len(l_r) < l_n:                             # LOAD step 1

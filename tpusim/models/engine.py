@@ -35,6 +35,8 @@ class EngineBase(abc.ABC):
         self.engine = engine
         self.name = ENGINE_NAMES[engine]
         self.key = ENGINE_KEYS[engine]
+        self._wait_counter, self._busy_counter, self._retired_counter = (
+            f"{self.key}_{c}" for c in ("token_wait_cycles", "busy_cycles", "retired"))
         self.dom = clocks.engine_domain(engine)
         self.period = self.dom.period_ps
         self.queue = queue
@@ -79,7 +81,7 @@ class EngineBase(abc.ABC):
                 yield env.timeout(s_ps - env.now)
             q.pop(s_ps)
             tok.consume(self.engine, wait, s_ps)
-            self.perf.add(f"{self.key}_token_wait_cycles", (s_ps - r_ps) // self.period)
+            self.perf.add(self._wait_counter, (s_ps - r_ps) // self.period)
             if self.trace is not None:
                 self.trace.start(self.engine, s_ps, entry.pc)
             if entry.instr.op == "NOP":
@@ -113,8 +115,8 @@ class EngineBase(abc.ABC):
         return s_ps + self.period
 
     def _retire(self, entry: QueueEntry, s_ps: int, c_ps: int) -> None:
-        self.perf.add(f"{self.key}_busy_cycles", (c_ps - s_ps) // self.period)
-        self.perf.add(f"{self.key}_retired")
+        self.perf.add(self._busy_counter, (c_ps - s_ps) // self.period)
+        self.perf.add(self._retired_counter)
         self.retire_log.append((c_ps, self.engine, entry.pc))
         self.tokens.send(self.engine, entry.instr.signal, c_ps, entry.where(), entry.pc,
                          self.errors)
