@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
+from tests import qnets
 from tpucompile import driver, realdata
 from tpucompile.frontend.host_patches import patch_tokens, split_host_patches
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
@@ -123,9 +124,7 @@ def test_vit_small_three_way_on_the_small_rtl(tmp_path):
     """golden == SimPy == RTL on every output, the same cycles and retire trace."""
     _, path = _small_vit(tmp_path, layers=1)
     v = run(str(path), "small", tmp_path / "run", rtl=True)
-    assert v.passed, (v.notes, v.mismatches, v.first_retire_diff)
-    assert v.cycles_rtl == v.cycles_simpy and v.first_retire_diff is None
-    assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
+    qnets.assert_three_way(v)
 
 
 def _with_conv_attrs(m, **attrs):
