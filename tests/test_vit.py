@@ -12,9 +12,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
+from skimage import io
 
 from tests import qnets
-from tpucompile import driver, realdata
+from tpucompile import driver, inputs, realdata
 from tpucompile.frontend.host_patches import patch_tokens, split_host_patches
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
 from tpucompile.frontend.token_input import channels_first_tokens_model
@@ -165,3 +166,14 @@ def test_a_patch_reshape_without_its_transpose_is_refused_naming_the_node():
 
 def test_builtin_name():
     assert "vit-tiny" in driver.MODELS
+
+
+def test_an_image_folder_calibrates_in_the_models_normalisation(tmp_path):
+    m, _ = _small_vit()
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    px = np.random.default_rng(5).integers(0, 256, (80, 80, 3), dtype=np.uint8)
+    io.imsave(folder / "a.png", px)
+    _, cal, _ = inputs.model_data(m, None, str(folder))
+    assert len(cal) == 1 and cal[0].shape == (1, 3, 64, 64)
+    assert -1.001 <= cal[0].min() < -0.5 and 0.5 < cal[0].max() <= 1.001     # (pixel / 255 - 0.5) / 0.5

@@ -314,4 +314,6 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
                 notes.append("calibrated on seeded noise (--calib DIR|FILE gives it real data)")
     else:
         cal = load_calib(calib, shape, input_layout(model))
+        if image and Path(calib).is_dir():        # images read as the built-in photographs
+            cal = [realdata.renormalised(c, model) for c in cal]
     return x, cal, notes
