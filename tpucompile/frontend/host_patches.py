@@ -147,7 +147,7 @@ def split_host_patches(model: onnx.ModelProto) -> tuple[onnx.ModelProto, HostPat
     rs = cons.get(conv.output[0], []) if conv is not None else []
     if not (len(cons.get(img, [])) == 1 and len(rs) == 1 and rs[0].op_type in ("Reshape", "Flatten")):
         return model, None
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)   # a Reshape shape from Shape ops
     shapes = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
               for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)
               if vi.type.tensor_type.HasField("shape")}
