@@ -69,9 +69,10 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
     models always carry theirs. A file whose image input is channels-last is returned as the NCHW
     model it is after its input Transpose (``frontend.nhwc_input``), a transformer's (1, T, C) token
-    input as its (1, C, T) model (``frontend.token_input``). Returns (model, HostHead or None): a
-    model with integer token-id inputs has its embedding lookups cut off into a host head
-    (``frontend.host_embeddings``)."""
+    input as its (1, C, T) model (``frontend.token_input``). Returns (model, HostHead / HostPatches
+    or None): a model with integer token-id inputs has its embedding lookups cut off into a host
+    head (``frontend.host_embeddings``), a vision transformer its patch extraction
+    (``frontend.host_patches``)."""
     if str(model) in MODELS:
         return _device_model(MODELS[str(model)][0]())
     p = Path(model)

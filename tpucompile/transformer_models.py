@@ -23,6 +23,10 @@ Weights (seeded normal; scales of a trained BERT, not its init): embeddings std 
 weights std ``1/sqrt(fan_in)``, biases std 0.02, LayerNorm gamma ``1 + N(0, 0.05)``, beta std
 0.02. ``bert_inputs(model, seed)``: token ids, a mask with the last eighth of the tokens padded,
 token types 0 / 1 for the two halves.
+
+``vit_model(layers, hidden, heads, ffn, image, patch, seed)`` / ``vit_tiny(seed)``: Hugging Face
+``ViTModel`` likewise (its docstring gives the graph: the patch Conv, [CLS] Concat, position Add,
+pre-LN layers, final LayerNorm, pooler).
 """
 from __future__ import annotations
 
