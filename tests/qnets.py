@@ -757,3 +757,11 @@ def large_gap(hw=56, c=8, op="gap"):
     else:
         node = helper.make_node("ReduceMean", ["x"], ["y"], name="gap", axes=[2, 3], keepdims=1)
     return make_model([node], {}, (1, c, hw, hw), "y", None)
+
+
+def assert_three_way(v) -> None:
+    """A cosim Verdict ``v`` run with the RTL: passed, golden == SimPy == RTL on every output, the
+    same cycles and retire trace."""
+    assert v.passed, (v.notes, v.mismatches, v.first_retire_diff)
+    assert v.cycles_rtl == v.cycles_simpy and v.first_retire_diff is None
+    assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches

@@ -122,9 +122,7 @@ def test_bert_small_three_way_on_the_small_rtl(tmp_path):
     """golden == SimPy == RTL on every output, the same cycles and retire trace."""
     _, path = _small_bert(tmp_path)
     v = run(str(path), "small", tmp_path / "run", rtl=True)
-    assert v.passed, (v.notes, v.mismatches, v.first_retire_diff)
-    assert v.cycles_rtl == v.cycles_simpy and v.first_retire_diff is None
-    assert all(m["simpy_vs_rtl"] == 0 for m in v.mismatches.values()), v.mismatches
+    qnets.assert_three_way(v)
 
 
 @pytest.mark.parametrize("hw", ["small", "seed"])

@@ -14,6 +14,7 @@ import onnx
 from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.host_embeddings import check_masks, split_host_embeddings
+from tpucompile.frontend.host_patches import HostPatches, split_host_patches
 from tpucompile.frontend.nhwc_input import input_layout, nchw_input_model, to_model_layout
 from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.quantize.quantize import compile_model
@@ -38,6 +39,8 @@ MODELS = {
                   "the shape of torch.onnx.export of Hugging Face BertModel, opset 17, seeded weights"),
     "bert-base": (transformer_models.bert_base, "BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, 128 tokens), "
                   "likewise"),
+    "vit-tiny": (transformer_models.vit_tiny, "ViT-tiny/16 (12 layers, hidden 192, 3 heads, FFN 768, 224x224 image, "
+                 "197 tokens) in the shape of torch.onnx.export of Hugging Face ViTModel, opset 17, seeded weights"),
     "digits": (digits.load, "a small CNN trained on scikit-learn's 8x8 digits (scripts/train_digits.py)"),
 }
 #: built-in models that come with a labelled dataset: name -> split() = ((x_train, y_train),
@@ -66,9 +69,10 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     (``realdata.synthetic_weights``: for exports with placeholder or no trained weights); built-in
     models always carry theirs. A file whose image input is channels-last is returned as the NCHW
     model it is after its input Transpose (``frontend.nhwc_input``), a transformer's (1, T, C) token
-    input as its (1, C, T) model (``frontend.token_input``). Returns (model, HostHead or None): a
-    model with integer token-id inputs has its embedding lookups cut off into a host head
-    (``frontend.host_embeddings``)."""
+    input as its (1, C, T) model (``frontend.token_input``). Returns (model, HostHead / HostPatches
+    or None): a model with integer token-id inputs has its embedding lookups cut off into a host
+    head (``frontend.host_embeddings``), a vision transformer its patch extraction
+    (``frontend.host_patches``)."""
     if str(model) in MODELS:
         return _device_model(MODELS[str(model)][0]())
     p = Path(model)
@@ -87,16 +91,26 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
 
 
 def _device_model(m: onnx.ModelProto):
-    """(device model, HostHead or None): embeddings of token ids on the host; a channels-last
-    input's leading Transpose on the host; a (1, T, C) token input as (1, C, T)."""
+    """(device model, HostHead / HostPatches or None): embeddings of token ids on the host, or a
+    vision transformer's patch extraction (``frontend.host_patches``); a channels-last input's
+    leading Transpose on the host; a (1, T, C) token input as (1, C, T)."""
     m, head = split_host_embeddings(m)
+    if head is None:
+        m, head = split_host_patches(m)
     return channels_first_tokens_model(nchw_input_model(m)), head
 
 
 def token_data(head, input_path, calib, model=None) -> tuple:
-    """(test input, calibration samples, notes) of a token-id model: its host head run on token
-    ids (``input_path``: an .npz of one int array per token input; default seeded ids, all-ones
-    masks, token types 0 then 1) and on ``calib`` seeded id samples."""
+    """(test input, calibration samples, notes) of a model with a host head: a token-id model's
+    (HostHead) run on token ids (``input_path``: an .npz of one int array per token input; default
+    seeded ids, all-ones masks, token types 0 then 1) and on ``calib`` seeded id samples; a vision
+    transformer's (HostPatches) on its image input's data (``inputs.model_data``: the built-in
+    photographs, or ``input_path`` / ``calib`` files)."""
+    if isinstance(head, HostPatches):
+        img, cal_img, notes = inputs.model_data(head.model, input_path, calib)
+        x = head.run({head.image[0]: img})
+        cal = [head.run({head.image[0]: c}) for c in cal_img]
+        return _device_data(x, cal, model) + ([head.describe()] + notes,)
     vocab = {}
     inits = {t.name: t for t in head.model.graph.initializer}
     for n in head.model.graph.node:
@@ -119,16 +133,21 @@ def token_data(head, input_path, calib, model=None) -> tuple:
         feeds = draw(1)
     if not isinstance(calib, (int, np.integer)):
         raise CompileError("--calib: a token-id model is calibrated on seeded token ids (give a count)")
-    x = head.run(feeds)
-    cal = [head.run(draw(100 + i)) for i in range(int(calib))]
+    x, cal = _device_data(head.run(feeds), [head.run(draw(100 + i)) for i in range(int(calib))], model)
+    notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
+    return x, cal, notes
+
+
+def _device_data(x: dict, cal: list, model) -> tuple:
+    """(test input, calibration samples) from a host head's {name: (1, T, C)} outputs: in the
+    device model's layout (``model``, if given), a bare array for a single input."""
     if model is not None:         # the host head gives (1, T, C): the device model's layout
         lay = input_layout(model)
         x = {n: to_model_layout(v, lay) for n, v in x.items()}
         cal = [{n: to_model_layout(v, lay) for n, v in c.items()} for c in cal]
     if len(x) == 1:
         x, cal = next(iter(x.values())), [next(iter(c.values())) for c in cal]
-    notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
-    return x, cal, notes
+    return x, cal
 
 
 def load_model_and_data(model: str | Path, calib=4, size: int | None = None,

@@ -300,13 +300,13 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
     if input_path is not None:
         x = load_input(input_path, name, shape, input_layout(model))
     elif image:
-        x = realdata.test_image(shape[2:])
+        x = realdata.renormalised(realdata.test_image(shape[2:]), model)
     else:
         x = np.random.default_rng(1).normal(0, 1, shape).astype(np.float32)
         notes.append(NOISE_NOTE)
     if isinstance(calib, (int, np.integer)):
         if image:
-            cal = realdata.calibration_images(int(calib), shape[2:])
+            cal = [realdata.renormalised(c, model) for c in realdata.calibration_images(int(calib), shape[2:])]
         else:
             rng = np.random.default_rng(0)
             cal = [rng.normal(0, 1, shape).astype(np.float32) for _ in range(int(calib))]
@@ -314,4 +314,6 @@ def model_data(model, input_path=None, calib=4, size=None) -> tuple:
                 notes.append("calibrated on seeded noise (--calib DIR|FILE gives it real data)")
     else:
         cal = load_calib(calib, shape, input_layout(model))
+        if image and Path(calib).is_dir():        # images read as the built-in photographs
+            cal = [realdata.renormalised(c, model) for c in cal]
     return x, cal, notes

@@ -28,8 +28,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from tpusim.arch.errors import CompileError
 
-__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "transformer_linears", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image",
+__all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "transformer_linears", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image", "renormalised",
            "calibration_images", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
@@ -304,6 +305,26 @@ def crop_image(img: np.ndarray, h: int, w: int) -> np.ndarray:
     """Any uint8 HxWx3 picture -> float32 [1, 3, h, w]: resized, centre crop, ImageNet-normalised
     (as the built-in photographs; ``--calib DIR`` images)."""
     return _crop(img, h, w, "c")
+
+
+def renormalised(x: np.ndarray, model) -> np.ndarray:
+    """An ImageNet-normalised float32 (1, 3, H, W) image (the built-in photographs) in the
+    normalisation ``model`` declares in its metadata (``image_mean`` / ``image_std``: three
+    comma-separated floats each, of pixels in [0, 1]; ViTImageProcessor's 0.5, 0.5), else ``x``
+    itself. CompileError naming the field for a malformed entry."""
+    props = {p.key: p.value for p in model.metadata_props}
+    if "image_mean" not in props and "image_std" not in props:
+        return x
+    try:
+        mean, std = (np.array([float(v) for v in props[k].split(",")], np.float32) for k in ("image_mean", "image_std"))
+    except (KeyError, ValueError) as e:
+        raise CompileError(f"model metadata image_mean / image_std: not three comma-separated floats each "
+                           f"({type(e).__name__}: {e})") from None
+    if mean.shape != (3,) or std.shape != (3,) or np.any(std <= 0):
+        raise CompileError(f"model metadata image_mean {mean.tolist()} / image_std {std.tolist()}: three values "
+                           "each, std > 0")
+    px = x * IMAGENET_STD[:, None, None] + IMAGENET_MEAN[:, None, None]
+    return ((px - mean[:, None, None]) / std[:, None, None]).astype(np.float32)
 
 
 def images(size=224) -> dict:

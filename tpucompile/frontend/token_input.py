@@ -82,8 +82,9 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     if not any(_token_tensors(model.graph, vi.name, inits)[1] for vi in ins):
         return model
     inferred = onnx.shape_inference.infer_shapes(model)
-    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in list(inferred.graph.input)
-             + list(inferred.graph.value_info) + list(inferred.graph.output) if vi.type.tensor_type.HasField("shape")}
+    dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in list(inferred.graph.input)
+            + list(inferred.graph.value_info) + list(inferred.graph.output) if vi.type.tensor_type.HasField("shape")}
+    ranks = {k: len(v) for k, v in dims.items()}
     blocks = attention_blocks(model)
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -116,7 +117,7 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
                 and (idx := constant_value(g, n.input[1], m.opset_import)) is not None and idx.ndim == 0:
             # one token (BERT's pooler: [CLS]): a Slice of the tokens, then its (1, C) view
             i, tok = int(idx), f"{outs[0]}__token"
-            ch = next(vi for vi in ins).type.tensor_type.shape.dim[2].dim_value
+            ch = dims[n.input[0]][2]              # the features of the tokens gathered (1, T, C)
             nodes += [helper.make_node("Slice", [n.input[0], new_init(f"{tok}__starts", np.array([i], np.int64)),
                                                  new_init(f"{tok}__ends", np.array([i + 1], np.int64)),
                                                  new_init(f"{tok}__axes", np.array([2], np.int64))], [tok], name=tok),
