@@ -130,7 +130,8 @@ def test_bert_small_three_way_on_the_small_rtl(tmp_path):
 @pytest.mark.parametrize("hw", ["small", "seed"])
 def test_the_estimators_bytes_are_the_programs(tmp_path, hw):
     """The work hooks of QActMatMul, QConstAct, QLayerNorm, QSoftmax and QSpatialSlice (the
-    pooler's token; and every other op of the encoder) give the compiled program's LOAD and STORE bytes per layer."""
+    pooler's token; and every other op of the encoder) give the compiled program's LOAD and STORE
+    bytes per layer."""
     _, path = _small_bert(tmp_path)
     m, _, cal = driver.load_model_and_data(str(path), calib=2)
     cfg = load_config(hw)

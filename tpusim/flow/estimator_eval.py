@@ -198,7 +198,8 @@ def main(argv: list | None = None) -> int:
     cluster = ClusterSpec(scheduler=a.scheduler) if a.scheduler else ClusterSpec(jobs=a.workers)
     stats = evaluate(spec, Path(a.out), models=split(a.models), sets=split(a.sets), cluster=cluster)
     targets = {**TARGETS, **(spec.get("targets") or {})}
-    missed = [k for k, ok in meets(stats["all"]["all"], targets).items() if not ok] if stats["all"]["all"]["points"] else ["no points"]
+    overall = stats["all"]["all"]
+    missed = [k for k, ok in meets(overall, targets).items() if not ok] if overall["points"] else ["no points"]
     if missed:
         print(f"overall: missed {', '.join(missed)}")
     return 1 if a.check and missed else 0
