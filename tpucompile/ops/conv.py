@@ -362,7 +362,9 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
     ``requant_planes`` planes. ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
-    accesses per word)."""
+    accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
+    tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
+    that wait for this tile's ADDs), as with one input slot."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
     ap, pw, mp, mg = align_px(cfg), cfg.param_words, cfg.requant_planes, cfg.lane_groups
     kh, kw = op.kernel
