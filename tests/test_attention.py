@@ -127,17 +127,20 @@ def test_bert_small_three_way_on_the_small_rtl(tmp_path):
 
 @pytest.mark.parametrize("hw", ["small", "seed"])
 def test_the_estimators_bytes_are_the_programs(tmp_path, hw):
-    """The work hooks of QActMatMul and QConstAct (and every other op of the encoder) give the
-    compiled program's LOAD and STORE bytes per layer."""
+    """The work hooks of QActMatMul, QConstAct, QLayerNorm, QSoftmax and QSpatialSlice (the
+    pooler's token; and every other op of the encoder) give the compiled program's LOAD and STORE
+    bytes per layer."""
     _, path = _small_bert(tmp_path)
     m, _, cal = driver.load_model_and_data(str(path), calib=2)
     cfg = load_config(hw)
     res = driver.compile_onnx(m, cfg, cal)
     layers = {L["name"]: L for L in res.binary.meta["layers"]}
     est = Estimator(res.qgraph).estimate(cfg)
-    assert {e.name for e in est.layers} >= {n for n, L in layers.items() if L["op"] in ("QActMatMul", "QConstAct")}
+    hooked = ("QActMatMul", "QConstAct", "QLayerNorm", "QSoftmax", "QSpatialSlice")
+    assert {L["op"] for L in layers.values()} >= set(hooked)
+    assert {e.name for e in est.layers} >= {n for n, L in layers.items() if L["op"] in hooked}
     off = [(e.name, e.load_bytes, layers[e.name]["ddr_bytes_in"], e.store_bytes, layers[e.name]["ddr_bytes_out"])
-           for e in est.layers if layers[e.name]["op"] in ("QActMatMul", "QConstAct")
+           for e in est.layers if layers[e.name]["op"] in hooked
            and (e.load_bytes, e.store_bytes) != (layers[e.name]["ddr_bytes_in"], layers[e.name]["ddr_bytes_out"])]
     assert not off, off
 

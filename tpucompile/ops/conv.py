@@ -53,7 +53,7 @@ from tpucompile.backend.layout import (
     requant_table_stride,
     weight_tiles,
 )
-from tpucompile.backend.tiling import tile_conv
+from tpucompile.backend.tiling import SKIP_SLOTS, tile_conv
 from tpucompile.backend.work import LayerWork, tile_sizes
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
@@ -362,7 +362,9 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
     ``requant_planes`` planes. ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
-    accesses per word)."""
+    accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
+    tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
+    that wait for this tile's ADDs), as with one input slot."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
     ap, pw, mp, mg = align_px(cfg), cfg.param_words, cfg.requant_planes, cfg.lane_groups
     kh, kw = op.kernel
@@ -385,6 +387,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
             tiles[key] = tiles.get(key, 0) + 1
     groups = ceil_div(NB, tl.nbg)
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
+    multi = sum(tiles.values()) > 1
     for (th, tw, nrows, ncols), n in tiles.items():
         M = th * tw
         w.tiles += n
@@ -417,7 +420,11 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
         adds = sum(3 * mp * k * cols for k, cols in chunks) if residual else 0
         w.drain_cycles = C + M + R + C + per_group * (sum(rq) + adds)
         w.drain_bursts = group
-        if tl.ni == 1:             # one input slot: the next window loads after the last MATMUL
+        if tl.ni == 1 or (residual and multi and groups * per_group * len(chunks) > SKIP_SLOTS):
+            # one input slot: the next window loads after the last MATMUL; a fused residual
+            # with more skip tiles per output tile than skip slots: the LOAD channel is in
+            # order, the next tile's window is queued behind this tile's last skip LOADs, and
+            # those wait for a skip slot, freed by this tile's ADDs, after its MATMULs
             for nk, cnt in tile_sizes(KB, tl.kbg):
                 w.expose_loads(n * reloads * cnt, ceil_div(ncols * W, bb) * nk * nrows)
         if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the

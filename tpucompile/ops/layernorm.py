@@ -30,7 +30,7 @@ import numpy as np
 from tpucompile.ir import consumers
 from tpucompile.ops.common import bad_attr, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
-from tpucompile.ops.rows import emit_rows, no_channel_map, tile_rows
+from tpucompile.ops.rows import emit_rows, no_channel_map, tile_rows, work_rows
 from tpucompile.ops.softmax import from_rows, rows_of
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
@@ -211,13 +211,18 @@ def _emit(P, op: QLayerNorm, lays: dict, tl, consts: dict) -> None:
               table=(consts["ln"], _table_words(op, P.cfg)))
 
 
+def _work(op: QLayerNorm, lays: dict, tl, cfg):
+    """The gamma/beta table once, per tile LOAD, [POOL copy], LAYERNORM, [POOL copy], STORE."""
+    return work_rows(op, lays, tl, cfg, accesses_per_word("LAYERNORM"), _table_words(op, cfg))
+
+
 def _describe(op: QLayerNorm, tl) -> dict:
     return dict(eps=op.eps, tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
 
 
 DEVICE = DeviceOp(QLayerNorm, golden=_golden, input_transform=no_input_transform, remap_channels=no_channel_map,
                   plan_layout=_layout, constants=_constants, tile=_tile, emit=_emit, describe=_describe,
-                  macs=no_macs)
+                  macs=no_macs, work=_work)
 
 OPS = (OpDef("LayerNormalization", import_node=_import, fold=_fold, canonicalize=_canonicalize, quantize=_quantize,
              device=DEVICE),)

@@ -23,9 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from tpucompile.backend import tiling
+from tpucompile.backend.work import LayerWork, elt_work
 from tpusim.arch.errors import CompileError
 
-__all__ = ["tile_rows", "emit_rows", "no_channel_map", "SRAM_LEN_MAX"]
+__all__ = ["tile_rows", "emit_rows", "work_rows", "no_channel_map", "SRAM_LEN_MAX"]
 
 #: the SRAM transaction length D of one VPU instruction is 17 bits (docs/isa.md)
 SRAM_LEN_MAX = (1 << 17) - 1
@@ -103,3 +104,18 @@ def emit_rows(P, op, lays: dict, tl: tiling.EltTiling, opcode: str, fields: dict
                   win_stride_x=1, win_stride_y=1, out_w=px, out_stride_x=nb, out_h=nb, out_stride_y=1,
                   dst_addr=sx, qreg_in=0, qreg_out=0)
         P.tile_dma("DMA_STORE", Y, sx, t)
+
+
+def work_rows(op, lays: dict, tl: tiling.EltTiling, cfg, per_word: int, table_words: int = 0) -> LayerWork:
+    """The estimator's ``work`` of ``emit_rows`` (backend/estimate.py): the table (``table_words``)
+    loaded once, then per tile of all channel blocks its LOAD, the row instruction
+    (``per_word`` VPU accesses per word) and, with more than one block, the two transposing POOL
+    copies (2 accesses per word each: 3 VPU instructions a tile), its STORE."""
+    Y = lays[op.out]
+    copies = Y.nblocks > 1
+    w = elt_work(tl, Y.nblocks, Y.H, Y.W, cfg, vpu_per_output=per_word + (4 if copies else 0), block_instrs=False)
+    if copies:
+        w.vpu_instrs *= 3
+    if table_words:
+        w.fill_bursts.append(w.load(1, table_words * cfg.word_bytes, cfg.dma_burst_bytes))
+    return w

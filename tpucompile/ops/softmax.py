@@ -31,7 +31,7 @@ import numpy as np
 from tpucompile.ir import Node, consumers
 from tpucompile.ops.common import no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
-from tpucompile.ops.rows import emit_rows, no_channel_map, tile_rows
+from tpucompile.ops.rows import emit_rows, no_channel_map, tile_rows, work_rows
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
@@ -178,9 +178,14 @@ def _describe(op: QSoftmax, tl) -> dict:
     return dict(exp_mult=op.exp_mult, mask=bool(op.mask), tiling={"th": tl.th, "tw": tl.tw, "kbg": tl.kbg})
 
 
+def _work(op: QSoftmax, lays: dict, tl, cfg):
+    """Per tile LOAD, [POOL copy], SOFTMAX, [POOL copy], STORE."""
+    return work_rows(op, lays, tl, cfg, accesses_per_word("SOFTMAX"))
+
+
 DEVICE = DeviceOp(QSoftmax, golden=_golden, input_transform=no_input_transform, remap_channels=no_channel_map,
                   plan_layout=_layout, constants=no_constants, tile=_tile, emit=_emit, describe=_describe,
-                  macs=no_macs)
+                  macs=no_macs, work=_work)
 
 OPS = (OpDef("Softmax", import_node=_import, canonicalize=_canonicalize, quantize=_quantize, host=_host,
              device=DEVICE),)

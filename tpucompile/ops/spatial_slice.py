@@ -26,6 +26,7 @@ import numpy as np
 
 from tpucompile.backend import tiling
 from tpucompile.backend.layout import align_px
+from tpucompile.backend.work import elt_work
 from tpucompile.ops.common import lane_wise_channels, no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
@@ -116,7 +117,19 @@ def _emit(P, op: QSpatialSlice, lays: dict, tl: tiling.EltTiling, consts: dict) 
         P.tile_dma("DMA_STORE", Y, so, t)
 
 
+def _work(op: QSpatialSlice, lays: dict, tl: tiling.EltTiling, cfg):
+    """The estimator's work of ``_emit``: per tile the kept rows' LOAD from the granule before
+    the first kept column, one POOL 1x1 (2 accesses per output word), the STORE."""
+    Y, ap = lays[op.out], align_px(cfg)
+    (_, _, _), (c0, sw, _) = op.rows, op.cols
+
+    def window(oy0, th, ox0, tw):
+        first = c0 + ox0 * sw
+        return th, first - first // ap * ap + (tw - 1) * sw + 1
+    return elt_work(tl, Y.nblocks, Y.H, Y.W, cfg, window=window, vpu_per_output=2, block_instrs=False)
+
+
 DEVICE = DeviceOp(QSpatialSlice, golden=_golden, input_transform=no_input_transform,
                   remap_channels=lane_wise_channels, plan_layout=_layout, constants=no_constants, tile=_tile,
-                  emit=_emit, describe=_describe, macs=no_macs)
+                  emit=_emit, describe=_describe, macs=no_macs, work=_work)
 OPS = (OpDef("SpatialSlice", quantize=_quantize, calibrated=False, device=DEVICE),)   # made by ops/slice.py only

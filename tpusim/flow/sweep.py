@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import dataclasses
 import io
 import itertools
 import json
@@ -244,29 +245,58 @@ def load_model(name: str, cache: Path | None, calib: int) -> ModelData:
 
 
 # ---------------------------------------------------------------- one SimPy point (a Dask task)
-def simulate(qg, x_q, cfg) -> dict:
+#: the sources a SimPy run of a given binary depends on (the simulator, the profile's energy)
+SIM_SOURCES = ("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/*.py", "tpusim/flow/profile.py")
+
+
+def simulate(qg, x_q, cfg, cache: Path | None = None) -> dict:
     """Compile ``qg`` for ``cfg`` and run it on SimPy (``x_q``: its int8 input, a dict by name for
     several inputs): cycles, DDR bytes, MACs, energy (uJ, from
-    the run's events: tpusim.flow.profile), wall seconds; or ``{"error": message}`` for a
-    CompileError / device error (a TpuError)."""
+    the run's events: tpusim.flow.profile), per-layer SimPy cycles (``layers``: [name, cycles]
+    per layer, each its span from first instruction start to last completion), wall seconds; or
+    ``{"error": message}`` for a CompileError / device error (a TpuError). ``cache``: a folder of
+    finished runs keyed by the compiled binary's bytes, the config, the input and the
+    simulator's source (``_binary_key``): a compiler change that leaves the binary unchanged (an
+    estimator change) reuses the run."""
     t0 = time.perf_counter()
     try:
         binary = compile_qgraph(qg, cfg)
+    except TpuError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    f = cache / f"sim-{_binary_key(binary, x_q, cfg)[:32]}.json" if cache is not None else None
+    if f is not None and f.is_file():
+        try:
+            return json.loads(f.read_text())
+        except ValueError:          # a damaged cache file is recomputed
+            pass
+    try:
         res = run_binary(binary, cfg, host_feeds(binary, x_q))
     except TpuError as e:
         return {"error": f"{type(e).__name__}: {e}"}
     rows = layer_rows(binary, cfg, res.timeline, res.sram_grants)
     macs = sum(int(L.get("macs", 0)) for L in binary.meta["layers"])
     c = res.counters
-    return {"cycles": int(res.cycles), "ddr_bytes": int(c["ddr_read_bytes"] + c["ddr_write_bytes"]),
-            "macs": macs, "energy_uj": energy_totals(rows, cfg, c)["total"],
-            "sim_seconds": time.perf_counter() - t0}
+    out = {"cycles": int(res.cycles), "ddr_bytes": int(c["ddr_read_bytes"] + c["ddr_write_bytes"]),
+           "macs": macs, "energy_uj": energy_totals(rows, cfg, c)["total"],
+           "layers": [[r["layer"], r["cycles"]] for r in rows], "sim_seconds": time.perf_counter() - t0}
+    if f is not None:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(f, json.dumps(out))
+    return out
+
+
+def _binary_key(binary, x_q, cfg) -> str:
+    """The binary's bytes but its compile time (meta stats ``compile_seconds``, which varies from
+    one compile to the next), the input, the config and its cost tables, the simulator's source."""
+    meta = dict(binary.meta)
+    meta["stats"] = {k: v for k, v in meta.get("stats", {}).items() if k != "compile_seconds"}
+    return make_key(dataclasses.replace(binary, meta=meta).to_bytes(), pickle.dumps(x_q), cfg.hash_hex(),
+                    repr(cfg.energy), repr(cfg.area), source_digest(*SIM_SOURCES))
 
 
 def _point_key(md: ModelData, cfg) -> str:
     return make_key(cfg.hash_hex(), repr(cfg.energy), repr(cfg.area), md.digest,
-                    source_digest("tpusim/models/*.py", "tpusim/sim.py", "tpusim/arch/*.py",
-                                  "tpucompile/**/*.py", "tpusim/flow/profile.py"))
+                    source_digest(*SIM_SOURCES, "tpucompile/**/*.py"))
 
 
 # ---------------------------------------------------------------- the sweep
@@ -306,6 +336,7 @@ def estimate_rows(models: list, cands: list) -> tuple[list, float]:
                 continue
             finally:
                 t += time.perf_counter() - t0
+            r["_estimate"] = e          # kept in memory (per-layer comparison), not written
             r.update(status="estimated", estimated_cycles=e.cycles, estimated_ddr_bytes=e.ddr_bytes,
                      estimated_energy_uj=e.energy_uj, utilisation=e.macs / (e.cycles * c.cfg.pes) if e.cycles else 0.0,
                      macs=e.macs)
@@ -344,7 +375,7 @@ def run_simpy(todo: list, models: dict, cfgs: dict, cache: Path | None, cluster:
     with connect(cluster or ClusterSpec(jobs=2)) as client, _bar(progress, len(pending)) as bar:
         scattered = {m: client.scatter((md.qg, md.x_q), broadcast=True)
                      for m, md in {p[1].name: p[1] for p in pending}.items()}
-        futs = {client.submit(_simulate_task, scattered[md.name], cfg, pure=False): (r, cfg, f)
+        futs = {client.submit(_simulate_task, scattered[md.name], cfg, cache, pure=False): (r, cfg, f)
                 for r, md, cfg, f in pending}
         for fut in as_completed(futs):
             r, cfg, f = futs[fut]
@@ -359,9 +390,9 @@ def run_simpy(todo: list, models: dict, cfgs: dict, cache: Path | None, cluster:
             bar(r)
 
 
-def _simulate_task(model_data, cfg) -> dict:
+def _simulate_task(model_data, cfg, cache) -> dict:
     qg, x_q = model_data
-    return simulate(qg, x_q, cfg)
+    return simulate(qg, x_q, cfg, cache)
 
 
 def _fill(r: dict, out: dict, cfg, cached: bool) -> None:
@@ -369,7 +400,7 @@ def _fill(r: dict, out: dict, cfg, cached: bool) -> None:
         r["status"], r["reason"] = "sim error", out["error"]
         return
     r.update(status="cached" if cached else "simulated", cycles=out["cycles"], ddr_bytes=out["ddr_bytes"],
-             energy_uj=out["energy_uj"], sim_seconds=round(out["sim_seconds"], 2),
+             energy_uj=out["energy_uj"], sim_seconds=round(out["sim_seconds"], 2), sim_layers=out.get("layers"),
              utilisation=out["macs"] / (out["cycles"] * cfg.pes))
     if r["estimated_cycles"]:
         r["estimate_error"] = (r["estimated_cycles"] - r["cycles"]) / r["cycles"]
@@ -447,8 +478,19 @@ def write_results(rows: list, stats: dict, out: Path, meta: dict) -> None:
     for r in rows:
         w.writerow({k: ("" if r.get(k) is None else r[k]) for k in COLUMNS})
     write_text_atomic(out / "results.csv", buf.getvalue())
-    write_text_atomic(out / "results.json", json.dumps({"meta": meta, "estimator": stats, "rows": rows},
+    public = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    write_text_atomic(out / "results.json", json.dumps({"meta": meta, "estimator": stats, "rows": public},
                                                        indent=1, default=float))
+
+
+def layer_pairs(r: dict) -> list:
+    """(layer, SimPy cycles, estimated cycles) of each layer of a row that both ran (its SimPy
+    ``sim_layers`` and its in-memory ``_estimate``), in the estimate's layer order; [] otherwise."""
+    e, sim = r.get("_estimate"), r.get("sim_layers")
+    if e is None or not sim:
+        return []
+    by_name = dict((n, c) for n, c in sim)
+    return [(n, by_name[n], float(c)) for n, c in zip(e.names, e.layer_cycles) if n in by_name]
 
 
 def _cycles_of(r: dict):
