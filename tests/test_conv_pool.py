@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests import qnets
 from tests.test_backend_ops import B, check
 from tpucompile.backend.estimate import estimate
 from tpucompile.backend.layout import ceil_div
@@ -15,8 +16,10 @@ from tpucompile.golden import run_golden
 from tpucompile.ir import Node
 from tpucompile.ops import OP_TABLE, QMaxPool
 from tpucompile.ops.conv_pool import QConvPool, fused_conv_pool, pool_runs, pool_tiles
+from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
+from tpusim.flow.cosim import run
 
 CFG = load_config("small")
 
@@ -164,3 +167,17 @@ def test_estimate_tracks_the_fused_layer():
 def test_convpool_is_never_quantized_itself():
     with pytest.raises(CompileError, match=r"node 'n7' \(ConvPool\): made by the back end"):
         OP_TABLE.get("ConvPool").quantize(None, Node("ConvPool", "n7", ["x"], ["y"], {}))
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("name", ["stem", "ceil"])
+def test_fused_conv_maxpool_three_way_small_rtl(name, tmp_path):
+    """The fused layer on the RTL: golden = SimPy = RTL, outputs and cycles (a stem-like 3x3/2
+    pad 1 pool over several overlapping tiles; ceil_mode's extra bottom row and right column)."""
+    from tests.test_cosim_rtl import _check
+    m = qnets.conv_maxpool() if name == "stem" else qnets.ceil_pool("MaxPool", hw=(8, 8))
+    xs = qnets.inputs(qnets.in_shape(m), 2, seed=3)
+    v = run(m, "small", tmp_path, rtl=True, data=(xs[0], xs), name=name)
+    _check(v)
+    (binary,) = tmp_path.glob("*.tpubin")
+    assert [L["op"] for L in TpuBinary.read(binary).meta["layers"]] == ["QConvPool"]

@@ -56,7 +56,7 @@ def test_lookups():
     assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {
         "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad",
         "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad", "QSoftmax", "QLayerNorm", "QActMatMul", "QConstAct",
-        "QConvAdd"}
+        "QConvAdd", "QConvPool"}
 
 
 def test_unknown_onnx_op_refused_with_node_name():

@@ -1,5 +1,6 @@
 """Fuse an op with the producer of one of its inputs (``DeviceOp.fuse_producer``): a residual
-Add with the Conv making one of its operands (ops/conv_add.py).
+Add with the Conv making one of its operands (ops/conv_add.py), a MaxPool with the Conv making
+its input (ops/conv_pool.py).
 
 After layout (the ops on physical lanes, both Add operands in one channel map): an op whose
 ``fuse_producer`` hook accepts the producer of one of its inputs, where that input is read by

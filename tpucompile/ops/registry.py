@@ -65,7 +65,7 @@ class DeviceOp:
         default): ``backend.estimate.generic_work``.
     fuse_producer(op, producer) -> one op doing both, or None: ``producer`` makes an input of
         ``op`` that ``op`` alone reads (``backend.fuse_residual``: a residual Add and its Conv,
-        ops/conv_add.py). None (the default): the op never fuses.
+        ops/conv_add.py; a MaxPool and its Conv, ops/conv_pool.py). None (the default): the op never fuses.
     """
     qop: type
     golden: Callable
