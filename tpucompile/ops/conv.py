@@ -237,12 +237,21 @@ def conv_tiles(Ho: int, Wo: int, tl) -> list:
             for oy0 in range(0, Ho, tl.th) for ox0 in range(0, Wo, tl.tw)]
 
 
+def weight_cols(cout: int, nb: int, C: int) -> int:
+    """Columns (SRAM words) of N tile ``nb`` that hold some of the ``cout`` output channels: the
+    rest of the tile is zero in DDR and not loaded (a 64-channel conv on a 128-column array loads
+    half of each tile). The slot's other words keep whatever they held; the accumulator columns
+    they feed are output lanes past ``cout``, whose requant multiplier is 0 (``param_tables``):
+    REQUANT writes their zero point whatever they hold, so the outputs are those of a zero tile."""
+    return max(0, min(C, cout - nb * C))
+
+
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
           store=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
     ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
-    tile ``nb``, cin block ``kb``): default the constant tiles; ``ops/act_matmul.py`` reads an
-    activation's buffer. ``epilogue(P, slot, blk, oy, ox, rows, cols, planes)``: called between
+    tile ``nb``, cin block ``kb``): default the constant tiles, only their ``weight_cols``
+    columns that hold output channels; ``ops/act_matmul.py`` reads an activation's buffer. ``epilogue(P, slot, blk, oy, ox, rows, cols, planes)``: called between
     a chunk's REQUANTs and its STORE with the output slot's word address and the chunk's place
     in the output (first block, row, column, rows x cols pixels, planes); it may rewrite the
     slot in place (``ops/conv_add.py``: the fused residual Add). ``tiles``: the output tiles
@@ -263,7 +272,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     tile_bytes = C * W
     if weight_tile is None:
         def weight_tile(t, nb, kb):
-            return consts["weights"] + t * tile_bytes, None, tile_bytes
+            return consts["weights"] + t * tile_bytes, None, weight_cols(cout, nb, C) * W
     pw = cfg.param_words
     reg = tl.regions
     nkg = ceil_div(KB, tl.kbg)
@@ -372,7 +381,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes. ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    ``requant_planes`` planes (each weight tile its ``weight_cols`` words). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
     accesses per word). ``tiles`` (``_emit``'s) and ``pooled(tile) -> (rows, cols, VPU cycles,
     instructions)`` (a fused pool, ``ops/conv_pool.py``): per tile and output block, instead of
@@ -389,7 +398,11 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     # output blocks (N tiles / lane groups) and the planes each one's STOREs move
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
     w = LayerWork(tiles=0)
-    w.load(tl.nres, C * W, bb)                  # resident weight tiles: loaded once
+    # per N tile: its weight tiles' loaded bytes (``weight_cols``), how many are resident
+    wbytes = [weight_cols(cout, nb, C) * W for nb in range(NB)]
+    res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
+    for nb in range(NB):
+        w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once
     kinds: dict = {}     # (th, tw, window rows, window columns, pooled tile) -> tiles
     for tile in conv_tiles(Ho, Wo, tl) if tiles is None else tiles:
         oy0, th, ox0, tw = tile[:4]
@@ -403,7 +416,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
-        wt = w.load(n * (NB * KB * T - tl.nres), C * W, bb)
+        wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
         w.load(n * len(blocks), pw * W, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
         w.mxu_instrs += 2 * n * NB * KB * T
