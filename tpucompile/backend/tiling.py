@@ -305,10 +305,13 @@ def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, 
     (rows, cols), pixels per DDR granule, table words, lane groups, requant planes, bank and
     SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks), and
     ``skip``: a fused residual Add loads a skip tile per output chunk (``ops/conv_add.py``);
-    ``pool``: a fused pool's (kernel, strides, pads, output (PH, PW)) (``ops/conv_pool.py``)."""
+    ``pool``: a fused pool's (kernel, strides, pads, output (PH, PW)) (``ops/conv_pool.py``); the
+    weight words one (cin block, tap) loads over all N tiles (``min(cout, NB * C)``: a tile's
+    columns past ``cout`` are not loaded, ``conv.weight_cols``)."""
     return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
             cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
-            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip), pool)
+            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip), pool,
+            min(cout, out_tiles(cout, cfg) * cfg.array_cols))
 
 
 def _product(*axes: np.ndarray) -> list:
@@ -321,7 +324,7 @@ def _product(*axes: np.ndarray) -> list:
 def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     """The part of ``conv_candidates`` that does not read the bank or SRAM size: ``skey`` is
     ``conv_candidates_key`` without them. Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool = skey
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool, wcols = skey
     W, T = R, kh * kw
     # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
     if pool is None:
@@ -361,7 +364,7 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
     oblocks = -(-NB * mp // mg)                                     # output channel blocks
     load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
-                  + (ntiles * (NB * KB * T * C * W + NB * pw * W + skip * oblocks * M * W))[i])
+                  + (ntiles * (KB * T * wcols * W + NB * pw * W + skip * oblocks * M * W))[i])
     n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks))[i]
     mxu = (ntiles * (NB * KB * T) * (C + M + R + C + 6))[i]
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
@@ -379,7 +382,7 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
     regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
     the bank and SRAM sizes add). Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip, pool = key
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip, pool, wcols = key
     t = _conv_shape_table(key[:12] + key[14:])
     tsw = mg * pw
     PM = t.PTH * t.PTW
@@ -400,7 +403,7 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     peak[~fit] = np.inf
     load_b, dma, mxu, wait_b = t.terms
     saved = nres * (t.ntiles[t.pair] - 1)                          # weight tile loads saved
-    load_bytes = t.load_bytes - saved * C * R
+    load_bytes = t.load_bytes - saved * wcols * R // NB              # (the N tiles' mean)
     if np.any(saved):
         load_b, dma = load_bytes.astype(np.float64), (40 * (t.n_dma - saved)).astype(np.float64)
     out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes,
@@ -476,7 +479,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     (kh, kw), KB, NB = key[0], key[2], key[3]
     nres = int(c.nres[i])
     nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
-    skip, pth, ptw = key[-2], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
+    skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     for aligned in ((True, False) if c.aligned[i] else (False,)):
         for nw in nws:
             regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
