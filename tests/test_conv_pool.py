@@ -15,6 +15,7 @@ from tpucompile.backend.tiling import tile_conv
 from tpucompile.golden import run_golden
 from tpucompile.ir import Node
 from tpucompile.ops import OP_TABLE, QMaxPool
+from tpucompile.ops import pool as pool_ops
 from tpucompile.ops.conv_pool import QConvPool, fused_conv_pool, pool_runs, pool_tiles
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.config import load_config
@@ -22,6 +23,17 @@ from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import run
 
 CFG = load_config("small")
+
+
+@pytest.fixture
+def always_fuse(monkeypatch):
+    """Every conv -> max pool pair the rule allows fuses, whatever the tilers' estimates (the
+    fused path on every shape of the bit-exact tests)."""
+    real = pool_ops._tile
+
+    class Apart:
+        est_cycles = float("inf")
+    monkeypatch.setattr(pool_ops, "_tile", lambda op, lays, cfg: Apart() if lays is not None else real(op, lays, cfg))
 
 
 def _fused(b) -> list:
@@ -47,7 +59,7 @@ def _maxpool(g, x, k, s, pads):
     ((1, 9, 26, 26), 40, 3, 1, 0, (2, 2), (2, 2), (0, 0, 0, 0)),           # vgg-like 2x2/2
     ((1, 5, 19, 33), 7, 5, 2, 2, (3, 2), (2, 1), (2, 0, 1, 1)),            # asymmetric everything
 ])
-def test_conv_maxpool_fuses_bit_exact(shape, cout, ck, cs, cp, k, s, pads):
+def test_conv_maxpool_fuses_bit_exact(shape, cout, ck, cs, cp, k, s, pads, always_fuse):
     g = B(shape, seed=sum(shape) + cout)
     c = g.conv(g.x, cout, ck, s=cs, p=cp, relu=True)
     y = _maxpool(g, c, k, s, pads)
@@ -56,7 +68,7 @@ def test_conv_maxpool_fuses_bit_exact(shape, cout, ck, cs, cp, k, s, pads):
     assert L["fused"] == ["conv0", "pool1"] and L["out"] == y and L["pool"]["pads"] == list(pads)
 
 
-def test_stem_with_host_im2col_fuses_over_many_tiles():
+def test_stem_with_host_im2col_fuses_over_many_tiles(always_fuse):
     """Cin 3 (host im2col: the conv reads K = 147 channels), 7x7/2 then 3x3/2 pad 1, on tiles
     that overlap: the recomputed conv rows and columns give the same pooled outputs."""
     g = B((1, 3, 64, 58), seed=4)
@@ -69,7 +81,7 @@ def test_stem_with_host_im2col_fuses_over_many_tiles():
     assert b.meta["input_transforms"]
 
 
-def test_fused_conv_output_never_reaches_ddr():
+def test_fused_conv_output_never_reaches_ddr(always_fuse):
     g = B((1, 16, 20, 20), seed=3)
     c = g.conv(g.x, 16, 3, p=1)
     y = g.maxpool(c, 3, 2, 1)
@@ -82,7 +94,7 @@ def test_fused_conv_output_never_reaches_ddr():
     assert tc["writes"] == 16 * 400 + 16 * 100 and tc["reads"] == 16 * 400 + 16 * 400
 
 
-def test_not_fused_when_the_conv_output_has_another_reader_or_is_an_output():
+def test_not_fused_when_the_conv_output_has_another_reader_or_is_an_output(always_fuse):
     g = B((1, 8, 10, 10), seed=7)
     c = g.conv(g.x, 8, 1)
     y = g.maxpool(c, 3, 2, 1)
@@ -94,7 +106,7 @@ def test_not_fused_when_the_conv_output_has_another_reader_or_is_an_output():
     assert not _fused(check(g.graph([y, c]), g.input(), interleavings=()))
 
 
-def test_pool_with_a_pad_as_large_as_its_window_does_not_fuse():
+def test_pool_with_a_pad_as_large_as_its_window_does_not_fuse(always_fuse):
     g = B((1, 8, 6, 6), seed=2)
     c = g.conv(g.x, 8, 1)
     conv = g.ops[-1]
@@ -155,13 +167,29 @@ def test_fused_tiling_refuses_cleanly():
         tile_conv("big", (5, 5), (1, 1), 16, 16, 40, 40, CFG, pool=((25, 25), (1, 1), (0, 0, 0, 0), (16, 16)))
 
 
-def test_estimate_tracks_the_fused_layer():
+def test_estimate_tracks_the_fused_layer(always_fuse):
     g = B((1, 16, 30, 30), seed=2)
     c = g.conv(g.x, 32, 3, p=1, relu=True)
     y = g.maxpool(c, 3, 2, 1)
     qg = g.graph([y])
     est = estimate(qg, CFG)
     assert est.kinds == ("QConvPool",) and est.names == ("conv0+pool1",)
+
+
+def test_fusion_follows_the_tilers_estimates():
+    """Without forcing, the same stem-like pair: on seed it fuses; on small (16 KiB SRAM) the
+    fused tiles are small and the pair stays (forced, it measured 121,138 SimPy cycles against
+    108,540 apart); a pool whose window needs more conv outputs than a tile holds has no fused
+    tiling and stays."""
+    g = B((1, 3, 64, 58), seed=4)
+    y = g.maxpool(g.conv(g.x, 20, 7, s=2, p=3, relu=True), 3, 2, 1)
+    qg, x = g.graph([y]), g.input()
+    assert [L["op"] for L in check(qg, x, cfg=load_config("seed"), interleavings=()).meta["layers"]] == ["QConvPool"]
+    assert [L["op"] for L in check(qg, x, interleavings=()).meta["layers"]] == ["QConv", "QMaxPool"]
+    g = B((1, 16, 40, 40), seed=3)
+    y = _maxpool(g, g.conv(g.x, 16, 3, p=1), (25, 25), (1, 1), (0, 0, 0, 0))
+    assert [L["op"] for L in check(g.graph([y]), g.input(), im2col=False, interleavings=()).meta["layers"]] \
+        == ["QConv", "QMaxPool"]
 
 
 def test_convpool_is_never_quantized_itself():
@@ -171,7 +199,7 @@ def test_convpool_is_never_quantized_itself():
 
 @pytest.mark.rtl
 @pytest.mark.parametrize("name", ["stem", "ceil"])
-def test_fused_conv_maxpool_three_way_small_rtl(name, tmp_path):
+def test_fused_conv_maxpool_three_way_small_rtl(name, tmp_path, always_fuse):
     """The fused layer on the RTL: golden = SimPy = RTL, outputs and cycles (a stem-like 3x3/2
     pad 1 pool over several overlapping tiles; ceil_mode's extra bottom row and right column)."""
     from tests.test_cosim_rtl import _check

@@ -59,7 +59,9 @@ from tpucompile.ops.common import (
     window_tiles,
     windows,
 )
+from tpucompile.ops.conv import DEVICE as CONV_DEVICE
 from tpucompile.ops.conv import QConv
+from tpucompile.ops.conv_pool import DEVICE as CONVPOOL_DEVICE
 from tpucompile.ops.conv_pool import fused_conv_pool
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
@@ -404,11 +406,22 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
                       out_h=t.th, out_stride_y=sh * t.ncols, dst_addr=dst, qreg_in=qin, qreg_out=qout)
 
 
-def _fuse_producer(op: QMaxPool, producer):
+def _fuse_producer(op: QMaxPool, producer, lays, cfg):
     """A Conv (exactly: not an ActMatMul or a fused one) whose output this max pool alone reads:
     the two fused into one ConvPool (ops/conv_pool.py: the pool on each conv tile in SRAM), if
-    the pool's pads and window allow it (``fused_conv_pool``)."""
-    return fused_conv_pool(producer, op) if type(producer) is QConv else None
+    the pool's pads and window allow it (``fused_conv_pool``) and, given ``lays`` and ``cfg``,
+    the fused tiling tiles and its estimate is at most the conv's and the pool's together (a
+    fused tile holds the whole requantized conv tile: on a weight-heavy layer the smaller tiles
+    can cost more weight reloads than the pool's DDR pass saves)."""
+    fused = fused_conv_pool(producer, op) if type(producer) is QConv else None
+    if fused is None or lays is None:
+        return fused
+    try:
+        est = CONVPOOL_DEVICE.tile(fused, lays, cfg).est_cycles
+    except CompileError:
+        return None
+    apart = CONV_DEVICE.tile(producer, lays, cfg).est_cycles + _tile(op, lays, cfg).est_cycles
+    return fused if est <= apart else None
 
 
 MAXPOOL = DeviceOp(QMaxPool, golden=max_pool_int8, input_transform=no_input_transform,
