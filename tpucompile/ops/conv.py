@@ -313,7 +313,8 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                     wslot = (wslot + 1) % tl.nw
                                 if t >= tl.nres or ti == 0:
                                     src, buf, nbytes = weight_tile(t, nb, kb)
-                                    P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
+                                    if nbytes:          # a tile of no output channel: nothing to load
+                                        P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
                                 P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
                                 act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
                                 last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
