@@ -52,7 +52,7 @@ def test_meta_and_io():
     g = B((1, 16, 8, 8), seed=3)
     y = g.conv(g.x, 24, 3, p=1, relu=True)
     z = g.maxpool(y, 3, 2, 1)
-    b = check(g.graph([z]), g.input(), interleavings=())
+    b = check(g.graph([z, y]), g.input(), interleavings=())    # y an output too: the pool does not fuse
     L = b.meta["layers"]
     assert [l["op"] for l in L] == ["QConv", "QMaxPool"]
     assert L[0]["macs"] == 8 * 8 * 24 * 16 * 9

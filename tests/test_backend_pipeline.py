@@ -12,16 +12,21 @@ from tpucompile import driver
 from tpucompile.backend.compile import assemble, compile_qgraph
 from tpucompile.backend.layout import align_px
 from tpucompile.backend.pipeline import PASSES, BackendOptions, DeviceGraph
+from tpucompile.ops import QMaxPool
+from tpucompile.ops import pool as pool_ops
 from tpusim.arch.errors import CompileError
 
 STAGES = [p.name for p in PASSES]
 
 
 def _graph():
-    """conv 3x3 (a bordered input) -> maxpool -> conv 1x1, and an add of the two convs' paths."""
+    """conv 3x3 (a bordered input) -> maxpool -> conv 1x1, and an add of the two convs' paths (the
+    maxpool a layer of its own: its 2 x 2 window, pad 2 on the left, is not one a conv fuses)."""
     g = B((1, 6, 9, 9), seed=21)
     a = g.conv(g.x, 8, 3, p=1, relu=True)
-    m = g.maxpool(a, 3, 2, 1)
+    X = g.tensors[a]
+    m = g.t((1, 8, 5, 6), zp=X.zero_point, scale=X.scale)
+    g.ops.append(QMaxPool(f"pool{len(g.ops)}", a, m, (3, 3), (2, 2), (1, 3, 1, 1)))
     b = g.conv(m, 8, 1)
     c = g.conv(m, 8, 1, relu=True)
     y = g.add(b, c)
@@ -154,7 +159,8 @@ def test_token_check_pass_limit():
         next(p for p in PASSES if p.name == "token_check").run(em)
 
 
-def test_dump_ir_writes_every_stage(tmp_path):
+def test_dump_ir_writes_every_stage(tmp_path, monkeypatch):
+    monkeypatch.setattr(pool_ops, "fused_conv_pool", lambda conv, pool: None)     # the two layers apart
     m = qnets.conv_maxpool()
     shape = qnets.in_shape(m)
     driver.compile_onnx(m, CFG, qnets.inputs(shape, 2, seed=1), dump_ir=tmp_path)

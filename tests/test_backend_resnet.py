@@ -29,8 +29,9 @@ def test_resnet50_compiles_within_budget(r50):
     assert dt < 30
     s = b.meta["stats"]
     assert s["ddr_footprint"] < 1 << 40
-    assert len([L for L in b.meta["layers"] if L["op"] == "QConv"]) == 38      # 54 convs, 16 of them
+    assert len([L for L in b.meta["layers"] if L["op"] == "QConv"]) == 37      # 54 convs, 16 of them
     assert len([L for L in b.meta["layers"] if L["op"] == "QConvAdd"]) == 16   # fused with their residual Add
+    assert [L["fused"] for L in b.meta["layers"] if L["op"] == "QConvPool"] == [["n0", "n3"]]   # the stem + pool
     assert b.meta["host_ops"][0]["op"] == "Softmax"
     assert b.meta["input_transforms"][0]["kind"] == "im2col"
     # DDR reads within 1.25x of compulsory (weights once + every op input once), stores exact

@@ -56,7 +56,7 @@ def test_lookups():
     assert {d.qop.__name__ for d in OP_TABLE.device_ops} == {
         "QConv", "QDwConv", "QMaxPool", "QAvgPool", "QAdd", "QConcat", "QLut", "QMul", "QResize", "QSlice", "QPad",
         "QSpatialSlice", "QRegroup", "QSpatialTranspose", "QEdgePad", "QSoftmax", "QLayerNorm", "QActMatMul", "QConstAct",
-        "QConvAdd"}
+        "QConvAdd", "QConvPool"}
 
 
 def test_unknown_onnx_op_refused_with_node_name():
@@ -132,6 +132,6 @@ def test_an_op_is_one_module(monkeypatch):
     assert [n.op for n in g.nodes] == ["Conv", "Alias", "MaxPool"]
     assert qg.aliases == {"i": "c"} and [type(op).__name__ for op in qg.ops] == ["QConv", "QMaxPool"]
     b = compile_qgraph(qg, load_config("small"))
-    assert [L["op"] for L in b.meta["layers"]] == ["QConv", "QMaxPool"]
+    assert [L["op"] for L in b.meta["layers"]] == ["QConvPool"]       # the pool fused into the conv
     x = quantize_input(qg, qnets.inputs((1, 4, 6, 6), 1, seed=7)[0])
     assert run_golden(qg, x)["y"].shape == (1, 8, 5, 5)

@@ -22,20 +22,22 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     load_bw + 40 per DMA), MXU, VPU; + 0.3 x min(LOAD, MXU) off the banks; + the exposed window
     loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
     on its own banks) of the same tile with nres weight tiles resident (several output tiles
-    only): each loaded once instead of once per output tile, all of them if their slots fit,
+    only): each loaded once instead of once per output tile (a tile: its columns holding output
+    channels, the N tiles' mean for the resident ones), all of them if their slots fit,
     else as many as fit next to two streaming slots."""
     R, C, W, ap = cfg.array_rows, cfg.array_cols, cfg.word_bytes, align_px(cfg)
     (kh, kw), (sh, sw) = kernel, strides
     KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
     pw, mp, tsw, bwd, bw = cfg.param_words, cfg.requant_planes, tiling.table_slot_words(cfg), cfg.bank_words, tiling.load_bw(cfg)
-    total = NB * KB * T
+    total, wcols = NB * KB * T, min(cout, NB * C)
     wwords = [0]               # [n]: words of n weight slots from address 0, as conv_regions places them
     for _ in range(total + 2):
         wwords.append((round_up(wwords[-1], min(bwd, C)) if 2 * C > bwd else wwords[-1]) + C)
 
     def cost(nt, windows, M, ih, iw, tw, kbg, ni, s_out, nres, wgrp):
         loads = nres + (total - nres) * nt          # weight tile DMAs
-        load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + loads * C * W + nt * NB * pw * W) / bw \
+        wbytes = nt * KB * T * wcols * W - nres * (nt - 1) * wcols * W // NB     # columns past cout: not loaded
+        load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw \
             + 40 * (nt * windows * ceil_div(KB, kbg) + loads + nt * NB)
         mxu = nt * NB * KB * T * (C + M + R + C + 6)
         est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))

@@ -1,5 +1,6 @@
 """Fuse an op with the producer of one of its inputs (``DeviceOp.fuse_producer``): a residual
-Add with the Conv making one of its operands (ops/conv_add.py).
+Add with the Conv making one of its operands (ops/conv_add.py), a MaxPool with the Conv making
+its input (ops/conv_pool.py).
 
 After layout (the ops on physical lanes, both Add operands in one channel map): an op whose
 ``fuse_producer`` hook accepts the producer of one of its inputs, where that input is read by
@@ -22,8 +23,9 @@ from tpucompile.qgraph import QGraph
 __all__ = ["fuse_residual", "fused_pairs"]
 
 
-def fused_pairs(qg: QGraph, lays: dict) -> dict:
-    """{index of an op in ``qg.ops``: index of the producer fused into it}, by the module's rule."""
+def fused_pairs(qg: QGraph, lays: dict, cfg) -> dict:
+    """{index of an op in ``qg.ops``: index of the producer fused into it}, by the module's rule
+    (the hooks may weigh the tilings of ``lays`` on config ``cfg``)."""
     readers: dict = {}
     for op in qg.ops:
         for t in dict.fromkeys(op.inputs):
@@ -37,7 +39,7 @@ def fused_pairs(qg: QGraph, lays: dict) -> dict:
         if hook is None:
             continue
         ok = [made[t] for t in dict.fromkeys(op.inputs) if t in made and readers[t] == 1 and t not in outputs
-              and t not in viewed and lays[t].view_of is None and hook(op, qg.ops[made[t]]) is not None]
+              and t not in viewed and lays[t].view_of is None and hook(op, qg.ops[made[t]], lays, cfg) is not None]
         if ok:
             pairs[j] = max(ok)
     return pairs
@@ -52,7 +54,7 @@ def _rewrite(qg: QGraph, pairs: dict) -> QGraph:
         if k in pairs:
             producer = qg.ops[pairs[k]]
             del tensors[producer.out]
-            op = OP_TABLE.device(op).fuse_producer(op, producer)
+            op = OP_TABLE.device(op).fuse_producer(op, producer, None, None)
         ops.append(op)
     return dataclasses.replace(qg, tensors=tensors, ops=ops)
 
@@ -60,7 +62,7 @@ def _rewrite(qg: QGraph, pairs: dict) -> QGraph:
 def fuse_residual(lp):
     """The ``LayoutPlan`` with every fusable pair fused (module docstring); ``lp`` itself when
     there is none."""
-    pairs = fused_pairs(lp.qg, lp.tensors)
+    pairs = fused_pairs(lp.qg, lp.tensors, lp.graph.cfg)
     if not pairs:
         return lp
     gone = {lp.qg.ops[i].out for i in pairs.values()}

@@ -57,6 +57,8 @@ class ConvTiling:
     aligned: bool = False
     slot_words: dict = field(default_factory=dict)   # name -> words of each slot of that region
     nres: int = 0    # resident weight tiles (the first nres; each loaded once): slots w[0 .. nres-1]
+    pool_th: int = 0  # a fused pool (ops/conv_pool.py): pooled outputs per tile (rows, columns); 0 without
+    pool_tw: int = 0
 
     @property
     def wres(self) -> bool:
@@ -186,11 +188,14 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
     return np.where(fit >= total, total, np.maximum(0, fit - 2))
 
 
-def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False):
+def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
+                 pooled: int = 0):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
-    slots "s" of an output slot's size after the outputs (a fused residual Add's skip tiles)."""
+    slots "s" of an output slot's size after the outputs (a fused residual Add's skip tiles).
+    pooled > 0 (a fused pool, ops/conv_pool.py): two slots "q" of ``requant_planes * pooled``
+    words (a tile's pooled outputs) after the outputs."""
     a = _Alloc(cfg)
     bw = cfg.bank_words
     a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
@@ -200,6 +205,8 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     a.take("o", 2, cfg.requant_planes * s_out)
     if skip:
         a.take("s", SKIP_SLOTS, cfg.requant_planes * s_out)
+    if pooled:
+        a.take("q", 2, cfg.requant_planes * pooled)
     slots = []
     for _ in range(ni):
         if aligned:
@@ -232,7 +239,9 @@ class _ConvShapeTable(NamedTuple):
     (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
     candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
     DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
-    and the bandwidth-free cost terms as float64 (load bytes, 40 x DMAs, MXU, wait bytes)."""
+    and the bandwidth-free cost terms as float64 (load bytes, 40 x DMAs, MXU, wait bytes).
+    With a fused pool, ``PTH`` x ``PTW`` (per pair) the pooled outputs of a tile, the conv tile
+    (th x tw) the rows and columns they read; 0 without."""
     M: np.ndarray
     ntiles: np.ndarray
     pair: np.ndarray
@@ -251,6 +260,8 @@ class _ConvShapeTable(NamedTuple):
     wait_bytes: np.ndarray
     wres: np.ndarray
     twin: np.ndarray
+    PTH: np.ndarray
+    PTW: np.ndarray
     terms: tuple
 
 
@@ -288,15 +299,19 @@ class ConvCandidates(NamedTuple):
 
 
 def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
-                        skip: bool = False) -> tuple:
+                        skip: bool = False, pool: tuple | None = None) -> tuple:
     """Everything ``conv_candidates`` depends on: the layer's kernel, strides, input and output
     channel blocks (``ceil(cin / R)``, ``out_tiles``), output size, and the configuration's array
     (rows, cols), pixels per DDR granule, table words, lane groups, requant planes, bank and
     SRAM words, accumulator depth, cout blocks per group (not its DDR timing or clocks), and
-    ``skip``: a fused residual Add loads a skip tile per output chunk (``ops/conv_add.py``)."""
+    ``skip``: a fused residual Add loads a skip tile per output chunk (``ops/conv_add.py``);
+    ``pool``: a fused pool's (kernel, strides, pads, output (PH, PW)) (``ops/conv_pool.py``); the
+    weight words one (cin block, tap) loads over all N tiles (``min(cout, NB * C)``: a tile's
+    columns past ``cout`` are not loaded, ``conv.weight_cols``)."""
     return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
             cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
-            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip))
+            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip), pool,
+            min(cout, out_tiles(cout, cfg) * cfg.array_cols))
 
 
 def _product(*axes: np.ndarray) -> list:
@@ -309,15 +324,27 @@ def _product(*axes: np.ndarray) -> list:
 def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     """The part of ``conv_candidates`` that does not read the bank or SRAM size: ``skey`` is
     ``conv_candidates_key`` without them. Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip = skey
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool, wcols = skey
     W, T = R, kh * kw
     # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
-    tw_c, th_c = np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64)
-    tw, th = np.repeat(tw_c, len(th_c)), np.tile(th_c, len(tw_c))
+    if pool is None:
+        tw_c, th_c = np.array(_cands(ow, ap), np.int64), np.array(_cands(oh), np.int64)
+    else:       # pooled tiles (ptw, pth) and the conv tiles they read (at most the whole output)
+        (pkh, pkw), (psh, psw), _, (ph, pw_) = pool
+        ptw_c, pth_c = np.array(_cands(pw_, ap), np.int64), np.array(_cands(ph), np.int64)
+    if pool is not None:
+        ptw, pth = np.repeat(ptw_c, len(pth_c)), np.tile(pth_c, len(ptw_c))
+        tw, th = np.minimum(ow, (ptw - 1) * psw + pkw), np.minimum(oh, (pth - 1) * psh + pkh)
+    else:
+        tw, th = np.repeat(tw_c, len(th_c)), np.tile(th_c, len(tw_c))
     keep = tw * th <= acc_depth
     tw, th = tw[keep], th[keep]
     M, ih, iw = tw * th, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
-    ntiles = -(-oh // th) * -(-ow // tw)
+    if pool is None:
+        ntiles, pth, ptw = -(-oh // th) * -(-ow // tw), np.zeros(len(M), np.int64), np.zeros(len(M), np.int64)
+    else:
+        ptw, pth = ptw[keep], pth[keep]
+        ntiles = -(-ph // pth) * -(-pw_ // ptw)
     # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered
     nbs = np.array([n for n in _pow_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
     kbs = np.array(_pow_cands(KB), np.int64)
@@ -337,12 +364,12 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
     oblocks = -(-NB * mp // mg)                                     # output channel blocks
     load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
-                  + (ntiles * (NB * KB * T * C * W + NB * pw * W + skip * oblocks * M * W))[i])
+                  + (ntiles * (KB * T * wcols * W + NB * pw * W + skip * oblocks * M * W))[i])
     n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks))[i]
     mxu = (ntiles * (NB * KB * T) * (C + M + R + C + 6))[i]
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
-                          n_dma, mxu, wait, wres, twin,
+                          n_dma, mxu, wait, wres, twin, pth, ptw,
                           tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)))
     for a in (*out[:-1], *out.terms):
         a.flags.writeable = False
@@ -355,11 +382,13 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
     regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
     the bank and SRAM sizes add). Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip = key
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip, pool, wcols = key
     t = _conv_shape_table(key[:12] + key[14:])
     tsw = mg * pw
-    s_out = np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
-    outs = (2 + SKIP_SLOTS * skip) * mp * s_out            # output slots (and a fused Add's skip slots)
+    PM = t.PTH * t.PTW
+    # a fused pool requantizes the whole tile into one output slot, pools it into a pooled slot
+    s_out = t.M if pool else np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
+    outs = (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM   # output (skip, pooled) slots
     rest = (2 * tsw + outs)[t.pair] + t.ni_slot                   # tables, outputs, input slots
     nres = np.where(t.wres == 1, resident_tiles(KB * NB * kh * kw, C, bwd, sram_words - rest), 0)
     ring = np.where(nres == KB * NB * kh * kw, 0, 2)              # streaming slots (at least)
@@ -368,12 +397,13 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     wgrp = round_up(weight_region_words(nres + ring, C, bwd), bwd)
     pogrp = -(-(2 * tsw + outs) // bwd) * bwd
     aligned = wgrp + pogrp[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
-    vpu = (t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out)))[t.pair]
+    taps = pool[0][0] * pool[0][1] + 1 if pool else 0
+    vpu = (t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM))[t.pair]
     peak = np.maximum(t.mxu_cycles, vpu).astype(np.float64)
     peak[~fit] = np.inf
     load_b, dma, mxu, wait_b = t.terms
     saved = nres * (t.ntiles[t.pair] - 1)                          # weight tile loads saved
-    load_bytes = t.load_bytes - saved * C * R
+    load_bytes = t.load_bytes - saved * wcols * R // NB              # (the N tiles' mean)
     if np.any(saved):
         load_b, dma = load_bytes.astype(np.float64), (40 * (t.n_dma - saved)).astype(np.float64)
     out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes,
@@ -384,7 +414,7 @@ def conv_candidates(key: tuple) -> ConvCandidates:
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
-              skip: bool = False) -> ConvTiling:
+              skip: bool = False, pool: tuple | None = None) -> ConvTiling:
     """The cheapest conv tiling (module docstring): of ``conv_candidates`` that stream their
     weights, the first with the least ``est_cycles`` at ``load_bw(cfg)``; then the same tile with
     weights resident if that fits on its own banks as well, keeps as many streaming weight slots
@@ -394,8 +424,12 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     N tiles; a group holds whole output channel blocks (nbg a multiple of ``lane_groups``); output slots
     hold ``requant_planes`` words per accumulator row, table slots ``table_slot_words``.
     ``skip``: a fused residual Add's ``SKIP_SLOTS`` skip slots (``conv_regions``), loads and ADDs.
+    ``pool``: a fused pool's (kernel, strides, pads, (PH, PW) output) (ops/conv_pool.py): the
+    tiles are pool_th x pool_tw pooled outputs, each computing the th x tw conv outputs they
+    read (overlapping windows recomputed), requantized into one output slot, pooled into one of
+    two pooled slots "q".
     CompileError naming the node if no tiling fits the SRAM."""
-    key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip)
+    key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
     c = conv_candidates(key)
     est = c.est_cycles(load_bw(cfg))
     streaming = np.where(c.table.wres == 1, np.inf, est)
@@ -406,17 +440,20 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"output {oh}x{ow}) cannot be tiled into the {cfg.sram_words}-word SRAM of "
                            f"config '{cfg.name}' (even a one-pixel tile needs {2 * C + 2 * tsw + 2 * mp + kh * (kw + ap - 1)} "
-                           f"words: double-buffered weight tiles, requant tables, input window)")
+                           f"words: double-buffered weight tiles, requant tables, input window)"
+                           + (f"; with the fused pool (window {pool[0][0]}x{pool[0][1]}) a tile needs at least "
+                              f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
+                              f"{cfg.acc_depth_rows} rows" if pool else ""))
     choice = _conv_choice(node, key, c, i, cfg)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres[j] > 0 and est[j] <= est[i] and c.aligned[j] >= c.aligned[i]:
         twin = _conv_choice(node, key, c, j, cfg)
         if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
             i, choice = j, twin     # the same tile with weights resident: fewer loads, no fewer slots
-    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves = choice
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
                       acc_halves=acc_halves, est_cycles=float(est[i]), load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=int(c.nres[i]))
+                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw)
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
@@ -426,7 +463,7 @@ _CHOICES_MAX = 1 << 16
 
 def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
-    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves): the most weight slots
+    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw): the most weight slots
     (4, 3, 2; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
     if the candidate is and that fits, else packed.
     Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
@@ -442,18 +479,21 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     (kh, kw), KB, NB = key[0], key[2], key[3]
     nres = int(c.nres[i])
     nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
+    skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     for aligned in ((True, False) if c.aligned[i] else (False,)):
         for nw in nws:
-            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=key[-1])
+            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
             if regs is not None:
                 if len(_CHOICES) >= _CHOICES_MAX:
                     _CHOICES.clear()
                 slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
                               "i": slot}
-                if key[-1]:
+                if skip:
                     slot_words["s"] = cfg.requant_planes * s_out
+                if pth:
+                    slot_words["q"] = cfg.requant_planes * pth * ptw
                 out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
-                                            aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows)
+                                            aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw)
                 return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 

@@ -13,6 +13,8 @@
   gemm          Gemm, MatMul by a constant (-> 1x1 Conv)  QConv         systolic array
   conv_add      (ConvAdd: a Conv and the residual Add     QConvAdd      systolic array
                 reading it, fused by the back end)                      + vector unit (ADD)
+  conv_pool     (ConvPool: a Conv and the MaxPool reading  QConvPool     systolic array
+                it, fused by the back end)                              + vector unit (POOL)
   act_matmul    Einsum "bkxn,bkxm->bnxm" (the attention's QActMatMul    systolic array
                 MatMuls, frontend/attention.py; ActMatMul:
                 the stationary one as the weight tiles)
@@ -77,6 +79,7 @@ from tpucompile.ops import (
                             constant,
                             conv,
                             conv_add,
+                            conv_pool,
                             depthwise,
                             gemm,
                             host_tail,
@@ -114,7 +117,7 @@ from tpucompile.ops.resize import QResize
 from tpucompile.ops.slice import QSlice
 from tpucompile.ops.spatial_slice import QSpatialSlice
 
-FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, conv_add, act_matmul, const_act, softmax, layernorm,
+FAMILIES = (conv, depthwise, batchnorm, relu, add, pool, reshape, gemm, conv_add, conv_pool, act_matmul, const_act, softmax, layernorm,
             constant, identity,
             mul, scale, concat, transpose, lut, prelu, lrn, resize, shapes, qdq, pad, slice, spatial_slice, relayout,
             host_tail)

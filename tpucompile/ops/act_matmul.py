@@ -34,7 +34,7 @@ from tpucompile.backend.layout import param_tables
 from tpucompile.ops.common import bad_attr, no_input_transform
 from tpucompile.ops.const_act import QConstAct
 from tpucompile.ops.conv import DEVICE as CONV
-from tpucompile.ops.conv import QConv, conv_int8
+from tpucompile.ops.conv import QConv, conv_int8, weight_cols
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QTensor
 from tpusim.arch import arith
@@ -153,8 +153,7 @@ def _emit(P, op: QActMatMul, lays: dict, tl, consts: dict) -> None:
     C = P.cfg.array_cols
 
     def weight_tile(t, nb, kb):
-        n = min(C, B.W - nb * C)
-        return B.iaddr(kb, 0, nb * C), B.buf_id, n * P.cfg.word_bytes
+        return B.iaddr(kb, 0, nb * C), B.buf_id, weight_cols(B.W, nb, C) * P.cfg.word_bytes
     CONV.emit(P, op, lays, tl, consts, weight_tile=weight_tile)
 
 
@@ -167,21 +166,10 @@ def _remap_channels(op: QActMatMul, maps: dict, blk: int):
 
 
 def _work(op: QActMatMul, lays: dict, tl, cfg):
-    """The 1x1 Conv's work (ops/conv.py) with each weight tile the pixels of ``b`` it holds (a
-    last partial N tile loads fewer words, ``_emit``) instead of a full constant tile."""
-    w = CONV.work(op, lays, tl, cfg)
-    B, C, W, bb = lays[op.b], cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
-    nb_tiles = -(-B.W // C)
-    kb = -(-op.weight.shape[1] // cfg.array_rows)
-    full = -(-C * W // bb)
-    count = w.tiles * nb_tiles * kb
-    w.loads[full] -= count
-    if not w.loads[full]:
-        del w.loads[full]
-    w.load_bytes -= count * C * W
-    for nb in range(nb_tiles):
-        w.load(w.tiles * kb, min(C, B.W - nb * C) * W, bb)
-    return w
+    """The 1x1 Conv's work (ops/conv.py): its weight tiles are the pixels of ``b`` each N tile
+    holds, ``conv.weight_cols`` of the [N, K] placeholder's N = b's width (a last partial N tile
+    loads fewer words), as ``_emit`` loads them."""
+    return CONV.work(op, lays, tl, cfg)
 
 
 DEVICE = DeviceOp(QActMatMul, golden=_golden, input_transform=no_input_transform, remap_channels=_remap_channels,

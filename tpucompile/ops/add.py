@@ -201,7 +201,7 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
         P.tile_dma("DMA_STORE", Y, so, t)
 
 
-def _fuse_producer(op: QAdd, producer):
+def _fuse_producer(op: QAdd, producer, lays, cfg):
     """A Conv (exactly: not an ActMatMul) whose output this Add alone reads: the two fused into
     one ConvAdd (ops/conv_add.py: the Add in the conv's requantization epilogue)."""
     return fused_conv_add(producer, op) if type(producer) is QConv else None

@@ -212,6 +212,16 @@ def windows(x: np.ndarray, kernel, strides, pads, pad_value: int) -> np.ndarray:
     return sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::sh, ::sw][:, :oh, :ow]
 
 
+#: value of the max pool's padded border (int8 minimum: never the maximum of a window)
+MAXPOOL_PAD = -128
+
+
+def max_pool_int8(op, x: np.ndarray) -> np.ndarray:
+    """Max pool ``op`` (kernel, strides, pads) on int8 [N, C, H, W]: the max over each window of
+    ``x`` padded with ``MAXPOOL_PAD``."""
+    return np.stack([windows(xn, op.kernel, op.strides, op.pads, MAXPOOL_PAD).max(axis=(3, 4)) for xn in x])
+
+
 def window_layout(op, qg, lays, pad_value: int) -> None:
     """plan_layout of a window op (conv, max pool): its output shape must follow the window
     arithmetic, and its input's buffer gets the border it reads, filled with ``pad_value``."""

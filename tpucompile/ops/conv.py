@@ -230,14 +230,34 @@ def _input_transform(op: QConv, qg, cfg):
     return dev, new, meta
 
 
-def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None) -> None:
+def conv_tiles(Ho: int, Wo: int, tl) -> list:
+    """The output tiles of a conv's loop nest, in emission order: (oy0, th, ox0, tw) of the
+    grid of ``tl.th`` x ``tl.tw`` tiles over the Ho x Wo output, rows outer."""
+    return [(oy0, min(tl.th, Ho - oy0), ox0, min(tl.tw, Wo - ox0))
+            for oy0 in range(0, Ho, tl.th) for ox0 in range(0, Wo, tl.tw)]
+
+
+def weight_cols(cout: int, nb: int, C: int) -> int:
+    """Columns (SRAM words) of N tile ``nb`` that hold some of the ``cout`` output channels: the
+    rest of the tile is zero in DDR and not loaded (a 64-channel conv on a 128-column array loads
+    half of each tile). The slot's other words keep whatever they held; the accumulator columns
+    they feed are output lanes past ``cout``, whose requant multiplier is 0 (``param_tables``):
+    REQUANT writes their zero point whatever they hold, so the outputs are those of a zero tile."""
+    return max(0, min(C, cout - nb * C))
+
+
+def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
+          store=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
     ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
-    tile ``nb``, cin block ``kb``): default the constant tiles; ``ops/act_matmul.py`` reads an
-    activation's buffer. ``epilogue(P, slot, blk, oy, ox, rows, cols, planes)``: called between
+    tile ``nb``, cin block ``kb``): default the constant tiles, only their ``weight_cols``
+    columns that hold output channels; ``ops/act_matmul.py`` reads an activation's buffer. ``epilogue(P, slot, blk, oy, ox, rows, cols, planes)``: called between
     a chunk's REQUANTs and its STORE with the output slot's word address and the chunk's place
     in the output (first block, row, column, rows x cols pixels, planes); it may rewrite the
-    slot in place (``ops/conv_add.py``: the fused residual Add)."""
+    slot in place (``ops/conv_add.py``: the fused residual Add). ``tiles``: the output tiles
+    (``conv_tiles``' tuples, each starting (oy0, th, ox0, tw); default that grid), any size up to
+    tl.th x tl.tw, possibly overlapping. ``store(P, slot, blk, planes, tile)``: called instead of
+    the chunk's STORE (``ops/conv_pool.py``: the fused pool; its tiles are one chunk each)."""
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
     par_addr, par_stride = consts["requant"], requant_table_stride(cfg)
@@ -252,81 +272,83 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     tile_bytes = C * W
     if weight_tile is None:
         def weight_tile(t, nb, kb):
-            return consts["weights"] + t * tile_bytes, None, tile_bytes
+            return consts["weights"] + t * tile_bytes, None, weight_cols(cout, nb, C) * W
     pw = cfg.param_words
     reg = tl.regions
     nkg = ceil_div(KB, tl.kbg)
     qreg = P.qregs.get(0, 0, op.y_zp)
     wslot = islot = pslot = oslot = half = 0
     mstride = tl.th * tl.tw
-    for oy0 in range(0, Ho, tl.th):
-        th = min(tl.th, Ho - oy0)
-        for ox0 in range(0, Wo, tl.tw):
-            tw = min(tl.tw, Wo - ox0)
-            M = th * tw
-            win = input_window(op, X, oy0, th, ox0, tw, ap)
-            nrows, ncols = win.nrows, win.ncols
-            acc0 = half * (cfg.acc_depth_rows // 2) if tl.acc_halves else 0
-            if tl.acc_halves:
-                half ^= 1
-            resident = None
-            for g0 in range(0, NB, tl.nbg):
-                gnb = range(g0, min(NB, g0 + tl.nbg))
-                started = set()
-                for k0 in range(0, KB, tl.kbg):
-                    kbs = range(k0, min(KB, k0 + tl.kbg))
-                    if nkg == 1 and resident is not None:
-                        base = resident
-                    else:
-                        base = reg["i"][islot]
-                        islot = (islot + 1) % tl.ni
-                        load_window(P, X, k0, len(kbs), win, base)
-                        resident = base
-                    for kb in kbs:
-                        for nb in gnb:
-                            acc = acc0 + (nb - g0) * mstride
-                            for ky in range(kh):
-                                for kx in range(kw):
-                                    t = ((nb * KB + kb) * kh + ky) * kw + kx
-                                    if t < tl.nres:
-                                        ws = reg["w"][t]
-                                    else:
-                                        ws = reg["w"][tl.nres + wslot]
-                                        wslot = (wslot + 1) % tl.nw
-                                    if t >= tl.nres or (oy0, ox0) == (0, 0):
-                                        src, buf, nbytes = weight_tile(t, nb, kb)
-                                        P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
-                                    P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
-                                    act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
-                                    last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
-                                    P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
-                                          count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
-                                          acc_addr=acc, accumulate=1 if nb in started else 0)
-                                    started.add(nb)
-                # requantize and store this group
-                if tw <= tl.s_out:
-                    k = max(1, tl.s_out // tw)
-                    chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
+    for ti, tile in enumerate(conv_tiles(Ho, Wo, tl) if tiles is None else tiles):
+        oy0, th, ox0, tw = tile[:4]
+        M = th * tw
+        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        nrows, ncols = win.nrows, win.ncols
+        acc0 = half * (cfg.acc_depth_rows // 2) if tl.acc_halves else 0
+        if tl.acc_halves:
+            half ^= 1
+        resident = None
+        for g0 in range(0, NB, tl.nbg):
+            gnb = range(g0, min(NB, g0 + tl.nbg))
+            started = set()
+            for k0 in range(0, KB, tl.kbg):
+                kbs = range(k0, min(KB, k0 + tl.kbg))
+                if nkg == 1 and resident is not None:
+                    base = resident
                 else:
-                    seg = max(ap, tl.s_out - tl.s_out % ap)
-                    chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
-                for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
-                    ps = reg["p"][pslot]
-                    pslot ^= 1
-                    P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
-                          *((mg, par_stride, pw * W) if mg > 1 else ()))
-                    blk = b0 * mp // mg                   # first output channel block written
-                    planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
-                    for (y, x, k, n) in chunks:
-                        os_ = reg["o"][oslot]
-                        oslot ^= 1
-                        _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
-                                       mstride, k * n, os_, qreg)
-                        store = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
-                        if epilogue is not None:
-                            epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
-                        P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
-                              n * W, *store, buf=Y.buf_id)
+                    base = reg["i"][islot]
+                    islot = (islot + 1) % tl.ni
+                    load_window(P, X, k0, len(kbs), win, base)
+                    resident = base
+                for kb in kbs:
+                    for nb in gnb:
+                        acc = acc0 + (nb - g0) * mstride
+                        for ky in range(kh):
+                            for kx in range(kw):
+                                t = ((nb * KB + kb) * kh + ky) * kw + kx
+                                if t < tl.nres:
+                                    ws = reg["w"][t]
+                                else:
+                                    ws = reg["w"][tl.nres + wslot]
+                                    wslot = (wslot + 1) % tl.nw
+                                if t >= tl.nres or ti == 0:
+                                    src, buf, nbytes = weight_tile(t, nb, kb)
+                                    if nbytes:          # a tile of no output channel: nothing to load
+                                        P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
+                                P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
+                                act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
+                                last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
+                                P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
+                                      count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
+                                      acc_addr=acc, accumulate=1 if nb in started else 0)
+                                started.add(nb)
+            # requantize and store this group
+            if tw <= tl.s_out:
+                k = max(1, tl.s_out // tw)
+                chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
+            else:
+                seg = max(ap, tl.s_out - tl.s_out % ap)
+                chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
+            for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
+                ps = reg["p"][pslot]
+                pslot ^= 1
+                P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
+                      *((mg, par_stride, pw * W) if mg > 1 else ()))
+                blk = b0 * mp // mg                   # first output channel block written
+                planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
+                for (y, x, k, n) in chunks:
+                    os_ = reg["o"][oslot]
+                    oslot ^= 1
+                    _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
+                                   mstride, k * n, os_, qreg)
+                    if epilogue is not None:
+                        epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
+                    if store is not None:
+                        store(P, os_, blk, planes, tile)
+                        continue
+                    more = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
+                    P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
+                          n * W, *more, buf=Y.buf_id)
 
 
 def _requant_chunk(P, op: QConv, tiles: range, ps: int, a: int, mstride: int, count: int, os_: int,
@@ -355,16 +377,19 @@ def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
     return [(1, min(seg, tw - x)) for _ in range(th) for x in range(0, tw, seg)]
 
 
-def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
+def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, pooled=None) -> LayerWork:
     """The DMA instructions and engine cycles of ``_emit``'s loop nest (backend/estimate.py):
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes. ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    ``requant_planes`` planes (each weight tile its ``weight_cols`` words). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
     accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
     tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
-    that wait for this tile's ADDs), as with one input slot."""
+    that wait for this tile's ADDs), as with one input slot. ``tiles`` (``_emit``'s) and
+    ``pooled(tile) -> (rows, cols, VPU cycles, instructions)`` (a fused pool,
+    ``ops/conv_pool.py``): per tile and output block, instead of the chunk's STORE, the POOLs of
+    each plane and the STORE of the rows x cols pooled tile."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
     ap, pw, mp, mg = align_px(cfg), cfg.param_words, cfg.requant_planes, cfg.lane_groups
     kh, kw = op.kernel
@@ -377,23 +402,26 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
     # output blocks (N tiles / lane groups) and the planes each one's STOREs move
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
     w = LayerWork(tiles=0)
-    w.load(tl.nres, C * W, bb)                  # resident weight tiles: loaded once
-    tiles: dict = {}                 # (th, tw, window rows, window columns) -> tiles
-    for oy0 in range(0, Ho, tl.th):
-        for ox0 in range(0, Wo, tl.tw):
-            th, tw = min(tl.th, Ho - oy0), min(tl.tw, Wo - ox0)
-            win = input_window(op, X, oy0, th, ox0, tw, ap)
-            key = (th, tw, win.nrows, win.ncols)
-            tiles[key] = tiles.get(key, 0) + 1
+    # per N tile: its weight tiles' loaded bytes (``weight_cols``), how many are resident
+    wbytes = [weight_cols(cout, nb, C) * W for nb in range(NB)]
+    res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
+    for nb in range(NB):
+        w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once
+    kinds: dict = {}     # (th, tw, window rows, window columns, pooled tile) -> tiles
+    for tile in conv_tiles(Ho, Wo, tl) if tiles is None else tiles:
+        oy0, th, ox0, tw = tile[:4]
+        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        key = (th, tw, win.nrows, win.ncols, None if pooled is None else pooled(tile))
+        kinds[key] = kinds.get(key, 0) + 1
     groups = ceil_div(NB, tl.nbg)
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
-    multi = sum(tiles.values()) > 1
-    for (th, tw, nrows, ncols), n in tiles.items():
+    multi = sum(kinds.values()) > 1
+    for (th, tw, nrows, ncols, pool), n in kinds.items():
         M = th * tw
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
-        wt = w.load(n * (NB * KB * T - tl.nres), C * W, bb)
+        wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
         w.load(n * len(blocks), pw * W, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
         w.mxu_instrs += 2 * n * NB * KB * T
@@ -403,6 +431,13 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
         rq = [mg * (pw + mp * k * cols) for k, cols in chunks]        # one output block's REQUANTs
         for (k, cols), r in zip(chunks, rq):
             for planes in blocks:
+                if pool is not None:
+                    prows, pcols, cyc, instrs = pool
+                    w.store(n, pcols * W, bb, runs=prows * planes)
+                    w.vpu_cycles += n * planes * cyc
+                    w.vpu_instrs += n * planes * instrs
+                    w.sram_words += n * planes * cyc
+                    continue
                 w.store(n, cols * W, bb, runs=k * planes)
                 if residual:
                     w.load(n, cols * W, bb, runs=k * planes)
@@ -416,7 +451,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False) -> LayerWork:
         if not w.fill_bursts:      # the first tile: its window and weight tile come first
             w.fill_bursts = [win, wt]
         # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
-        group = [ceil_div(k * cols * W, bb) * mp for k, cols in chunks] * per_group
+        group = [ceil_div(k * cols * W, bb) * mp if pool is None else ceil_div(pool[1] * W, bb) * pool[0] * mp
+                 for k, cols in chunks] * per_group
         adds = sum(3 * mp * k * cols for k, cols in chunks) if residual else 0
         w.drain_cycles = C + M + R + C + per_group * (sum(rq) + adds)
         w.drain_bursts = group

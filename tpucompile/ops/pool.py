@@ -46,7 +46,9 @@ from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     bad_attr,
     input_window,
+    MAXPOOL_PAD,
     lane_wise_channels,
+    max_pool_int8,
     no_attrs,
     no_constants,
     no_input_transform,
@@ -57,6 +59,10 @@ from tpucompile.ops.common import (
     window_tiles,
     windows,
 )
+from tpucompile.ops.conv import DEVICE as CONV_DEVICE
+from tpucompile.ops.conv import QConv
+from tpucompile.ops.conv_pool import DEVICE as CONVPOOL_DEVICE
+from tpucompile.ops.conv_pool import fused_conv_pool
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QOp
 from tpusim.arch import arith
@@ -64,10 +70,6 @@ from tpusim.arch.config import CONFIG_DIR, load_config
 from tpusim.arch.errors import CompileError
 
 __all__ = ["QMaxPool", "QAvgPool", "OPS"]
-
-#: value of the max pool's padded border (int8 minimum: never the maximum of a window)
-MAXPOOL_PAD = -128
-
 
 @dataclass(frozen=True)
 class QPool(QOp):
@@ -297,10 +299,6 @@ def _first_stage(q, node, qt, k: tuple):
 
 
 # ---------------------------------------------------------------- golden
-def _golden_max(op: QMaxPool, x: np.ndarray) -> np.ndarray:
-    return np.stack([windows(xn, op.kernel, op.strides, op.pads, MAXPOOL_PAD).max(axis=(3, 4)) for xn in x])
-
-
 def _golden_avg(op: QAvgPool, x: np.ndarray) -> np.ndarray:
     sums = np.stack([windows(xn, op.kernel, op.strides, op.pads, op.x_zp).astype(np.int64).sum(axis=(3, 4))
                      for xn in x])
@@ -408,10 +406,28 @@ def _emit(P, op, lays: dict, tl: EltTiling, avg: bool) -> None:
                       out_h=t.th, out_stride_y=sh * t.ncols, dst_addr=dst, qreg_in=qin, qreg_out=qout)
 
 
-MAXPOOL = DeviceOp(QMaxPool, golden=_golden_max, input_transform=no_input_transform,
+def _fuse_producer(op: QMaxPool, producer, lays, cfg):
+    """A Conv (exactly: not an ActMatMul or a fused one) whose output this max pool alone reads:
+    the two fused into one ConvPool (ops/conv_pool.py: the pool on each conv tile in SRAM), if
+    the pool's pads and window allow it (``fused_conv_pool``) and, given ``lays`` and ``cfg``,
+    the fused tiling tiles and its estimate is at most the conv's and the pool's together (a
+    fused tile holds the whole requantized conv tile: on a weight-heavy layer the smaller tiles
+    can cost more weight reloads than the pool's DDR pass saves)."""
+    fused = fused_conv_pool(producer, op) if type(producer) is QConv else None
+    if fused is None or lays is None:
+        return fused
+    try:
+        est = CONVPOOL_DEVICE.tile(fused, lays, cfg).est_cycles
+    except CompileError:
+        return None
+    apart = CONV_DEVICE.tile(producer, lays, cfg).est_cycles + _tile(op, lays, cfg).est_cycles
+    return fused if est <= apart else None
+
+
+MAXPOOL = DeviceOp(QMaxPool, golden=max_pool_int8, input_transform=no_input_transform,
                    remap_channels=lane_wise_channels,
                    plan_layout=_layout_max, constants=no_constants, tile=_tile, emit=_emit_max,
-                   describe=_describe, macs=no_macs, work=_work)
+                   describe=_describe, macs=no_macs, work=_work, fuse_producer=_fuse_producer)
 AVGPOOL = DeviceOp(QAvgPool, golden=_golden_avg, input_transform=no_input_transform,
                    remap_channels=lane_wise_channels,
                    plan_layout=_layout_avg, constants=no_constants, tile=_tile, emit=_emit_avg,

@@ -63,9 +63,10 @@ class DeviceOp:
     work(op, lays, tiling, cfg) -> ``backend.estimate.LayerWork`` (DMA instructions, engine
         cycles) for the fast cost model, or None for a view that moves nothing. None (the
         default): ``backend.estimate.generic_work``.
-    fuse_producer(op, producer) -> one op doing both, or None: ``producer`` makes an input of
-        ``op`` that ``op`` alone reads (``backend.fuse_residual``: a residual Add and its Conv,
-        ops/conv_add.py). None (the default): the op never fuses.
+    fuse_producer(op, producer, lays, cfg) -> one op doing both, or None: ``producer`` makes an
+        input of ``op`` that ``op`` alone reads (``backend.fuse_residual``: a residual Add and its
+        Conv, ops/conv_add.py; a MaxPool and its Conv, ops/conv_pool.py, when the tilers'
+        estimates on ``lays`` and ``cfg`` favour it; lays and cfg None: decided already, fuse). None (the default): the op never fuses.
     """
     qop: type
     golden: Callable
