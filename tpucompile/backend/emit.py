@@ -101,6 +101,15 @@ class Program:
             self._mem["d"] = np.concatenate([m, grow], axis=2)
         return out
 
+    def oldest_slot(self, bases, words: int) -> int:
+        """Index into ``bases`` (SRAM word addresses of ``words``-word slots) of the slot whose
+        last access (any engine, read or write) is the earliest in program order: a ring started
+        there lets a layer's first LOAD go where the previous layer has finished soonest (the
+        first of equals; 0 for an empty SRAM)."""
+        m = self._mem["s"]
+        last = [int(m[:, :, b:b + words].max()) for b in bases]
+        return last.index(min(last))
+
     def add(self, op: str, rs=(), ws=(), ra=(), wa=(), rd=(), wd=(), nin=0, nout=0, **args) -> int:
         """Append instruction ``op`` with fields ``args``; rs/ws: SRAM word ranges read/written,
         ra/wa: accumulator row ranges, rd/wd: DDR byte ranges (activation buffers), each
