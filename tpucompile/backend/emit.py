@@ -21,6 +21,7 @@ flowing back through the same tracking.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
 from functools import lru_cache
 
@@ -61,6 +62,8 @@ class Program:
         self._mem["d"] = np.full((2, NENG, 0), -1, np.int64)
         self.covered = [[-1] * NENG for _ in range(NENG)]
         self.pairs: list = []
+        self._consumers = [[[] for _ in range(NENG)] for _ in range(NENG)]   # [x][y]: waits of y on x
+        self._last = [-1] * NENG          # each engine's latest instruction
         self.qregs = QregAlloc(self)
 
     def __len__(self):
@@ -143,10 +146,18 @@ class Program:
             a = dep[x]
             if x == e or a < 0 or a <= self.covered[x][e]:
                 continue
+            cons = self._consumers[x][e]
+            if len(cons) - bisect_right(cons, a) >= self.token_limit():
+                # the token would be one too many outstanding between a and idx (earlier pairs
+                # waited on after a): wait for x's latest instruction instead (x runs in order,
+                # so it completes after a), which every earlier pair's producer precedes
+                a = self._last[x]
+            cons.append(idx)
             self.signal[a] |= 1 << e
             wait |= 1 << x
             self.covered[x][e] = a
             self.pairs.append((x, e, a, idx))
+        self._last[e] = idx
         self.ops.append((op, full))
         self.eng.append(e)
         self.wait.append(wait)
