@@ -47,3 +47,19 @@ def test_constant_loads_are_not_tracked():
     P.dma("DMA_STORE", 0, 0, ROW, buf=1)
     ld = P.dma("DMA_LOAD", 0, 8, ROW, buf=None)
     assert _producers(P, ld) == []
+
+
+def test_tokens_outstanding_stay_within_the_counter():
+    """Each STORE over the rows of its own earlier LOAD: one token per pair, all outstanding at
+    once without the cap; past half the limit a STORE waits for the latest LOAD instead, which
+    covers the rest."""
+    P = Program(CFG)
+    n = P.token_limit() + 20
+    loads = [P.dma("DMA_LOAD", r * ROW, 0, ROW, buf=1) for r in range(n)]
+    stores = [P.dma("DMA_STORE", r * ROW, 8, ROW, buf=1) for r in range(n)]
+    out = P.max_outstanding()[(int(Engine.LOAD), int(Engine.STORE))]
+    half = P.token_limit() // 2
+    assert out == half + 1
+    assert _producers(P, stores[0]) == [(int(Engine.LOAD), loads[0])]
+    assert _producers(P, stores[half]) == [(int(Engine.LOAD), loads[-1])]
+    assert _producers(P, stores[half + 1]) == []

@@ -147,11 +147,14 @@ class Program:
             if x == e or a < 0 or a <= self.covered[x][e]:
                 continue
             cons = self._consumers[x][e]
-            if len(cons) - bisect_right(cons, a) >= self.token_limit():
-                # the token would be one too many outstanding between a and idx (earlier pairs
-                # waited on after a): wait for x's latest instruction instead (x runs in order,
-                # so it completes after a), which every earlier pair's producer precedes
+            if len(cons) - bisect_right(cons, a) >= self.token_limit() // 2:
+                # half the counter already outstanding after a (earlier pairs waited on later):
+                # wait for x's latest instruction instead (x runs in order, so it completes
+                # after a); it covers every producer up to it, so the pairs after a bump are
+                # those of later x instructions and the count stays near half the limit
                 a = self._last[x]
+                if a <= self.covered[x][e]:
+                    continue
             cons.append(idx)
             self.signal[a] |= 1 << e
             wait |= 1 << x
