@@ -10,7 +10,10 @@ order, one instruction at a time). Per (producer engine X, consumer engine Y) th
 created in program order with strictly increasing producers, so the k-th wait of Y on X is
 matched by the k-th signal of X to Y; a consumer whose producer is already covered by an earlier
 wait of the same engine gets no token. Every dependency points backwards in program order, so no
-token wait can deadlock with the in-order dispatcher. ``max_outstanding`` gives the tokens that
+token wait can deadlock with the in-order dispatcher. A token that would leave half the counter (``token_limit``)
+outstanding between its producer and its consumer waits for the producer engine's latest
+instruction instead (it completes after the producer; DDR byte ranges can otherwise make one
+long-lived token per STORE of a layer). ``max_outstanding`` gives the tokens that
 can be outstanding per pair, which the token check bounds by ``token_limit`` (below the 8-bit
 counter, less the queue depth).
 
