@@ -1,15 +1,19 @@
 """Instruction emission with dependency tokens derived from declared resource accesses.
 
-Every emitted instruction declares the SRAM word ranges, accumulator row ranges and DDR buffers
-it reads and writes. ``Program.add`` tracks, per SRAM word and accumulator row (and per DDR
-buffer), the last writer and the last reader of each engine since that write, and turns every
+Every emitted instruction declares the SRAM word ranges, accumulator row ranges and DDR byte
+ranges (of activation buffers) it reads and writes. ``Program.add`` tracks, per SRAM word,
+accumulator row and DDR granule (``ddr_granule`` bytes), the last writer and the last reader of
+each engine since that write, and turns every
 cross-engine RAW / WAR / WAW hazard into a token: the producer gets ``signal |= consumer``, the
 consumer ``wait |= producer``. Same-engine hazards need nothing (each engine runs its queue in
 order, one instruction at a time). Per (producer engine X, consumer engine Y) the pairs are
 created in program order with strictly increasing producers, so the k-th wait of Y on X is
 matched by the k-th signal of X to Y; a consumer whose producer is already covered by an earlier
 wait of the same engine gets no token. Every dependency points backwards in program order, so no
-token wait can deadlock with the in-order dispatcher. ``max_outstanding`` gives the tokens that
+token wait can deadlock with the in-order dispatcher. A token that would leave half the counter (``token_limit``)
+outstanding between its producer and its consumer waits for the producer engine's latest
+instruction instead (it completes after the producer; DDR byte ranges can otherwise make one
+long-lived token per STORE of a layer). ``max_outstanding`` gives the tokens that
 can be outstanding per pair, which the token check bounds by ``token_limit`` (below the 8-bit
 counter, less the queue depth).
 
@@ -20,11 +24,13 @@ flowing back through the same tracking.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
 from functools import lru_cache
 
 import numpy as np
 
+from tpucompile.backend.layout import ddr_granule
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES, Instruction, check_ranges
@@ -53,9 +59,14 @@ class Program:
         # per space: [0, engine, word] index of the last write by that engine if it is the word's
         # last write (else -1), and [1, engine, word] index of the engine's last read since that write
         self._mem = {k: np.full((2, NENG, n), -1, np.int64) for k, n in (("s", cfg.sram_words), ("a", cfg.acc_depth_rows))}
-        self._ddr: dict = {}
+        # DDR activation bytes in granules of ``ddr_granule``, grown on demand (constants are
+        # never written: their reads are not tracked)
+        self._gran = ddr_granule(cfg)
+        self._mem["d"] = np.full((2, NENG, 0), -1, np.int64)
         self.covered = [[-1] * NENG for _ in range(NENG)]
         self.pairs: list = []
+        self._consumers = [[[] for _ in range(NENG)] for _ in range(NENG)]   # [x][y]: waits of y on x
+        self._last = [-1] * NENG          # each engine's latest instruction
         self.qregs = QregAlloc(self)
 
     def __len__(self):
@@ -84,7 +95,31 @@ class Program:
         else:
             m[1, e, lo:hi] = idx
 
+    def _ddr_granules(self, ranges) -> list:
+        """DDR byte ranges [lo, hi) -> granule ranges covering them (the tracked space grown to
+        hold them)."""
+        g = self._gran
+        out = [(lo // g, -(-hi // g)) for lo, hi in ranges if hi > lo]
+        top = max((hi for _, hi in out), default=0)
+        m = self._mem["d"]
+        if top > m.shape[2]:
+            grow = np.full((2, NENG, max(top, 2 * m.shape[2]) - m.shape[2]), -1, np.int64)
+            self._mem["d"] = np.concatenate([m, grow], axis=2)
+        return out
+
+    def oldest_slot(self, bases, words: int) -> int:
+        """Index into ``bases`` (SRAM word addresses of ``words``-word slots) of the slot whose
+        last access (any engine, read or write) is the earliest in program order: a ring started
+        there lets a layer's first LOAD go where the previous layer has finished soonest (the
+        first of equals; 0 for an empty SRAM)."""
+        m = self._mem["s"]
+        last = [int(m[:, :, b:b + words].max()) for b in bases]
+        return last.index(min(last))
+
     def add(self, op: str, rs=(), ws=(), ra=(), wa=(), rd=(), wd=(), nin=0, nout=0, **args) -> int:
+        """Append instruction ``op`` with fields ``args``; rs/ws: SRAM word ranges read/written,
+        ra/wa: accumulator row ranges, rd/wd: DDR byte ranges (activation buffers), each
+        [lo, hi). Returns its index."""
         e, names, known = _op_fields(op)
         if not known.issuperset(args):
             raise CompileError(f"internal: {op} unknown fields {set(args) - known}")
@@ -104,26 +139,31 @@ class Program:
             self._deps_range("a", lo, hi, False, dep)
         for lo, hi in wa:
             self._deps_range("a", lo, hi, True, dep)
-        for b in rd:
-            st = self._ddr.get(b)
-            if st and st[0] >= 0:
-                dep[st[1]] = max(dep[st[1]], st[0])
-        for b in wd:
-            st = self._ddr.get(b)
-            if st:
-                if st[0] >= 0:
-                    dep[st[1]] = max(dep[st[1]], st[0])
-                for x, r in st[2].items():
-                    dep[x] = max(dep[x], r)
+        rd, wd = self._ddr_granules(rd), self._ddr_granules(wd)
+        for lo, hi in rd:
+            self._deps_range("d", lo, hi, False, dep)
+        for lo, hi in wd:
+            self._deps_range("d", lo, hi, True, dep)
         wait = 0
         for x in range(NENG):
             a = dep[x]
             if x == e or a < 0 or a <= self.covered[x][e]:
                 continue
+            cons = self._consumers[x][e]
+            if len(cons) - bisect_right(cons, a) >= self.token_limit() // 2:
+                # half the counter already outstanding after a (earlier pairs waited on later):
+                # wait for x's latest instruction instead (x runs in order, so it completes
+                # after a); it covers every producer up to it, so the pairs after a bump are
+                # those of later x instructions and the count stays near half the limit
+                a = self._last[x]
+                if a <= self.covered[x][e]:
+                    continue
+            cons.append(idx)
             self.signal[a] |= 1 << e
             wait |= 1 << x
             self.covered[x][e] = a
             self.pairs.append((x, e, a, idx))
+        self._last[e] = idx
         self.ops.append((op, full))
         self.eng.append(e)
         self.wait.append(wait)
@@ -138,11 +178,10 @@ class Program:
             self._update_range("a", lo, hi, False, idx, e)
         for lo, hi in wa:
             self._update_range("a", lo, hi, True, idx, e)
-        for b in rd:
-            st = self._ddr.setdefault(b, [-1, -1, {}])
-            st[2][e] = idx
-        for b in wd:
-            self._ddr[b] = [idx, e, {}]
+        for lo, hi in rd:
+            self._update_range("d", lo, hi, False, idx, e)
+        for lo, hi in wd:
+            self._update_range("d", lo, hi, True, idx, e)
         return idx
 
     def halt(self):
@@ -189,9 +228,10 @@ class Program:
         kw = dict(ddr_addr=ddr_addr, sram_addr=sram_word * W, inner_bytes=inner_bytes, count1=count1,
                   ddr_stride1=ddr_stride1, sram_stride1=sram_stride1, count2=count2,
                   ddr_stride2=ddr_stride2, sram_stride2=sram_stride2)
+        ddr = [] if buf is None else ddr_runs(ddr_addr, inner_bytes, count1, ddr_stride1, count2, ddr_stride2)
         if op == "DMA_LOAD":
-            return self.add(op, ws=[(lo, hi)], rd=[buf] if buf is not None else [], nin=nbytes, **kw)
-        return self.add(op, rs=[(lo, hi)], wd=[buf] if buf is not None else [], nout=nbytes, **kw)
+            return self.add(op, ws=[(lo, hi)], rd=ddr, nin=nbytes, **kw)
+        return self.add(op, rs=[(lo, hi)], wd=ddr, nout=nbytes, **kw)
 
     def tile_dma(self, op, T, sram_word, t) -> int:
         """DMA_LOAD / DMA_STORE of tile ``t`` (``backend.tiling.EltTile``) of the blocked tensor
@@ -200,6 +240,23 @@ class Program:
         W = self.cfg.word_bytes
         return self.dma(op, T.iaddr(t.k0, t.oy0, t.ox0), sram_word, t.tw * W, t.th, T.row_bytes, t.tw * W,
                         t.nk, T.block_bytes, t.th * t.tw * W, buf=T.buf_id)
+
+
+def ddr_runs(ddr_addr: int, inner_bytes: int, count1: int, ddr_stride1: int, count2: int,
+             ddr_stride2: int) -> list:
+    """DDR byte ranges [lo, hi) a DMA touches: per outer run ``o2`` the span of its ``count1``
+    inner runs (gaps between them included, so a superset), merged where they touch."""
+    span = (count1 - 1) * ddr_stride1
+    lo0 = ddr_addr + min(0, span)
+    n = max(0, span) - min(0, span) + inner_bytes
+    out: list = []
+    for o2 in sorted(range(count2), key=lambda o: o * ddr_stride2):
+        lo = lo0 + o2 * ddr_stride2
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], lo + n)
+        else:
+            out.append([lo, lo + n])
+    return [tuple(r) for r in out]
 
 
 class QregAlloc:

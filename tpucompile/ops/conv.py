@@ -277,7 +277,10 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     reg = tl.regions
     nkg = ceil_div(KB, tl.kbg)
     qreg = P.qregs.get(0, 0, op.y_zp)
-    wslot = islot = pslot = oslot = half = 0
+    # rings start at their slot the previous layer left the soonest (Program.oldest_slot)
+    islot = P.oldest_slot(reg["i"], tl.slot_words["i"])
+    wslot = P.oldest_slot(reg["w"][tl.nres:], C) if tl.nw else 0
+    pslot = oslot = half = 0
     mstride = tl.th * tl.tw
     for ti, tile in enumerate(conv_tiles(Ho, Wo, tl) if tiles is None else tiles):
         oy0, th, ox0, tw = tile[:4]
