@@ -67,7 +67,7 @@ def test_convmix_three_way(tmp_path):
 
 @pytest.mark.rtl
 @pytest.mark.parametrize("stem, ops", [("actmix_16", {"QLut": 7}), ("neck_16", {"QLut": 6, "QResize": 2, "QMul": 1}),
-                                       ("seq1d_64", {"QDwConv": 1, "QConv": 3}),
+                                       ("seq1d_64", {"QDwConv": 1, "QConv": 2, "QConvPool": 1}),
                                        ("c2f_sppf_16", {"QSlice": 3, "QMaxPool": 3, "QConcat": 2}),
                                        ("lrn_12", {"QLut": 4, "QMul": 2})])
 def test_three_way(stem, ops, tmp_path):
