@@ -38,12 +38,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from stressgen.cluster import ClusterSpec
 from tpusim.arch.cliutil import user_errors
 from tpusim.arch.fileio import write_text_atomic
-from tpusim.flow.sweep import SweepError, candidates, estimator_stats, layer_pairs, run_sweep
+from tpusim.flow.sweep import SweepError, candidates, estimator_stats, layer_pairs, read_spec_yaml, run_sweep
 
 DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "docs" / "estimator_eval.yaml"
 #: issue 11's targets (a spec's ``targets`` overrides them)
@@ -52,15 +51,7 @@ TARGETS = {"median_error": 0.05, "max_error": 0.15, "spearman": 0.95}
 
 def load_spec(path: Path) -> dict:
     """The spec mapping (module docstring), checked: SweepError naming the key or set."""
-    try:
-        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise SweepError(f"--spec {path}: {' '.join(str(e).split())}") from None
-    if not isinstance(spec, dict):
-        raise SweepError(f"--spec {path}: expected a mapping with base, models, sets, targets")
-    unknown = sorted(set(spec) - {"base", "models", "sets", "targets"})
-    if unknown:
-        raise SweepError(f"--spec {path}: unknown key(s) {unknown}; expected base, models, sets, targets")
+    spec = read_spec_yaml(path, ("base", "models", "sets", "targets"))
     sets = spec.get("sets")
     if not isinstance(sets, dict) or not sets:
         raise SweepError(f"--spec {path}: sets: expected a mapping of set name -> {{grid, points}}")

@@ -93,6 +93,21 @@ class SweepError(TpuError):
 
 
 # ---------------------------------------------------------------- configurations
+
+def read_spec_yaml(path, keys: tuple) -> dict:
+    """The YAML mapping at ``path`` (``--spec``), its top-level keys among ``keys``. Raises
+    SweepError naming the file for unreadable YAML, a non-mapping or an unknown key."""
+    try:
+        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise SweepError(f"--spec {path}: {' '.join(str(e).split())}") from None
+    if not isinstance(spec, dict):
+        raise SweepError(f"--spec {path}: expected a mapping with {', '.join(keys)}")
+    unknown = sorted(set(spec) - set(keys))
+    if unknown:
+        raise SweepError(f"--spec {path}: unknown key(s) {unknown}; expected {', '.join(keys)}")
+    return spec
+
 def parse_bytes(text, knob: str) -> int:
     """``131072``, ``128K``, ``1M`` -> bytes; SweepError naming the knob otherwise."""
     s = str(text).strip().upper().removesuffix("B").removesuffix("I")
@@ -636,15 +651,7 @@ def spec_from_args(a) -> tuple[list, str, dict, list]:
     """(models, base, grid, points) from the spec file and the flags (flags win)."""
     spec = {}
     if a.spec:
-        try:
-            spec = yaml.safe_load(Path(a.spec).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise SweepError(f"--spec {a.spec}: {' '.join(str(e).split())}") from None
-        if not isinstance(spec, dict):
-            raise SweepError(f"--spec {a.spec}: expected a mapping with base, models, grid, points")
-        unknown = sorted(set(spec) - {"base", "models", "grid", "points"})
-        if unknown:
-            raise SweepError(f"--spec {a.spec}: unknown key(s) {unknown}; expected base, models, grid, points")
+        spec = read_spec_yaml(a.spec, ("base", "models", "grid", "points"))
     models = _split(a.models) or list(spec.get("models") or [])
     if not models:
         raise SweepError("no models: give --models a,b or a spec with models: [...]")
