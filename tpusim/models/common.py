@@ -127,15 +127,16 @@ class ArbiterLoop:
     their edge by :meth:`deliver`, which makes that edge SimPy's next event and so stops the loop
     there: the process then sees the state of that edge, as when every decision was an event.
     Several arbiters may share one loop (their edges never coincide: distinct clock phases).
-    A requester may set ``train`` during a decision: the loop calls it once that decision (and the
-    deliveries it made) is done, with SimPy's next event time, up to which it may run further
-    decisions itself (a DMA burst train, models/dma.py)."""
+    A ``train`` (a DMA burst train, models/dma_train.py), if set, is offered every decision
+    first: called with the decision's edge's horizon (SimPy's next event time) it either runs
+    every decision up to that horizon itself (returns True; the decision is then done) or declines
+    (returns False; the arbiter decides as usual)."""
     __slots__ = ("env", "now_ps", "train", "_heap", "_order", "_driver_ps")
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.now_ps = 0
-        self.train = None                  # callable(horizon_ps) to run once the current decision is done
+        self.train = None                  # callable(horizon_ps) -> bool, offered each decision first
         self._heap: list = []              # (edge ps, push order, EdgeScheduler, its sequence number)
         self._order = _count()
         self._driver_ps: int | None = None  # time of the SimPy timeout that runs the loop next
@@ -169,11 +170,9 @@ class ArbiterLoop:
             if seq == sched.seq:
                 sched.at_ps = None
                 self.now_ps = t_ps
-                sched.callback()
                 train = self.train
-                if train is not None:
-                    self.train = None
-                    train(queue[0][0] if queue else Infinity)
+                if train is None or not train(queue[0][0] if queue else Infinity):
+                    sched.callback()
         self._driver_ps = None
         if heap:
             t_ps = heap[0][0]

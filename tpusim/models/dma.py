@@ -68,7 +68,6 @@ class DmaChannel(EngineBase):
         self.w = cfg.word_bytes
         self.core_period = clocks.core.period_ps
         self.k = cfg.dma_outstanding
-        self.train = None                # DmaTrain (models/dma_train.py), set by the top level
         self._bursts: list[tuple[int, int, int]] = []
         self._s = 0
         self._r, self._d, self._f, self._data = [], [], [], []
@@ -118,10 +117,6 @@ class DmaChannel(EngineBase):
         """Bank mask of a burst (ranges_to_banks of its one word range)."""
         bank_bytes = self.sram.bank_words * self.w
         return tuple(range(sram_addr // bank_bytes, (sram_addr + nbytes - 1) // bank_bytes + 1))
-
-    def _want_train(self) -> None:
-        if self.train is not None:
-            self.train.want()
 
     def _buffer_free_ps(self, j: int) -> int | None:
         """``f_{j-K}`` (``s`` for ``j < K``), or None if not known yet."""
@@ -182,7 +177,6 @@ class DmaChannel(EngineBase):
             return
         self._load_launch_ddr()                  # buffer j mod K is free from f_j
         self._load_launch_sram()
-        self._want_train()
 
     # ------------------------------------------------------------------ STORE
     def _store_launch_sram(self) -> None:
@@ -212,7 +206,6 @@ class DmaChannel(EngineBase):
             self.trace.dma_seen(self.engine, "a", d_ps)
         self._post_ddr(d_ps, ddr_addr, n)
         self._store_launch_sram()
-        self._want_train()
 
     def _store_ddr_granted(self, g_ps: int, done_ps: int) -> None:
         """Step 3: DDR write j granted at g (in order); f_j = cdc(g + L + B - 1 -> dma)."""
@@ -229,7 +222,6 @@ class DmaChannel(EngineBase):
             self._finished.succeed(f_ps)         # c = f_{N-1}
             return
         self._store_launch_sram()                # buffer j mod K is free from f_j
-        self._want_train()
 
     def _accesses(self, n: int) -> int:
         return -(-n // self.w)       # D = n / W (n is a multiple of W when W <= BB)

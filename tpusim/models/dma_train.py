@@ -8,8 +8,9 @@ order, up to SimPy's next event (the horizon of :class:`~tpusim.models.common.Ar
 nothing else can post a request visible by then). Each grant is the arbiter's decision at that
 edge, with the same rules (DDR: bus free, round robin from the last granted requester; SRAM:
 fixed priority LOAD before STORE, a grant takes its banks), and each step is the channel
-callback's, inlined with the state in locals. The arbiters wake again at the end, so the
-decisions past the horizon run as usual. Cycles, counters, grant log and data are the same as
+callback's, inlined with the state in locals. The arbiters' loop offers the train every
+decision before the arbiter takes it (``ArbiterLoop.train``); the arbiters wake again at the end
+of a train, so the decisions past the horizon run as usual. Cycles, counters, grant log and data are the same as
 with every decision on the arbiters (``make replay-check``).
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest
 
 
 class DmaTrain:
-    """Runs the LOAD and STORE channels' bursts between the arbiters' own decisions."""
+    """Runs the LOAD and STORE channels' bursts instead of the arbiters' own decisions while
+    only they request; registers itself as its arbiters' loop's ``train``."""
 
     def __init__(self, load, store) -> None:
         self.load, self.store = load, store
@@ -29,18 +31,18 @@ class DmaTrain:
         self.loop = self.ddr.loop
         assert self.sram.loop is self.loop, "a DMA train needs both arbiters on one loop"
 
-    def want(self) -> None:
-        """A channel's step ran on an arbiter decision: try a train once that decision is done."""
         self.loop.train = self.run
 
-    def run(self, horizon_ps: float) -> None:
-        """Run the DMA grants up to ``horizon_ps`` (ps) if only the DMA channels request."""
+    def run(self, horizon_ps: float) -> bool:
+        """Run every DDR and SRAM decision up to ``horizon_ps`` (ps) if only the DMA channels
+        request (True), else nothing (False)."""
         ddr, sram = self.ddr, self.sram
         if ddr.queues[FETCH] or sram.pending[MXU] is not None or sram.pending[VPU] is not None:
-            return
+            return False
         _Run(self, horizon_ps).go()
         ddr.wake()
         sram.wake()
+        return True
 
 
 class _Run:

@@ -91,8 +91,7 @@ class Tpu:
                 qregs=self.qregs, trace=trace),
         ]
         if dma_trains and trace is None:         # the DMA burst trains (not traced: waveforms)
-            train = DmaTrain(self.engines[Engine.LOAD], self.engines[Engine.STORE])
-            self.engines[Engine.LOAD].train = self.engines[Engine.STORE].train = train
+            DmaTrain(self.engines[Engine.LOAD], self.engines[Engine.STORE])   # offered to the loop
         self.fetch = Fetch(env, clocks, cfg, code_addr, self.ddr_arb, ddr_mem)
         self.decoder = Decoder(env, clocks, self.fetch, self.queues, self.engines, self.retire_log)
         self.errors = ErrorUnit(env, clocks, self.fetch, self.decoder)
