@@ -79,17 +79,24 @@ class _Run:
         s_r, s_d, s_f, s_data, s_ns = st._r, st._d, st._f, st._data, st._sram_posted
         s_on_ddr, s_on_sram = st._on_ddr, st._on_sram
         read_bytes = write_bytes = busy = wait = conflicts = conflict_cycles = 0
+        # list lengths kept in locals (the lists only grow here): l_r, l_d, l_f, s_d, s_f
+        n_lr, n_ld, n_lf, n_sd, n_sf = len(l_r), len(l_d), len(l_f), len(s_d), len(s_f)
         finished = False
         try:
             while not finished:
                 # the next edge each arbiter could grant at (as its scheduler would wake)
-                t_ddr = None
                 if dq_r:
                     t_ddr = dq_r[0].visible_ps
-                if dq_w and (t_ddr is None or dq_w[0].visible_ps < t_ddr):
+                    if dq_w and dq_w[0].visible_ps < t_ddr:
+                        t_ddr = dq_w[0].visible_ps
+                    if t_ddr < free_ps:
+                        t_ddr = free_ps
+                elif dq_w:
                     t_ddr = dq_w[0].visible_ps
-                if t_ddr is not None and t_ddr < free_ps:
-                    t_ddr = free_ps
+                    if t_ddr < free_ps:
+                        t_ddr = free_ps
+                else:
+                    t_ddr = None
                 req_l, req_s = pending[LOAD], pending[STORE]
                 e_l = e_s = None                     # grant_edge_ps of each, inlined
                 if req_l is not None:
@@ -107,52 +114,48 @@ class _Run:
                     if t_ddr > horizon:
                         break
                     loop.now_ps = g = t_ddr
-                    # DDR decision: round robin after the last granted (fetch's queue is empty)
-                    rid = last
-                    while True:
-                        rid = rid + 1 if rid < 2 else 0
-                        q = dq_r if rid == DMA_READ else dq_w if rid == DMA_WRITE else None
-                        if q and q[0].visible_ps <= g:
-                            break
-                    req = q.popleft()
+                    # DDR decision: round robin after the last granted (fetch's queue is empty):
+                    # the read unless it is not visible, or the last grant was a read and a
+                    # write is visible
+                    if dq_r and dq_r[0].visible_ps <= g and (
+                            last != DMA_READ or not dq_w or dq_w[0].visible_ps > g):
+                        req, last = dq_r.popleft(), DMA_READ
+                    else:
+                        req, last = dq_w.popleft(), DMA_WRITE
                     addr, nb = req.addr, req.nbytes
                     beats = (addr + nb - 1) // beat - addr // beat + 1
                     done_ps = g + (lat + beats - 1) * p_ddr
                     free_ps = g + beats * p_ddr
-                    last = rid
                     busy += beats
                     wait += (g - req.visible_ps) // p_ddr
-                    if rid == DMA_READ:
-                        read_bytes += nb
-                        off = addr % PAGE_BYTES                              # LOAD step 2
-                        page = ddr_pages.get(addr // PAGE_BYTES) if off + nb <= PAGE_BYTES else None
-                        l_data[len(l_d)] = read_ddr(addr, nb) if page is None else page[off:off + nb]
+                    off = addr % PAGE_BYTES
+                    page = ddr_pages.get(addr // PAGE_BYTES) if off + nb <= PAGE_BYTES else None
+                    if last == DMA_READ:
+                        read_bytes += nb                                      # LOAD step 2
+                        l_data[n_ld] = read_ddr(addr, nb) if page is None else page[off:off + nb]
                         l_d.append(ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma)
+                        n_ld += 1
                     else:
-                        write_bytes += nb
-                        j = len(s_f)                                          # STORE step 3
-                        off = addr % PAGE_BYTES
-                        page = ddr_pages.get(addr // PAGE_BYTES) if off + nb <= PAGE_BYTES else None
+                        write_bytes += nb                                     # STORE step 3
                         if page is None:
-                            write_ddr(addr, s_data[j])
+                            write_ddr(addr, s_data[n_sf])
                         else:
-                            page[off:off + nb] = s_data[j]
-                        s_data[j] = None
+                            page[off:off + nb] = s_data[n_sf]
+                        s_data[n_sf] = None
                         f_ps = ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma
                         s_f.append(f_ps)                  # buffer j free; the last: c = f_{N-1}
-                        if len(s_f) == s_n:
+                        n_sf += 1
+                        if n_sf == s_n:
                             st._finished.succeed(f_ps)
                             finished = True
                 elif t_sram is not None and t_sram <= horizon:
                     loop.now_ps = g = t_sram
                     # SRAM decision: LOAD then STORE, each if visible and its banks are free: LOAD
                     # iff its earliest edge is this one; STORE too, unless LOAD just took a bank of it
-                    took = []
-                    if e_l == g:
-                        took.append(req_l)
-                    if e_s == g and not (e_l == g and not set(req_l.banks).isdisjoint(req_s.banks)):
-                        took.append(req_s)
-                    for req in took:          # Sram.take without trace
+                    take_l = e_l == g
+                    take_s = e_s == g and not (take_l and not set(req_l.banks).isdisjoint(req_s.banks))
+                    took = (req_l, req_s) if take_l and take_s else (req_l,) if take_l else (req_s,)
+                    for req in took:                # Sram.take without trace, in priority order
                         end_ps = g + req.accesses * p_core
                         for b in req.banks:
                             bank_free[b] = end_ps
@@ -162,48 +165,50 @@ class _Run:
                         if g > req.visible_ps:
                             conflicts += 1
                             conflict_cycles += (g - req.visible_ps) // p_core
-                    for req in took:
-                        end_ps = g + req.accesses * p_core
-                        if req.requester == LOAD:
-                            j = len(l_f)                                      # LOAD step 4
-                            sram_addr = l_b[j][1]
-                            blob = l_data[j]
-                            mem[sram_addr:sram_addr + len(blob)] = blob
-                            l_data[j] = None
-                            f_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
-                            l_f.append(f_ps)              # buffer j free; the last: c = f_{N-1}
-                            if len(l_f) == l_n:
-                                ld._finished.succeed(f_ps)
-                                finished = True
-                                continue
-                            while len(l_r) < l_n:                             # LOAD step 1
-                                jr = len(l_r)
-                                i = jr - k
+                    if take_l:
+                        end_ps = g + req_l.accesses * p_core
+                        j = n_lf                                              # LOAD step 4
+                        sram_addr = l_b[j][1]
+                        blob = l_data[j]
+                        mem[sram_addr:sram_addr + len(blob)] = blob
+                        l_data[j] = None
+                        f_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
+                        l_f.append(f_ps)                  # buffer j free; the last: c = f_{N-1}
+                        n_lf += 1
+                        if n_lf == l_n:
+                            ld._finished.succeed(f_ps)
+                            finished = True
+                        else:
+                            while n_lr < l_n:                                 # LOAD step 1
+                                i = n_lr - k
                                 if i < 0:
                                     free = l_s
-                                elif i < len(l_f):
+                                elif i < n_lf:
                                     free = l_f[i]
                                 else:
                                     break
-                                r_ps = l_s if jr == 0 else max(l_r[-1] + p_dma, free)
+                                r_ps = l_s if n_lr == 0 else max(l_r[-1] + p_dma, free)
                                 l_r.append(r_ps)
                                 l_data.append(None)
-                                ddr_addr, _, n = l_b[jr]
+                                ddr_addr, _, n = l_b[n_lr]
+                                n_lr += 1
                                 v = ph_ddr + ((r_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
                                 dq_r.append(DdrRequest(DMA_READ, ddr_addr, n, v, None, l_on_ddr))
-                        else:
-                            j = len(s_d)                                      # STORE step 2
-                            ddr_addr, sram_addr, n = s_b[j]
-                            s_data[j] = bytes(mem[sram_addr:sram_addr + n])
-                            d_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
-                            s_d.append(d_ps)
-                            v = ph_ddr + ((d_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
-                            dq_w.append(DdrRequest(DMA_WRITE, ddr_addr, n, v, None, s_on_ddr))
+                    if take_s:
+                        end_ps = g + req_s.accesses * p_core
+                        j = n_sd                                              # STORE step 2
+                        ddr_addr, sram_addr, n = s_b[j]
+                        s_data[j] = bytes(mem[sram_addr:sram_addr + n])
+                        d_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
+                        s_d.append(d_ps)
+                        n_sd += 1
+                        v = ph_ddr + ((d_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
+                        dq_w.append(DdrRequest(DMA_WRITE, ddr_addr, n, v, None, s_on_ddr))
                 else:
                     break
                 # LOAD step 3: SRAM write j at e_j = max(d_j, f_{j-1}) once both are known
                 j = l_ns
-                if j < len(l_d) and j <= len(l_f):
+                if j < n_ld and j <= n_lf:
                     e = l_d[j] if j == 0 else max(l_d[j], l_f[j - 1])
                     l_ns = j + 1
                     _, sram_addr, n = l_b[j]
@@ -213,7 +218,7 @@ class _Run:
                         ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core, None, l_on_sram)
                 # STORE step 1: SRAM read j at r_j = max(d_{j-1}, f_{j-K}) once both are known
                 j = s_ns
-                if j < s_n and j <= len(s_d) and (j < k or j - k < len(s_f)):
+                if j < s_n and j <= n_sd and (j < k or j - k < n_sf):
                     free = s_s if j < k else s_f[j - k]
                     r_ps = s_s if j == 0 else max(s_d[j - 1], free)
                     s_ns = j + 1
