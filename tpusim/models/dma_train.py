@@ -30,7 +30,14 @@ class DmaTrain:
         self.ddr, self.sram = load.ddr_arb, load.sram
         self.loop = self.ddr.loop
         assert self.sram.loop is self.loop, "a DMA train needs both arbiters on one loop"
-
+        clk = load.clocks
+        # the run's constants, unpacked once per train by _Run.go: clock periods and phases (ps),
+        # DDR beat bytes and latency (DDR cycles), burst buffers, word and bank bytes, and the
+        # bank mask of each one-bank burst
+        self.consts = (load.period, load.core_period, clk.ddr.period_ps, clk.core.phase_ps,
+                       clk.ddr.phase_ps, load.dom.phase_ps, self.ddr.beat, self.ddr.latency, load.k,
+                       load.w, self.sram.bank_words * load.w,
+                       tuple((b,) for b in range(len(self.sram.bank_free_ps))))
         self.loop.train = self.run
 
     def run(self, horizon_ps: float) -> bool:
@@ -54,21 +61,16 @@ class _Run:
     def go(self) -> None:  # noqa: C901, PLR0912, PLR0915 (one hot loop, kept flat on purpose)
         t, horizon = self.t, self.horizon_ps
         ld, st, ddr, sram, loop = t.load, t.store, t.ddr, t.sram, t.loop
-        clk = ld.clocks
-        core, ddr_dom, dma = clk.core, clk.ddr, ld.dom
-        p_dma, p_core, p_ddr = ld.period, ld.core_period, ddr_dom.period_ps
+        (p_dma, p_core, p_ddr, ph_core, ph_ddr, ph_dma, beat, lat, k, w, bank_bytes,
+         one_bank) = t.consts
         # Clocks.cdc across domains, inlined: edge CDC_EDGES - 1 after the first edge past t
-        ph_core, ph_ddr, ph_dma = core.phase_ps, ddr_dom.phase_ps, dma.phase_ps
         sync = CDC_EDGES - 1
-        beat, lat, k, w = ddr.beat, ddr.latency, ld.k, ld.w
-        bank_bytes = sram.bank_words * w
         dq_r, dq_w = ddr.queues[DMA_READ], ddr.queues[DMA_WRITE]
         pending, bank_free, grants = sram.pending, sram.bank_free_ps, sram.grants
         mem, read_ddr, write_ddr = sram._bytes, ld.ddr_mem.read, ld.ddr_mem.write
         # DdrMemory.read/write inlined for a burst inside one allocated page (nearly every burst;
         # its DDR range was checked at the start edge, plan_bursts); the methods do the rest
         ddr_pages = ld.ddr_mem.pages
-        one_bank = [(b,) for b in range(len(bank_free))]   # the bank mask of a one-bank burst
         free_ps, last = ddr.free_ps, ddr.last_granted
         # LOAD channel state
         l_b, l_n, l_s = ld._bursts, len(ld._bursts), ld._s
