@@ -106,6 +106,10 @@ def test_srdhm_equals_gemmlowp_formula():
     b = np.concatenate([np.tile(edge, len(edge)), np.full(len(odd), 2 ** 30),
                         rng.integers(INT32_MIN, INT32_MAX, 200_000)])
     np.testing.assert_array_equal(srdhm(a, b), gemmlowp(a, b))
+    # the INT32_MAX cap is skipped when only one side holds an INT32_MIN (per-channel b)
+    no_min = np.where(b == INT32_MIN, INT32_MIN + 1, b)
+    np.testing.assert_array_equal(srdhm(a, no_min), gemmlowp(a, no_min))
+    np.testing.assert_array_equal(srdhm(no_min, a), gemmlowp(no_min, a))
 
 
 def test_rdbpot_hand_values():
@@ -120,6 +124,25 @@ def test_rdbpot_hand_values():
     assert rdbpot(np.array([INT32_MIN, INT32_MAX]), 200).tolist() == [0, 0]
     with pytest.raises(ValueError, match="-1"):
         rdbpot(1, -1)
+
+
+def test_rdbpot_equals_gemmlowp_steps():
+    """rdbpot's one floor shift against gemmlowp's steps (remainder against the threshold) for
+    every exponent 0..62, per element and per column (some columns 0, and all columns > 0),
+    on ties, edge values and random int32 and |x| < 2**61 values."""
+    def steps(x, e):
+        mask = (np.int64(1) << e) - 1
+        return (x >> e) + ((x & mask) > ((mask >> 1) + (x < 0)))
+    rng = np.random.default_rng(5)
+    e = np.arange(63, dtype=np.int64)
+    ties = (2 * rng.integers(-2 ** 20, 2 ** 20, (200, 1)) + 1) << np.minimum(e, 40) >> 1
+    x = np.concatenate([ties, np.tile([[INT32_MIN], [INT32_MIN + 1], [-1], [0], [1], [INT32_MAX]], (1, 63)),
+                        rng.integers(INT32_MIN, INT32_MAX, (300, 63)),
+                        rng.integers(-2 ** 61 + 1, 2 ** 61, (300, 63))])
+    np.testing.assert_array_equal(rdbpot(x, e), steps(x, e))              # some exponents 0
+    np.testing.assert_array_equal(rdbpot(x[:, 1:], e[1:]), steps(x[:, 1:], e[1:]))   # all > 0
+    for k in (0, 1, 31, 62):                                               # scalar exponents
+        np.testing.assert_array_equal(rdbpot(x, k), steps(x, np.int64(k)))
 
 
 def _exact(x: int, m: int, s: int) -> Fraction:

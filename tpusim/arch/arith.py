@@ -92,16 +92,25 @@ def srdhm(a, b) -> np.ndarray:
     Computed as ``min((ab + 2**30) >> 31, INT32_MAX)`` (floor shift), the same for every int32
     a, b: for ab >= 0 both are floor((ab + 2**30) / 2**31); for ab < 0, ab + nudge < 0 and its
     truncation toward zero is floor((ab + nudge + 2**31 - 1) / 2**31) = floor((ab + 2**30) / 2**31);
-    only a = b = INT32_MIN reaches 2**31 (ab = 2**62; int64 holds ab + 2**30).
+    only a = b = INT32_MIN reaches 2**31 (ab = 2**62; int64 holds ab + 2**30), so the cap is
+    applied only when both operands hold an INT32_MIN.
     """
-    ab = np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)
-    return np.minimum((ab + (1 << 30)) >> 31, INT32_MAX)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    ab = a * b
+    ab += 1 << 30
+    ab >>= 31
+    if (b == INT32_MIN).any() and (a == INT32_MIN).any():
+        ab = np.minimum(ab, INT32_MAX)
+    return ab
 
 
 def rdbpot(x, e) -> np.ndarray:
     """gemmlowp RoundingDivideByPOT: x / 2**e rounded half away from zero, exact for any e >= 0.
 
-    mask = 2**e - 1, rem = x & mask, thr = (mask >> 1) + (x < 0), result (x >> e) + (rem > thr).
+    gemmlowp's steps: mask = 2**e - 1, rem = x & mask, thr = (mask >> 1) + (x < 0), result
+    (x >> e) + (rem > thr); computed as the one floor shift (x + (mask >> 1) + (x >= 0 and
+    e > 0)) >> e, equal for every x and e (x >= 0: +1 iff rem >= 2**(e-1); x < 0: iff rem >
+    2**(e-1); e = 0: x), tested against the steps.
     gemmlowp defines e in [0, 31]; here e is capped at 62 internally, which is exact for every
     |x| < 2**61 (every int32 x): for int32 x, e >= 33 gives 0 and e = 32 gives 0 except -1 for
     x = INT32_MIN. Raises ValueError if any e < 0.
@@ -111,10 +120,13 @@ def rdbpot(x, e) -> np.ndarray:
     if e.size and e.min() < 0:
         raise ValueError(f"rdbpot exponent must be >= 0, got {e.min()}")
     e = np.minimum(e, 62)
-    mask = (np.int64(1) << e) - 1
-    rem = x & mask
-    thr = (mask >> 1) + (x < 0)
-    return (x >> e) + (rem > thr)
+    y = x + (((np.int64(1) << e) - 1) >> 1)           # + mask >> 1 (2**(e-1) - 1, 0 for e = 0)
+    if e.size and e.min() > 0:
+        y += x >= 0
+    else:
+        y += (x >= 0) & (e > 0)
+    y >>= e
+    return y
 
 
 def shift_amounts(shift) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +181,8 @@ def requant_conv(acc, bias, mult, shift, zp: int, relu: bool) -> np.ndarray:
     Returns int8 [..., N].
     """
     v = sat32(np.asarray(acc, dtype=np.int64) + np.asarray(bias, dtype=np.int64))
-    y = _requant_int32(v, mult, shift) + int(zp)
+    y = _requant_int32(v, mult, shift)
+    y += int(zp)
     lo = int(zp) if relu else -128
     return _clamp(y, lo, 127).astype(np.int8)
 
