@@ -115,11 +115,13 @@ class EngineBase(abc.ABC):
         return s_ps + self.period
 
     def _retire(self, entry: QueueEntry, s_ps: int, c_ps: int) -> None:
-        self.perf.add(self._busy_counter, (c_ps - s_ps) // self.period)
-        self.perf.add(self._retired_counter)
+        counters = self.perf.values
+        counters[self._busy_counter] += (c_ps - s_ps) // self.period
+        counters[self._retired_counter] += 1
         self.retire_log.append((c_ps, self.engine, entry.pc))
-        self.tokens.send(self.engine, entry.instr.signal, c_ps, entry.where(), entry.pc,
-                         self.errors)
+        if entry.instr.signal:
+            self.tokens.send(self.engine, entry.instr.signal, c_ps, entry.where, entry.pc,
+                             self.errors)
         self.retired.append(self.clocks.cdc(c_ps, self.dom, self.clocks.core))
         if self.trace is not None:
             self.trace.retire(self.engine, c_ps, entry.pc)

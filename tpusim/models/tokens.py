@@ -37,16 +37,17 @@ class Tokens:
         self.taken_ps: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(n)]
         self._seen = [[0] * n for _ in range(n)]     # consumptions visible to the sender so far
 
-    def send(self, sender: int, mask: int, c_ps: int, where: str, pc: int = 0,
+    def send(self, sender: int, mask: int, c_ps: int, where, pc: int = 0,
              errors=None) -> None:
-        """``sender`` completes at its edge ``c_ps`` (instruction ``where`` at ``pc``) and
-        signals every engine in ``mask``. An overflowing token is dropped and reported to
-        ``errors`` (an ErrorUnit); without one the DeviceError is raised."""
+        """``sender`` completes at its edge ``c_ps`` (the instruction at ``pc``, described by
+        ``where()``, a callable returning the text, called only for an error) and signals every
+        engine in ``mask``. An overflowing token is dropped and reported to ``errors`` (an
+        ErrorUnit); without one the DeviceError is raised."""
         for y in range(len(ENGINE_NAMES)):
             if mask >> y & 1:
                 tl = self.sent[sender][y]
                 if len(tl) - self._seen_consumed(sender, y, c_ps) >= TOKEN_MAX:
-                    err = token_overflow_fault(sender, y, mask).error(where, pc)
+                    err = token_overflow_fault(sender, y, mask).error(where(), pc)
                     if errors is None:
                         raise err
                     errors.report(err, c_ps, self.doms[sender])
