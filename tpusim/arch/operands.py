@@ -102,7 +102,10 @@ def requant_last_word(a: dict, planes: int) -> int:
 
 def last_writes(words: np.ndarray) -> np.ndarray:
     """Indices into ``words`` of the last write of every distinct word (in increasing index
-    order): a numpy assignment of those is the in-order result of all writes."""
+    order): a numpy assignment of those is the in-order result of all writes. Strictly
+    increasing ``words`` (one plane, or planes that do not overlap) are all kept, without a sort."""
+    if len(words) < 2 or (words[1:] > words[:-1]).all():
+        return np.arange(len(words))
     _, first_rev = np.unique(words[::-1], return_index=True)
     return np.sort(len(words) - 1 - first_rev)
 
