@@ -80,6 +80,15 @@ class _Run:
         s_b, s_n, s_s = st._bursts, len(st._bursts), st._s
         s_r, s_d, s_f, s_data, s_ns = st._r, st._d, st._f, st._data, st._sram_posted
         s_on_ddr, s_on_sram = st._on_ddr, st._on_sram
+        # each channel's pending SRAM request as locals (visible edge or None, banks, accesses),
+        # a SramRequest again at the end
+        l_vis = s_vis = l_banks = s_banks = l_acc = s_acc = None
+        if pending[LOAD] is not None:
+            req = pending[LOAD]
+            l_vis, l_banks, l_acc = req.visible_ps, req.banks, req.accesses
+        if pending[STORE] is not None:
+            req = pending[STORE]
+            s_vis, s_banks, s_acc = req.visible_ps, req.banks, req.accesses
         read_bytes = write_bytes = busy = wait = conflicts = conflict_cycles = 0
         # list lengths kept in locals (the lists only grow here): l_r, l_d, l_f, s_d, s_f
         n_lr, n_ld, n_lf, n_sd, n_sf = len(l_r), len(l_d), len(l_f), len(s_d), len(s_f)
@@ -99,16 +108,14 @@ class _Run:
                         t_ddr = free_ps
                 else:
                     t_ddr = None
-                req_l, req_s = pending[LOAD], pending[STORE]
-                e_l = e_s = None                     # grant_edge_ps of each, inlined
-                if req_l is not None:
-                    e_l = req_l.visible_ps
-                    for b in req_l.banks:
+                e_l = l_vis                          # grant_edge_ps of each, inlined
+                if e_l is not None:
+                    for b in l_banks:
                         if bank_free[b] > e_l:
                             e_l = bank_free[b]
-                if req_s is not None:
-                    e_s = req_s.visible_ps
-                    for b in req_s.banks:
+                e_s = s_vis
+                if e_s is not None:
+                    for b in s_banks:
                         if bank_free[b] > e_s:
                             e_s = bank_free[b]
                 t_sram = e_l if e_s is None or (e_l is not None and e_l <= e_s) else e_s
@@ -155,21 +162,18 @@ class _Run:
                     # SRAM decision: LOAD then STORE, each if visible and its banks are free: LOAD
                     # iff its earliest edge is this one; STORE too, unless LOAD just took a bank of it
                     take_l = e_l == g
-                    take_s = e_s == g and not (take_l and not set(req_l.banks).isdisjoint(req_s.banks))
-                    took = (req_l, req_s) if take_l and take_s else (req_l,) if take_l else (req_s,)
-                    for req in took:                # Sram.take without trace, in priority order
-                        end_ps = g + req.accesses * p_core
-                        for b in req.banks:
+                    take_s = e_s == g and not (take_l and not set(l_banks).isdisjoint(s_banks))
+                    if take_l:                      # Sram.take without trace, then LOAD step 4
+                        end_ps = g + l_acc * p_core
+                        for b in l_banks:
                             bank_free[b] = end_ps
-                        pending[req.requester] = None
                         if grants is not None:
-                            grants.append((req.requester, g, req.accesses))
-                        if g > req.visible_ps:
+                            grants.append((LOAD, g, l_acc))
+                        if g > l_vis:
                             conflicts += 1
-                            conflict_cycles += (g - req.visible_ps) // p_core
-                    if take_l:
-                        end_ps = g + req_l.accesses * p_core
-                        j = n_lf                                              # LOAD step 4
+                            conflict_cycles += (g - l_vis) // p_core
+                        l_vis = None
+                        j = n_lf
                         sram_addr = l_b[j][1]
                         blob = l_data[j]
                         mem[sram_addr:sram_addr + len(blob)] = blob
@@ -196,9 +200,17 @@ class _Run:
                                 n_lr += 1
                                 v = ph_ddr + ((r_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
                                 dq_r.append(DdrRequest(DMA_READ, ddr_addr, n, v, None, l_on_ddr))
-                    if take_s:
-                        end_ps = g + req_s.accesses * p_core
-                        j = n_sd                                              # STORE step 2
+                    if take_s:                      # Sram.take without trace, then STORE step 2
+                        end_ps = g + s_acc * p_core
+                        for b in s_banks:
+                            bank_free[b] = end_ps
+                        if grants is not None:
+                            grants.append((STORE, g, s_acc))
+                        if g > s_vis:
+                            conflicts += 1
+                            conflict_cycles += (g - s_vis) // p_core
+                        s_vis = None
+                        j = n_sd
                         ddr_addr, sram_addr, n = s_b[j]
                         s_data[j] = bytes(mem[sram_addr:sram_addr + n])
                         d_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
@@ -215,9 +227,9 @@ class _Run:
                     l_ns = j + 1
                     _, sram_addr, n = l_b[j]
                     b0, b1 = sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes
-                    pending[LOAD] = SramRequest(
-                        LOAD, one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1)), -(-n // w),
-                        ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core, None, l_on_sram)
+                    l_banks = one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1))
+                    l_acc = -(-n // w)
+                    l_vis = ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core
                 # STORE step 1: SRAM read j at r_j = max(d_{j-1}, f_{j-K}) once both are known
                 j = s_ns
                 if j < s_n and j <= n_sd and (j < k or j - k < n_sf):
@@ -228,10 +240,12 @@ class _Run:
                     s_data.append(None)
                     _, sram_addr, n = s_b[j]
                     b0, b1 = sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes
-                    pending[STORE] = SramRequest(
-                        STORE, one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1)), -(-n // w),
-                        ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core, None, s_on_sram)
+                    s_banks = one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1))
+                    s_acc = -(-n // w)
+                    s_vis = ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core
         finally:
+            pending[LOAD] = None if l_vis is None else SramRequest(LOAD, l_banks, l_acc, l_vis, None, l_on_sram)
+            pending[STORE] = None if s_vis is None else SramRequest(STORE, s_banks, s_acc, s_vis, None, s_on_sram)
             ld._sram_posted, st._sram_posted = l_ns, s_ns
             ddr.free_ps, ddr.last_granted = free_ps, last
             counters = ld.perf.values
