@@ -93,6 +93,7 @@ class _Run:
         # list lengths kept in locals (the lists only grow here): l_r, l_d, l_f, s_d, s_f
         n_lr, n_ld, n_lf, n_sd, n_sf = len(l_r), len(l_d), len(l_f), len(s_d), len(s_f)
         finished = False
+        g = None                # the edge decided last (the loop's now_ps at the end)
         try:
             while not finished:
                 # the next edge each arbiter could grant at (as its scheduler would wake)
@@ -122,7 +123,7 @@ class _Run:
                 if t_ddr is not None and (t_sram is None or t_ddr < t_sram):
                     if t_ddr > horizon:
                         break
-                    loop.now_ps = g = t_ddr
+                    g = t_ddr
                     # DDR decision: round robin after the last granted (fetch's queue is empty):
                     # the read unless it is not visible, or the last grant was a read and a
                     # write is visible
@@ -158,7 +159,7 @@ class _Run:
                             st._finished.succeed(f_ps)
                             finished = True
                 elif t_sram is not None and t_sram <= horizon:
-                    loop.now_ps = g = t_sram
+                    g = t_sram
                     # SRAM decision: LOAD then STORE, each if visible and its banks are free: LOAD
                     # iff its earliest edge is this one; STORE too, unless LOAD just took a bank of it
                     take_l = e_l == g
@@ -244,6 +245,8 @@ class _Run:
                     s_acc = -(-n // w)
                     s_vis = ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core
         finally:
+            if g is not None:
+                loop.now_ps = g
             pending[LOAD] = None if l_vis is None else SramRequest(LOAD, l_banks, l_acc, l_vis, None, l_on_sram)
             pending[STORE] = None if s_vis is None else SramRequest(STORE, s_banks, s_acc, s_vis, None, s_on_sram)
             ld._sram_posted, st._sram_posted = l_ns, s_ns

@@ -81,7 +81,7 @@ class EngineBase(abc.ABC):
                 yield env.timeout(s_ps - env.now)
             q.pop(s_ps)
             tok.consume(self.engine, wait, s_ps)
-            self.perf.add(self._wait_counter, (s_ps - r_ps) // self.period)
+            self.perf.values[self._wait_counter] += (s_ps - r_ps) // self.period
             if self.trace is not None:
                 self.trace.start(self.engine, s_ps, entry.pc)
             if entry.instr.op == "NOP":
