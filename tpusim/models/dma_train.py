@@ -164,15 +164,19 @@ class _Run:
                     # iff its earliest edge is this one; STORE too, unless LOAD just took a bank of it
                     take_l = e_l == g
                     take_s = e_s == g and not (take_l and not set(l_banks).isdisjoint(s_banks))
-                    if take_l:                      # Sram.take without trace, then LOAD step 4
-                        end_ps = g + l_acc * p_core
-                        for b in l_banks:
+                    took = (((LOAD, l_acc, l_banks, l_vis), (STORE, s_acc, s_banks, s_vis)) if take_s else
+                            ((LOAD, l_acc, l_banks, l_vis),)) if take_l else ((STORE, s_acc, s_banks, s_vis),)
+                    for requester, acc, banks, vis in took:     # Sram.take without trace
+                        end_ps = g + acc * p_core
+                        for b in banks:
                             bank_free[b] = end_ps
                         if grants is not None:
-                            grants.append((LOAD, g, l_acc))
-                        if g > l_vis:
+                            grants.append((requester, g, acc))
+                        if g > vis:
                             conflicts += 1
-                            conflict_cycles += (g - l_vis) // p_core
+                            conflict_cycles += (g - vis) // p_core
+                    if take_l:                                                # LOAD step 4
+                        end_ps = g + l_acc * p_core
                         l_vis = None
                         j = n_lf
                         sram_addr = l_b[j][1]
@@ -201,15 +205,8 @@ class _Run:
                                 n_lr += 1
                                 v = ph_ddr + ((r_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
                                 dq_r.append(DdrRequest(DMA_READ, ddr_addr, n, v, None, l_on_ddr))
-                    if take_s:                      # Sram.take without trace, then STORE step 2
+                    if take_s:                                                # STORE step 2
                         end_ps = g + s_acc * p_core
-                        for b in s_banks:
-                            bank_free[b] = end_ps
-                        if grants is not None:
-                            grants.append((STORE, g, s_acc))
-                        if g > s_vis:
-                            conflicts += 1
-                            conflict_cycles += (g - s_vis) // p_core
                         s_vis = None
                         j = n_sd
                         ddr_addr, sram_addr, n = s_b[j]
