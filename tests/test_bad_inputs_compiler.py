@@ -58,6 +58,23 @@ def test_truncated_protobuf(tmp_path, capsys):
     assert err.startswith(f"tpucompile: error: {p}: not a readable ONNX model (DecodeError: ")
 
 
+def test_empty_file(tmp_path, capsys):
+    """A 0-byte .onnx decodes as an empty ModelProto: refused as such, naming the file (it was
+    "model fails onnx.checker: ... ir_version" in tpucompile and "the model has no run-time
+    input" in cosim)."""
+    p, err = compile_cli(tmp_path, capsys, b"")
+    assert err == f"tpucompile: error: {p}: not an ONNX model (the file is empty)"
+    with pytest.raises(CompileError, match=r"not an ONNX model \(the file is empty\)"):
+        driver.load_model_and_data(p, calib=1)
+
+
+def test_protobuf_without_graph(tmp_path, capsys):
+    """Bytes that decode as a ModelProto with no graph (here: only ir_version, field 1) are
+    refused naming the file, not taken for a model without inputs."""
+    p, err = compile_cli(tmp_path, capsys, b"\x08\x07")
+    assert err == f"tpucompile: error: {p}: not an ONNX model (it decodes to a ModelProto without a graph)"
+
+
 def test_model_failing_onnx_checker(tmp_path, capsys):
     _, err = compile_cli(tmp_path, capsys, B.checker_failure())
     assert err == ("tpucompile: error: model fails onnx.checker: Nodes in a graph must be "

@@ -35,8 +35,13 @@ def test_input_file_forms(tmp_path):
     with pytest.raises(CompileError, match=r"--input '.*nan.npy': 48 values are NaN or infinite"):
         inputs.load_input(tmp_path / "nan.npy", "x", (1, 3, 4, 4))
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
-    with pytest.raises(CompileError, match=r"--input '.*junk.npy': not a readable .npy/.npz file"):
+    with pytest.raises(CompileError, match=r"--input '.*junk.npy': not a readable .npy/.npz file \(it starts "
+                                           r"with b'not nu', neither NumPy's b'\\x93NUMPY' nor a zip archive's "
+                                           r"b'PK'\)$"):          # not numpy's advice to allow pickles
         inputs.load_input(tmp_path / "junk.npy", "x", (1, 3, 4, 4))
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "nan.npy").read_bytes()[:100])      # NumPy magic, cut short
+    with pytest.raises(CompileError, match=r"--input '.*cut.npy': not a readable .npy/.npz file \("):
+        inputs.load_input(tmp_path / "cut.npy", "x", (1, 3, 4, 4))
 
 
 def test_calib_stacks_and_image_folders(tmp_path):

@@ -16,6 +16,7 @@ from tpucompile.backend.compile import compile_qgraph
 from tpucompile.frontend.host_embeddings import check_masks, split_host_embeddings
 from tpucompile.frontend.host_patches import HostPatches, split_host_patches
 from tpucompile.frontend.nhwc_input import input_layout, nchw_input_model, to_model_layout
+from tpucompile.frontend.onnx_import import read_onnx
 from tpucompile.frontend.token_input import channels_first_tokens_model
 from tpucompile.quantize.quantize import compile_model
 from tpucompile.stages import IrDumps
@@ -78,10 +79,7 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     p = Path(model)
     if not p.exists():
         raise CompileError(f"model {str(model)!r} is neither a built-in model {sorted(MODELS)} nor an existing file")
-    try:
-        m = onnx.load(str(p))
-    except Exception as e:  # onnx raises DecodeError and others for corrupt files
-        raise CompileError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+    m = read_onnx(p)
     if synthetic_seed is not None:
         try:
             m = realdata.synthetic_weights(m, synthetic_seed)

@@ -104,9 +104,23 @@ def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None) -> 
     return a
 
 
+#: the first bytes of an .npy file (numpy.lib.format) and of an .npz (a zip archive)
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK"
+
+
 def _read(path: Path, what: str):
     if not path.exists():
         raise CompileError(f"{what} {str(path)!r}: no such file or folder")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(NPY_MAGIC))
+    except OSError as e:
+        raise CompileError(f"{what} {str(path)!r}: cannot be read ({e.strerror})") from None
+    if not (head.startswith(NPY_MAGIC) or head.startswith(ZIP_MAGIC)):
+        # np.load would take it for a pickle and suggest allow_pickle, which is wrong advice
+        raise CompileError(f"{what} {str(path)!r}: not a readable .npy/.npz file (it starts with {head!r}, "
+                           f"neither NumPy's {NPY_MAGIC!r} nor a zip archive's {ZIP_MAGIC!r})")
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:

@@ -26,7 +26,7 @@ from tpucompile.ops.reshape import vector_inputs_as_nchw
 from tpusim.arch.errors import CompileError
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 
-__all__ = ["SUPPORTED_OPS", "import_onnx", "runtime_inputs", "unsupported_report"]
+__all__ = ["SUPPORTED_OPS", "import_onnx", "read_onnx", "runtime_inputs", "unsupported_report"]
 
 #: ONNX op types the importer accepts (the op table's, in its order)
 SUPPORTED_OPS = OP_TABLE.onnx_types
@@ -80,6 +80,20 @@ def _shape_of(vi, name: str) -> tuple:
     return tuple(dims)
 
 
+def read_onnx(path: Union[str, Path]) -> onnx.ModelProto:
+    """The ONNX model in the file ``path``. Raises CompileError naming the file when it cannot be
+    read or decoded, is empty, or decodes to a ModelProto without a graph (protobuf reads an
+    empty file, and some other bytes, as an empty message without complaint)."""
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:  # DecodeError, OSError and others for a missing or corrupt file
+        raise CompileError(f"{path}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+    if not model.HasField("graph"):
+        what = "the file is empty" if Path(path).stat().st_size == 0 else "it decodes to a ModelProto without a graph"
+        raise CompileError(f"{path}: not an ONNX model ({what})")
+    return model
+
+
 def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
     """Load an ONNX model (path or ModelProto) into a verified float IR Graph.
 
@@ -87,10 +101,7 @@ def import_onnx(model: Union[str, Path, onnx.ModelProto]) -> Graph:
     dynamic or missing shapes (naming the tensor), or a malformed graph.
     """
     if not isinstance(model, onnx.ModelProto):
-        try:
-            model = onnx.load(str(model))
-        except Exception as e:  # DecodeError and others for a corrupt file
-            raise CompileError(f"{model}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+        model = read_onnx(model)
     try:
         return _import(model)
     except UnicodeDecodeError as e:  # protobuf checks proto2 strings only when they are read

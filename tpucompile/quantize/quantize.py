@@ -25,7 +25,7 @@ from typing import Optional, Union
 import numpy as np
 import onnx
 
-from tpucompile.frontend.onnx_import import grouped_report, import_onnx
+from tpucompile.frontend.onnx_import import grouped_report, import_onnx, read_onnx
 from tpucompile.ir import Graph, prune, union_groups
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
@@ -347,10 +347,7 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     instead of being refused. ``cfg``: the HwConfig the QGraph is for (``Quantizer``), None for
     one that compiles on every shipped config."""
     if not isinstance(model, onnx.ModelProto):
-        try:
-            model = onnx.load(str(model))
-        except Exception as e:  # DecodeError, OSError and others for a missing or corrupt file
-            raise CompileError(f"{model}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+        model = read_onnx(model)
     dumps = IrDumps.open(dump_dir)
     g, pending, _ = split_host_tail(run_passes(import_onnx(model), dumps, host_tail), model if host_tail else None)
     names = calibration_names(g)
