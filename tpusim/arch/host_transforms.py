@@ -2,19 +2,56 @@
 
 A compiled binary may ask the host to reshape an input before it is written to DDR (the
 compiler decides, ``tpucompile/ops/conv.py``; the SimPy runner, the RTL testbench and
-``tpusim run`` apply it). One kind exists:
+``tpusim run`` apply it). Two kinds exist:
 
 ``im2col``: {"name", "kind": "im2col", "orig_shape": (1, C, H, W), "kernel": (kh, kw),
 "strides": (sh, sw), "pads": (t, l, b, r), "pad_value": int8 zero point, "device_shape"}.
 The int8 image ``x`` (1, C, H, W) becomes (1, C*kh*kw, OH, OW) with channel
 ``k = (c*kh + ky)*kw + kx`` holding ``xpad[c, oy*sh + ky, ox*sw + kx]`` (``xpad`` = ``x`` padded
 with ``pad_value``); OH = (H + t + b - kh) // sh + 1, OW likewise.
+
+``key_mask_bias``: {"name", "kind": "key_mask_bias", "orig_shape": (1, T, 1, 1),
+"device_shape": (1, 4*P, 1, 1)}. A transformer's run-time attention mask over its T keys, int8:
+0 = attended, -128 = masked (the host's extended mask 0 / large negative quantized with scale 1,
+zero point 0), becomes the int32 little-endian bias row the score MatMuls' REQUANT tables take
+(``tpucompile/ops/act_matmul.py``): ``bias`` (``KEY_MASK_BIAS``) for a masked key, 0 otherwise,
+padded with 0 to P >= T keys (whole N tiles), as P*4 int8 "channels" (their bytes, in order).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tpusim.arch.errors import CompileError
+
+#: the REQUANT bias of a masked key's score: far below any K*127*127 accumulator, so the score
+#: saturates to -128 (SOFTMAX ``mask`` = 1 then gives it probability 0); no int32 wrap for K < 2^16
+KEY_MASK_BIAS = -(1 << 30)
+#: the two int8 values of a key mask input: attended, masked
+KEY_MASK_VALUES = (0, -128)
+
+
+def key_mask_bias(name: str, m: np.ndarray) -> np.ndarray:
+    """int32 (T,) REQUANT bias row of the int8 key mask ``m`` (any shape of T values: 0 attended,
+    -128 masked; module docstring). CompileError naming the input and the first other value."""
+    v = np.asarray(m).reshape(-1)
+    bad = v[(v != KEY_MASK_VALUES[0]) & (v != KEY_MASK_VALUES[1])]
+    if bad.size:
+        raise CompileError(f"attention mask input {name!r}: value {int(bad[0])} at key "
+                           f"{int(np.flatnonzero(v == bad[0])[0])}; a key mask holds only 0 (attended) or -128 "
+                           "(masked: the extended mask's large negative quantized)")
+    return np.where(v == KEY_MASK_VALUES[1], KEY_MASK_BIAS, 0).astype("<i4")
+
+
+def key_mask_bytes(name: str, m: np.ndarray, device_shape) -> np.ndarray:
+    """The ``key_mask_bias`` transform: int8 (1, T, 1, 1) mask -> int8 ``device_shape`` (1, 4*P,
+    1, 1), the bytes of the bias row padded with 0 to P keys."""
+    row = key_mask_bias(name, m)
+    n = int(device_shape[1]) // 4
+    if row.size > n:
+        raise CompileError(f"attention mask input {name!r}: {row.size} keys, the binary holds {n}")
+    out = np.zeros(n, "<i4")
+    out[:row.size] = row
+    return out.view(np.int8).reshape(tuple(device_shape)).copy()
 
 
 def im2col(x: np.ndarray, kernel, strides, pads, pad_value: int) -> np.ndarray:
@@ -37,6 +74,11 @@ def host_input_transform(meta: dict, name: str, x: np.ndarray) -> np.ndarray:
             if tuple(x.shape) != tuple(tr["orig_shape"]):
                 raise CompileError(f"input {name!r}: expected shape {tuple(tr['orig_shape'])}, got {x.shape}")
             return im2col(x, tr["kernel"], tr["strides"], tr["pads"], tr["pad_value"])
+        if tr["name"] == name and tr["kind"] == "key_mask_bias":
+            if tuple(x.shape) != tuple(tr["orig_shape"]):
+                raise CompileError(f"attention mask input {name!r}: expected shape {tuple(tr['orig_shape'])} "
+                                   f"(one int8 per key), got {tuple(x.shape)}")
+            return key_mask_bytes(name, x, tr["device_shape"])
     return x
 
 
