@@ -84,11 +84,11 @@ class QActMatMul(QConv):
                                "point 0): a data weight cannot carry a zero-point correction")
         if self.key_bias:
             m = qg.tensors[self.key_bias]
-            c = m.shape[1] if len(m.shape) == 4 else 0
-            if tuple(m.shape) != (1, c, 1, 1) or not (c == n or (c % 4 == 0 and c >= 4 * n)):
+            c, w = (m.shape[1], m.shape[3]) if len(m.shape) == 4 else (0, 0)
+            if tuple(m.shape) != (1, c, 1, w) or not ((c, w) == (n, 1) or (c * w % 4 == 0 and c * w >= 4 * n)):
                 raise CompileError(f"QActMatMul {self.name!r}: key mask {self.key_bias!r} {m.shape} is neither "
                                    f"(1, {n}, 1, 1), one value per key (output channel), nor the host's int32 bias "
-                                   f"row of at least {n} keys (1, 4*P, 1, 1)")
+                                   f"row of at least {n} keys in words (1, W, 1, n)")
             acc = k * 127 * 127 + int(np.max(self.bias))
             low = arith.requant_conv(np.array([acc], np.int64), np.array([KEY_MASK_BIAS], np.int64),
                                      self.mult[:1], self.shift[:1], self.y_zp, False)
@@ -201,11 +201,11 @@ def _constants(op: QActMatMul, cfg) -> dict:
 
 def key_mask_transform(name: str, qg, cfg) -> tuple:
     """(device QTensor, meta) of the key-mask graph input ``name`` (int8 (1, T, 1, 1)): the host's
-    ``key_mask_bias`` transform into the int32 bias row of ``out_tiles(T)`` whole N tiles, as
-    int8 (1, 4*P, 1, 1) bytes (``tpusim.arch.host_transforms``)."""
+    ``key_mask_bias`` transform into the int32 bias row of ``out_tiles(T)`` whole N tiles, its
+    bytes as int8 (1, W, 1, n) (n words, ``tpusim.arch.host_transforms``)."""
     m = qg.tensors[name]
-    t = int(m.shape[1])
-    dev = (1, 4 * out_tiles(t, cfg) * cfg.array_cols, 1, 1)
+    t, W = int(m.shape[1]), cfg.word_bytes
+    dev = (1, W, 1, -(-4 * out_tiles(t, cfg) * cfg.array_cols // W))
     meta = {"name": name, "kind": "key_mask_bias", "orig_shape": list(m.shape), "device_shape": list(dev)}
     return QTensor(name, dev, 1.0, 0), meta
 
@@ -234,7 +234,7 @@ def _emit(P, op: QActMatMul, lays: dict, tl, consts: dict) -> None:
 
         def table_load(P, addr, b0, slot):
             # the bias words from the host's row (byte 4*C*b0 on), the rest from the constants
-            P.dma("DMA_LOAD", M.iaddr(4 * C * b0 // M.blk, 0, 0), slot, bw * W, buf=M.buf_id)
+            P.dma("DMA_LOAD", M.iaddr(0, 0, b0 * bw), slot, bw * W, buf=M.buf_id)
             P.dma("DMA_LOAD", addr + bw * W, slot + bw, (pw - bw) * W)
     CONV.emit(P, op, lays, tl, consts, weight_tile=weight_tile, table_load=table_load)
 

@@ -11,11 +11,13 @@ The int8 image ``x`` (1, C, H, W) becomes (1, C*kh*kw, OH, OW) with channel
 with ``pad_value``); OH = (H + t + b - kh) // sh + 1, OW likewise.
 
 ``key_mask_bias``: {"name", "kind": "key_mask_bias", "orig_shape": (1, T, 1, 1),
-"device_shape": (1, 4*P, 1, 1)}. A transformer's run-time attention mask over its T keys, int8:
+"device_shape": (1, W, 1, n)}. A transformer's run-time attention mask over its T keys, int8:
 0 = attended, -128 = masked (the host's extended mask 0 / large negative quantized with scale 1,
 zero point 0), becomes the int32 little-endian bias row the score MatMuls' REQUANT tables take
-(``tpucompile/ops/act_matmul.py``): ``bias`` (``KEY_MASK_BIAS``) for a masked key, 0 otherwise,
-padded with 0 to P >= T keys (whole N tiles), as P*4 int8 "channels" (their bytes, in order).
+(``tpucompile/ops/act_matmul.py``): ``KEY_MASK_BIAS`` for a masked key, 0 otherwise, padded with
+0 to ``W*n/4`` keys (whole N tiles), its bytes as ``n`` SRAM words of W bytes: byte ``i`` is
+channel ``i % W`` of pixel ``i // W`` (the blocked layout of one channel block then holds the row
+in consecutive words).
 """
 from __future__ import annotations
 
@@ -43,15 +45,15 @@ def key_mask_bias(name: str, m: np.ndarray) -> np.ndarray:
 
 
 def key_mask_bytes(name: str, m: np.ndarray, device_shape) -> np.ndarray:
-    """The ``key_mask_bias`` transform: int8 (1, T, 1, 1) mask -> int8 ``device_shape`` (1, 4*P,
-    1, 1), the bytes of the bias row padded with 0 to P keys."""
+    """The ``key_mask_bias`` transform: int8 (1, T, 1, 1) mask -> int8 ``device_shape`` (1, W, 1,
+    n), the bytes of the bias row padded with 0 to W*n/4 keys as n words (module docstring)."""
     row = key_mask_bias(name, m)
-    n = int(device_shape[1]) // 4
-    if row.size > n:
-        raise CompileError(f"attention mask input {name!r}: {row.size} keys, the binary holds {n}")
-    out = np.zeros(n, "<i4")
+    _, w, _, n = (int(d) for d in device_shape)
+    if row.size * 4 > w * n:
+        raise CompileError(f"attention mask input {name!r}: {row.size} keys, the binary holds {w * n // 4}")
+    out = np.zeros(w * n // 4, "<i4")
     out[:row.size] = row
-    return out.view(np.int8).reshape(tuple(device_shape)).copy()
+    return np.ascontiguousarray(out.view(np.int8).reshape(n, w).T).reshape(1, w, 1, n)
 
 
 def im2col(x: np.ndarray, kernel, strides, pads, pad_value: int) -> np.ndarray:
