@@ -8,6 +8,8 @@ of the original export; an all-zero mask (every key masked) runs without NaN, pr
 bad masks are refused naming the input."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -162,6 +164,24 @@ def test_a_mask_extension_that_is_not_additive_is_refused_naming_it():
     m = bert_model(**MASKED, seed=3, name="bert_masked")
     c = next(t for t in m.graph.initializer if t.name == "/Constant_min")
     c.CopyFrom(onnx.numpy_helper.from_array(np.array(1e9, np.float32), "/Constant_min"))
-    with pytest.raises(CompileError, match=r"attention mask extension '/Mul': not an additive mask \(0 for an "
-                                           r"attended token, at most -10000 for padding\)"):
+    with pytest.raises(CompileError, match=r"attention mask extension ./Mul.: not an additive float mask \(0 for an "
+                                           r"attended token, at most -10000 for padding, per key\): \[0.0, 1000000000.0"):
         split_host_embeddings(m)
+
+
+@pytest.mark.parametrize("real", [REAL, MASKED["seq"]])
+def test_a_real_hf_bert_export_with_a_run_time_mask(tmp_path, real):
+    """tests/fixtures/bert_tiny_32.ts.onnx (scripts/export_hf_fixtures.py: transformers 5.25
+    BertModel, eager attention, torch 2.13 TorchScript exporter): its mask path (Cast, Shape,
+    Flatten, Gather, And, Expand, Where; a (1, 1, 32, 32) extended mask) runs on the host, the
+    Reshape into heads has a -1; `cosim --model bert_tiny_32.ts.onnx --input tokens.npz` on small:
+    golden == SimPy on every layer, the last hidden state close to FP32."""
+    path = Path(__file__).resolve().parent / "fixtures" / "bert_tiny_32.ts.onnx"
+    x = {"input_ids": np.random.default_rng(1).integers(0, 64, (1, 32)), "attention_mask": _mask(real),
+         "token_type_ids": np.zeros((1, 32), np.int64)}
+    np.savez(tmp_path / "tokens.npz", **x)
+    v = run(str(path), "small", tmp_path / "run", rtl=False, input_path=tmp_path / "tokens.npz", calib=2)
+    assert v.passed and sum(v.layer_mismatches.values()) == 0 and v.layers_compared > 40, (v.notes, v.mismatches)
+    assert all(m["golden_vs_simpy"] == 0 for m in v.mismatches.values()), v.mismatches
+    assert v.accuracy["cosine"] >= 0.99, v.accuracy
+    assert any("/model/Where_1_output_0__key_mask" in n for n in v.notes), v.notes

@@ -22,7 +22,8 @@ Rewritten, per head ``i`` (all tensors (1, channels, T) unless said; names carry
 ``Einsum("bkn,bkm->bnm", B, A)`` = ``Bᵀ·A`` over the channels k is the one form the op table maps
 (``ops/act_matmul.py``: A streamed, B stationary). The mask operand is a constant of zeros
 (dropped) or the Reshape of a key-mask input ``<ext>__key_mask`` (1, T, 1) back to the exporter's
-(1, 1, 1, T) (``frontend/host_embeddings.py``: a run-time ``attention_mask``): then per head
+(1, 1, 1, T), possibly Expanded over the queries (``frontend/host_embeddings.py``: a run-time
+``attention_mask``): then per head
 ``s_i = Add(Einsum(k_i, q_i), <ext>__key_mask)``, one value per key added over the queries (the
 quantizer fuses it into the scores' requant, ``ops/act_matmul.py``); anything else is refused.
 """
@@ -107,6 +108,8 @@ def _block(G: _Graph, qk) -> dict:
         other = next(i for i in nxt.input if i != t)
         mask = G.const(other)
         src = G.prod.get(other)
+        while src is not None and src.op_type == "Expand" and src.input[0] in G.prod:     # over the queries
+            src = G.prod[src.input[0]]
         if mask is None and src is not None and src.op_type == "Reshape" and src.input[0].endswith(KEY_MASK_SUFFIX) \
                 and src.input[0] in {vi.name for vi in G.g.input}:
             key_mask = src.input[0]            # the host's additive mask, (1, T, 1): keys on the channels
@@ -135,6 +138,10 @@ def _block(G: _Graph, qk) -> dict:
         nodes += ln
     if len({lin[k][0] for k in lin}) != 1:
         raise CompileError(f"node {where!r}: Q, K and V are not projections of one hidden state")
+    n = lin["q"][1].shape[1]              # a -1 in the Reshape into heads (transformers 5's exports)
+    h, d = (n // d if h == -1 and d > 0 else h), (n // h if d == -1 and h > 0 else d)
+    if h <= 0 or d <= 0 or h * d != n:
+        raise CompileError(f"node {where!r}: the Reshape into heads gives {h} heads of {d} for {n} features")
     return {"nodes": nodes, "heads": h, "d": d, "scale": scale, "lin": lin, "scores": qk.output[0], "key_mask": key_mask,
             "probs": sm.output[0], "pv": pv.output[0], "ctx": rs.output[0], "x": lin["q"][0]}
 
