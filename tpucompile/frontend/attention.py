@@ -121,16 +121,19 @@ def _block(G: _Graph, qk) -> dict:
     axis = next((helper.get_attribute_value(a) for a in nxt.attribute if a.name == "axis"), -1) if nxt else None
     if nxt is None or nxt.op_type != "Softmax" or axis not in (-1, 3):
         raise CompileError(f"node {where!r}: the scores are not followed by a Softmax over the keys")
-    sm = nxt
-    pv = G.only(sm.output[0], "MatMul")
-    if pv is None or pv.input[0] != sm.output[0]:
+    sm, p_t, casts = nxt, nxt.output[0], []
+    while (c := G.only(p_t, "Cast")) is not None and helper.get_attribute_value(c.attribute[0]) == onnx.TensorProto.FLOAT:
+        casts.append(c)               # a float-to-float Cast (transformers 5's softmax dtype): the identity
+        p_t = c.output[0]
+    pv = G.only(p_t, "MatMul")
+    if pv is None or pv.input[0] != p_t:
         raise CompileError(f"node {sm.name!r}: the probabilities are not multiplied by V (MatMul(P, V))")
     vsrc, _, _, vn = G.heads(pv.input[1], (0, 2, 1, 3), pv.name)
     tr = G.only(pv.output[0], "Transpose")
     rs = G.only(tr.output[0], "Reshape") if tr is not None and _perm(tr) == (0, 2, 1, 3) else None
     if rs is None:
         raise CompileError(f"node {pv.name!r}: the context is not Transpose(0, 2, 1, 3) + Reshape back to (1, T, C)")
-    nodes += [sm, pv, tr, rs] + vn
+    nodes += [sm, pv, tr, rs] + vn + casts
     lin = {}
     for what, src in (("q", qsrc), ("k", ksrc), ("v", vsrc)):
         x, w, b, ln = G.linear(src, where)
