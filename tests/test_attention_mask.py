@@ -24,7 +24,7 @@ from tpucompile.ops.softmax import QSoftmax
 from tpucompile.transformer_models import bert_inputs, bert_model
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
-from tpusim.arch.host_transforms import KEY_MASK_BIAS, host_feeds, key_mask_bias
+from tpusim.arch.host_transforms import KEY_MASK_BIAS, host_feeds, host_input_transform, key_mask_bias
 from tpusim.flow.cosim import run
 from tpusim.sim import run_binary
 
@@ -185,3 +185,15 @@ def test_a_real_hf_bert_export_with_a_run_time_mask(tmp_path, real):
     assert all(m["golden_vs_simpy"] == 0 for m in v.mismatches.values()), v.mismatches
     assert v.accuracy["cosine"] >= 0.99, v.accuracy
     assert any("/model/Where_1_output_0__key_mask" in n for n in v.notes), v.notes
+
+
+def test_a_bad_key_mask_transform_in_a_binary_is_refused_naming_the_input():
+    meta = {"input_transforms": [{"name": "m", "kind": "key_mask_bias", "orig_shape": [1, 4, 1, 1],
+                                  "device_shape": [1, 8, 1, "2"]}]}
+    with pytest.raises(CompileError, match=r"attention mask input 'm': the binary's key_mask_bias transform has "
+                                           r"device_shape \[1, 8, 1, '2'\]"):
+        host_input_transform(meta, "m", np.zeros((1, 4, 1, 1), np.int8))
+    meta["input_transforms"][0]["device_shape"] = [1, 8, 1, 2]
+    got = host_input_transform(meta, "m", np.array([0, -128, 0, -128], np.int8).reshape(1, 4, 1, 1))
+    assert got.shape == (1, 8, 1, 2) and got[0, :, 0, :].T.reshape(-1).view("<i4").tolist() == [0, KEY_MASK_BIAS, 0,
+                                                                                                 KEY_MASK_BIAS]

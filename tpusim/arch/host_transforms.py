@@ -80,7 +80,12 @@ def host_input_transform(meta: dict, name: str, x: np.ndarray) -> np.ndarray:
             if tuple(x.shape) != tuple(tr["orig_shape"]):
                 raise CompileError(f"attention mask input {name!r}: expected shape {tuple(tr['orig_shape'])} "
                                    f"(one int8 per key), got {tuple(x.shape)}")
-            return key_mask_bytes(name, x, tr["device_shape"])
+            dev = tr.get("device_shape")
+            if not (isinstance(dev, list) and len(dev) == 4 and all(isinstance(v, int) and v > 0 for v in dev)
+                    and dev[1] * dev[3] % 4 == 0):
+                raise CompileError(f"attention mask input {name!r}: the binary's key_mask_bias transform has device_shape "
+                                   f"{dev!r}, not (1, W, 1, n) positive integers holding whole int32 biases")
+            return key_mask_bytes(name, x, dev)
     return x
 
 
