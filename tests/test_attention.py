@@ -41,14 +41,19 @@ def _ones_mask(m):
     return x
 
 
-def test_host_head_and_per_head_rewrite_equal_the_original_model(tmp_path):
+@pytest.mark.parametrize("padded", [False, True])
+def test_host_head_and_per_head_rewrite_equal_the_original_model(tmp_path, padded):
+    """Float: the host head (embeddings and the mask's extension) + the rewritten device model
+    equal the export, with an all-ones and with a padded attention mask."""
     m, _ = _small_bert(tmp_path)
-    x = _ones_mask(m)
+    x = bert_inputs(m, seed=4) if padded else _ones_mask(m)
+    assert padded == (x["attention_mask"].min() == 0)
     want = ort.InferenceSession(m.SerializeToString()).run(None, x)
     dev, head = split_host_embeddings(m)
     assert sorted(head.masks) == ["attention_mask"] and [n for n, _ in head.token_inputs] == ["input_ids",
                                                                                                  "token_type_ids"]
-    assert Counter(n.op_type for n in head.model.graph.node) == {"Gather": 3, "Add": 2}
+    assert Counter(n.op_type for n in head.model.graph.node) == {"Gather": 3, "Add": 2, "Unsqueeze": 2, "Cast": 1,
+                                                                 "Sub": 1, "Mul": 1, "Reshape": 1}
     e = head.run(x)
     cf = channels_first_tokens_model(dev)
     ops = Counter(n.op_type for n in cf.graph.node)
@@ -67,13 +72,17 @@ def test_bert_small_golden_equals_simpy_and_is_close_to_fp32(tmp_path):
     assert any("embeddings on the host" in n for n in v.notes), v.notes
 
 
-def test_a_padded_attention_mask_is_refused_naming_the_input(tmp_path):
+def test_a_padded_attention_mask_reaches_the_device_as_its_key_mask(tmp_path):
+    """The host's extension of the user's mask: 0 for a real token, finfo.min for a padded one,
+    (1, T, 1) (tests/test_attention_mask.py runs it)."""
     m, path = _small_bert(tmp_path)
     x = bert_inputs(m, seed=4)                # the last eighth of the tokens padded
     np.savez(tmp_path / "tokens.npz", **x)
-    with pytest.raises(CompileError, match=r"input 'attention_mask': padded attention masks \(a 0 in the mask\) "
-                                           r"are not mapped yet"):
-        driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
+    _, xd, _ = driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz", calib=1)
+    km = xd["/Mul__key_mask"]
+    assert km.shape == (1, SMALL["seq"], 1)
+    assert np.all(km[0, :, 0][x["attention_mask"][0] == 1] == 0)
+    assert np.all(km[0, :, 0][x["attention_mask"][0] == 0] == np.finfo(np.float32).min)
 
 
 def test_a_users_tokens_reach_the_device_input_through_the_host_embeddings(tmp_path):
@@ -84,8 +93,9 @@ def test_a_users_tokens_reach_the_device_input_through_the_host_embeddings(tmp_p
     _, xd, cal = driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz", calib=2)
     m.graph.output.append(onnx.helper.make_tensor_value_info("/embeddings/Add_1", onnx.TensorProto.FLOAT, None))
     want = ort.InferenceSession(m.SerializeToString()).run(["/embeddings/Add_1"], x)[0]
-    np.testing.assert_allclose(xd, want.transpose(0, 2, 1), atol=1e-6)
-    assert len(cal) == 2 and cal[0].shape == xd.shape
+    np.testing.assert_allclose(xd["/embeddings/Add_1"], want.transpose(0, 2, 1), atol=1e-6)
+    assert np.all(xd["/Mul__key_mask"] == 0)       # all ones: every key attended
+    assert len(cal) == 2 and cal[0]["/embeddings/Add_1"].shape == xd["/embeddings/Add_1"].shape
 
 
 def test_a_missing_token_array_is_refused_naming_it(tmp_path):
@@ -97,13 +107,16 @@ def test_a_missing_token_array_is_refused_naming_it(tmp_path):
 
 
 def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
-    """An extended mask that does not fold to zeros (a padded constant mask) is refused by name."""
+    """An extended mask that does not fold to zeros (a padded constant mask, no run-time input) is
+    refused by name."""
     m, _ = _small_bert(tmp_path)
+    del m.graph.input[1]                       # attention_mask: a constant with one padded token
+    m.graph.initializer.append(onnx.numpy_helper.from_array(np.array([[1] * (SMALL["seq"] - 1) + [0]], np.int64),
+                                                            "attention_mask"))
     dev, _ = split_host_embeddings(m)
-    mask = next(t for t in dev.graph.initializer if t.name == "attention_mask")
-    mask.CopyFrom(onnx.numpy_helper.from_array(np.array([[1] * (SMALL["seq"] - 1) + [0]], np.int64), "attention_mask"))
     with pytest.raises(CompileError, match=r"node '/encoder.layer.0.attention.self/Add' \(Add\): the attention mask "
-                                           r"'/Mul' is not a constant of zeros"):
+                                           r"'/Mul' is neither a constant of zeros nor the extended mask of a run-time "
+                                           r"attention_mask input"):
         channels_first_tokens_model(dev)
 
 

@@ -13,7 +13,7 @@ import onnx
 
 from tpucompile import digits, inputs, realdata, transformer_models
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.frontend.host_embeddings import check_masks, split_host_embeddings
+from tpucompile.frontend.host_embeddings import check_mask_feeds, split_host_embeddings
 from tpucompile.frontend.host_patches import HostPatches, split_host_patches
 from tpucompile.frontend.nhwc_input import input_layout, nchw_input_model, to_model_layout
 from tpucompile.frontend.onnx_import import read_onnx
@@ -101,7 +101,8 @@ def _device_model(m: onnx.ModelProto):
 def token_data(head, input_path, calib, model=None) -> tuple:
     """(test input, calibration samples, notes) of a model with a host head: a token-id model's
     (HostHead) run on token ids (``input_path``: an .npz of one int array per token input; default
-    seeded ids, all-ones masks, token types 0 then 1) and on ``calib`` seeded id samples; a vision
+    seeded ids, all-ones masks, token types 0 then 1; a mask is required in the file and may pad:
+    ``host_embeddings.check_mask_feeds``) and on ``calib`` seeded id samples (all-ones masks); a vision
     transformer's (HostPatches) on its image input's data (``inputs.model_data``: the built-in
     photographs, or ``input_path`` / ``calib`` files)."""
     if isinstance(head, HostPatches):
@@ -126,7 +127,7 @@ def token_data(head, input_path, calib, model=None) -> tuple:
                 raise CompileError(f"--input {input_path}: no array {n!r} (token inputs: "
                                    f"{[t for t, _ in head.token_inputs]})")
             feeds[n] = np.asarray(data[n]).reshape(shape)
-        check_masks(head, {k: data[k] for k in data.files})
+        feeds.update(check_mask_feeds(head, {k: data[k] for k in data.files}, f"--input {input_path}"))
     else:
         feeds = draw(1)
     if not isinstance(calib, (int, np.integer)):

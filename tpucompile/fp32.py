@@ -112,7 +112,9 @@ def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) 
     127, or -128 unless that is the zero point (clipping by the calibrated range shows here). A
     part of a Concat compares with its channels of the Concat's FP32 tensor where its own ONNX
     tensor holds other values (a Relu after the Concat moved before it by fuse_relu: the part
-    holds the clamped values); ``onnx_tensor`` then names the slice, e.g. ``cat[:, 0:4]``. Ops
+    holds the clamped values); ``onnx_tensor`` then names the slice, e.g. ``cat[:, 0:4]``. The
+    scores of a run-time attention mask (a QActMatMul with ``key_bias``: -128 for a masked key,
+    the FP32 tensor before the mask) compare on their attended keys (channels) only. Ops
     without an FP32 tensor holding their values (a Gemm's internal (1, N, 1, 1) view) are left
     out. Raises ValueError if a tensor's sizes disagree.
     """
@@ -128,6 +130,9 @@ def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) 
         if f.size != q.size:
             raise ValueError(f"layer {op.name!r}: FP32 {fname!r} has {f.size} values, int8 {q.size}")
         d = (q.astype(np.float64) - t.zero_point) * t.scale
+        if getattr(op, "key_bias", ""):       # masked scores: compared on the attended keys only
+            keep = np.asarray(golden_env[op.key_bias]).reshape(-1) == 0
+            d, f = d.reshape(keep.size, -1)[keep], f.reshape(keep.size, -1)[keep]
         m = error_metrics(d, f)
         rows.append({"index": i, "layer": op.name, "op": type(op).__name__, "onnx_tensor": fname,
                      "shape": "x".join(str(int(s)) for s in t.shape), "scale": float(t.scale),

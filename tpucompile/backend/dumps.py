@@ -15,9 +15,9 @@ def device_graph(dg) -> str:
     lines = [f"// config {dg.cfg.name}; im2col={dg.options.im2col}, "
              f"keep_intermediates={dg.options.keep_intermediates}", dump_qgraph(dg.qg).rstrip()]
     for tr in dg.transforms:
-        lines.append(f"host transform {tr['kind']} %{tr['name']}: {tr['orig_shape']} -> {tr['device_shape']} "
-                     f"(kernel {tr['kernel']}, strides {tr['strides']}, pads {tr['pads']}, "
-                     f"pad value {tr['pad_value']})")
+        how = (f" (kernel {tr['kernel']}, strides {tr['strides']}, pads {tr['pads']}, pad value {tr['pad_value']})"
+               if tr["kind"] == "im2col" else " (0 / -128 per key -> int32 bias row bytes)")
+        lines.append(f"host transform {tr['kind']} %{tr['name']}: {tr['orig_shape']} -> {tr['device_shape']}{how}")
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,7 @@ from tpucompile.backend.fuse_residual import fuse_residual
 from tpucompile.backend.layout import ActLayout, check_input_borders, merge_view_borders, round_up
 from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
 from tpucompile.ops import OP_TABLE
+from tpucompile.ops.act_matmul import key_mask_transform
 from tpucompile.qgraph import QGraph
 from tpucompile.stages import Pass
 from tpusim.arch.config import HwConfig
@@ -112,11 +113,11 @@ class CheckedProgram:
 
 # ---------------------------------------------------------------- passes
 def host_transforms(dg: DeviceGraph) -> DeviceGraph:
-    """Offer every graph input read by exactly one op (and not a graph output) to that op's
-    ``input_transform`` hook; apply the rewrites it returns."""
+    """A run-time attention mask (a graph input every reader of which takes as its ``key_bias``)
+    becomes the host's bias row (``ops/act_matmul.key_mask_transform``); with ``options.im2col``,
+    offer every other graph input read by exactly one op (and not a graph output) to that op's
+    ``input_transform`` hook; apply the rewrites they return."""
     qg, cfg = dg.qg, dg.cfg
-    if not dg.options.im2col:
-        return dg
     users: dict = {}
     for op in qg.ops:
         for t in op.inputs:
@@ -125,7 +126,11 @@ def host_transforms(dg: DeviceGraph) -> DeviceGraph:
     tensors, ops, transforms = dict(qg.tensors), list(qg.ops), []
     for name in qg.inputs:
         us = users.get(name, [])
-        if len(us) != 1 or name in outputs:
+        if us and all(getattr(u, "key_bias", "") == name for u in us):   # a run-time attention mask
+            tensors[name], meta = key_mask_transform(name, qg, cfg)
+            transforms.append(meta)
+            continue
+        if len(us) != 1 or name in outputs or not dg.options.im2col:
             continue
         rewrite = OP_TABLE.device(us[0]).input_transform(us[0], qg, cfg)
         if rewrite is not None:

@@ -20,8 +20,12 @@ Rewritten, per head ``i`` (all tensors (1, channels, T) unless said; names carry
 * ``ctx = Concat(c_0 .. c_{h-1}, axis 1)`` (the heads' views of one buffer, no copy).
 
 ``Einsum("bkn,bkm->bnm", B, A)`` = ``Bᵀ·A`` over the channels k is the one form the op table maps
-(``ops/act_matmul.py``: A streamed, B stationary). The mask operand must be a constant of zeros
-(an all-ones ``attention_mask``, ``frontend/host_embeddings.py``); anything else is refused.
+(``ops/act_matmul.py``: A streamed, B stationary). The mask operand is a constant of zeros
+(dropped) or the Reshape of a key-mask input ``<ext>__key_mask`` (1, T, 1) back to the exporter's
+(1, 1, 1, T), possibly Expanded over the queries (``frontend/host_embeddings.py``: a run-time
+``attention_mask``): then per head
+``s_i = Add(Einsum(k_i, q_i), <ext>__key_mask)``, one value per key added over the queries (the
+quantizer fuses it into the scores' requant, ``ops/act_matmul.py``); anything else is refused.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from tpucompile.frontend.host_embeddings import KEY_MASK_SUFFIX
 from tpucompile.frontend.lift_1d import EINSUM_3D, constant_value
 from tpusim.arch.errors import CompileError
 
@@ -98,27 +103,37 @@ def _block(G: _Graph, qk) -> dict:
         scale = 1 / float(c.reshape(-1)[0]) if nxt.op_type == "Div" else float(c.reshape(-1)[0])
         nodes.append(nxt)
         t, nxt = nxt.output[0], G.cons.get(nxt.output[0], [None])[0]
+    key_mask = None
     if nxt is not None and nxt.op_type == "Add":
         other = next(i for i in nxt.input if i != t)
         mask = G.const(other)
-        if mask is None or np.any(mask != 0):
-            raise CompileError(f"node {nxt.name!r} (Add): the attention mask {other!r} is not a constant of zeros "
-                               "(an all-ones attention_mask); padded masks are not mapped yet")
+        src = G.prod.get(other)
+        while src is not None and src.op_type == "Expand" and src.input[0] in G.prod:     # over the queries
+            src = G.prod[src.input[0]]
+        if mask is None and src is not None and src.op_type == "Reshape" and src.input[0].endswith(KEY_MASK_SUFFIX) \
+                and src.input[0] in {vi.name for vi in G.g.input}:
+            key_mask = src.input[0]            # the host's additive mask, (1, T, 1): keys on the channels
+        elif mask is None or np.any(mask != 0):
+            raise CompileError(f"node {nxt.name!r} (Add): the attention mask {other!r} is neither a constant of zeros "
+                               "nor the extended mask of a run-time attention_mask input (frontend/host_embeddings.py)")
         nodes.append(nxt)
         t, nxt = nxt.output[0], G.cons.get(nxt.output[0], [None])[0]
     axis = next((helper.get_attribute_value(a) for a in nxt.attribute if a.name == "axis"), -1) if nxt else None
     if nxt is None or nxt.op_type != "Softmax" or axis not in (-1, 3):
         raise CompileError(f"node {where!r}: the scores are not followed by a Softmax over the keys")
-    sm = nxt
-    pv = G.only(sm.output[0], "MatMul")
-    if pv is None or pv.input[0] != sm.output[0]:
+    sm, p_t, casts = nxt, nxt.output[0], []
+    while (c := G.only(p_t, "Cast")) is not None and helper.get_attribute_value(c.attribute[0]) == onnx.TensorProto.FLOAT:
+        casts.append(c)               # a float-to-float Cast (transformers 5's softmax dtype): the identity
+        p_t = c.output[0]
+    pv = G.only(p_t, "MatMul")
+    if pv is None or pv.input[0] != p_t:
         raise CompileError(f"node {sm.name!r}: the probabilities are not multiplied by V (MatMul(P, V))")
     vsrc, _, _, vn = G.heads(pv.input[1], (0, 2, 1, 3), pv.name)
     tr = G.only(pv.output[0], "Transpose")
     rs = G.only(tr.output[0], "Reshape") if tr is not None and _perm(tr) == (0, 2, 1, 3) else None
     if rs is None:
         raise CompileError(f"node {pv.name!r}: the context is not Transpose(0, 2, 1, 3) + Reshape back to (1, T, C)")
-    nodes += [sm, pv, tr, rs] + vn
+    nodes += [sm, pv, tr, rs] + vn + casts
     lin = {}
     for what, src in (("q", qsrc), ("k", ksrc), ("v", vsrc)):
         x, w, b, ln = G.linear(src, where)
@@ -126,7 +141,11 @@ def _block(G: _Graph, qk) -> dict:
         nodes += ln
     if len({lin[k][0] for k in lin}) != 1:
         raise CompileError(f"node {where!r}: Q, K and V are not projections of one hidden state")
-    return {"nodes": nodes, "heads": h, "d": d, "scale": scale, "lin": lin, "scores": qk.output[0],
+    n = lin["q"][1].shape[1]              # a -1 in the Reshape into heads (transformers 5's exports)
+    h, d = (n // d if h == -1 and d > 0 else h), (n // h if d == -1 and h > 0 else d)
+    if h <= 0 or d <= 0 or h * d != n:
+        raise CompileError(f"node {where!r}: the Reshape into heads gives {h} heads of {d} for {n} features")
+    return {"nodes": nodes, "heads": h, "d": d, "scale": scale, "lin": lin, "scores": qk.output[0], "key_mask": key_mask,
             "probs": sm.output[0], "pv": pv.output[0], "ctx": rs.output[0], "x": lin["q"][0]}
 
 
@@ -149,8 +168,12 @@ def _per_head(blk: dict, new_init) -> list:
             proj[what] = base
         s, p = f"{blk['scores']}__h{i}", f"{blk['probs']}__h{i}"
         vt, c = f"{proj['v']}__t", f"{blk['pv']}__h{i}"
-        out += [mk("Einsum", [proj["k"], proj["q"]], [s], name=s, equation=EINSUM_BT_A),
-                mk("Softmax", [s], [p], name=p, axis=1),
+        if blk["key_mask"]:         # the run-time mask: added to the raw scores per key (channel)
+            out += [mk("Einsum", [proj["k"], proj["q"]], [f"{s}__raw"], name=f"{s}__raw", equation=EINSUM_BT_A),
+                    mk("Add", [f"{s}__raw", blk["key_mask"]], [s], name=s)]
+        else:
+            out.append(mk("Einsum", [proj["k"], proj["q"]], [s], name=s, equation=EINSUM_BT_A))
+        out += [mk("Softmax", [s], [p], name=p, axis=1),
                 mk("Einsum", [proj["v"], eye], [vt], name=vt, equation=EINSUM_BT_A),
                 mk("Einsum", [vt, p], [c], name=c, equation=EINSUM_BT_A)]
         parts.append(c)

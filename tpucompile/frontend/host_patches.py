@@ -110,7 +110,9 @@ def _chain(g, conv, cons, prod, shapes, opsets):
             e = constant_value(g, i, opsets)
             if e is None:
                 raise CompileError(f"node {nxt.name!r} (Concat): token operand {i!r} is not a constant")
-            parts.append(np.broadcast_to(e, shapes[i]).reshape(-1, shapes[i][-1]))
+            known = shapes.get(i, ())
+            full = np.broadcast_to(e, known) if known and all(known) else e     # an Expand to a computed shape
+            parts.append(full.reshape(-1, full.shape[-1]))
             if i in prod and prod[i].op_type == "Expand":
                 nodes.append(prod[i])
         extra = np.concatenate(parts).astype(np.float32)
@@ -121,10 +123,36 @@ def _chain(g, conv, cons, prod, shapes, opsets):
         other = next(i for i in nxt.input if i != t)
         p = constant_value(g, other, opsets)
         if p is not None:
-            pos = np.broadcast_to(p, shapes[t]).reshape(shapes[t][1:]).astype(np.float32)
+            _, n_patch, c = shapes[tr.output[0]]
+            want = (1, n_patch + (0 if extra is None else extra.shape[0]), c)
+            pos = np.broadcast_to(p, want).reshape(want[1:]).astype(np.float32)
             nodes.append(nxt)
             t = nxt.output[0]
     return nodes, t, extra, pos
+
+
+def _fold_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each ``Shape`` of a tensor whose shape inference knows every dimension
+    replaced by a Constant (transformers 5's ViT export computes the patch Reshape's shape from
+    the Conv output's Shape); ``model`` itself when there is none."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    dims = {vi.name: [d.dim_value if d.HasField("dim_value") else 0 for d in vi.type.tensor_type.shape.dim]
+            for vi in list(inferred.graph.input) + list(inferred.graph.value_info)
+            if vi.type.tensor_type.HasField("shape")}
+    folded = []
+    for i, n in enumerate(model.graph.node):
+        d = dims.get(n.input[0]) if n.op_type == "Shape" and n.input else None
+        if d and all(v > 0 for v in d):
+            lo, hi = _attr(n, "start", 0), _attr(n, "end", len(d))
+            folded.append((i, helper.make_node("Constant", [], list(n.output), name=n.name,
+                                               value=numpy_helper.from_array(np.array(d[lo:hi], np.int64)))))
+    if not folded:
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for i, c in folded:
+        m.graph.node[i].CopyFrom(c)
+    return m
 
 
 def split_host_patches(model: onnx.ModelProto) -> tuple[onnx.ModelProto, HostPatches | None]:
@@ -138,6 +166,8 @@ def split_host_patches(model: onnx.ModelProto) -> tuple[onnx.ModelProto, HostPat
     if len(runtime_inputs(model)) != 1 or len(images) != 1:
         return model, None
     img = images[0].name
+    orig, model = model, _fold_static_shapes(model)     # the original unless it is a patch model
+    g = model.graph
     cons: dict = {}
     for n in g.node:
         for i in n.input:
@@ -146,13 +176,13 @@ def split_host_patches(model: onnx.ModelProto) -> tuple[onnx.ModelProto, HostPat
     conv = next((n for n in cons.get(img, []) if n.op_type == "Conv"), None)
     rs = cons.get(conv.output[0], []) if conv is not None else []
     if not (len(cons.get(img, [])) == 1 and len(rs) == 1 and rs[0].op_type in ("Reshape", "Flatten")):
-        return model, None
+        return orig, None
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)   # a Reshape shape from Shape ops
     shapes = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
               for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)
               if vi.type.tensor_type.HasField("shape")}
     if len(shapes.get(rs[0].output[0], ())) != 3:
-        return model, None                     # not a Conv turned into tokens
+        return orig, None                     # not a Conv turned into tokens
     inits = {t.name: t for t in g.initializer}
     w = numpy_helper.to_array(inits[conv.input[1]]) if conv.input[1] in inits else None
     kernel = tuple(_attr(conv, "kernel_shape", w.shape[2:] if w is not None else ()))

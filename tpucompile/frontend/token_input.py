@@ -30,6 +30,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from tpucompile.frontend.attention import attention_blocks
+from tpucompile.frontend.host_embeddings import KEY_MASK_SUFFIX
 from tpucompile.frontend.lift_1d import ELEMENTWISE, constant_value
 from tpucompile.frontend.model_inputs import runtime_inputs
 from tpucompile.frontend.nhwc_input import add_layout, permute_dims
@@ -75,7 +76,8 @@ def _live(nodes: list, outputs: set) -> list:
 def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` itself unless it is a token model (module docstring); else its (1, C, T) copy.
     CompileError naming the node for a rank-3 op the rewrite cannot carry."""
-    ins = [vi for vi in runtime_inputs(model) if len(vi.type.tensor_type.shape.dim) == 3]
+    ins = [vi for vi in runtime_inputs(model) if len(vi.type.tensor_type.shape.dim) == 3
+           and not vi.name.endswith(KEY_MASK_SUFFIX)]         # a key mask is (1, T, 1) keys-first already
     if not ins:
         return model
     inits = {t.name: t for t in model.graph.initializer}

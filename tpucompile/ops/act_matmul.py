@@ -22,6 +22,20 @@ so ``a`` and ``b`` must have zero point 0 (symmetric quantization of Q, K, Vᵀ 
 ``OpDef.symmetric_inputs``). From ONNX: the ``Einsum("bkxn,bkxm->bnxm", B, A)`` that the
 attention rewrite writes (``frontend/attention.py``; the op type ``ActMatMul`` of the IR takes
 (A, B)); a constant A (the identity that transposes Vᵀ) is a ``QConstAct`` (``ops/const_act.py``).
+
+Run-time attention mask (``key_bias``): the scores ``s = Kᵀ·Q`` (output channels = keys) of a
+model whose attention-mask Add reads a key-mask input (``frontend/host_embeddings.py``,
+``frontend/attention.py``: ``Add(s, m)`` with ``m`` (1, T, 1) = 0 or a large negative per key) take
+the Add into their output stage: the IR Add is fused here (``fuse_key_mask``), its output is the
+scores' tensor (the scores' calibrated parameters, not the Add's). The graph input ``m`` is int8
+(1, T, 1, 1) with scale 1, zero point 0 (0 attended, -128 masked); the host turns it into the int32
+bias row ``KEY_MASK_BIAS`` / 0 per key (``tpusim.arch.host_transforms`` ``key_mask_bias``: a
+documented host step like the embedding Gather), which the device DMA-loads into the bias part of
+every score REQUANT table (its multipliers and shifts still from the constants): the REQUANT adds
+it, a masked key's score saturates to -128 and the SOFTMAX after it (``mask`` = 1) gives it
+probability 0. No device cycle is added but one DMA_LOAD of ``4C`` bytes per table load. The
+bias words must be whole SRAM words (``4*cols`` a multiple of the word bytes) and one N tile per
+table (R <= C); else a CompileError naming the op.
 """
 from __future__ import annotations
 
@@ -30,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.backend.layout import param_tables
+from tpucompile.backend.layout import out_tiles, param_tables
 from tpucompile.ops.common import bad_attr, no_input_transform
 from tpucompile.ops.const_act import QConstAct
 from tpucompile.ops.conv import DEVICE as CONV
@@ -39,20 +53,23 @@ from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.qgraph import QTensor
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
+from tpusim.arch.host_transforms import KEY_MASK_BIAS, key_mask_bias
 
-__all__ = ["QActMatMul", "OPS", "act_matmul_qop"]
+__all__ = ["QActMatMul", "OPS", "act_matmul_qop", "fuse_key_mask", "masked_scores", "key_mask_transform"]
 
 
 @dataclass(frozen=True)
 class QActMatMul(QConv):
     """A 1x1 QConv whose weight is the activation ``b`` (int8 (1, K, 1, N), zero point 0) at run
     time: ``weight`` is an int8 zeros placeholder [N, K, 1, 1] giving the shapes; bias 0;
-    ``x_zp`` (of ``inp``) 0."""
+    ``x_zp`` (of ``inp``) 0. ``key_bias``: "" or the key-mask graph input (int8 (1, N, 1, 1), 0 /
+    -128) whose bias row the host makes (module docstring)."""
     b: str = ""
+    key_bias: str = ""
 
     @property
     def inputs(self) -> tuple:
-        return (self.inp, self.b)
+        return (self.inp, self.b) + ((self.key_bias,) if self.key_bias else ())
 
     def verify(self, qg) -> None:
         super().verify(qg)
@@ -65,6 +82,20 @@ class QActMatMul(QConv):
             raise CompileError(f"QActMatMul {self.name!r}: operands {self.inp!r} (zero point {a.zero_point}) and "
                                f"{self.b!r} (zero point {b.zero_point}) must be quantized symmetrically (zero "
                                "point 0): a data weight cannot carry a zero-point correction")
+        if self.key_bias:
+            m = qg.tensors[self.key_bias]
+            c, w = (m.shape[1], m.shape[3]) if len(m.shape) == 4 else (0, 0)
+            if tuple(m.shape) != (1, c, 1, w) or not ((c, w) == (n, 1) or (c * w % 4 == 0 and c * w >= 4 * n)):
+                raise CompileError(f"QActMatMul {self.name!r}: key mask {self.key_bias!r} {m.shape} is neither "
+                                   f"(1, {n}, 1, 1), one value per key (output channel), nor the host's int32 bias "
+                                   f"row of at least {n} keys in words (1, W, 1, n)")
+            acc = k * 127 * 127 + int(np.max(self.bias))
+            low = arith.requant_conv(np.array([acc], np.int64), np.array([KEY_MASK_BIAS], np.int64),
+                                     self.mult[:1], self.shift[:1], self.y_zp, False)
+            if int(low[0]) != -128:
+                raise CompileError(f"QActMatMul {self.name!r}: a masked key's score (bias {KEY_MASK_BIAS}) "
+                                   f"requantizes to {int(low[0])}, not -128 (multiplier {int(self.mult[0])}, "
+                                   f"shift {int(self.shift[0])})")
 
 
 def act_matmul_qop(name: str, a, b, out, mult: int, shift: int) -> QActMatMul:
@@ -134,9 +165,29 @@ def _quantize_einsum(q, node) -> None:
     _add_matmul(q, node, a, q.input(node, 0))
 
 
-def _golden(op: QActMatMul, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def fuse_key_mask(q, node, scores: str, mask: str) -> None:
+    """IR ``Add(scores, mask)`` of a run-time key mask (module docstring): the QActMatMul making
+    ``scores`` takes ``key_bias = mask`` and the Add's output is an alias of the scores.
+    CompileError naming the node if ``scores`` is not a QActMatMul's output or has a mask already."""
+    r = q.qg.resolve(scores)
+    i = next((i for i, o in enumerate(q.qg.ops) if isinstance(o, QActMatMul) and o.out == r), None)
+    if i is None or q.qg.ops[i].key_bias:
+        raise CompileError(f"node {node.name!r} (Add): the attention mask {mask!r} is added to {scores!r}, which is "
+                           "not the output of an unmasked matmul of activations (the Q·Kᵀ scores)")
+    q.qg.ops[i] = dataclasses.replace(q.qg.ops[i], key_bias=mask)
+    q.add_alias(node.outputs[0], r)
+
+
+def masked_scores(qg, name: str) -> bool:
+    """Whether device tensor ``name`` is the output of a QActMatMul with a key mask."""
+    r = qg.resolve(name)
+    return any(isinstance(o, QActMatMul) and o.key_bias and o.out == r for o in qg.ops)
+
+
+def _golden(op: QActMatMul, a: np.ndarray, b: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
     w = np.ascontiguousarray(np.asarray(b, np.int8)[0, :, 0, :].T[:, :, None, None])     # [N, K, 1, 1]
-    return conv_int8(dataclasses.replace(op, weight=w), a)
+    bias = op.bias if m is None else op.bias + key_mask_bias(op.key_bias, m)
+    return conv_int8(dataclasses.replace(op, weight=w, bias=bias), a)
 
 
 def _layout(op: QActMatMul, qg, lays) -> None:
@@ -148,13 +199,44 @@ def _constants(op: QActMatMul, cfg) -> dict:
     return {"requant": param_tables(op.bias, op.mult, op.shift, cfg)}
 
 
+def key_mask_transform(name: str, qg, cfg) -> tuple:
+    """(device QTensor, meta) of the key-mask graph input ``name`` (int8 (1, T, 1, 1)): the host's
+    ``key_mask_bias`` transform into the int32 bias row of ``out_tiles(T)`` whole N tiles, its
+    bytes as int8 (1, W, 1, n) (n words, ``tpusim.arch.host_transforms``)."""
+    m = qg.tensors[name]
+    t, W = int(m.shape[1]), cfg.word_bytes
+    dev = (1, W, 1, -(-4 * out_tiles(t, cfg) * cfg.array_cols // W))
+    meta = {"name": name, "kind": "key_mask_bias", "orig_shape": list(m.shape), "device_shape": list(dev)}
+    return QTensor(name, dev, 1.0, 0), meta
+
+
+def _bias_words(op: QActMatMul, cfg) -> int:
+    """SRAM words of a REQUANT table's int32 bias part (the key mask's); CompileError naming the
+    op when they are not whole words or a table load holds several N tiles."""
+    C, W = cfg.array_cols, cfg.word_bytes
+    if (4 * C) % W or cfg.lane_groups > 1:
+        raise CompileError(f"QActMatMul {op.name!r}: a run-time key mask needs the {C} int32 biases of a requant "
+                           f"table to be whole {W}-byte words and one N tile per table (config {cfg.name!r}: "
+                           f"{cfg.array_rows} rows x {C} columns)")
+    return 4 * C // W
+
+
 def _emit(P, op: QActMatMul, lays: dict, tl, consts: dict) -> None:
     B = lays[op.b]
-    C = P.cfg.array_cols
+    cfg = P.cfg
+    C, W = cfg.array_cols, cfg.word_bytes
 
     def weight_tile(t, nb, kb):
-        return B.iaddr(kb, 0, nb * C), B.buf_id, weight_cols(B.W, nb, C) * P.cfg.word_bytes
-    CONV.emit(P, op, lays, tl, consts, weight_tile=weight_tile)
+        return B.iaddr(kb, 0, nb * C), B.buf_id, weight_cols(B.W, nb, C) * W
+    table_load = None
+    if op.key_bias:
+        M, bw, pw = lays[op.key_bias], _bias_words(op, cfg), cfg.param_words
+
+        def table_load(P, addr, b0, slot):
+            # the bias words from the host's row (byte 4*C*b0 on), the rest from the constants
+            P.dma("DMA_LOAD", M.iaddr(0, 0, b0 * bw), slot, bw * W, buf=M.buf_id)
+            P.dma("DMA_LOAD", addr + bw * W, slot + bw, (pw - bw) * W)
+    CONV.emit(P, op, lays, tl, consts, weight_tile=weight_tile, table_load=table_load)
 
 
 def _remap_channels(op: QActMatMul, maps: dict, blk: int):
@@ -169,6 +251,9 @@ def _work(op: QActMatMul, lays: dict, tl, cfg):
     """The 1x1 Conv's work (ops/conv.py): its weight tiles are the pixels of ``b`` each N tile
     holds, ``conv.weight_cols`` of the [N, K] placeholder's N = b's width (a last partial N tile
     loads fewer words), as ``_emit`` loads them."""
+    if op.key_bias:
+        bw = _bias_words(op, cfg)
+        return CONV.work(op, lays, tl, cfg, table_parts=(bw * cfg.word_bytes, (cfg.param_words - bw) * cfg.word_bytes))
     return CONV.work(op, lays, tl, cfg)
 
 

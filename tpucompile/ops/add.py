@@ -30,7 +30,9 @@ from tpucompile.backend.tiling import (
     untileable,
 )
 from tpucompile.backend.work import elt_work
+from tpucompile.frontend.host_embeddings import KEY_MASK_SUFFIX
 from tpucompile.ir import Node
+from tpucompile.ops.act_matmul import fuse_key_mask
 from tpucompile.ops.common import affine_of_constant, no_attrs, no_constants, no_input_transform, no_macs
 from tpucompile.ops.conv import QConv, lane_copy_qop
 from tpucompile.ops.conv_add import fused_conv_add
@@ -112,6 +114,10 @@ def _canonicalize_sum(graph, node, producers) -> list:
 
 def _quantize(q, node) -> None:
     a, b = q.input(node, 0), q.input(node, 1)
+    for x, m in ((a, b), (b, a)):
+        if m.name in q.qg.inputs and m.name.endswith(KEY_MASK_SUFFIX):   # a run-time attention mask
+            fuse_key_mask(q, node, x.name, m.name)
+            return
     if a.shape != b.shape:
         raise CompileError(f"node {node.name!r} (Add): broadcasting {a.shape} + {b.shape} "
                            "unsupported (shapes must match)")

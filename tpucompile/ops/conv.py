@@ -247,7 +247,7 @@ def weight_cols(cout: int, nb: int, C: int) -> int:
 
 
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
-          store=None) -> None:
+          store=None, table_load=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
     ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
     tile ``nb``, cin block ``kb``): default the constant tiles, only their ``weight_cols``
@@ -257,7 +257,10 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     slot in place (``ops/conv_add.py``: the fused residual Add). ``tiles``: the output tiles
     (``conv_tiles``' tuples, each starting (oy0, th, ox0, tw); default that grid), any size up to
     tl.th x tl.tw, possibly overlapping. ``store(P, slot, blk, planes, tile)``: called instead of
-    the chunk's STORE (``ops/conv_pool.py``: the fused pool; its tiles are one chunk each)."""
+    the chunk's STORE (``ops/conv_pool.py``: the fused pool; its tiles are one chunk each).
+    ``table_load(P, ddr_addr, b0, slot)``: called instead of the DMA_LOAD of output block ``b0``'s
+    requant tables (constant at ``ddr_addr``) into the SRAM slot at word ``slot``
+    (``ops/act_matmul.py``: the key mask's bias row from a run-time input)."""
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
     par_addr, par_stride = consts["requant"], requant_table_stride(cfg)
@@ -335,8 +338,11 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
             for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
                 ps = reg["p"][pslot]
                 pslot ^= 1
-                P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
-                      *((mg, par_stride, pw * W) if mg > 1 else ()))
+                if table_load is not None:
+                    table_load(P, par_addr + b0 * par_stride, b0, ps)
+                else:
+                    P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
+                          *((mg, par_stride, pw * W) if mg > 1 else ()))
                 blk = b0 * mp // mg                   # first output channel block written
                 planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
                 for (y, x, k, n) in chunks:
@@ -380,7 +386,8 @@ def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
     return [(1, min(seg, tw - x)) for _ in range(th) for x in range(0, tw, seg)]
 
 
-def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, pooled=None) -> LayerWork:
+def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, pooled=None,
+          table_parts=None) -> LayerWork:
     """The DMA instructions and engine cycles of ``_emit``'s loop nest (backend/estimate.py):
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
@@ -392,7 +399,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     that wait for this tile's ADDs), as with one input slot. ``tiles`` (``_emit``'s) and
     ``pooled(tile) -> (rows, cols, VPU cycles, instructions)`` (a fused pool,
     ``ops/conv_pool.py``): per tile and output block, instead of the chunk's STORE, the POOLs of
-    each plane and the STORE of the rows x cols pooled tile."""
+    each plane and the STORE of the rows x cols pooled tile. ``table_parts``: the bytes of each
+    DMA_LOAD that brings one output block's tables (default one of ``param_words`` words)."""
     R, C, W, bb = cfg.array_rows, cfg.array_cols, cfg.word_bytes, cfg.dma_burst_bytes
     ap, pw, mp, mg = align_px(cfg), cfg.param_words, cfg.requant_planes, cfg.lane_groups
     kh, kw = op.kernel
@@ -425,7 +433,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
         wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
-        w.load(n * len(blocks), pw * W, bb, runs=mg)
+        for part in (pw * W,) if table_parts is None else table_parts:
+            w.load(n * len(blocks), part, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
         w.mxu_instrs += 2 * n * NB * KB * T
         w.sram_words += n * NB * KB * T * (C + M)

@@ -11,8 +11,11 @@ Where it runs:
   ``k`` the factor of a scalar Div / Mul folded in (``softmax(x / sqrt(d))``: the scaling is
   free); output scale and zero point from calibration (attention rows of 128 keys have
   probabilities far below 1: a calibrated range [0, max p] resolves them several times better
-  than a fixed 1/255), ``quantize_multiplier(2^-30 / S_out)``. ``mask`` is 0: a -128
-  input is an ordinary logit. Error: <= 0.51 output LSB against float softmax of the same int8
+  than a fixed 1/255), ``quantize_multiplier(2^-30 / S_out)``. ``mask`` is 0 (a -128
+  input is an ordinary logit) unless the scores carry a run-time attention mask
+  (``ops/act_matmul.py``): then 1, a masked key's -128 has probability 0 (as is any score that
+  saturates to -128, below the calibrated range), and a row of only masked keys (an all-zero
+  mask) gives p = 0 everywhere: the context is 0 + bias, no NaN (float: uniform 1/T over the keys). Error: <= 0.51 output LSB against float softmax of the same int8
   inputs (measured 0.503, tests/test_rowops_arith.py).
 * **host** (float32, as before): a Softmax whose output is a graph output that no node reads (a
   classifier's final Softmax): the device output (the logits) becomes a graph output
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpucompile.ir import Node, consumers
+from tpucompile.ops.act_matmul import masked_scores
 from tpucompile.ops.common import no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.ops.rows import emit_rows, no_channel_map, tile_rows, work_rows
@@ -130,7 +134,7 @@ def _quantize(q, node) -> None:
     s_out, zp = q.out_params(node)
     mult, shift = arith.quantize_multiplier(2.0 ** -30 / s_out)
     out = q.add_tensor(node.outputs[0], s_out, zp, shape=x.shape)
-    q.add_op(QSoftmax(node.name, x.name, out.name, exp_mult, mult, shift, zp, False))
+    q.add_op(QSoftmax(node.name, x.name, out.name, exp_mult, mult, shift, zp, masked_scores(q.qg, x.name)))
 
 
 def _host(h: dict, x: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from typing import Optional, Union
 import numpy as np
 import onnx
 
+from tpucompile.frontend.host_embeddings import KEY_MASK_SUFFIX
 from tpucompile.frontend.onnx_import import grouped_report, import_onnx, read_onnx
 from tpucompile.ir import Graph, prune, union_groups
 from tpucompile.ops import OP_TABLE
@@ -300,7 +301,11 @@ def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = Non
             shape = tuple(g.tensors[name].shape)
             if len(shape) != 4:
                 raise CompileError(f"graph input {name!r} shape {shape} unsupported (only NCHW images, (1, C, L) sequences and (1, K) vectors)")
-            qg.tensors[name] = QTensor(name, shape, *q.params(name))
+            if (g.tensors[name].onnx_name or name).endswith(KEY_MASK_SUFFIX):
+                # a run-time attention mask: 0 / large negative per key, int8 0 / -128 (ops/act_matmul.py)
+                qg.tensors[name] = QTensor(name, shape, 1.0, 0)
+            else:
+                qg.tensors[name] = QTensor(name, shape, *q.params(name))
             qg.inputs.append(name)
         errors, refused, tail = [], set(), []
         for node in g.nodes:
