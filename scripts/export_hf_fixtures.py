@@ -20,10 +20,9 @@ graph a deployment export of BertModel / ViTModel has) and the TorchScript expor
 """
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 
 import torch
+from fixture_args import fixture_args
 from transformers import BertConfig, BertModel, ViTConfig, ViTModel
 
 SEQ = 32
@@ -60,11 +59,7 @@ class _Outputs(torch.nn.Module):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
-    ap.add_argument("--only", help="write only this fixture stem")
-    a = ap.parse_args()
-    a.out.mkdir(parents=True, exist_ok=True)
+    a = fixture_args(__doc__)
     for stem, make in (("bert_tiny_32", bert), ("vit_tiny_32", vit)):
         if a.only not in (None, stem):
             continue

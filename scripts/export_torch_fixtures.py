@@ -34,10 +34,10 @@ MobileNetV2 one).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
+from fixture_args import fixture_args
 from torch import nn
 
 
@@ -186,11 +186,7 @@ def _export(model: nn.Module, shape, stem: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
-    ap.add_argument("--only", help="write only this fixture stem")
-    a = ap.parse_args()
-    a.out.mkdir(parents=True, exist_ok=True)
+    a = fixture_args(__doc__)
     def mnv2():
         import torchvision
         return torchvision.models.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
