@@ -15,6 +15,8 @@ never holds more than TOKEN_MAX.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import simpy
 
 from tpusim.arch.device_checks import token_overflow_fault
@@ -37,7 +39,7 @@ class Tokens:
         self.taken_ps: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(n)]
         self._seen = [[0] * n for _ in range(n)]     # consumptions visible to the sender so far
 
-    def send(self, sender: int, mask: int, c_ps: int, where, pc: int = 0,
+    def send(self, sender: int, mask: int, c_ps: int, where: Callable[[], str], pc: int = 0,
              errors=None) -> None:
         """``sender`` completes at its edge ``c_ps`` (the instruction at ``pc``, described by
         ``where()``, a callable returning the text, called only for an error) and signals every
