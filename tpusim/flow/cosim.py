@@ -30,7 +30,7 @@ from tpusim.arch.retire import first_retire_difference
 from tpusim.flow import dataset_eval, layer_report
 from tpusim.flow.profile import write_profile
 from tpusim.flow.stagecache import StageCache, make_key, source_digest
-from tpusim.flow.verdict import Verdict, count_mismatch, render
+from tpusim.flow.verdict import Verdict, count_mismatch, render, traffic_figures
 from tpusim.sim import run_binary
 
 
@@ -288,11 +288,7 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         memory = ddr_bytes / bw_bytes_per_core_cycle
         v.roofline_cycles = max(compute, memory)
         v.roofline_bound = "compute" if compute >= memory else "memory"
-        v.traffic = {"ddr_read": c.get("ddr_read_bytes", 0), "ddr_write": c.get("ddr_write_bytes", 0),
-                     "fetch": c.get("fetch_bytes", 0),
-                     "compulsory_read": int(meta["stats"]["compulsory_load_bytes"]),
-                     "compulsory_write": int(meta["stats"]["compulsory_store_bytes"]),
-                     "true_compulsory": dict(meta["stats"].get("true_compulsory", {}))}
+        v.traffic = traffic_figures(meta, c, cfg)
     v.write(out / "verdict.json")
     return v
 

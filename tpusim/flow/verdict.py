@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tpusim.arch.config import HwConfig
 from tpusim.arch.fileio import write_text_atomic
 
 
@@ -39,7 +40,7 @@ class Verdict:
     utilisation: float | None = None
     roofline_cycles: float | None = None
     roofline_bound: str = ""
-    traffic: dict = field(default_factory=dict)           # ddr_read, ddr_write, fetch, compulsory_read, compulsory_write, true_compulsory
+    traffic: dict = field(default_factory=dict)           # traffic_figures(): ddr_*, fetch, compulsory_*, padded_*, floor
     counters: dict = field(default_factory=dict)
     rtl_skipped: str = ""                                 # reason, if the RTL was not run
     notes: list = field(default_factory=list)
@@ -127,6 +128,69 @@ def layer_accuracy_text(la: dict) -> str:
                    f"(SQNR {f['sqnr_db']:.1f} dB{cos})")
 
 
+def traffic_figures(meta: dict, counters: dict, cfg: HwConfig) -> dict:
+    """The verdict's ``traffic``: DDR bytes the run moved (``counters``: the SimPy run's) against
+    the true compulsory traffic of the program (``meta``: the binary's meta; bytes, unpadded).
+
+    ``compulsory_read`` = the int8 weights once + each graph input once + each activation read
+    once per consumer; ``compulsory_write`` = each activation written once (C·H·W int8 bytes of
+    the graph as given: ``meta["stats"]["true_compulsory"]``). ``padded_read`` / ``padded_write``
+    are the same counted on the device layout (the whole constants blob, channel-padded tensors,
+    a host im2col input): what a program without reuse would move, not a lower bound.
+    ``floor_compute_cycles`` = MACs / PEs, ``floor_ddr_cycles`` = compulsory bytes / the DDR's
+    peak bytes per core cycle (beat bytes × DDR MHz / core MHz), ``floor_cycles`` their max."""
+    st = meta["stats"]
+    tc = dict(st.get("true_compulsory", {}))
+    macs = sum(int(L.get("macs", 0)) for L in meta.get("layers", []))
+    peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+    tr = {"ddr_read": int(counters.get("ddr_read_bytes", 0)), "ddr_write": int(counters.get("ddr_write_bytes", 0)),
+          "fetch": int(counters.get("fetch_bytes", 0)),
+          "padded_read": int(st["compulsory_load_bytes"]), "padded_write": int(st["compulsory_store_bytes"]),
+          "true_compulsory": tc}
+    if tc:
+        tr["compulsory_read"] = tc["weights"] + tc["input"] + tc["reads"]
+        tr["compulsory_write"] = tc["writes"]
+        tr["floor_compute_cycles"] = int(round(macs / cfg.pes))
+        tr["floor_ddr_cycles"] = int(round(tc["total"] / peak))
+        tr["floor_cycles"] = max(tr["floor_compute_cycles"], tr["floor_ddr_cycles"])
+        tr["ddr_bytes_per_cycle"] = peak
+    return tr
+
+
+def bytes_text(n: float) -> str:
+    """A byte count for a person: exact below 100 kB, else kB / MB with two decimals."""
+    if n < 100_000:
+        return f"{int(n):,} B"
+    return f"{n / 1e3:.2f} kB" if n < 1e6 else f"{n / 1e6:.2f} MB"
+
+
+def traffic_rows(tr: dict, cycles: int) -> list[tuple[str, str]]:
+    """The verdict's ``traffic`` and ``floor`` rows from traffic_figures() (none if empty)."""
+    if not tr:
+        return []
+    if "compulsory_read" not in tr:          # a binary without true_compulsory: the padded figures only
+        return [("traffic", f"DDR read {tr['ddr_read']:,} B, write {tr['ddr_write']:,} B, instruction fetch "
+                            f"{tr['fetch']:,} B; padded layout (whole constants blob, channel-padded tensors): "
+                            f"read {tr['padded_read']:,} B, write {tr['padded_write']:,} B")]
+    tc, b = tr["true_compulsory"], bytes_text
+    moved = tr["ddr_read"] + tr["ddr_write"]
+    ratio = lambda a, c: f"×{a / c:.2f}" if c else "n/a"
+    rows = [("traffic", f"DDR read {tr['ddr_read']:,} B ({ratio(tr['ddr_read'], tr['compulsory_read'])} of the "
+                        f"compulsory {tr['compulsory_read']:,}), write {tr['ddr_write']:,} B "
+                        f"({ratio(tr['ddr_write'], tr['compulsory_write'])} of the compulsory "
+                        f"{tr['compulsory_write']:,}), instruction fetch {tr['fetch']:,} B; compulsory = unpadded "
+                        f"int8 weights once, input once, each activation written once and read once per "
+                        f"consumer; on the padded layout (whole constants blob, channel-padded tensors) read "
+                        f"{tr['padded_read']:,} B, write {tr['padded_write']:,} B")]
+    rows.append(("floor", f"true compulsory traffic {b(tc['total'])} (weights {b(tc['weights'])}, input "
+                          f"{b(tc['input'])}, activations written {b(tc['writes'])}, read {b(tc['reads'])}); DDR "
+                          f"moved {b(moved)} = {ratio(moved, tc['total'])} of it; physical floor "
+                          f"{tr['floor_cycles']:,} cycles = max(compute {tr['floor_compute_cycles']:,} = MACs / PEs, "
+                          f"DDR {tr['floor_ddr_cycles']:,} = compulsory bytes / {tr['ddr_bytes_per_cycle']:g} B per "
+                          f"core cycle), this run {ratio(cycles, tr['floor_cycles'])}"))
+    return rows
+
+
 def render(v: Verdict) -> None:
     """Print the verdict table with rich."""
     from rich.console import Console
@@ -172,20 +236,8 @@ def render(v: Verdict) -> None:
         t.add_row("utilisation", f"{v.macs:,} MACs / ({v.cycles_simpy:,} cycles × {v.pes} PEs) = "
                                  f"{v.utilisation:.1%}; roofline bound {v.roofline_cycles:,.0f} cycles "
                                  f"({v.roofline_bound}-bound) = {v.roofline_cycles / max(v.cycles_simpy, 1):.1%} of actual", "")
-    tr = v.traffic
-    if tr:
-        t.add_row("traffic", f"DDR read {tr['ddr_read']:,} B (compulsory {tr['compulsory_read']:,}, "
-                             f"×{tr['ddr_read'] / max(tr['compulsory_read'], 1):.2f}), write {tr['ddr_write']:,} B "
-                             f"(compulsory {tr['compulsory_write']:,}, ×{tr['ddr_write'] / max(tr['compulsory_write'], 1):.2f}), "
-                             f"instruction fetch {tr['fetch']:,} B", "")
-        tc = tr.get("true_compulsory")
-        if tc:
-            moved = tr["ddr_read"] + tr["ddr_write"]
-            t.add_row("floor", f"true compulsory traffic {tc['total'] / 1e6:.2f} MB (unpadded: weights once "
-                               f"{tc['weights'] / 1e6:.2f}, input {tc['input'] / 1e6:.2f}, each activation written once "
-                               f"{tc['writes'] / 1e6:.2f} and read once per consumer {tc['reads'] / 1e6:.2f}); DDR moved "
-                               f"{moved / 1e6:.2f} MB = ×{moved / max(tc['total'], 1):.2f} of it; physical floor "
-                               f"{tc['floor_cycles']:,} cycles, this run ×{v.cycles_simpy / max(tc['floor_cycles'], 1):.2f}", "")
+    for row, text in traffic_rows(v.traffic, v.cycles_simpy or 0):
+        t.add_row(row, text, "")
     for n in v.notes:
         t.add_row("note", n, "")
     Console().print(t)
