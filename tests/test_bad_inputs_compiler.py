@@ -225,3 +225,13 @@ def test_concat_refused_by_name(tmp_path, capsys, kind, msg):
     _, err = compile_cli(tmp_path, capsys, qnets.concat_refused(kind))
     want = re.escape(f"tpucompile: error: {msg}").replace(re.escape("{zp}"), "-?[0-9]+")   # the conv's zero point
     assert re.fullmatch(want, err), err
+
+
+def test_batch_refusal_names_the_graph_input(tmp_path, capsys):
+    """A batch-4 model: the refusal names the graph input with its shape, not the first layer
+    output that inherits the batch."""
+    m = B.conv()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
+    _, err = compile_cli(tmp_path, capsys, m)
+    assert err == ("tpucompile: error: graph input 'x' of shape (4, 8, 8, 8): batch 4 unsupported "
+                   "(batch 1 only; export the model with a batch of 1)")

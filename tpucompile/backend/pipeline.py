@@ -116,8 +116,14 @@ def host_transforms(dg: DeviceGraph) -> DeviceGraph:
     """A run-time attention mask (a graph input every reader of which takes as its ``key_bias``)
     becomes the host's bias row (``ops/act_matmul.key_mask_transform``); with ``options.im2col``,
     offer every other graph input read by exactly one op (and not a graph output) to that op's
-    ``input_transform`` hook; apply the rewrites they return."""
+    ``input_transform`` hook; apply the rewrites they return. CompileError naming the graph
+    input (and its shape) whose batch is not 1."""
     qg, cfg = dg.qg, dg.cfg
+    for name in qg.inputs:              # first: the input at fault, not the first tensor it reaches
+        shape = tuple(int(d) for d in qg.tensors[name].shape)
+        if shape[0] != 1:
+            raise CompileError(f"graph input {name!r} of shape {shape}: batch {shape[0]} unsupported "
+                               "(batch 1 only; export the model with a batch of 1)")
     users: dict = {}
     for op in qg.ops:
         for t in op.inputs:
