@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from tpusim.arch.config import CONFIG_DIR, ClockConfig, HwConfig, config_from_dict, load_config
+from tpusim.arch.config import CONFIG_DIR, YAML_PATHS, ClockConfig, HwConfig, config_from_dict, load_config
 from tpusim.arch.costs import AreaTable, EnergyTable
 from tpusim.arch.errors import ConfigError, TpuError
 
@@ -199,19 +199,32 @@ def test_top_level_not_a_mapping(tmp_path, text, got):
 
 # ---- consistency checks -----------------------------------------------------------------
 @pytest.mark.parametrize("path, value, msg", [
-    ("array.rows", 0, "array_rows must be positive, got 0"),
-    ("sram.banks", -4, "sram_banks must be positive, got -4"),
-    ("accumulator.depth_rows", 0, "acc_depth_rows must be positive, got 0"),
-    ("queues.depth", 0, "queue_depth must be positive, got 0"),
+    ("array.rows", 0, "array.rows must be positive, got 0"),
+    ("sram.banks", -4, "sram.banks must be positive, got -4"),
+    ("accumulator.depth_rows", 0, "accumulator.depth_rows must be positive, got 0"),
+    ("queues.depth", 0, "queues.depth must be positive, got 0"),
+    ("dma.outstanding", 0, "dma.outstanding must be positive, got 0"),
 ])
 def test_non_positive(path, value, msg):
     with pytest.raises(ConfigError, match=re.escape(f"config 'small': {msg}")):
         config_from_dict(with_(raw(), path, value))
 
 
+def test_every_message_names_the_yaml_path():
+    """Zero in each integer field: the message names it as the YAML does (``array.rows``), never
+    as the dataclass field (``array_rows``)."""
+    for field, path in YAML_PATHS.items():
+        if path == "name":
+            continue
+        with pytest.raises(ConfigError) as e:
+            config_from_dict(with_(raw(), path, 0))
+        assert f"{path} must be positive, got 0" in str(e.value), (path, str(e.value))
+        assert field not in str(e.value)
+
+
 def test_sram_not_divisible_into_banks():
     with pytest.raises(ConfigError, match=re.escape(
-            "config 'small': sram.size_bytes 16384 is not divisible into 3 banks")):
+            "config 'small': sram.size_bytes 16384 is not divisible into sram.banks 3 banks")):
         config_from_dict(with_(raw(), "sram.banks", 3))
 
 
@@ -225,14 +238,16 @@ def test_bank_not_whole_words():
     # 16 banks of 12 bytes with 8-byte words
     d = with_(with_(raw(), "sram.size_bytes", 192), "sram.banks", 16)
     with pytest.raises(ConfigError, match=re.escape(
-            "config 'small': SRAM bank of 12 bytes is not a whole number of 8-byte words")):
+            "config 'small': SRAM bank of 12 bytes (sram.size_bytes / sram.banks) is not a whole number of "
+            "8-byte words (array.rows)")):
         config_from_dict(d)
 
 
 def test_sram_exceeds_word_address():
     d = with_(raw(), "sram.size_bytes", 8 << 17)  # 2^17 words of 8 bytes
     with pytest.raises(ConfigError, match=re.escape(
-            "config 'small': SRAM of 131072 words exceeds the 16-bit word address")):
+            "config 'small': sram.size_bytes 1048576 is 131072 words of 8 bytes (array.rows): more than the "
+            "16-bit word address reaches (65536)")):
         config_from_dict(d)
 
 
@@ -284,7 +299,8 @@ def test_array_larger_than_sram_can_feed():
     # seed with a 256x256 array: 131072 / 256 = 512 words < 4 tiles of 256 words
     d = with_(with_(raw("seed"), "array.rows", 256), "array.cols", 256)
     with pytest.raises(ConfigError, match=re.escape(
-            "config 'seed': SRAM of 512 words cannot hold two weight tiles (256 words each) and two "
+            "config 'seed': sram.size_bytes 131072 (512 words) cannot hold two weight tiles (array.cols = 256 "
+            "words each) and two "
             "activation tiles of the same size: the array is larger than the SRAM can feed")):
         config_from_dict(d)
 
@@ -316,7 +332,7 @@ def test_burst_32_is_accepted():
 
 def test_beat_larger_than_burst():
     with pytest.raises(ConfigError, match=re.escape(
-            "config 'small': ddr.beat_bytes must be a power of two <= the burst, got 128")):
+            "config 'small': ddr.beat_bytes must be a power of two <= dma.burst_bytes (64), got 128")):
         config_from_dict(with_(raw(), "ddr.beat_bytes", 128))
 
 
@@ -332,7 +348,8 @@ def test_ddr_address_bits_fixed():
 
 def test_quant_regs_fixed():
     with pytest.raises(ConfigError, match=re.escape(
-            "config 'small': quant_regs must be 4 banks x 16 entries (6-bit index in the ISA), got 4x8")):
+            "config 'small': quant_regs.banks and quant_regs.entries must be 4 and 16 (6-bit index in the "
+            "ISA), got 4 and 8")):
         config_from_dict(with_(raw(), "quant_regs.entries", 8))
 
 

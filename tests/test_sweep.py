@@ -37,7 +37,7 @@ def test_candidates_grid_points_and_refusals():
     c = cands[2]
     assert (c.cfg.array_rows, c.cfg.array_cols, c.cfg.dma_outstanding) == (16, 16, 2)
     bad = cands[-1]                 # 128 bytes cannot hold two weight tiles and two activation tiles
-    assert bad.cfg is None and "SRAM of 16 words cannot hold two weight tiles" in bad.refusal
+    assert bad.cfg is None and "sram.size_bytes 128 (16 words) cannot hold two weight tiles" in bad.refusal
     refused = sweep.candidates("small", {"outstanding": [3]}, [])[0]
     assert "dma.outstanding must be 1, 2, 4 or 8" in refused.refusal and "got 3" in refused.refusal
 
@@ -144,11 +144,11 @@ def test_sweep_cli_errors(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("knobs, message", [
-    ({"beat": 512}, "ddr.beat_bytes must be a power of two <= the burst, got 512"),
+    ({"beat": 512}, "ddr.beat_bytes must be a power of two <= dma.burst_bytes (256), got 512"),
     ({"core_mhz": 1500}, "clocks.core.freq_mhz: 1500 MHz has a period of 666.66"),
-    ({"banks": 3}, "sram.size_bytes 131072 is not divisible into 3 banks"),
+    ({"banks": 3}, "sram.size_bytes 131072 is not divisible into sram.banks 3 banks"),
     ({"burst": 64}, "dma.burst_bytes 64 must be a multiple of the SRAM word (128 bytes = array.rows)"),
-    ({"acc_depth": 0}, "acc_depth_rows must be positive, got 0"),
+    ({"acc_depth": 0}, "accumulator.depth_rows must be positive, got 0"),
     ({"queue_depth": 3}, "queues.depth must be a power of two >= 2, got 3"),
     ({"outstanding": 16}, "dma.outstanding must be 1, 2, 4 or 8"),
     ({"ddr_latency": 1}, "ddr.latency_cycles must be >= 2, got 1"),

@@ -161,6 +161,17 @@ _SCHEMA: dict[str, Any] = {
 }
 
 
+#: HwConfig field -> its dotted path in the YAML file (what error messages name)
+YAML_PATHS: dict[str, str] = {
+    "name": "name", "array_rows": "array.rows", "array_cols": "array.cols",
+    "acc_depth_rows": "accumulator.depth_rows", "sram_size_bytes": "sram.size_bytes", "sram_banks": "sram.banks",
+    "ddr_beat_bytes": "ddr.beat_bytes", "ddr_latency_cycles": "ddr.latency_cycles",
+    "ddr_address_bits": "ddr.address_bits", "dma_burst_bytes": "dma.burst_bytes",
+    "dma_outstanding": "dma.outstanding", "qreg_banks": "quant_regs.banks", "qreg_entries": "quant_regs.entries",
+    "queue_depth": "queues.depth", "fetch_line_buffers": "fetch.line_buffers",
+}
+
+
 def _check_schema(data: Any, schema: Any, where: str) -> None:
     if isinstance(schema, dict):
         if not isinstance(data, dict):
@@ -207,32 +218,35 @@ def _validate(c: HwConfig) -> None:
         if not cond:
             raise ConfigError(f"config '{c.name}': {msg}")
 
-    for key in ("array_rows", "array_cols", "acc_depth_rows", "sram_size_bytes", "sram_banks",
-                "ddr_beat_bytes", "ddr_latency_cycles", "dma_burst_bytes", "qreg_banks",
-                "qreg_entries", "queue_depth", "fetch_line_buffers"):
-        need(getattr(c, key) > 0, f"{key} must be positive, got {getattr(c, key)}")
+    for key, path in YAML_PATHS.items():
+        if isinstance(getattr(c, key), int):
+            need(getattr(c, key) > 0, f"{path} must be positive, got {getattr(c, key)}")
     check_array_shape(c)
     need(c.sram_size_bytes % c.sram_banks == 0,
-         f"sram.size_bytes {c.sram_size_bytes} is not divisible into {c.sram_banks} banks")
+         f"sram.size_bytes {c.sram_size_bytes} is not divisible into sram.banks {c.sram_banks} banks")
     need(_pow2(c.sram_banks), f"sram.banks must be a power of two, got {c.sram_banks}")
     need(c.bank_bytes % c.word_bytes == 0,
-         f"SRAM bank of {c.bank_bytes} bytes is not a whole number of {c.word_bytes}-byte words")
-    need(c.sram_words <= 1 << 16, f"SRAM of {c.sram_words} words exceeds the 16-bit word address")
+         f"SRAM bank of {c.bank_bytes} bytes (sram.size_bytes / sram.banks) is not a whole number of "
+         f"{c.word_bytes}-byte words (array.rows)")
+    need(c.sram_words <= 1 << 16, f"sram.size_bytes {c.sram_size_bytes} is {c.sram_words} words of {c.word_bytes} "
+                                  "bytes (array.rows): more than the 16-bit word address reaches (65536)")
     need(c.acc_depth_rows <= 1 << 16, f"accumulator.depth_rows {c.acc_depth_rows} exceeds 65536")
     need(c.sram_words >= 4 * c.array_cols,
-         f"SRAM of {c.sram_words} words cannot hold two weight tiles ({c.array_cols} words each) "
-         "and two activation tiles of the same size: the array is larger than the SRAM can feed")
+         f"sram.size_bytes {c.sram_size_bytes} ({c.sram_words} words) cannot hold two weight tiles "
+         f"(array.cols = {c.array_cols} words each) and two activation tiles of the same size: the array "
+         "is larger than the SRAM can feed")
     need(_pow2(c.dma_burst_bytes), f"dma.burst_bytes must be a power of two, got {c.dma_burst_bytes}")
     need(c.dma_burst_bytes % c.word_bytes == 0,
          f"dma.burst_bytes {c.dma_burst_bytes} must be a multiple of the SRAM word "
          f"({c.word_bytes} bytes = array.rows): a burst fills whole words")
     need(c.dma_burst_bytes >= 32, f"dma.burst_bytes must be at least 32 (one instruction), got {c.dma_burst_bytes}")
     need(_pow2(c.ddr_beat_bytes) and c.ddr_beat_bytes <= c.dma_burst_bytes,
-         f"ddr.beat_bytes must be a power of two <= the burst, got {c.ddr_beat_bytes}")
+         f"ddr.beat_bytes must be a power of two <= dma.burst_bytes ({c.dma_burst_bytes}), got {c.ddr_beat_bytes}")
     need(c.ddr_latency_cycles >= 2, f"ddr.latency_cycles must be >= 2, got {c.ddr_latency_cycles}")
     need(c.ddr_address_bits == 40, f"ddr.address_bits must be 40, got {c.ddr_address_bits}")
     need(c.qreg_banks == 4 and c.qreg_entries == 16,
-         f"quant_regs must be 4 banks x 16 entries (6-bit index in the ISA), got {c.qreg_banks}x{c.qreg_entries}")
+         "quant_regs.banks and quant_regs.entries must be 4 and 16 (6-bit index in the ISA), got "
+         f"{c.qreg_banks} and {c.qreg_entries}")
     need(c.queue_depth >= 2 and _pow2(c.queue_depth), f"queues.depth must be a power of two >= 2, got {c.queue_depth}")
     need(c.fetch_line_buffers in (1, 2), f"fetch.line_buffers must be 1 or 2, got {c.fetch_line_buffers}")
     need(c.dma_outstanding in (1, 2, 4, 8),
@@ -309,4 +323,4 @@ def parse_config_text(text: str, where: str = "config") -> HwConfig:
         raise ConfigError(f"{where}: {e}") from None
 
 
-__all__ = ["HwConfig", "ClockConfig", "config_path", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]
+__all__ = ["HwConfig", "ClockConfig", "YAML_PATHS", "config_path", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]
