@@ -6,7 +6,7 @@ import pytest
 
 from cocotb_tests import build
 from tpusim.arch.cliutil import user_errors
-from tpusim.flow import bench, cosim
+from tpusim.flow import bench, cosim, sweep
 
 
 def test_cosim_argument_ranges(capsys):
@@ -20,7 +20,39 @@ def test_cosim_out_is_a_file(tmp_path, capsys):
     f = tmp_path / "afile"
     f.write_text("x")
     assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--out", str(f)]) == 2
-    assert f"cosim: error: {f}: File exists" in capsys.readouterr().err
+    assert f"cosim: error: --out {f}: cannot create it (File exists)" in capsys.readouterr().err
+
+
+def _tpucompile(argv):
+    from tpucompile.cli import main
+    return main(argv)
+
+
+def _profile(argv):
+    from tpusim.flow.cli import main
+    return main(argv)
+
+
+@pytest.mark.parametrize("prog, main, argv, option", [
+    ("cosim", cosim.main, ["--model", "digits", "--hw", "small", "--no-rtl", "--out", "{d}"], "--out"),
+    ("tpusim sweep", sweep.main, ["--models", "digits", "--array", "8x8", "--estimate-only", "--out", "{d}"], "--out"),
+    ("tpusim", _profile, ["profile", "nosuch.tpubin", "--out", "{d}"], "--out"),
+    ("tpucompile", _tpucompile, ["digits", "--hw", "small", "-o", "{d}/m.tpubin"], "-o/--output {d}/m.tpubin: folder"),
+    ("tpucompile", _tpucompile, ["digits", "--hw", "small", "-o", "m.tpubin", "--dump-ir", "{d}"], "--dump-ir"),
+])
+def test_uncreatable_output_folder_names_the_option(prog, main, argv, option, capsys):
+    """An output folder that cannot be created: one line naming the option and the path, exit 2,
+    before any work (the model is not even loaded)."""
+    d = "/proc/nope/run"
+    assert main([a.format(d=d) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err == f"{prog}: error: {option.format(d=d)} {d}: cannot create it (No such file or directory)\n"
+
+
+def test_tpucompile_output_is_a_folder(tmp_path, capsys):
+    assert _tpucompile(["digits", "--hw", "small", "-o", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"tpucompile: error: -o/--output {tmp_path}: is a folder; give the path of "
+                                       "the .tpubin file to write\n")
 
 
 @pytest.mark.parametrize("main", [build.main, lambda a: bench.main(["--hw"] + a)])

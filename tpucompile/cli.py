@@ -20,7 +20,7 @@ from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model_head, token_data
 from tpucompile.quantize import compile_model
 from tpucompile.stages import IrDumps
-from tpusim.arch.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError, TpuError
 from tpusim.arch.isa import decode_program
@@ -32,6 +32,17 @@ def _calib_samples(model, calib, head=None):
     if head is not None:
         return token_data(head, None, calib, model)[1]
     return inputs.model_data(model, None, calib)[1]
+
+
+def _check_destinations(a) -> None:
+    """Before the compile: ``-o``'s folder created (TpuError naming the option and the path if it
+    cannot be) and ``-o`` not a folder; ``--dump-ir`` created and writable."""
+    out = Path(a.output)
+    if out.is_dir():
+        raise TpuError(f"-o/--output {a.output}: is a folder; give the path of the .tpubin file to write")
+    writable_dir(out.parent, f"-o/--output {a.output}: folder")
+    if a.dump_ir:
+        writable_dir(a.dump_ir, "--dump-ir")
 
 
 @user_errors("tpucompile")
@@ -54,6 +65,7 @@ def main(argv=None) -> int:
     try:
         cfg = load_config(a.hw)
         calib = inputs.calib_arg(a.calib)
+        _check_destinations(a)
         p = Path(a.model)
         if a.model in MODELS and not p.exists():
             model, head = load_model_head(a.model)
@@ -75,9 +87,6 @@ def main(argv=None) -> int:
             (d / "program.s").write_text("\n".join(i.text() for i in decode_program(b.code)) + "\n")
             (d / "meta.json").write_text(json.dumps(b.meta, indent=1))
     except TpuError as e:
-        print(f"tpucompile: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
         print(f"tpucompile: error: {e}", file=sys.stderr)
         return 2
     s = b.meta["stats"]

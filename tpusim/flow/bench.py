@@ -18,7 +18,7 @@ from pathlib import Path
 from cocotb_tests import build
 from cocotb_tests.harness import run_rtl
 from tpucompile import driver, golden
-from tpusim.arch.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_feeds
 from tpusim.flow.profile import print_matmuls_and_shares, print_table, write_profile
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     cfg = load_config(a.hw)
-    a.out.mkdir(parents=True, exist_ok=True)
+    a.out = writable_dir(a.out, "--out")
     rows = []
     t0 = time.perf_counter()
     model, x, calib = driver.load_model_and_data(a.model)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from tpucompile import driver
-from tpusim.arch.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.errors import TpuError
 from tpusim.flow.cosim import run
 
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in names if m not in driver.MODELS]
     if unknown:
         raise TpuError(f"--models: unknown {unknown}; known: {', '.join(driver.MODELS)}")
+    a.out = writable_dir(a.out, "--out")
     rows = []
     for name in names:
         print(f"bench-zoo: {name} ...", file=sys.stderr, flush=True)

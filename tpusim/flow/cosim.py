@@ -21,7 +21,7 @@ from cocotb_tests.build import BackgroundBuild
 from cocotb_tests.harness import run_rtl
 from cocotb_tests.rtl_dump import dump_request
 from tpucompile import driver, fp32, golden, inputs
-from tpusim.arch.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import save_npy_atomic
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     a.calib = inputs.calib_arg(a.calib)
     if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
-    out = a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}"
+    out = writable_dir(a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}", "--out")
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
                 resume=not a.fresh, synthetic_seed=a.synthetic_weights, input_path=a.input,

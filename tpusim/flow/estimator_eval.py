@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from stressgen.cluster import ClusterSpec
-from tpusim.arch.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.fileio import write_text_atomic
 from tpusim.flow.sweep import SweepError, candidates, estimator_stats, layer_pairs, read_spec_yaml, run_sweep
 
@@ -187,7 +187,7 @@ def main(argv: list | None = None) -> int:
     spec = load_spec(Path(a.spec))
     split = lambda t: [s.strip() for s in t.split(",") if s.strip()] if t else None  # noqa: E731
     cluster = ClusterSpec(scheduler=a.scheduler) if a.scheduler else ClusterSpec(jobs=a.workers)
-    stats = evaluate(spec, Path(a.out), models=split(a.models), sets=split(a.sets), cluster=cluster)
+    stats = evaluate(spec, writable_dir(a.out, "--out", SweepError), models=split(a.models), sets=split(a.sets), cluster=cluster)
     targets = {**TARGETS, **(spec.get("targets") or {})}
     overall = stats["all"]["all"]
     missed = [k for k, ok in meets(overall, targets).items() if not ok] if overall["points"] else ["no points"]

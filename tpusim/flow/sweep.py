@@ -55,7 +55,7 @@ from stressgen.cluster import ClusterSpec, connect
 from tpucompile import driver, golden
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.estimate import Estimator
-from tpusim.arch.cliutil import user_errors
+from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import config_from_dict, config_path
 from tpusim.arch.errors import CompileError, ConfigError, TpuError
 from tpusim.arch.fileio import write_bytes_atomic, write_text_atomic
@@ -674,9 +674,10 @@ def run_args(a: argparse.Namespace) -> int:
     if a.calib < 1:
         raise SweepError(f"--calib must be at least 1, got {a.calib}")
     models, base, grid, points = spec_from_args(a)
+    out = writable_dir(a.out, "--out", SweepError)
     cands = candidates(base, grid, points)
     cluster = ClusterSpec(scheduler=a.scheduler) if a.scheduler else ClusterSpec(jobs=a.workers)
-    run_sweep(models, cands, Path(a.out), estimate_only=a.estimate_only, refine=a.refine, cluster=cluster,
+    run_sweep(models, cands, out, estimate_only=a.estimate_only, refine=a.refine, cluster=cluster,
               cache=not a.no_cache, calib=a.calib)
     return 0
 
