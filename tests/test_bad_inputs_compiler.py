@@ -154,7 +154,7 @@ def test_bad_calibration_data(images, msg):
 @pytest.mark.parametrize("kind,msg", [
     ("unknown", "sram: unknown key(s) ['ports']; expected ['banks', 'size_bytes']"),
     ("missing", "dma: missing key(s) ['outstanding']"),
-    ("inconsistent", "config 'small': array.cols must be a power of two >= 4, got 12 (an accumulator "
+    ("inconsistent", "config 'inconsistent': array.cols must be a power of two >= 4, got 12 (an accumulator "
                      "row of cols int32 must fill whole words or whole lane groups)"),
     ("type", "sram.banks: expected an integer, got 'four'"),
     ("not_mapping", "config: expected a mapping, got list ['name', 'small']"),

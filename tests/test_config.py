@@ -376,7 +376,7 @@ def test_inexact_clock_period(dom, mhz, period):
 
 def test_inexact_clock_period_via_file_names_path(tmp_path):
     p = write(tmp_path, with_(raw(), "clocks.core.freq_mhz", 300))
-    with pytest.raises(ConfigError, match=re.escape(f"{p}: config 'small': clocks.core.freq_mhz: 300 MHz")):
+    with pytest.raises(ConfigError, match=re.escape(f"{p}: config 'hw': clocks.core.freq_mhz: 300 MHz")):
         load_config(p)
 
 
@@ -455,7 +455,7 @@ def test_file_errors_name_the_path(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(f"{p}: config: missing key(s) ['fetch']")):
         load_config(p)
     p = write(tmp_path, with_(raw(), "sram.banks", 3), "b.yaml")
-    with pytest.raises(ConfigError, match=re.escape(f"{p}: config 'small': sram.size_bytes 16384 is not divisible")):
+    with pytest.raises(ConfigError, match=re.escape(f"{p}: config 'b': sram.size_bytes 16384 is not divisible")):
         load_config(p)
 
 
@@ -466,11 +466,13 @@ def test_hash_stable_across_loads(tmp_path):
     assert a.hash_bytes() == b.hash_bytes()
     assert len(a.hash_bytes()) == 32
     assert a.hash_hex() == a.hash_bytes().hex() and len(a.hash_hex()) == 64
-    # same content, different file, different key order and comments: same hash
+    # same content and name, different file, different key order and comments: same hash (the
+    # name is part of it: a copy in a file of another stem is another config, config_name())
     d = raw("seed")
     reordered = dict(reversed(list(d.items())))
-    p = write(tmp_path, yaml.safe_dump(reordered, sort_keys=False))
+    p = write(tmp_path, yaml.safe_dump(reordered, sort_keys=False), "seed.yaml")
     assert load_config(p).hash_bytes() == a.hash_bytes()
+    assert load_config(write(tmp_path, yaml.safe_dump(reordered), "copy.yaml")).hash_bytes() != a.hash_bytes()
 
 
 def test_shipped_hashes_differ():
@@ -538,3 +540,32 @@ def test_cost_tables_read_yaml_exponents_and_an_explicit_default():
     assert c.area.pe_um2 == 1000.0 and c.energy.sram_pj_per_byte is None and c.sram_pj_per_byte == 1.25
     with pytest.raises(ConfigError, match=r"energy.mac_pj: expected a positive number, got 'abc'"):
         config_from_dict({**base, "energy": {"mac_pj": "abc"}})
+
+
+# ---- the name of a config file of the user's own ---------------------------------------------
+def test_copied_config_is_named_by_its_file(tmp_path):
+    """A copy of small.yaml that still says ``name: small`` is named by its file's stem; a file
+    without ``name`` too; an explicit name other than a built-in config's is kept; the built-in
+    configs keep theirs."""
+    text = (CONFIG_DIR / "small.yaml").read_text()
+    (tmp_path / "my_chip.yaml").write_text(text)
+    assert load_config(tmp_path / "my_chip.yaml").name == "my_chip"
+    (tmp_path / "no_name.yaml").write_text(yaml.safe_dump({k: v for k, v in raw().items() if k != "name"}))
+    assert load_config(tmp_path / "no_name.yaml").name == "no_name"
+    (tmp_path / "x.yaml").write_text(yaml.safe_dump(with_(raw(), "name", "fast_chip")))
+    assert load_config(tmp_path / "x.yaml").name == "fast_chip"
+    assert load_config("small").name == "small" and load_config(CONFIG_DIR / "seed.yaml").name == "seed"
+    assert load_config(tmp_path / "my_chip.yaml").hash_hex() != load_config("small").hash_hex()
+
+
+def test_sweep_of_two_copies_that_both_say_small(tmp_path):
+    """Two different files, both ``name: small``: their sweep points are named by the files and
+    their cache keys differ."""
+    from tpusim.flow import sweep
+    a, b = tmp_path / "chip_a.yaml", tmp_path / "chip_b.yaml"
+    a.write_text(yaml.safe_dump(raw()))
+    b.write_text(yaml.safe_dump(with_(raw(), "dma.outstanding", 4)))
+    ca, cb = sweep.candidates(str(a), {}, [])[0], sweep.candidates(str(b), {"array": ["8x8"]}, [])[0]
+    assert (ca.name, cb.name) == ("chip_a", "chip_b-8x8")
+    md = sweep.ModelData("m", None, None, "digest")
+    assert sweep._point_key(md, ca.cfg) != sweep._point_key(md, cb.cfg)

@@ -292,35 +292,73 @@ def config_path(path_or_name: str | Path) -> Path:
         p = CONFIG_DIR / f"{path_or_name}.yaml"
     if not p.exists():
         raise ConfigError(f"hardware config {str(path_or_name)!r} not found "
-                          f"(known names: {sorted(q.stem for q in CONFIG_DIR.glob('*.yaml'))})")
+                          f"(known names: {builtin_names()})")
     return p
 
 
+def builtin_names() -> list[str]:
+    """Names of the configs shipped in tpusim/configs (their file stems)."""
+    return sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))
+
+
+def config_name(data: Any, path: str | Path) -> Any:
+    """The name of the config read from the YAML file ``path`` (README, "The hardware"): a
+    built-in config's (tpusim/configs) is its ``name``; a file of the user's own is named by its
+    stem unless its ``name`` is given and is not a built-in config's name (a copy of small.yaml
+    that still says ``name: small`` is not the small chip: it takes the file's stem). ``data`` as
+    parsed; None if it is not a mapping (the schema check reports it)."""
+    p = Path(path)
+    if not isinstance(data, dict):
+        return None
+    given = data.get("name")
+    if p.resolve().parent == CONFIG_DIR.resolve():
+        return given
+    return p.stem if given is None or given in builtin_names() else given
+
+
 def load_config(path_or_name: str | Path) -> HwConfig:
-    """Load a hardware config from a YAML path, or by name from tpusim/configs ('seed', 'small').
+    """Load a hardware config from a YAML path, or by name from tpusim/configs ('seed', 'small');
+    its name: config_name() (a file's ``name`` key is optional).
 
     Raises ConfigError if the file is missing, is not YAML, or fails validation.
     """
     p = config_path(path_or_name)
+    data = load_config_data(p, str(p))
+    try:
+        return config_from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def load_config_data(path: str | Path, where: str = "config") -> Any:
+    """The parsed YAML of a config file, a mapping's ``name`` set by config_name(); not
+    validated. ConfigError naming ``where`` if the file cannot be read or is not YAML."""
+    p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read hardware config: {e}") from None
-    return parse_config_text(text, str(p))
+        raise ConfigError(f"{where}: cannot read hardware config: {e}") from None
+    data = _yaml(text, where)
+    name = config_name(data, p)
+    return {**data, "name": name} if name is not None else data
 
 
-def parse_config_text(text: str, where: str = "config") -> HwConfig:
-    """Parse and validate the YAML text of a hardware config; ConfigError names ``where``."""
+def _yaml(text: str, where: str) -> Any:
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
     except RecursionError:
         raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
+
+
+def parse_config_text(text: str, where: str = "config") -> HwConfig:
+    """Parse and validate the YAML text of a hardware config (its ``name`` required: no file
+    names it); ConfigError names ``where``."""
+    data = _yaml(text, where)
     try:
         return config_from_dict(data)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
 
-
-__all__ = ["HwConfig", "ClockConfig", "YAML_PATHS", "config_path", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]
+__all__ = ["HwConfig", "ClockConfig", "YAML_PATHS", "builtin_names", "config_name", "load_config_data", "config_path", "load_config", "config_from_dict", "parse_config_text", "CONFIG_DIR"]

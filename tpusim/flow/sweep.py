@@ -56,7 +56,7 @@ from tpucompile import driver, golden
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.estimate import Estimator
 from tpusim.arch.cliutil import user_errors, writable_dir
-from tpusim.arch.config import config_from_dict, config_path
+from tpusim.arch.config import config_from_dict, config_path, load_config_data
 from tpusim.arch.errors import CompileError, ConfigError, TpuError
 from tpusim.arch.fileio import write_bytes_atomic, write_text_atomic
 from tpusim.arch.host_transforms import host_feeds
@@ -216,12 +216,13 @@ def candidates(base: str, grid: dict, points: list) -> list[Candidate]:
 
 
 def _base_data(base: str) -> dict:
-    """The base config's YAML mapping (ConfigError if it is missing or invalid)."""
-    p = config_path(base)
+    """The base config's YAML mapping, its name resolved as load_config names it
+    (tpusim.arch.config.config_name: a copy of small.yaml that still says ``name: small`` takes
+    its file's stem); ConfigError if it is missing or invalid."""
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise SweepError(f"--base {base}: {' '.join(str(e).split())}") from None
+        data = load_config_data(config_path(base), f"--base {base}")
+    except ConfigError as e:
+        raise SweepError(str(e)) from None
     config_from_dict(data)          # the base itself must be valid (ConfigError names the key)
     return data
 
