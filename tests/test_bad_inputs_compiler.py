@@ -235,3 +235,17 @@ def test_batch_refusal_names_the_graph_input(tmp_path, capsys):
     _, err = compile_cli(tmp_path, capsys, m)
     assert err == ("tpucompile: error: graph input 'x' of shape (4, 8, 8, 8): batch 4 unsupported "
                    "(batch 1 only; export the model with a batch of 1)")
+
+
+@pytest.mark.parametrize("model, msg", [
+    ("resnet", "model 'resnet' is not a built-in model and no such file exists; did you mean 'resnet50'? "
+               "built-in models: alexnet, "),
+    ("nosuch/m.onnx", "model file 'nosuch/m.onnx' not found (built-in models: alexnet, "),
+    ("zzz", "model 'zzz' is not a built-in model and no such file exists; built-in models: alexnet, "),
+])
+def test_unknown_model(tmp_path, capsys, model, msg):
+    """A typo of a built-in name gets the nearest names; a path a missing file."""
+    assert main([model, "--hw", "small", "-o", str(tmp_path / "m.tpubin")]) == 2
+    assert capsys.readouterr().err.startswith(f"tpucompile: error: {msg}")
+    with pytest.raises(CompileError, match=re.escape(msg)):
+        driver.load_model(model)

@@ -1,6 +1,7 @@
 """tpusim.arch.config: shipped configs, schema errors, consistency checks, clock checks, config hash."""
 import copy
 import dataclasses
+import os
 import re
 
 import pytest
@@ -441,13 +442,24 @@ def test_tab_indented_yaml(tmp_path):
 def test_not_utf8_file(tmp_path):
     p = tmp_path / "bin.yaml"
     p.write_bytes(b"\xff\xfe\x00\x81garbage")
-    with pytest.raises(ConfigError, match=re.escape(f"{p}: cannot read hardware config: ")):
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{p}: not a hardware config YAML file (not UTF-8 text: byte 0xff at offset 0)")):
         load_config(p)
 
 
 def test_directory_instead_of_file(tmp_path):
-    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path}: cannot read hardware config: ")):
+    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path}: is a folder, not a hardware config YAML file")):
         load_config(tmp_path)
+
+
+def test_unreadable_file(tmp_path):
+    p = tmp_path / "locked.yaml"
+    p.write_text("name: x\n")
+    p.chmod(0)
+    if os.access(p, os.R_OK):           # root reads anything
+        pytest.skip("running as root")
+    with pytest.raises(ConfigError, match=re.escape(f"{p}: cannot read hardware config: Permission denied")):
+        load_config(p)
 
 
 def test_file_errors_name_the_path(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tpucompile import inputs
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.driver import MODELS, load_model_head, token_data
+from tpucompile.driver import MODELS, load_model_head, missing_model_error, token_data
 from tpucompile.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors, writable_dir
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
             model, head = load_model_head(a.model)
         else:
             if not p.exists():
-                raise CompileError(f"model file {str(p)!r} not found (built-in models: {sorted(MODELS)})")
+                raise missing_model_error(a.model)
             model, head = load_model_head(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)

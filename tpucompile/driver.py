@@ -4,6 +4,8 @@ Used by the `tpucompile` command line and by the co-simulation driver (`tpusim.f
 """
 from __future__ import annotations
 
+import difflib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +66,19 @@ def load_model(model: str | Path, synthetic_seed: int | None = None) -> onnx.Mod
     return load_model_head(model, synthetic_seed)[0]
 
 
+def missing_model_error(model: str | Path) -> CompileError:
+    """The error for a ``--model`` that is neither a built-in name nor an existing file: a path
+    (a folder separator or a file suffix) is a missing file; a bare word an unknown name, with the
+    closest built-in names first."""
+    text = str(model)
+    if "/" in text or os.sep in text or Path(text).suffix:
+        return CompileError(f"model file {text!r} not found (built-in models: {', '.join(sorted(MODELS))})")
+    close = difflib.get_close_matches(text, list(MODELS), n=3, cutoff=0.7)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return CompileError(f"model {text!r} is not a built-in model and no such file exists; {hint}"
+                        f"built-in models: {', '.join(sorted(MODELS))}")
+
+
 def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     """A built-in model name (see MODELS) or a path to an .onnx file. CompileError if neither.
     ``synthetic_seed``: replace a file's Conv/Gemm/BatchNorm parameters by seeded synthetic ones
@@ -78,7 +93,7 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
         return _device_model(MODELS[str(model)][0]())
     p = Path(model)
     if not p.exists():
-        raise CompileError(f"model {str(model)!r} is neither a built-in model {sorted(MODELS)} nor an existing file")
+        raise missing_model_error(model)
     m = read_onnx(p)
     if synthetic_seed is not None:
         try:

@@ -334,10 +334,15 @@ def load_config_data(path: str | Path, where: str = "config") -> Any:
     """The parsed YAML of a config file, a mapping's ``name`` set by config_name(); not
     validated. ConfigError naming ``where`` if the file cannot be read or is not YAML."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{where}: is a folder, not a hardware config YAML file")
     try:
         text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{where}: cannot read hardware config: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not a hardware config YAML file (not UTF-8 text: byte "
+                          f"0x{e.object[e.start]:02x} at offset {e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read hardware config: {e.strerror or e}") from None
     data = _yaml(text, where)
     name = config_name(data, p)
     return {**data, "name": name} if name is not None else data
