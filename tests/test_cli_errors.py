@@ -89,3 +89,17 @@ def test_atomic_write_leaves_nothing_on_error(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bin"]
     save_npy_atomic(tmp_path / "a.npy", np.arange(3, dtype=np.int8))
     assert np.load(tmp_path / "a.npy").tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("module, prog", [("tpucompile.cli", "tpucompile"), ("tpusim.flow.cli", "tpusim"),
+                                          ("tpusim.cosim", "cosim")])
+def test_interrupt_while_importing_is_one_line(module, prog):
+    """A Ctrl-C that comes while a tool's modules still load (before user_errors wraps main):
+    ``prog: interrupted``, no traceback, the process ended by SIGINT (130 in a shell)."""
+    import signal
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", f"import {module}; raise KeyboardInterrupt"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stderr == f"{prog}: interrupted\n"
+    assert r.returncode == -signal.SIGINT

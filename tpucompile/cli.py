@@ -15,6 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+from tpusim.arch.cliutil import quiet_interrupt
+
+quiet_interrupt("tpucompile")        # a Ctrl-C while the modules below load (seconds): one line
+
 from tpucompile import inputs
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model_head, missing_model_error, token_data
@@ -22,7 +26,7 @@ from tpucompile.quantize import compile_model
 from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import load_config
-from tpusim.arch.errors import CompileError, TpuError
+from tpusim.arch.errors import TpuError
 from tpusim.arch.isa import decode_program
 
 

@@ -4,6 +4,8 @@
 device error) or an OSError (unreadable/unwritable path) prints ``prog: error: <message>`` on
 stderr and returns 2; Ctrl-C prints ``prog: interrupted`` and returns 130; a closed output pipe
 (``| head``) returns 141 quietly. Anything else is a bug in tpusim and keeps its traceback.
+`quiet_interrupt(prog)`, called by a tool's entry module before its heavy imports, does the same
+for a Ctrl-C that comes while the modules are still being imported (before `main` runs).
 """
 from __future__ import annotations
 
@@ -30,6 +32,20 @@ def writable_dir(path: str | Path, what: str, error: type[TpuError] = TpuError) 
     if not os.access(p, os.W_OK):
         raise error(f"{what} {p}: not writable")
     return p
+
+
+def quiet_interrupt(prog: str) -> None:
+    """An uncaught KeyboardInterrupt (a Ctrl-C during the tool's imports, before user_errors
+    wraps ``main``) prints ``prog: interrupted`` instead of a traceback; the process still ends
+    by SIGINT (status 130 in a shell). Other exceptions go to the previous sys.excepthook."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            print(f"{prog}: interrupted", file=sys.stderr)
+        else:
+            previous(kind, value, tb)
+    sys.excepthook = hook
 
 
 def user_errors(prog: str):

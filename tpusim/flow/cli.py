@@ -18,6 +18,10 @@ import os
 import sys
 from pathlib import Path
 
+from tpusim.arch.cliutil import quiet_interrupt
+
+quiet_interrupt("tpusim")            # a Ctrl-C while the modules below load: one line
+
 import numpy as np
 
 from tpusim.arch.binary import TpuBinary
