@@ -67,8 +67,9 @@ def test_too_short_file(tmp_path, capsys):
 def test_wrong_config_hash(tmp_path, capsys):
     seed = load_config("seed").hash_bytes()
     p, err = run_cli(tmp_path, capsys, B.valid_binary(seed))
-    assert err == (f"tpusim: error: {p}: built for hardware config {seed.hex()[:16]}…, but the selected "
-                   f"config is {H.hex()[:16]}…: recompile for this config")
+    assert err == (f"tpusim: error: {p}: built for hardware config '?' ({seed.hex()[:16]}…), but --hw small is "
+                   f"config 'small' ({H.hex()[:16]}…): recompile for this config (tpucompile --hw small) or run it "
+                   "with the config it was built for")
 
 
 def test_bad_io_descriptor(tmp_path, capsys):

@@ -103,3 +103,16 @@ def test_interrupt_while_importing_is_one_line(module, prog):
                        capture_output=True, text=True, timeout=120)
     assert r.stderr == f"{prog}: interrupted\n"
     assert r.returncode == -signal.SIGINT
+
+
+def test_tpusim_run_on_another_config_names_both(tmp_path, capsys):
+    """A binary built for seed run with --hw small: both config names, and what to do."""
+    from tpucompile.cli import main as tpucompile
+    from tpusim.flow.cli import main
+    b = tmp_path / "d.tpubin"
+    assert tpucompile(["digits", "--hw", "seed", "-o", str(b), "--calib", "1"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(b), "--hw", "small"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tpusim: error: {b}: built for hardware config 'seed' (")
+    assert "but --hw small is config 'small' (" in err and "recompile for this config (tpucompile --hw small)" in err

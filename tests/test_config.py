@@ -190,7 +190,7 @@ def test_clock_not_a_mapping():
         config_from_dict(with_(raw(), "clocks.core", "1GHz"))
 
 
-@pytest.mark.parametrize("text, got", [("", "NoneType None"), ("- 1\n- 2\n", "list [1, 2]"),
+@pytest.mark.parametrize("text, got", [("# only a comment\n", "NoneType None"), ("- 1\n- 2\n", "list [1, 2]"),
                                        ("42\n", "int 42")])
 def test_top_level_not_a_mapping(tmp_path, text, got):
     p = write(tmp_path, text)
@@ -444,6 +444,12 @@ def test_not_utf8_file(tmp_path):
     p.write_bytes(b"\xff\xfe\x00\x81garbage")
     with pytest.raises(ConfigError, match=re.escape(
             f"{p}: not a hardware config YAML file (not UTF-8 text: byte 0xff at offset 0)")):
+        load_config(p)
+
+
+def test_empty_file(tmp_path):
+    p = write(tmp_path, " \n")
+    with pytest.raises(ConfigError, match=re.escape(f"{p}: the file is empty (copy one of {CONFIG_DIR}/*.yaml")):
         load_config(p)
 
 

@@ -343,6 +343,8 @@ def load_config_data(path: str | Path, where: str = "config") -> Any:
                           f"0x{e.object[e.start]:02x} at offset {e.start})") from None
     except OSError as e:
         raise ConfigError(f"{where}: cannot read hardware config: {e.strerror or e}") from None
+    if not text.strip():
+        raise ConfigError(f"{where}: the file is empty (copy one of {CONFIG_DIR}/*.yaml to start from)")
     data = _yaml(text, where)
     name = config_name(data, p)
     return {**data, "name": name} if name is not None else data

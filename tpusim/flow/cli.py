@@ -88,10 +88,17 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _config_for(binary, hw: str | None):
-    """The config named by --hw, or the shipped config whose hash the binary carries."""
+def _config_for(binary, hw: str | None, path: str = "the binary"):
+    """The config named by --hw (TpuError naming both configs if the binary, read from ``path``,
+    was built for another), or the shipped config whose hash the binary carries."""
     if hw:
-        return load_config(hw)
+        cfg = load_config(hw)
+        if cfg.hash_bytes() != binary.config_hash:
+            built = binary.meta.get("config", "?")
+            raise TpuError(f"{path}: built for hardware config {built!r} ({binary.config_hash.hex()[:16]}…), but "
+                           f"--hw {hw} is config {cfg.name!r} ({cfg.hash_hex()[:16]}…): recompile for this config "
+                           f"(tpucompile --hw {hw}) or run it with the config it was built for")
+        return cfg
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
         cfg = load_config(path)
         if cfg.hash_bytes() == binary.config_hash:
@@ -135,7 +142,7 @@ def _check_destinations(args) -> None:
 def _load_run(args) -> tuple:
     """(binary, config, device inputs) of a run's arguments."""
     binary = TpuBinary.read(args.binary)
-    cfg = _config_for(binary, args.hw)
+    cfg = _config_for(binary, args.hw, args.binary)
     binary = TpuBinary.read(args.binary, cfg.hash_bytes())
     inputs = {n: _prepare_input(binary, n, x) for n, x in _parse_inputs(args.input, binary).items()}
     return binary, cfg, inputs
