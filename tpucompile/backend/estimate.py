@@ -33,6 +33,7 @@ import numpy as np
 
 from tpucompile.backend import pipeline
 from tpucompile.backend.cfgmemo import ReadMemo
+from tpucompile.backend.fuse_residual import fuse_residual, fused_pairs, fusion_candidates
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
@@ -290,10 +291,11 @@ _CONTAINERS = (dict, list)
 
 @dataclass(frozen=True)
 class _Plan:
-    """The device graph of one layout (``host_transforms`` and ``layout`` of the back end):
-    ``index`` (the layout's number in this Estimator), ``lays`` (tensor -> ActLayout) and per op
-    (device order) the op, its DeviceOp, the number of its tiling ``_signature`` (ops of one
-    signature share a number) and its MACs."""
+    """The device graph of one layout and fusion (``host_transforms``, ``unfused_layout`` and
+    ``fuse_residual`` of the back end): ``index`` (its number in this Estimator), ``lays``
+    (tensor -> ActLayout) and per op (device order) the op, its DeviceOp, the number of its
+    tiling ``_signature`` (the Estimator's: ops of one signature, in any plan, share a number)
+    and its MACs."""
     index: int
     lays: dict
     layers: tuple
@@ -301,28 +303,62 @@ class _Plan:
     distinct: tuple             # (op, DeviceOp, signature number) of each signature's first op, in order
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """One unfused layout (``pipeline.unfused_layout``): its number in the Estimator, the
+    LayoutPlan (whose ``graph.cfg`` is the view of the config it was made on: read nothing
+    from it), and its ``fusion_candidates``."""
+    index: int
+    plan: pipeline.LayoutPlan
+    candidates: dict
+
+
 class Estimator:
     """Estimates of one QGraph on many configurations. Every stage is cached on exactly the
-    config attributes it reads (``cfgmemo.ReadMemo``): the layout, each layer's tiling and work
-    record (shared by the layers of the same ``_signature``; work records by the tiling's value),
-    the arrays of a geometry (by its work records), the DMA timing; so a sweep redoes only what
-    the knobs it turns can change, and whole configs differing only in DMA depth or cost tables
-    share one geometry. Tilings are interned by value, so work records are keyed by identity."""
+    config attributes it reads (``cfgmemo.ReadMemo``): the unfused layout, each fusion hook's
+    answer, each layer's tiling and work record (shared by the layers of the same
+    ``_signature``, in every layout and fusion; work records by the tiling's value), the arrays
+    of a geometry (by its work records), the DMA timing; so a sweep redoes only what the knobs
+    it turns can change, and whole configs differing only in DMA depth or cost tables share one
+    geometry. The layout reads no DDR timing or clock, the fusion may (a fused pool weighs the
+    tilings): a new DDR timing costs the fusion hooks that read it, and a new plan only if the
+    fusion changes. Tilings are interned by value, so work records are keyed by identity."""
 
     def __init__(self, qg: QGraph) -> None:
         qg.validate()
         self.qg = qg
-        self._plans, self._tilings, self._works = ReadMemo(), ReadMemo(), ReadMemo()
-        self._timings = ReadMemo()
+        self._layouts, self._accepts = ReadMemo(), ReadMemo()
+        self._tilings, self._works, self._timings = ReadMemo(), ReadMemo(), ReadMemo()
+        self._plans: dict = {}             # (layout number, fused pairs) -> _Plan
+        self._sig_ids: dict = {}           # _signature -> its number
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
-        self._by_works: dict = {}          # (layout, work records) -> _Geometry
+        self._by_works: dict = {}          # (plan, work records) -> _Geometry
         self._flat: dict = {}              # id(work record) -> its _Flat
         self._geometries: dict = {}        # _geometry_key -> _Geometry
 
-    def _plan(self, cfg) -> _Plan:
+    def _layout(self, cfg) -> _Layout:
         dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
-        lp = pipeline.layout(dg)
-        sigs: dict = {}                    # signature -> its number in this layout
+        lp = pipeline.unfused_layout(dg)
+        return _Layout(len(self._layouts), lp, fusion_candidates(lp.qg, lp.tensors))
+
+    def _plan(self, cfg: HwConfig) -> _Plan:
+        lay = self._layouts.get((), cfg, self._layout)
+        lp, accepts = lay.plan, self._accepts
+
+        def accept(j: int, i: int) -> bool:
+            op, producer = lp.qg.ops[j], lp.qg.ops[i]
+            hook = OP_TABLE.device(op).fuse_producer
+            return accepts.get((lay.index, j, i), cfg, lambda c: hook(op, producer, lp.tensors, c) is not None)
+
+        pairs = fused_pairs(lp.qg, lp.tensors, cfg, accept, lay.candidates)
+        key = (lay.index, tuple(sorted(pairs.items())))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._new_plan(fuse_residual(lp, pairs))
+        return plan
+
+    def _new_plan(self, lp: pipeline.LayoutPlan) -> _Plan:
+        sigs = self._sig_ids               # signature -> its number in this Estimator
         layers = tuple((op, OP_TABLE.device(op), sigs.setdefault(_signature(op, lp.tensors), len(sigs)),
                         int(OP_TABLE.device(op).macs(orig, lp.graph.qg)))
                        for op, orig in zip(lp.qg.ops, lp.graph.qg.ops))
@@ -344,13 +380,13 @@ class Estimator:
         return g
 
     def _build(self, cfg: HwConfig) -> _Geometry:
-        plan = self._plans.get((), cfg, self._plan)
+        plan = self._plan(cfg)
         lays, tilings, works, intern = plan.lays, self._tilings, self._works, self._intern
-        by_sig = []                        # signature number -> its work record
+        by_sig = {}                        # signature number -> its work record
         for op, dev, sig in plan.distinct:
-            tl = tilings.get((plan.index, sig), cfg, lambda c: intern(dev.tile(op, lays, c)))
+            tl = tilings.get(sig, cfg, lambda c: intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
-            by_sig.append(works.get((plan.index, sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c)))
+            by_sig[sig] = works.get((sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
         key = (plan.index, tuple(id(by_sig[sig]) for sig in plan.sigs))
         g = self._by_works.get(key)
         if g is None:
