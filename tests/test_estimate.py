@@ -10,7 +10,7 @@ import pytest
 
 from tpucompile.backend import pipeline
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.backend.estimate import BOUNDS, Estimator, _Geometry, _prices
+from tpucompile.backend.estimate import BOUNDS, Estimator, _Geometry, _prices, last_producers
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpusim.arch.config import load_config
@@ -90,18 +90,20 @@ def _direct(qg, cfg):
     called on ``cfg`` itself, layer by layer."""
     dg = pipeline.host_transforms(pipeline.DeviceGraph(qg, cfg, pipeline.BackendOptions()))
     lp = pipeline.layout(dg)
-    layers = []
+    layers, runs = [], []
     for op, orig in zip(lp.qg.ops, lp.graph.qg.ops):
         dev = OP_TABLE.device(op)
         w = (dev.work or generic_work)(op, lp.tensors, dev.tile(op, lp.tensors, cfg), cfg)
+        runs.append((op, w is not None))
         if w is not None:
             layers.append((op.name, type(op).__name__, w, int(dev.macs(orig, lp.graph.qg))))
-    return _Geometry(layers).evaluate(cfg, DmaTiming(cfg), Timebase(cfg).core.period_ps, _prices(cfg))
+    return _Geometry(layers, after=last_producers(runs)).evaluate(cfg, DmaTiming(cfg), Timebase(cfg).core.period_ps,
+                                                                   _prices(cfg))
 
 
 def _same(a, b) -> bool:
-    """Two Estimates with bit-identical per-layer arrays."""
-    return a.names == b.names and all(np.array_equal(getattr(a, f), getattr(b, f))
+    """Two Estimates with bit-identical per-layer arrays and totals."""
+    return a.names == b.names and a.total_cycles == b.total_cycles and all(np.array_equal(getattr(a, f), getattr(b, f))
                                       for f in ("layer_cycles", "load_bytes", "store_bytes", "layer_macs",
                                                 "bound_index", "layer_energy_uj"))
 
@@ -123,3 +125,23 @@ def test_memoised_stages_give_a_fresh_estimators_numbers(models):
         assert _same(a, b) and _same(a, _direct(qg, c)), c.name
     assert all(_same(a, b) for a, b in zip(ahead, behind))
     assert len(forward._tilings) < len(cfgs) * len(qg.ops) / 4      # the tilings were shared
+
+
+def test_layers_overlap_as_the_engines_allow():
+    """``_Geometry.overlap``: a layer that does not read the one before it starts under all of
+    its drain, one that reads it under READ_OVERLAP of it; none ends before the one before it.
+    ``last_producers`` follows views (ops without work) to the layers that made their inputs."""
+    from types import SimpleNamespace
+    from tpucompile.backend.estimate import READ_OVERLAP
+    c, drain, ds, comp = (np.array(v, dtype=np.float64) for v in ([100, 80, 60], [40, 30, 20], [10, 10, 10],
+                                                                  [50, 50, 50]))
+    chain = SimpleNamespace(after=(-1, 0, 1))
+    assert _Geometry.overlap(chain, c, drain, ds, comp) == 100 + 80 - READ_OVERLAP * 40 + 60 - READ_OVERLAP * 30
+    # layer 1 reads only graph inputs: it starts at 100 - 40; layer 2 reads layer 0 (ended at 100)
+    fork = SimpleNamespace(after=(-1, -1, 0))
+    end1 = max(100 - 40 + 80, 100 - 10 + 50, 100)
+    assert _Geometry.overlap(fork, c, drain, ds, comp) == max(max(end1 - 30, 100) + 60, end1 - 10 + 50, end1)
+    op = lambda out, *inputs: SimpleNamespace(out=out, inputs=inputs)      # noqa: E731
+    ops = [(op("a", "x"), True), (op("v", "a"), False), (op("b", "x"), True), (op("c", "v"), True),
+           (op("d", "b", "c"), True)]
+    assert last_producers(ops) == (-1, -1, 0, 2)

@@ -36,11 +36,11 @@ def test_the_evaluation_of_a_small_spec(tmp_path, capsys):
     spec = tmp_path / "e.yaml"
     spec.write_text("base: small\nmodels: [resnet50-reduced]\n"
                     "sets:\n  a: {grid: {array: [8x8, 16x16]}}\n  b: {models: [digits], points: [{sram: 32K}]}\n"
-                    "targets: {max_error: 0.5}\n")
+                    "targets: {median_error: 0.1, max_error: 0.5}\n")
     out = tmp_path / "out"
     assert estimator_eval.main(["--spec", str(spec), "--out", str(out), "--check"]) == 0
     data = json.loads((out / "eval.json").read_text())
-    assert data["targets"] == {"median_error": 0.05, "max_error": 0.5, "spearman": 0.95}
+    assert data["targets"] == {"median_error": 0.1, "max_error": 0.5, "spearman": 0.95}
     assert data["stats"]["a"]["resnet50-reduced"]["points"] == 2
     assert data["stats"]["b"]["digits"]["points"] == 1 and "resnet50-reduced" not in data["stats"]["b"]
     assert data["stats"]["all"]["all"]["points"] == 3
@@ -85,9 +85,9 @@ def test_an_unknown_set_is_named(tmp_path):
 
 
 def test_the_shipped_spec_is_the_readme_grids():
-    """docs/estimator_eval.yaml: 27 + 12 configs of three CNNs (117 points) and bert-tiny."""
+    """docs/estimator_eval.yaml: 27 + 12 configs of three CNNs (117 points) and bert-tiny on 6 + 12."""
     spec = estimator_eval.load_spec(estimator_eval.DEFAULT_SPEC)
     n = {s: len(sweep.candidates(spec["base"], v.get("grid") or {}, v.get("points") or []))
          for s, v in spec["sets"].items()}
-    assert n == {"eval": 27, "holdout": 12, "bert": 6}
+    assert n == {"eval": 27, "holdout": 12, "bert": 6, "bert-holdout": 12}
     assert spec["models"] == ["resnet50", "shufflenet", "squeezenet"]

@@ -20,12 +20,13 @@ import dataclasses
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
 
-__all__ = ["fuse_residual", "fused_pairs"]
+__all__ = ["fuse_residual", "fused_pairs", "fusion_candidates"]
 
 
-def fused_pairs(qg: QGraph, lays: dict, cfg) -> dict:
-    """{index of an op in ``qg.ops``: index of the producer fused into it}, by the module's rule
-    (the hooks may weigh the tilings of ``lays`` on config ``cfg``)."""
+def fusion_candidates(qg: QGraph, lays: dict) -> dict:
+    """{index of an op in ``qg.ops`` that has a ``fuse_producer`` hook: the indices of the
+    producers of its inputs that the module's rule lets it fuse, in input order, before the hook
+    is asked} (read only from the graph and the views of ``lays``, never the config)."""
     readers: dict = {}
     for op in qg.ops:
         for t in dict.fromkeys(op.inputs):
@@ -33,13 +34,27 @@ def fused_pairs(qg: QGraph, lays: dict, cfg) -> dict:
     outputs = {qg.resolve(o) for o in qg.outputs}
     viewed = {lay.view_of for lay in lays.values() if lay.view_of is not None}
     made = {op.out: i for i, op in enumerate(qg.ops)}
-    pairs = {}
+    out = {}
     for j, op in enumerate(qg.ops):
-        hook = OP_TABLE.device(op).fuse_producer
-        if hook is None:
+        if OP_TABLE.device(op).fuse_producer is None:
             continue
-        ok = [made[t] for t in dict.fromkeys(op.inputs) if t in made and readers[t] == 1 and t not in outputs
-              and t not in viewed and lays[t].view_of is None and hook(op, qg.ops[made[t]], lays, cfg) is not None]
+        out[j] = [made[t] for t in dict.fromkeys(op.inputs) if t in made and readers[t] == 1 and t not in outputs
+                  and t not in viewed and lays[t].view_of is None]
+    return out
+
+
+def fused_pairs(qg: QGraph, lays: dict, cfg, accepts=None, candidates: dict | None = None) -> dict:
+    """{index of an op in ``qg.ops``: index of the producer fused into it}, by the module's rule
+    (the hooks may weigh the tilings of ``lays`` on config ``cfg``). ``accepts(j, i)``: whether
+    op ``j``'s hook accepts producer ``i`` (default: ask the hook; the estimator passes a cached
+    answer), asked about each pair of ``candidates`` (default ``fusion_candidates``)."""
+    if accepts is None:
+        def accepts(j: int, i: int) -> bool:
+            op = qg.ops[j]
+            return OP_TABLE.device(op).fuse_producer(op, qg.ops[i], lays, cfg) is not None
+    pairs = {}
+    for j, cands in (fusion_candidates(qg, lays) if candidates is None else candidates).items():
+        ok = [i for i in cands if accepts(j, i)]
         if ok:
             pairs[j] = max(ok)
     return pairs
@@ -59,10 +74,11 @@ def _rewrite(qg: QGraph, pairs: dict) -> QGraph:
     return dataclasses.replace(qg, tensors=tensors, ops=ops)
 
 
-def fuse_residual(lp):
-    """The ``LayoutPlan`` with every fusable pair fused (module docstring); ``lp`` itself when
-    there is none."""
-    pairs = fused_pairs(lp.qg, lp.tensors, lp.graph.cfg)
+def fuse_residual(lp, pairs: dict | None = None):
+    """The ``LayoutPlan`` with every fusable pair fused (module docstring; ``pairs``: the
+    ``fused_pairs`` if known); ``lp`` itself when there is none."""
+    if pairs is None:
+        pairs = fused_pairs(lp.qg, lp.tensors, lp.graph.cfg)
     if not pairs:
         return lp
     gone = {lp.qg.ops[i].out for i in pairs.values()}

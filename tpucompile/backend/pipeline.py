@@ -152,8 +152,15 @@ def layout(dg: DeviceGraph) -> LayoutPlan:
     """Channel placement first (``remap_graph``: each op's ``remap_channels``), then an ActLayout
     per device tensor; each op's ``plan_layout`` records the borders it reads (and the views it
     makes); views share their buffer's border; then the graph inputs' border values are checked
-    and every row aligned; last, each residual Add is fused into the Conv it reads
-    (``fuse_residual``: the conv's output then has no layout and no DDR buffer)."""
+    and every row aligned (``unfused_layout``); last, each residual Add is fused into the Conv it
+    reads (``fuse_residual``: the conv's output then has no layout and no DDR buffer)."""
+    return fuse_residual(unfused_layout(dg))
+
+
+def unfused_layout(dg: DeviceGraph) -> LayoutPlan:
+    """``layout`` before ``fuse_residual``: it reads the config's array, word and alignment
+    fields, never its DDR timing or clocks (the fusion's hooks may: the estimator caches the two
+    apart, tpucompile.backend.estimate)."""
     cfg = dg.cfg
     qg, maps, logical = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device)
     if logical is not dg.qg:            # lane copies inserted: the rest of the compile sees them
@@ -167,7 +174,7 @@ def layout(dg: DeviceGraph) -> LayoutPlan:
     check_input_borders(qg, lays)
     for lay in lays.values():
         lay.align(cfg)
-    return fuse_residual(LayoutPlan(dg, lays, qg if maps else None))
+    return LayoutPlan(dg, lays, qg if maps else None)
 
 
 def memplan(lp: LayoutPlan) -> MemPlan:

@@ -271,7 +271,8 @@ class ConvCandidates(NamedTuple):
     ``aligned`` (its slots fit on their own banks), ``nres`` resident weight tiles (0: all stream;
     ``resident_tiles``), ``load_bytes`` DDR bytes loaded (int64) and the cost terms (float64:
     load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the SRAM), MXU,
-    unaligned 0/1, wait bytes)."""
+    unaligned 0/1, wait bytes). ``live``: the candidates that stream their weights and fit (int64,
+    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs)."""
     table: _ConvShapeTable
     n: int
     s_out: np.ndarray
@@ -279,14 +280,17 @@ class ConvCandidates(NamedTuple):
     nres: np.ndarray
     load_bytes: np.ndarray
     terms: tuple
+    live: np.ndarray
+    live_terms: tuple
 
-    def est_cycles(self, bw: float) -> np.ndarray:
+    def est_cycles(self, bw: float, terms: tuple | None = None) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
         input slot exposes; each term added as 0.0 where it does not apply; inf where the
-        candidate does not fit the SRAM)."""
-        load_b, dma, peak, mxu, unaligned, wait_b = self.terms
+        candidate does not fit the SRAM). ``terms``: those of some candidates (default all:
+        ``self.terms``); each candidate's value is the same whichever others are weighed."""
+        load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
         load_t = load_b / bw
         load_t += dma
         est = np.maximum(load_t, peak)
@@ -406,9 +410,11 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     load_bytes = t.load_bytes - saved * wcols * R // NB              # (the N tiles' mean)
     if np.any(saved):
         load_b, dma = load_bytes.astype(np.float64), (40 * (t.n_dma - saved)).astype(np.float64)
-    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes,
-                         (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b))
-    for a in (s_out, aligned, nres, load_bytes, *out.terms):
+    terms = (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b)
+    live = np.flatnonzero(fit & (t.wres == 0))
+    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes, terms, live,
+                         tuple(a[live] for a in terms))
+    for a in (s_out, aligned, nres, load_bytes, *out.terms, live, *out.live_terms):
         a.flags.writeable = False
     return out
 
@@ -431,10 +437,8 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
     c = conv_candidates(key)
-    est = c.est_cycles(load_bw(cfg))
-    streaming = np.where(c.table.wres == 1, np.inf, est)
-    i = int(np.argmin(streaming)) if c.n else 0
-    if c.n == 0 or not np.isfinite(streaming[i]):      # no streaming tile fits
+    bw = load_bw(cfg)
+    if len(c.live) == 0:                                # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
         (kh, kw), (sh, sw) = kernel, strides
         raise CompileError(f"QConv {node!r} ({cin}->{cout}, kernel {kh}x{kw}, stride {sh}x{sw}, "
@@ -444,15 +448,21 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
                            + (f"; with the fused pool (window {pool[0][0]}x{pool[0][1]}) a tile needs at least "
                               f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
+    # the first streaming candidate of the least estimate (only those that fit are weighed)
+    live_est = c.est_cycles(bw, c.live_terms)
+    k = int(np.argmin(live_est))
+    i, est_i = int(c.live[k]), float(live_est[k])
     choice = _conv_choice(node, key, c, i, cfg)
     j = int(c.table.twin[i])
-    if j >= 0 and c.nres[j] > 0 and est[j] <= est[i] and c.aligned[j] >= c.aligned[i]:
-        twin = _conv_choice(node, key, c, j, cfg)
-        if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
-            i, choice = j, twin     # the same tile with weights resident: fewer loads, no fewer slots
+    if j >= 0 and c.nres[j] > 0 and c.aligned[j] >= c.aligned[i]:
+        est_j = float(c.est_cycles(bw, tuple(a[j:j + 1] for a in c.terms))[0])
+        if est_j <= est_i:
+            twin = _conv_choice(node, key, c, j, cfg)
+            if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
+                i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
-                      acc_halves=acc_halves, est_cycles=float(est[i]), load_bytes=load_bytes, aligned=aligned,
+                      acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
                       slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw)
 
 
