@@ -72,6 +72,37 @@ def test_bert_small_golden_equals_simpy_and_is_close_to_fp32(tmp_path):
     assert any("embeddings on the host" in n for n in v.notes), v.notes
 
 
+def _qkv_layers(path, hw):
+    """The compiled QConv layers of the Q/K/V projections (``__qkv``) and the compile result."""
+    m, _, cal = driver.load_model_and_data(str(path), calib=2)
+    res = driver.compile_onnx(m, load_config(hw), cal)
+    return [L for L in res.binary.meta["layers"] if L["op"] == "QConv" and "__qkv" in L["name"]], res
+
+
+def test_one_projection_per_layer_writes_heads_off_the_blocks_on_their_own_blocks(tmp_path):
+    """Heads of 12 channels on small's 8-lane blocks (hidden 24, 2 heads): one Q/K/V projection
+    per layer (x read once) writes each of the 6 heads from its own block (lanes 0, 16, .., 80:
+    92 lanes for 72 channels), the gap lanes' weight columns not loaded (the estimator's bytes
+    are the program's)."""
+    _, path = _small_bert(tmp_path, hidden=24, heads=2, ffn=48)
+    qkv, res = _qkv_layers(path, "small")
+    assert len(qkv) == SMALL["layers"] and qkv[0]["cout"] == 92, qkv
+    est = {e.name: e for e in Estimator(res.qgraph).estimate(load_config("small")).layers}
+    assert (est[qkv[0]["name"]].load_bytes, est[qkv[0]["name"]].store_bytes) == (qkv[0]["ddr_bytes_in"],
+                                                                                 qkv[0]["ddr_bytes_out"])
+
+
+@pytest.mark.parametrize("rtl", [False, pytest.param(True, marks=pytest.mark.rtl)])
+def test_heads_off_the_blocks_golden_equals_simpy(tmp_path, rtl):
+    """The projection with gap lanes (above) and its heads' views, bit-exact (and == RTL)."""
+    _, path = _small_bert(tmp_path, hidden=24, heads=2, ffn=48)
+    v = run(str(path), "small", tmp_path / "run", rtl=rtl)
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    assert v.accuracy["cosine"] >= 0.99, v.accuracy
+    if rtl:
+        qnets.assert_three_way(v)
+
+
 def test_a_padded_attention_mask_reaches_the_device_as_its_key_mask(tmp_path):
     """The host's extension of the user's mask: 0 for a real token, finfo.min for a padded one,
     (1, T, 1) (tests/test_attention_mask.py runs it)."""

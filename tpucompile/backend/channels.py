@@ -91,7 +91,7 @@ class ChannelMapRequest(CompileError):
         self.tensor, self.map, self.copy, self.reread = tensor, map_, copy, reread
 
 
-def remap_graph(qg: QGraph, blk: int, device) -> tuple:
+def remap_graph(qg: QGraph, blk: int, device, wanted: dict | None = None) -> tuple:
     """The device graph with every mapped tensor at its physical channel count and every op
     rewritten by its ``remap_channels`` hook (``device(op)`` gives the op's DeviceOp), in graph
     order. Returns (QGraph, {tensor: ChannelMap} of the mapped tensors, the logical QGraph: ``qg``
@@ -100,8 +100,10 @@ def remap_graph(qg: QGraph, blk: int, device) -> tuple:
     hook's ``ChannelMapRequest`` for a tensor whose producer has a ``remap_output`` hook and no
     other reader (nor is a graph output) is met by that producer writing the map; otherwise, if
     the request offers a copy, by a copy of the tensor inserted before the requesting op and
-    writing the map (``_with_lane_copy``). The pass then starts over."""
-    wanted: dict = {}
+    writing the map (``_with_lane_copy``). The pass then starts over. ``wanted``: {tensor:
+    ChannelMap} its producers (each with a ``remap_output`` hook) write from the start (the
+    heads of a transformer's projection, ``ops/act_matmul.py`` ``head_slice_maps``)."""
+    wanted = dict(wanted or {})
     while True:
         try:
             return _remap(qg, blk, device, wanted) + (qg,)

@@ -31,7 +31,7 @@ from tpucompile.backend.fuse_residual import fuse_residual
 from tpucompile.backend.layout import ActLayout, check_input_borders, merge_view_borders, round_up
 from tpucompile.backend.memplan import DdrMap, place_consts, plan_activations
 from tpucompile.ops import OP_TABLE
-from tpucompile.ops.act_matmul import key_mask_transform
+from tpucompile.ops.act_matmul import head_slice_maps, key_mask_transform
 from tpucompile.qgraph import QGraph
 from tpucompile.stages import Pass
 from tpusim.arch.config import HwConfig
@@ -162,7 +162,7 @@ def unfused_layout(dg: DeviceGraph) -> LayoutPlan:
     fields, never its DDR timing or clocks (the fusion's hooks may: the estimator caches the two
     apart, tpucompile.backend.estimate)."""
     cfg = dg.cfg
-    qg, maps, logical = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device)
+    qg, maps, logical = remap_graph(dg.qg, cfg.word_bytes, OP_TABLE.device, head_slice_maps(dg.qg, cfg.word_bytes))
     if logical is not dg.qg:            # lane copies inserted: the rest of the compile sees them
         dg = dataclasses.replace(dg, qg=logical)
     lays = {name: ActLayout.for_tensor(t, cfg) for name, t in qg.tensors.items()}

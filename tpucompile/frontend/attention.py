@@ -9,11 +9,17 @@ hidden state ``x``: ``Q = Add(bq, MatMul(x, Wq))`` (likewise K, V); ``Reshape(1,
 
 Rewritten, per head ``i`` (all tensors (1, channels, T) unless said; names carry ``__h<i>``):
 
-* ``q_i, k_i, v_i = Conv1x1(x, W[:, i*d:(i+1)*d]ᵀ) + b_i`` (the scaling 1/√d folded into q's
-  weights and bias): each head its own tensor from lane 0 (a head is never a slice at a lane
-  offset: a data operand of the array must start on a block);
+* ``qkv = Conv1x1(x, [Wq | Wk | Wv]ᵀ) + [bq | bk | bv]`` (1, 3C, T): one projection of
+  every head's Q, K and V, so x is read once per layer (one scale for all: Q is not scaled by
+  1/√d, which would cost it 3 bits of 8 for d = 64; the Softmax takes the 1/√d, below);
+  ``q_i, k_i, v_i`` = ``Split(qkv, axis 1)`` into 3h parts of d channels,
+  views of its buffer. A data operand of the array must start on a block, so the back end has
+  the projection write every head from its own block (``ops/act_matmul.py``
+  ``head_slice_maps``: gap lanes after a head of d < blk channels, neither loaded as weight
+  columns nor read);
 * ``s_i = Einsum("bkn,bkm->bnm", k_i, q_i)``: (1, T keys, T queries), the keys on the channels;
-* ``p_i = Softmax(s_i, axis 1)`` (over the keys);
+* ``p_i = Softmax(Mul(s_i, 1/√d), axis 1)`` (over the keys; the scalar Mul goes into the
+  SOFTMAX's ``exp_mult``, ``ops/softmax.py``; after the mask Add: a masked key stays masked);
 * ``vt_i = Einsum("bkn,bkm->bnm", v_i, I_d)``: Vᵀ (1, T, d), the tokens on the channels: the
   array transposes it (v_i stationary, the identity streamed; ``ops/act_matmul.py``);
 * ``c_i = Einsum("bkn,bkm->bnm", vt_i, p_i)``: (1, d, T queries);
@@ -154,18 +160,20 @@ def _per_head(blk: dict, new_init) -> list:
     mk = helper.make_node
     h, d, x = blk["heads"], blk["d"], blk["x"]
     eye = new_init(f"{blk['ctx']}__eye", np.eye(d, dtype=np.float32)[None])
-    out, parts = [], []
+    # one projection of x for Q, K and V of every head (x read once), split into the heads
+    lin = blk["lin"]
+    qkv = f"{blk['ctx']}__qkv"
+    w = np.concatenate([lin[what][1] for what in lin], axis=1)       # (C, 3 h d)
+    b = np.concatenate([np.asarray(lin[what][2], np.float64).reshape(-1) for what in lin])
+    wt = new_init(f"{qkv}__w", np.ascontiguousarray(w.T[:, :, None]).astype(np.float32))
+    bb = new_init(f"{qkv}__b", b.reshape(-1, 1).astype(np.float32))
+    heads = [f"{blk['ctx']}__{what}__h{i}" for what in lin for i in range(h)]
+    out = [mk("Conv", [x, wt], [f"{qkv}__mm"], name=f"{qkv}__mm", kernel_shape=[1]),
+           mk("Add", [f"{qkv}__mm", bb], [qkv], name=qkv),
+           mk("Split", [qkv], heads, name=f"{qkv}__heads", axis=1)]
+    parts = []
     for i in range(h):
-        cols = slice(i * d, (i + 1) * d)
-        proj = {}
-        for what, (_, w, b) in blk["lin"].items():
-            s = blk["scale"] if what == "q" else 1.0
-            base = f"{blk['ctx']}__{what}__h{i}"
-            wt = new_init(f"{base}__w", np.ascontiguousarray((w[:, cols].T * s)[:, :, None]).astype(np.float32))
-            bb = new_init(f"{base}__b", (b[cols] * s).reshape(d, 1).astype(np.float32))
-            out += [mk("Conv", [x, wt], [f"{base}__mm"], name=f"{base}__mm", kernel_shape=[1]),
-                    mk("Add", [f"{base}__mm", bb], [base], name=base)]
-            proj[what] = base
+        proj = {what: f"{blk['ctx']}__{what}__h{i}" for what in lin}
         s, p = f"{blk['scores']}__h{i}", f"{blk['probs']}__h{i}"
         vt, c = f"{proj['v']}__t", f"{blk['pv']}__h{i}"
         if blk["key_mask"]:         # the run-time mask: added to the raw scores per key (channel)
@@ -173,6 +181,10 @@ def _per_head(blk: dict, new_init) -> list:
                     mk("Add", [f"{s}__raw", blk["key_mask"]], [s], name=s)]
         else:
             out.append(mk("Einsum", [proj["k"], proj["q"]], [s], name=s, equation=EINSUM_BT_A))
+        if blk["scale"] != 1.0:     # 1/√d: into the Softmax's exp_mult (ops/softmax.py)
+            k = new_init(f"{s}__scale", np.array(blk["scale"], np.float32))
+            out.append(mk("Mul", [s, k], [f"{s}__scaled"], name=f"{s}__scaled"))
+            s = f"{s}__scaled"
         out += [mk("Softmax", [s], [p], name=p, axis=1),
                 mk("Einsum", [proj["v"], eye], [vt], name=vt, equation=EINSUM_BT_A),
                 mk("Einsum", [vt, p], [c], name=c, equation=EINSUM_BT_A)]

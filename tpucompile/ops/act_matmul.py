@@ -44,9 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.backend.layout import out_tiles, param_tables
+from tpucompile.backend.channels import ChannelMap
+from tpucompile.backend.layout import out_tiles, param_tables, round_up
 from tpucompile.ops.common import bad_attr, no_input_transform
 from tpucompile.ops.const_act import QConstAct
+from tpucompile.ops.slice import QSlice
 from tpucompile.ops.conv import DEVICE as CONV
 from tpucompile.ops.conv import QConv, conv_int8, weight_cols
 from tpucompile.ops.registry import DeviceOp, OpDef
@@ -55,7 +57,8 @@ from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 from tpusim.arch.host_transforms import KEY_MASK_BIAS, key_mask_bias
 
-__all__ = ["QActMatMul", "OPS", "act_matmul_qop", "fuse_key_mask", "masked_scores", "key_mask_transform"]
+__all__ = ["QActMatMul", "OPS", "act_matmul_qop", "fuse_key_mask", "masked_scores", "key_mask_transform",
+           "head_slice_maps"]
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,37 @@ def _emit(P, op: QActMatMul, lays: dict, tl, consts: dict) -> None:
             P.dma("DMA_LOAD", M.iaddr(0, 0, b0 * bw), slot, bw * W, buf=M.buf_id)
             P.dma("DMA_LOAD", addr + bw * W, slot + bw, (pw - bw) * W)
     CONV.emit(P, op, lays, tl, consts, weight_tile=weight_tile, table_load=table_load)
+
+
+def head_slice_maps(qg, blk: int) -> dict:
+    """{tensor: ChannelMap} of the conv outputs split into heads (``frontend/attention.py``: the
+    projection of every head's Q, K and V): a QConv output that is no graph output, read only by
+    channel slices that tile its channels in order, each read only by QActMatMuls, one of them
+    off a ``blk``-lane block. Each slice then starts its own block (lanes past it gaps up to the
+    next block), so it is a view from lane 0, as the array reads a data operand; the conv writes
+    that map (``conv._remap_output``: zero multipliers on the gaps, whose weight columns are not
+    loaded, ``conv.tile_cols``)."""
+    readers: dict = {}
+    for op in qg.ops:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    out = {}
+    for op in qg.ops:
+        if not isinstance(op, QConv) or isinstance(op, QActMatMul) or op.out in qg.outputs:
+            continue
+        parts = sorted(readers.get(op.out, []), key=lambda s: getattr(s, "start", -1))
+        if not parts or not all(isinstance(s, QSlice) and s.out not in qg.outputs and readers.get(s.out) and
+                                all(isinstance(r, QActMatMul) for r in readers[s.out]) for s in parts):
+            continue
+        if [s.start for s in parts] != [0] + [s.start + s.count for s in parts[:-1]] or \
+                parts[-1].start + parts[-1].count != qg.tensors[op.out].shape[1] or all(s.start % blk == 0 for s in parts):
+            continue
+        segs, lane = [], 0
+        for s in parts:
+            segs.append((s.start, lane, s.count))
+            lane = round_up(lane + s.count, blk)
+        out[op.out] = ChannelMap.of(segs)
+    return out
 
 
 def _remap_channels(op: QActMatMul, maps: dict, blk: int):

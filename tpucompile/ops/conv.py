@@ -246,6 +246,16 @@ def weight_cols(cout: int, nb: int, C: int) -> int:
     return max(0, min(C, cout - nb * C))
 
 
+def tile_cols(op: QConv, nb: int, C: int) -> int:
+    """``weight_cols`` of the conv's N tile ``nb`` less the tile's trailing output lanes of
+    multiplier 0 (a remapped output's gap lanes, ``_remap_output``: a head of d < C channels,
+    ``act_matmul.head_slice_maps``): their REQUANT writes the zero point whatever the
+    accumulator holds, so their columns are not loaded either. At least one column."""
+    n = weight_cols(len(op.mult), nb, C)
+    live = np.flatnonzero(np.asarray(op.mult[nb * C:nb * C + n]))
+    return int(live[-1]) + 1 if live.size else n
+
+
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
           store=None, table_load=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
@@ -275,7 +285,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     tile_bytes = C * W
     if weight_tile is None:
         def weight_tile(t, nb, kb):
-            return consts["weights"] + t * tile_bytes, None, weight_cols(cout, nb, C) * W
+            return consts["weights"] + t * tile_bytes, None, tile_cols(op, nb, C) * W
     pw = cfg.param_words
     reg = tl.regions
     nkg = ceil_div(KB, tl.kbg)
@@ -392,7 +402,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes (each weight tile its ``weight_cols`` words). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    ``requant_planes`` planes (each weight tile its ``tile_cols`` words). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
     accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
     tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
@@ -413,8 +423,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     # output blocks (N tiles / lane groups) and the planes each one's STOREs move
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
     w = LayerWork(tiles=0)
-    # per N tile: its weight tiles' loaded bytes (``weight_cols``), how many are resident
-    wbytes = [weight_cols(cout, nb, C) * W for nb in range(NB)]
+    # per N tile: its weight tiles' loaded bytes (``tile_cols``), how many are resident
+    wbytes = [tile_cols(op, nb, C) * W for nb in range(NB)]
     res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
     for nb in range(NB):
         w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once

@@ -303,7 +303,11 @@ def print_table(rows: list[dict], title: str) -> None:
 #: op kinds whose share of the cycles ``op_shares`` reports (the transformer's vector-unit work and
 #: its matmuls): QGraph op class -> label
 SHARE_OPS = {"QSoftmax": "Softmax", "QLayerNorm": "LayerNorm", "QLut": "LUT (GELU, Tanh)", "QConv": "MatMul/Conv (weights)",
+             "QConvAdd": "MatMul/Conv (weights)", "QConvPool": "MatMul/Conv (weights)",
              "QActMatMul": "MatMul of activations"}
+#: the layers on the array: a conv or matmul with constant weights (with a fused residual Add or
+#: pool too) or a matmul of activations
+MATMUL_OPS = ("QConv", "QConvAdd", "QConvPool", "QActMatMul")
 
 
 def op_shares(rows: list[dict]) -> list[tuple]:
@@ -312,18 +316,18 @@ def op_shares(rows: list[dict]) -> list[tuple]:
     overlap (the engines pipeline across layers), so the shares are of their sum."""
     total = sum(r["cycles"] for r in rows) or 1
     out = []
-    for op, label in SHARE_OPS.items():
-        mine = [r["cycles"] for r in rows if r["op"] == op]
+    for label in dict.fromkeys(SHARE_OPS.values()):
+        mine = [r["cycles"] for r in rows if SHARE_OPS.get(r["op"]) == label]
         if mine:
             out.append((label, len(mine), sum(mine), sum(mine) / total))
     return out
 
 
 def print_matmuls_and_shares(rows: list[dict]) -> list[tuple]:
-    """The utilisation of every matmul layer (QConv, QActMatMul) and the cycle shares of
+    """The utilisation of every matmul layer (``MATMUL_OPS``) and the cycle shares of
     ``op_shares``, on the terminal; returns those shares."""
     for r in rows:
-        if r["op"] in ("QConv", "QActMatMul"):
+        if r["op"] in MATMUL_OPS:
             print(f"  matmul {r['layer']} ({r['op']}): {r['macs']:,} MACs in {r['cycles']:,} cycles, "
                   f"utilisation {r['utilisation']:.1%}")
     shares = op_shares(rows)
