@@ -285,6 +285,47 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     wslot = P.oldest_slot(reg["w"][tl.nres:], C) if tl.nw else 0
     pslot = oslot = half = 0
     mstride = tl.th * tl.tw
+    pending = None       # the last group's requantization, emitted after the next group's loads
+
+    def load_table(b0: int) -> int:
+        """DMA_LOAD of output block ``b0``'s requant tables into the next table slot; its word."""
+        nonlocal pslot
+        ps = reg["p"][pslot]
+        pslot ^= 1
+        if table_load is not None:
+            table_load(P, par_addr + b0 * par_stride, b0, ps)
+        else:
+            P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W, *((mg, par_stride, pw * W) if mg > 1 else ()))
+        return ps
+
+    def requantize(tile, g0: int, gnb: range, acc0: int, ps0: int) -> None:
+        """A group's REQUANTs and STOREs (its first output block's tables already at ``ps0``)."""
+        nonlocal oslot
+        oy0, th, ox0, tw = tile[:4]
+        if tw <= tl.s_out:
+            k = max(1, tl.s_out // tw)
+            chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
+        else:
+            seg = max(ap, tl.s_out - tl.s_out % ap)
+            chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
+        for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
+            ps = ps0 if b0 == g0 else load_table(b0)
+            blk = b0 * mp // mg                   # first output channel block written
+            planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
+            for (y, x, k, n) in chunks:
+                os_ = reg["o"][oslot]
+                oslot ^= 1
+                _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
+                               mstride, k * n, os_, qreg)
+                if epilogue is not None:
+                    epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
+                if store is not None:
+                    store(P, os_, blk, planes, tile)
+                    continue
+                more = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
+                P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
+                      n * W, *more, buf=Y.buf_id)
+
     for ti, tile in enumerate(conv_tiles(Ho, Wo, tl) if tiles is None else tiles):
         oy0, th, ox0, tw = tile[:4]
         M = th * tw
@@ -322,42 +363,20 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                     if nbytes:          # a tile of no output channel: nothing to load
                                         P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
                                 P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
+                                if pending is not None:
+                                    requantize(*pending)
+                                    pending = None
                                 act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
                                 last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
                                 P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
                                       count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
                                       acc_addr=acc, accumulate=1 if nb in started else 0)
                                 started.add(nb)
-            # requantize and store this group
-            if tw <= tl.s_out:
-                k = max(1, tl.s_out // tw)
-                chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
-            else:
-                seg = max(ap, tl.s_out - tl.s_out % ap)
-                chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
-            for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
-                ps = reg["p"][pslot]
-                pslot ^= 1
-                if table_load is not None:
-                    table_load(P, par_addr + b0 * par_stride, b0, ps)
-                else:
-                    P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
-                          *((mg, par_stride, pw * W) if mg > 1 else ()))
-                blk = b0 * mp // mg                   # first output channel block written
-                planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
-                for (y, x, k, n) in chunks:
-                    os_ = reg["o"][oslot]
-                    oslot ^= 1
-                    _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
-                                   mstride, k * n, os_, qreg)
-                    if epilogue is not None:
-                        epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
-                    if store is not None:
-                        store(P, os_, blk, planes, tile)
-                        continue
-                    more = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
-                    P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
-                          n * W, *more, buf=Y.buf_id)
+            # requantize and store this group: the first output block's tables now, the rest
+            # after the next group's first loads (so those do not queue behind its STOREs)
+            pending = (tile, g0, gnb, acc0, load_table(g0))
+    if pending is not None:
+        requantize(*pending)
 
 
 def _requant_chunk(P, op: QConv, tiles: range, ps: int, a: int, mstride: int, count: int, os_: int,
