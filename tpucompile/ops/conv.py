@@ -369,6 +369,10 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
             need = max((i + 1 for i, (a, b, _) in enumerate(pending) if a < hi and lo < b), default=0)
             rest = len(pending) - need
             nmm, mm = KB * len(gnb) * kh * kw, 0
+            # from the MATMUL the dispatcher reaches once the first ones run (the MXU queue
+            # holds LOAD_WEIGHTS + MATMUL pairs): earlier, their STOREs would compete with the
+            # loads this group's first MATMUL waits for
+            skew = min(nmm - 1, cfg.queue_depth // 2)
             for k0 in range(0, KB, tl.kbg):
                 kbs = range(k0, min(KB, k0 + tl.kbg))
                 if nkg == 1 and resident is not None:
@@ -403,7 +407,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                       acc_addr=acc, accumulate=1 if nb in started else 0)
                                 started.add(nb)
                                 mm += 1
-                                flush(rest - -(-rest * mm // nmm))
+                                flush(rest - -(-rest * max(0, mm - skew) // (nmm - skew)))
             # this group's chunks: its first output block's tables loaded now, the chunks during
             # the next group (the ones reading rows it writes first: the bottom tile's last)
             rev = not tl.acc_halves and acc0 == 0 and tl.acc_rows < depth
