@@ -480,8 +480,10 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     nres = int(c.nres[i])
     nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
-    for aligned in ((True, False) if c.aligned[i] else (False,)):
-        for nw in nws:
+    s_out0 = s_out
+    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned[i] else (False,))
+                               for s in (([min(th * tw, f * s_out0) for f in (3, 2)] if not (pth or skip) else []) + [s_out0])
+                               for n in nws]:
             regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
             if regs is not None:
                 if len(_CHOICES) >= _CHOICES_MAX:
