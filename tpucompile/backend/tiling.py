@@ -485,6 +485,15 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                                for s in (([min(th * tw, f * s_out0) for f in (3, 2)] if not (pth or skip) else []) + [s_out0])
                                for n in nws]:
             regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
+            if regs is not None and not (pth or skip):      # the largest output slots that fit
+                lo, hi = s_out, th * tw
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if conv_regions(cfg, nres + nw, mid, ni, slot, aligned) is None:
+                        hi = mid - 1
+                    else:
+                        lo = mid
+                s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned)
             if regs is not None:
                 if len(_CHOICES) >= _CHOICES_MAX:
                     _CHOICES.clear()
