@@ -409,9 +409,12 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                 mm += 1
                                 flush(rest - -(-rest * max(0, mm - skew) // (nmm - skew)))
             # this group's chunks: its first output block's tables loaded now, the chunks during
-            # the next group (the ones reading rows it writes first: the bottom tile's last)
-            rev = not tl.acc_halves and acc0 == 0 and tl.acc_rows < depth
-            blocks = list(gnb[::mg])[::-1] if rev else list(gnb[::mg])
+            # the next group. A one-block group at the bottom shares its last rows with the next
+            # tile (at the top): its chunks go last row first, so the next tile's first MATMUL
+            # waits for a few of them only (reversing a group of several blocks: slower, measured
+            # on 'medium' and shufflenet)
+            rev = not tl.acc_halves and acc0 == 0 and tl.acc_rows < depth and len(gnb) <= mg
+            blocks = list(gnb[::mg])
             ps_cur = load_table(blocks[0])
             pending = requant_steps(tile, blocks, g0, acc0, rev)
     flush(0)
