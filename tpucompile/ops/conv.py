@@ -19,7 +19,12 @@ picks the tiling; the loop nest (docs/backend.md)::
       for each group of nbg cout blocks:
         for each group of kbg cin blocks:   LOAD input window (skipped if all KB already resident)
           for kb, nb, (ky, kx):  LOAD weight tile -> LOAD_WEIGHTS -> MATMUL (accumulate)
-        for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE
+        for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE      # deferred, below
+
+The chunks of a group are emitted during the next group (docs/backend.md, "Deferred
+requantization"): those reading accumulator rows its first MATMUL writes before that MATMUL, the
+rest spread over its later MATMULs; without two accumulator halves, tiles alternate between the
+bottom and the top of the accumulator.
 
 With weights resident (``tl.nres`` > 0, chosen by the tiler's cost model: weight tiles
 ``t < nres`` have their own SRAM slots, all of the layer's if they fit) each resident tile is
