@@ -361,8 +361,9 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
         nrows, ncols = win.nrows, win.ncols
         if tl.acc_halves:
             acc0 = half * (depth // 2)
-        else:       # alternately at the bottom and the top: only the rows both use are shared
-            acc0 = half * (depth - tl.acc_rows)
+        else:       # a one-block tile alternately at the bottom and the top: only the rows both
+            # use are shared (tiles of several blocks stay at the bottom: alexnet was slower)
+            acc0 = half * (depth - tl.acc_rows) if tl.nbg <= mg else 0
         half ^= 1
         resident = None
         for g0 in range(0, NB, tl.nbg):
