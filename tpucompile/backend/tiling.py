@@ -475,7 +475,10 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw): the most weight slots
     (4, 3, 2; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
-    if the candidate is and that fits, else packed.
+    if the candidate is and that fits, else packed. A conv without a fused Add or pool first tries
+    output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
+    keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
+    "Deferred requantization").
     Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
@@ -490,21 +493,31 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     nres = int(c.nres[i])
     nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
-    for aligned in ((True, False) if c.aligned[i] else (False,)):
-        for nw in nws:
-            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
-            if regs is not None:
-                if len(_CHOICES) >= _CHOICES_MAX:
-                    _CHOICES.clear()
-                slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
-                              "i": slot}
-                if skip:
-                    slot_words["s"] = cfg.requant_planes * s_out
-                if pth:
-                    slot_words["q"] = cfg.requant_planes * pth * ptw
-                out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
-                                            aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw)
-                return out
+    s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
+    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned[i] else (False,))
+                               for s in s_outs for n in nws]:
+        regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
+        if regs is not None and not (pth or skip):      # the largest output slots that fit
+            lo, hi = s_out, th * tw
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned) is None:
+                    hi = mid - 1
+                else:
+                    lo = mid
+            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned)
+        if regs is not None:
+            if len(_CHOICES) >= _CHOICES_MAX:
+                _CHOICES.clear()
+            slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
+                          "i": slot}
+            if skip:
+                slot_words["s"] = cfg.requant_planes * s_out
+            if pth:
+                slot_words["q"] = cfg.requant_planes * pth * ptw
+            out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+                                        aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw)
+            return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 
 

@@ -19,7 +19,12 @@ picks the tiling; the loop nest (docs/backend.md)::
       for each group of nbg cout blocks:
         for each group of kbg cin blocks:   LOAD input window (skipped if all KB already resident)
           for kb, nb, (ky, kx):  LOAD weight tile -> LOAD_WEIGHTS -> MATMUL (accumulate)
-        for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE
+        for nb: LOAD table; for chunks: REQUANT (relu fused) -> STORE      # deferred, below
+
+The chunks of a group are emitted during the next group (docs/backend.md, "Deferred
+requantization"): those reading accumulator rows its first MATMUL writes before that MATMUL, the
+rest spread over its later MATMULs; without two accumulator halves, tiles alternate between the
+bottom and the top of the accumulator.
 
 With weights resident (``tl.nres`` > 0, chosen by the tiler's cost model: weight tiles
 ``t < nres`` have their own SRAM slots, all of the layer's if they fit) each resident tile is
@@ -295,18 +300,95 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     wslot = P.oldest_slot(reg["w"][tl.nres:], C) if tl.nw else 0
     pslot = oslot = half = 0
     mstride = tl.th * tl.tw
+    depth = cfg.acc_depth_rows
+    pending: list = []   # the last group's requantization steps, emitted during the next group
+
+    def load_table(b0: int) -> int:
+        """DMA_LOAD of output block ``b0``'s requant tables into the next table slot; its word."""
+        nonlocal pslot
+        ps = reg["p"][pslot]
+        pslot ^= 1
+        if table_load is not None:
+            table_load(P, par_addr + b0 * par_stride, b0, ps)
+        else:
+            P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W, *((mg, par_stride, pw * W) if mg > 1 else ()))
+        return ps
+
+    def requant_steps(tile, blocks: list, g0: int, acc0: int, rev: bool) -> list:
+        """A group's REQUANT/STORE chunks, output blocks ``blocks`` in that order (the first one's
+        tables already loaded, each later one's loaded before its first chunk), each block's
+        chunks in reverse order if ``rev``: a list of (accumulator rows [lo, hi) the chunk
+        reads, the function that emits it)."""
+        oy0, th, ox0, tw = tile[:4]
+        if tw <= tl.s_out:
+            k = max(1, tl.s_out // tw)
+            chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
+        else:
+            seg = max(ap, tl.s_out - tl.s_out % ap)
+            chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
+        if rev:
+            chunks = chunks[::-1]
+        steps = []
+        for j, b0 in enumerate(blocks):      # the N tiles of one output block (mg) each
+            for i, (y, x, k, n) in enumerate(chunks):
+                a = acc0 + (b0 - g0) * mstride + y * tw + x
+                hi = a + (mg - 1) * mstride + k * n
+                steps.append((a, hi, lambda b0=b0, y=y, x=x, k=k, n=n, a=a, table=(j > 0 and i == 0):
+                              requant_chunk(tile, b0, y, x, k, n, a, table)))
+        return steps
+
+    def requant_chunk(tile, b0: int, y: int, x: int, k: int, n: int, a: int, table: bool) -> None:
+        """One chunk: k x n pixels from (y, x) of the tile, output block ``b0``, accumulator row
+        ``a``; ``table``: its block's tables are loaded first."""
+        nonlocal oslot, ps_cur
+        oy0, ox0 = tile[0], tile[2]
+        if table:
+            ps_cur = load_table(b0)
+        blk = b0 * mp // mg                   # first output channel block written
+        planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
+        os_ = reg["o"][oslot]
+        oslot ^= 1
+        _requant_chunk(P, op, range(b0, b0 + mg), ps_cur, a, mstride, k * n, os_, qreg)
+        if epilogue is not None:
+            epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
+        if store is not None:
+            store(P, os_, blk, planes, tile)
+            return
+        more = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
+        P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
+              n * W, *more, buf=Y.buf_id)
+
+    def flush(upto: int) -> None:
+        """Emit the pending steps until ``upto`` of them are left."""
+        while len(pending) > upto:
+            pending.pop(0)[2]()
+
+    ps_cur = 0           # the table slot of the chunks being emitted
     for ti, tile in enumerate(conv_tiles(Ho, Wo, tl) if tiles is None else tiles):
         oy0, th, ox0, tw = tile[:4]
         M = th * tw
         win = input_window(op, X, oy0, th, ox0, tw, ap)
         nrows, ncols = win.nrows, win.ncols
-        acc0 = half * (cfg.acc_depth_rows // 2) if tl.acc_halves else 0
         if tl.acc_halves:
-            half ^= 1
+            acc0 = half * (depth // 2)
+        else:       # a one-block tile alternately at the bottom and the top: only the rows both
+            # use are shared (tiles of several blocks stay at the bottom: alexnet was slower)
+            acc0 = half * (depth - tl.acc_rows) if tl.nbg <= mg else 0
+        half ^= 1
         resident = None
         for g0 in range(0, NB, tl.nbg):
             gnb = range(g0, min(NB, g0 + tl.nbg))
             started = set()
+            lo, hi = acc0, acc0 + len(gnb) * mstride       # this group's accumulator rows
+            # the last group's chunks that read them go before the first MATMUL, the rest are
+            # spread over the MATMULs (their STOREs overlap this group's compute)
+            need = max((i + 1 for i, (a, b, _) in enumerate(pending) if a < hi and lo < b), default=0)
+            rest = len(pending) - need
+            nmm, mm = KB * len(gnb) * kh * kw, 0
+            # from the MATMUL the dispatcher reaches once the first ones run (the MXU queue
+            # holds LOAD_WEIGHTS + MATMUL pairs): earlier, their STOREs would compete with the
+            # loads this group's first MATMUL waits for
+            skew = min(nmm - 1, cfg.queue_depth // 2)
             for k0 in range(0, KB, tl.kbg):
                 kbs = range(k0, min(KB, k0 + tl.kbg))
                 if nkg == 1 and resident is not None:
@@ -332,42 +414,26 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                     if nbytes:          # a tile of no output channel: nothing to load
                                         P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
                                 P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
+                                if mm == 0:
+                                    flush(rest)
                                 act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
                                 last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
                                 P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
                                       count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
                                       acc_addr=acc, accumulate=1 if nb in started else 0)
                                 started.add(nb)
-            # requantize and store this group
-            if tw <= tl.s_out:
-                k = max(1, tl.s_out // tw)
-                chunks = [(y, 0, min(k, th - y), tw) for y in range(0, th, k)]
-            else:
-                seg = max(ap, tl.s_out - tl.s_out % ap)
-                chunks = [(y, x, 1, min(seg, tw - x)) for y in range(th) for x in range(0, tw, seg)]
-            for b0 in range(g0, gnb.stop, mg):      # the N tiles of one output block (mg)
-                ps = reg["p"][pslot]
-                pslot ^= 1
-                if table_load is not None:
-                    table_load(P, par_addr + b0 * par_stride, b0, ps)
-                else:
-                    P.dma("DMA_LOAD", par_addr + b0 * par_stride, ps, pw * W,
-                          *((mg, par_stride, pw * W) if mg > 1 else ()))
-                blk = b0 * mp // mg                   # first output channel block written
-                planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
-                for (y, x, k, n) in chunks:
-                    os_ = reg["o"][oslot]
-                    oslot ^= 1
-                    _requant_chunk(P, op, range(b0, b0 + mg), ps, acc0 + (b0 - g0) * mstride + y * tw + x,
-                                   mstride, k * n, os_, qreg)
-                    if epilogue is not None:
-                        epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
-                    if store is not None:
-                        store(P, os_, blk, planes, tile)
-                        continue
-                    more = (planes, Y.block_bytes, k * n * W) if planes > 1 else ()
-                    P.dma("DMA_STORE", Y.iaddr(blk, oy0 + y, ox0 + x), os_, n * W, k, Y.row_bytes,
-                          n * W, *more, buf=Y.buf_id)
+                                mm += 1
+                                flush(rest - -(-rest * max(0, mm - skew) // (nmm - skew)))
+            # this group's chunks: its first output block's tables loaded now, the chunks during
+            # the next group. A one-block group at the bottom shares its last rows with the next
+            # tile (at the top): its chunks go last row first, so the next tile's first MATMUL
+            # waits for a few of them only (reversing a group of several blocks: slower, measured
+            # on 'medium' and shufflenet)
+            rev = not tl.acc_halves and acc0 == 0 and tl.acc_rows < depth and len(gnb) <= mg
+            blocks = list(gnb[::mg])
+            ps_cur = load_table(blocks[0])
+            pending = requant_steps(tile, blocks, g0, acc0, rev)
+    flush(0)
 
 
 def _requant_chunk(P, op: QConv, tiles: range, ps: int, a: int, mstride: int, count: int, os_: int,
