@@ -5,6 +5,11 @@ Timing (docs/architecture.md, "MXU"), start edge ``s``, SRAM request at ``s`` (v
   MATMUL: D = M = count_x*count_y words; bank mask over [act_addr, largest address read];
           completion c = g + M + R + C (array fill and drain). M = 0: no SRAM request, no
           accumulator write, c = s + 1 + R + C (docs/rtl_interfaces.md, tpu_mxu).
+Drain overlap: a MATMUL frees the MXU at f = c - C (= g + M + R; its results still leave the
+bottom of the array for C cycles), so the next MXU instruction may start at s' >= f + 1 while
+its accumulator writes finish; at most 2 MXU instructions are in
+flight (started, not completed) and they complete in order. LOAD_WEIGHTS frees it at c. A NOP or
+an erroneous instruction starts only when none is in flight.
 Function: word n of a weight tile holds column n (W[0..R-1][n]), so ``weights`` = words.T,
 int8 [R, C]. MATMUL vector i = y*count_x + x is word act_addr + x*stride_x + y*stride_y (int8[R]);
 accumulator row acc_addr + i = (accumulate ? row : 0) + x_i @ weights, int32 with wrap-around.
@@ -46,6 +51,20 @@ class Mxu(EngineBase):
         self.acc = acc
         self.weights = np.zeros((cfg.array_rows, cfg.array_cols), dtype=np.int8)
         self._weights_f32 = self.weights.astype(np.float32)   # the same values, for the BLAS
+        self.max_inflight = 2          # a MATMUL's drain and the next instruction
+
+    def overlap_cycles(self, entry: QueueEntry) -> int:
+        """C for a MATMUL (its drain overlaps the next instruction), 0 for LOAD_WEIGHTS."""
+        return self.cfg.array_cols if entry.instr.op == "MATMUL" else 0
+
+    def starts_alone(self, entry: QueueEntry) -> bool:
+        """A NOP, an op the MXU cannot run, or a LOAD_WEIGHTS / MATMUL failing its device check."""
+        op = entry.instr.op
+        if op == "LOAD_WEIGHTS":
+            return load_weights_fault(entry.instr.args, self.cfg) is not None
+        if op == "MATMUL":
+            return matmul_fault(entry.instr.args, self.cfg) is not None
+        return True
 
     def execute(self, entry: QueueEntry, s_ps: int):
         op = entry.instr.op
@@ -55,7 +74,7 @@ class Mxu(EngineBase):
             c_ps = yield from self._matmul(entry, s_ps)
         else:
             raise SimulationError(f"{entry.where()}: cannot run on the MXU")
-        yield self.env.timeout(c_ps - self.env.now)
+        yield self.env.timeout(c_ps - self.overlap_cycles(entry) * self.period - self.env.now)
         return c_ps
 
     def _matmul_int32(self, x: np.ndarray) -> np.ndarray:
