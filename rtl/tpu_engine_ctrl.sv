@@ -64,6 +64,8 @@ module tpu_engine_ctrl
 
   // In flight: slot 0 the oldest (completes next), slot 1 the younger (Overlap only).
   logic                   issue_q, nop_q, start_q, retire_q;
+  logic                   busy_q;         // an instruction in flight (waves: tpu.<eng>.busy)
+  logic [PcBits-1:0]      pc_q;           // PC of the last one started (waves: issue_pc)
   logic [1:0]             cnt_q, cnt_d;
   logic [INSTR_BITS-1:0]  instr_q;
   logic [PcBits-1:0]      slot_pc_q [2];
@@ -105,6 +107,8 @@ module tpu_engine_ctrl
       start_q        <= 1'b0;
       retire_q       <= 1'b0;
       cnt_q          <= '0;
+      busy_q         <= 1'b0;
+      pc_q           <= '0;
       instr_q        <= '0;
       slot_pc_q[0]   <= '0;
       slot_pc_q[1]   <= '0;
@@ -119,6 +123,7 @@ module tpu_engine_ctrl
       start_q  <= start_now && !head_nop;
       retire_q <= done_now;
       cnt_q    <= cnt_d;
+      busy_q   <= cnt_d != '0;
       if (start_now)     issue_q <= 1'b1;
       else if (free_now) issue_q <= 1'b0;
       if (start_now)     nop_q   <= head_nop;
@@ -132,6 +137,7 @@ module tpu_engine_ctrl
       end
       if (start_now) begin
         instr_q               <= q_instr_i;
+        pc_q                  <= q_pc_i;
         slot_pc_q[wr_slot]  <= q_pc_i;
         slot_sig_q[wr_slot] <= signal_mask_of(q_instr_i);
       end
@@ -139,6 +145,9 @@ module tpu_engine_ctrl
       if (can_start && !tokens_ok) token_wait_q <= token_wait_q + 64'd1;
     end
   end
+
+  logic unused_probe;    // busy_q and pc_q are read by the testbench's architectural probe
+  assign unused_probe = ^{busy_q, pc_q};
 
   assign start_o             = start_q;
   assign instr_o             = instr_q;
