@@ -1,27 +1,34 @@
 // Generic per-engine controller (docs/architecture.md, "Engines and tokens").
 //
-// At each edge of its own clock it starts the queue head if it is idle (completion edge c
-// already past: start at s >= c+1), the head is visible (q_valid_i) and a token from every
-// engine in the head's wait mask is visible (tok_avail_i). At the start edge s it pops the
-// head, takes the tokens, registers start_o (high during cycle s) and instr_o (held until the
-// completion). The engine raises done_i during the last cycle of the instruction; the
-// controller registers it at the completion edge c: retire_o is high during cycle c with
-// retire_pc_o, and the signal-mask tokens are sent at c. NOP is executed here (c = s + 1,
-// no start_o). launch_o / launch_instr_o tell an engine that must act at s itself (the DMA
-// channels launch their first request at s) that the head starts at the coming edge.
-// An erroneous head (head_err_i, from the engine's device-error check) is executed as a NOP:
-// it takes its wait tokens at s, does no work (no launch_o, no start_o), completes at s + 1,
-// retires and sends its signal tokens (docs/architecture.md, "Device errors").
-// Counters: busy_cycles (sum of c - s), token_wait_cycles (sum of s - r, r = first edge idle
-// with the head visible), retired; retired_gray_o is the low byte of retired, gray-coded, for
-// the decoder's HALT check across domains.
+// At each edge of its own clock it starts the queue head if it is free (free edge f already
+// past: start at s >= f+1), fewer than MaxInflight instructions are in flight (started, not
+// completed), the head is visible (q_valid_i) and a token from every engine in the head's wait
+// mask is visible (tok_avail_i); a NOP or erroneous head also needs none in flight. At the start
+// edge s it pops the head, takes the tokens, registers start_o (high during cycle s) and instr_o
+// (held until the next start). The engine raises free_i during the last cycle before its free
+// edge f and done_i during the last cycle of the oldest instruction in flight; the controller
+// registers done_i at the completion edge c: retire_o is high during cycle c with retire_pc_o,
+// and the signal-mask tokens are sent at c. Without Overlap (MaxInflight = 1) f = c: free_i is
+// unused and the engine is idle from c. With Overlap (the MXU: a MATMUL's drain overlaps the
+// next instruction) MaxInflight = 2 and completions come in order. NOP is executed here
+// (f = c = s + 1, no start_o). launch_o / launch_instr_o tell an engine that must act at s
+// itself (the DMA channels launch their first request at s) that the head starts at the coming
+// edge. An erroneous head (head_err_i, from the engine's device-error check) is executed as a
+// NOP: it takes its wait tokens at s, does no work (no launch_o, no start_o), completes at
+// s + 1, retires and sends its signal tokens (docs/architecture.md, "Device errors").
+// Counters: busy_cycles (sum of c - s: the instructions in flight, each cycle),
+// token_wait_cycles (sum of s - r, r = first edge at which the head could start but for its
+// tokens), retired; retired_gray_o is the low byte of retired, gray-coded, for the decoder's
+// HALT check across domains. pc_o is the PC of the oldest instruction in flight (the one that
+// completes next: a token overflow at its completion names it).
 
 `default_nettype none
 
 module tpu_engine_ctrl
   import tpu_isa_pkg::*;
 #(
-  parameter int unsigned PcBits = DDR_ADDR_BITS
+  parameter int unsigned PcBits  = DDR_ADDR_BITS,
+  parameter bit          Overlap = 1'b0
 ) (
   input  wire logic                   clk_i,
   input  wire logic                   rst_ni,
@@ -40,7 +47,8 @@ module tpu_engine_ctrl
   output      logic [INSTR_BITS-1:0]  launch_instr_o, // the head, while launch_o
   output      logic                   start_o,        // high during cycle s (not for NOP)
   output      logic [INSTR_BITS-1:0]  instr_o,        // from s until c
-  output      logic [PcBits-1:0]      pc_o,           // PC of instr_o
+  output      logic [PcBits-1:0]      pc_o,           // PC of the oldest in flight
+  input  wire logic                   free_i,         // high during cycle f-1 (Overlap only)
   input  wire logic                   done_i,         // high during cycle c-1
   // retire
   output      logic                   retire_o,       // high during cycle c
@@ -52,27 +60,40 @@ module tpu_engine_ctrl
   output      logic [7:0]             retired_gray_o
 );
 
-  logic                  busy_q, nop_q, start_q, retire_q;
-  logic [INSTR_BITS-1:0] instr_q;
-  logic [PcBits-1:0]     pc_q, retire_pc_q;
-  logic [63:0]           busy_cycles_q, token_wait_q, retired_q;
-  logic [7:0]            retired_gray_q;
+  localparam int unsigned MaxInflight = Overlap ? 2 : 1;
 
-  logic [NUM_ENGINES-1:0] head_wait, cur_signal;
-  logic                   head_nop, can_start, tokens_ok, start_now, done_now;
+  // In flight: slot 0 the oldest (completes next), slot 1 the younger (Overlap only).
+  logic                   issue_q, nop_q, start_q, retire_q;
+  logic                   busy_q;         // an instruction in flight (waves: tpu.<eng>.busy)
+  logic [PcBits-1:0]      pc_q;           // PC of the last one started (waves: issue_pc)
+  logic [1:0]             cnt_q, cnt_d;
+  logic [INSTR_BITS-1:0]  instr_q;
+  logic [PcBits-1:0]      slot_pc_q [2];
+  logic [NUM_ENGINES-1:0] slot_sig_q [2];
+  logic [PcBits-1:0]      retire_pc_q;
+  logic [63:0]            busy_cycles_q, token_wait_q, retired_q;
+  logic [7:0]             retired_gray_q;
 
-  assign head_wait  = wait_mask_of(q_instr_i);
-  assign cur_signal = signal_mask_of(instr_q);
-  assign head_nop   = (opcode_of(q_instr_i) == OP_NOP) || head_err_i;
+  logic [NUM_ENGINES-1:0] head_wait;
+  logic                   head_nop, can_start, tokens_ok, start_now, done_now, free_now, free_ev;
+  logic                   wr_slot;
 
-  assign can_start = !busy_q && q_valid_i;
+  assign head_wait = wait_mask_of(q_instr_i);
+  assign head_nop  = (opcode_of(q_instr_i) == OP_NOP) || head_err_i;
+
+  assign can_start = !issue_q && q_valid_i && (cnt_q < 2'(MaxInflight))
+                     && (!head_nop || cnt_q == '0);
   assign tokens_ok = &(tok_avail_i | ~head_wait);
   assign start_now = can_start && tokens_ok;
-  assign done_now  = busy_q && (nop_q || done_i);
+  assign done_now  = (cnt_q != '0) && (nop_q || done_i);
+  assign free_ev   = Overlap ? free_i : done_i;
+  assign free_now  = issue_q && (nop_q || free_ev);
+  assign cnt_d     = cnt_q + 2'(start_now) - 2'(done_now);
+  assign wr_slot   = cnt_q[0] ^ done_now;   // slot index cnt - done (cnt = 2: no start)
 
   assign q_pop_o        = start_now;
   assign tok_take_o     = start_now ? head_wait : '0;
-  assign tok_send_o     = done_now ? cur_signal : '0;
+  assign tok_send_o     = done_now ? slot_sig_q[0] : '0;
   assign launch_o       = start_now && !head_nop;
   assign launch_instr_o = q_instr_i;
 
@@ -81,12 +102,18 @@ module tpu_engine_ctrl
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      busy_q         <= 1'b0;
+      issue_q        <= 1'b0;
       nop_q          <= 1'b0;
       start_q        <= 1'b0;
       retire_q       <= 1'b0;
-      instr_q        <= '0;
+      cnt_q          <= '0;
+      busy_q         <= 1'b0;
       pc_q           <= '0;
+      instr_q        <= '0;
+      slot_pc_q[0]   <= '0;
+      slot_pc_q[1]   <= '0;
+      slot_sig_q[0]  <= '0;
+      slot_sig_q[1]  <= '0;
       retire_pc_q    <= '0;
       busy_cycles_q  <= '0;
       token_wait_q   <= '0;
@@ -95,28 +122,36 @@ module tpu_engine_ctrl
     end else begin
       start_q  <= start_now && !head_nop;
       retire_q <= done_now;
-      if (start_now) begin
-        busy_q  <= 1'b1;
-        nop_q   <= head_nop;
-        instr_q <= q_instr_i;
-        pc_q    <= q_pc_i;
-      end else if (done_now) begin
-        busy_q <= 1'b0;
-        nop_q  <= 1'b0;
-      end
+      cnt_q    <= cnt_d;
+      busy_q   <= cnt_d != '0;
+      if (start_now)     issue_q <= 1'b1;
+      else if (free_now) issue_q <= 1'b0;
+      if (start_now)     nop_q   <= head_nop;
+      else if (done_now) nop_q   <= 1'b0;
       if (done_now) begin
-        retire_pc_q    <= pc_q;
+        slot_pc_q[0]   <= slot_pc_q[1];
+        slot_sig_q[0]  <= slot_sig_q[1];
+        retire_pc_q    <= slot_pc_q[0];
         retired_q      <= retired_d;
         retired_gray_q <= retired_d[7:0] ^ (retired_d[7:0] >> 1);
       end
-      if (busy_q)                  busy_cycles_q <= busy_cycles_q + 64'd1;
-      if (can_start && !tokens_ok) token_wait_q  <= token_wait_q + 64'd1;
+      if (start_now) begin
+        instr_q               <= q_instr_i;
+        pc_q                  <= q_pc_i;
+        slot_pc_q[wr_slot]  <= q_pc_i;
+        slot_sig_q[wr_slot] <= signal_mask_of(q_instr_i);
+      end
+      busy_cycles_q <= busy_cycles_q + 64'(cnt_q);
+      if (can_start && !tokens_ok) token_wait_q <= token_wait_q + 64'd1;
     end
   end
 
+  logic unused_probe;    // busy_q and pc_q are read by the testbench's architectural probe
+  assign unused_probe = ^{busy_q, pc_q};
+
   assign start_o             = start_q;
   assign instr_o             = instr_q;
-  assign pc_o                = pc_q;
+  assign pc_o                = slot_pc_q[0];
   assign retire_o            = retire_q;
   assign retire_pc_o         = retire_pc_q;
   assign busy_cycles_o       = busy_cycles_q;

@@ -4,7 +4,8 @@
 // Ports:
 //   input  logic                clk_i, rst_ni
 //   input  logic                start_i          // high during cycle s (after start edge s)
-//   input  logic [255:0]        instr_i          // stable from start_i until done_o
+//   input  logic [255:0]        instr_i          // stable from start_i until the next start_i
+//   output logic                free_o           // high during cycle f-1 (next start at >= f+1)
 //   output logic                done_o           // high during cycle c-1
 //   output logic                sram_req_o       // -> tpu_sram requester 2
 //   output logic [16:0]         sram_len_o
@@ -24,7 +25,13 @@
 //     act_addr + x*stride_x + y*stride_y (i = y*count_x + x); its data enters the array in cycle
 //     g+i+1, column n's result is written to acc row acc_addr+i at edge g+i+Rows+n+2; the last
 //     write (i = M-1, n = Cols-1) is at edge g+M+Rows+Cols = c. M == 0: no request, as if g = s+1.
-//   Any other opcode (NOP): c = s + 1.
+//     Drain overlap: the MXU is free at f = c - Cols = g+M+Rows (the last vector's tag is at
+//     chain stage Rows-2 during cycle f-1): the next instruction may start at s' >= f+1 while
+//     the results drain; its own results follow in the same pipeline, so completions stay in
+//     order and an accumulate into the same rows sees the earlier writes. A LOAD_WEIGHTS started
+//     at s' writes column n at edge >= f+n+4, after the last vector has used PE(k, n) (edge
+//     g+M+k+n+1 <= f+n); it completes at g'+Cols >= c+2.
+//   LOAD_WEIGHTS: f = c. Any other opcode (NOP): f = c = s + 1.
 `default_nettype none
 
 module tpu_mxu
@@ -41,6 +48,7 @@ module tpu_mxu
   input  logic                 rst_ni,
   input  logic                 start_i,
   input  logic [255:0]         instr_i,
+  output logic                 free_o,
   output logic                 done_o,
   output logic                 sram_req_o,
   output logic [16:0]          sram_len_o,
@@ -260,11 +268,13 @@ module tpu_mxu
     .rd_data_o (acc_rd_data_o)
   );
 
-  // ---------------------------------------------------------------- done
-  logic lw_done, mm_done, other_done;
+  // ---------------------------------------------------------------- free and done
+  logic lw_done, mm_free, mm_done, other_done;
   assign lw_done    = is_lw && acc_on && last_acc;
+  assign mm_free    = tag_q[Rows - 2][17];
   assign mm_done    = tag_q[Chain - 1][17];
   assign other_done = start_i && !is_lw && !is_mm;
+  assign free_o     = lw_done || mm_free || other_done;
   assign done_o     = lw_done || mm_done || other_done;
 
 endmodule

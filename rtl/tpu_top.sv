@@ -156,6 +156,7 @@ module tpu_top
   logic [NE-1:0]                 tok_ovf, head_bad;
   logic [NE-1:0][7:0]            head_code;
   logic [NE-1:0]                 launch, start, done, retire;
+  logic                          mxu_free;    // the MXU's free edge (drain overlap)
   logic [NE-1:0][INSTR_BITS-1:0] launch_instr, instr;
   logic [NE-1:0][DDR_ADDR_BITS-1:0]           cur_pc, retire_pc;
   logic [NE-1:0][63:0]           busy_cycles, token_wait_cycles, retired;
@@ -235,7 +236,7 @@ module tpu_top
       assign eng_err[e] = eng_err_src;
     end
 
-    tpu_engine_ctrl u_ctrl (
+    tpu_engine_ctrl #(.Overlap(e == ENG_MXU)) u_ctrl (
       .clk_i              (clk_eng),
       .rst_ni,
       .q_valid_i          (q_valid[e]),
@@ -251,6 +252,7 @@ module tpu_top
       .start_o            (start[e]),
       .instr_o            (instr[e]),
       .pc_o               (cur_pc[e]),
+      .free_i             ((e == ENG_MXU) ? mxu_free : 1'b0),
       .done_i             (done[e]),
       .retire_o           (retire[e]),
       .retire_pc_o        (retire_pc[e]),
@@ -343,6 +345,7 @@ module tpu_top
     .rst_ni,
     .start_i      (start[ENG_MXU]),
     .instr_i      (instr[ENG_MXU]),
+    .free_o       (mxu_free),
     .done_o       (done[ENG_MXU]),
     .sram_req_o   (sram_req[2]),
     .sram_len_o   (sram_len[2]),

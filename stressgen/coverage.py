@@ -23,10 +23,11 @@ from stressgen.validate import normalise, validate
 from tpusim.arch import arith
 from tpusim.arch.device_checks import ddr_align_bytes, start_fault
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import ENGINE_KEYS, unused_bits
+from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, unused_bits
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.arch.operands import dma_ddr_end
 from tpusim.arch.rowops import ROWOPS, rowop_accesses, rowop_ranges
+from tpusim.arch.timebase import Timebase
 
 STATIC_BINS = (
     # matrix problems
@@ -75,8 +76,13 @@ STATIC_BINS = (
 )
 #: obs_queue_full_<engine>: the decoder held an instruction because that engine's queue (a CDC
 #: queue for LOAD/STORE) was full (``<engine>_queue_full_cycles`` > 0)
+#: MXU drain overlap (docs/architecture.md, "MXU"), from the retire trace (``drain_bins``):
+#: mm_drain_lw: a LOAD_WEIGHTS started before the preceding MATMUL completed (during its drain);
+#: mm_drain_acc: a MATMUL with accumulate started during the preceding MATMUL's drain, into
+#: accumulator rows that one writes
+DRAIN_BINS = ("mm_drain_lw", "mm_drain_acc")
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait") + tuple(
-    f"obs_queue_full_{e}" for e in ENGINE_KEYS)
+    f"obs_queue_full_{e}" for e in ENGINE_KEYS) + DRAIN_BINS
 #: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
 #: passes; a report lists them among the bins hit outside ALL_BINS): ``err_<kind>`` per device
 #: error a program is refused with (``validate``'s StressError kind: one per checker path of
@@ -132,6 +138,33 @@ def observed_bins(counters: dict) -> dict[str, int]:
         if counters.get(f"{e}_queue_full_cycles", 0) > 0:
             out[f"obs_queue_full_{e}"] = int(counters[f"{e}_queue_full_cycles"])
     return out
+
+
+def drain_bins(prog, cfg, retire) -> dict[str, int]:
+    """DRAIN_BINS hit by a run of ``prog`` on ``cfg`` (HwConfig), from its retire trace
+    ``retire`` [(pc, engine name, time_ps)] (tpusim.arch.retire; SimPy's equals the RTL's). An MXU
+    instruction started at s <= (its completion) - (its least duration): LOAD_WEIGHTS C + 1,
+    MATMUL M + R + C + 1 cycles; it overlapped the previous MATMUL's drain if that bound is
+    before the previous completion. Returns bin -> hits (only bins hit)."""
+    period = Timebase(cfg).core.period_ps
+    instrs = normalise(prog.instrs)
+    R, C = cfg.array_rows, cfg.array_cols
+    out: Counter = Counter()
+    prev = None                                   # (MATMUL args, completion ps) or None
+    for pc, eng, t in sorted((r for r in retire if r[1] == "MXU"), key=lambda r: r[2]):
+        ins = instrs[pc // INSTR_BYTES]
+        op = getattr(ins, "op", None)
+        a = getattr(ins, "args", {})
+        if prev is not None and op == "LOAD_WEIGHTS":
+            out["mm_drain_lw"] += t - (C + 1) * period < prev[1]
+        elif prev is not None and op == "MATMUL" and a["accumulate"]:
+            m = a["count_x"] * a["count_y"]
+            pm = prev[0]["count_x"] * prev[0]["count_y"]
+            lo, plo = a["acc_addr"], prev[0]["acc_addr"]
+            out["mm_drain_acc"] += (t - (m + R + C + 1) * period < prev[1]
+                                    and m > 0 and lo < plo + pm and plo < lo + m)
+        prev = (a, t) if op == "MATMUL" else None
+    return {k: int(v) for k, v in out.items() if v}
 
 
 def tie_mask(x, mult, shift, zp: int, lo: int) -> tuple[np.ndarray, np.ndarray]:
@@ -522,4 +555,5 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
 
 
 __all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "WIDE_BINS", "TALL_BINS", "shape_bins", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS",
-           "required_bins", "bins_of", "error_bins", "path_bin", "edge_bins", "observed_bins", "tie_mask"]
+           "required_bins", "bins_of", "error_bins", "path_bin", "edge_bins", "observed_bins", "tie_mask",
+           "DRAIN_BINS", "drain_bins"]

@@ -63,7 +63,7 @@ module dp_tb_top
     .we_i(we), .wgrp_i(wgrp), .wdata_i(wdata), .rdata_o(rdata), .sram_conflicts_o, .sram_conflict_cycles_o);
 
   tpu_mxu u_mxu (
-    .clk_i, .rst_ni, .start_i(mxu_start_i), .instr_i(mxu_instr_i), .done_o(mxu_done),
+    .clk_i, .rst_ni, .start_i(mxu_start_i), .instr_i(mxu_instr_i), .free_o(), .done_o(mxu_done),
     .sram_req_o(req[2]), .sram_len_o(len[2]), .sram_mask_o(mask[2]), .sram_gnt_i(gnt[2]),
     .sram_addr_o(addr[2]), .sram_we_o(we[2]), .sram_wdata_o(wdata[2]), .sram_rdata_i(rdata[2]),
     .acc_rd_addr_i(acc_addr), .acc_rd_data_o(acc_data_o));

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tpucompile.backend.layout import align_px, ceil_div, out_tiles, round_up
+from tpucompile.backend.work import mxu_pair_cycles
 from tpusim.arch.config import HwConfig
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES
@@ -370,7 +371,7 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
                   + (ntiles * (KB * T * wcols * W + NB * pw * W + skip * oblocks * M * W))[i])
     n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks))[i]
-    mxu = (ntiles * (NB * KB * T) * (C + M + R + C + 6))[i]
+    mxu = (ntiles * (NB * KB * T) * (mxu_pair_cycles(M, R, C) + 6))[i]
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
                           n_dma, mxu, wait, wres, twin, pth, ptw,

@@ -68,6 +68,15 @@ class LayerWork:
         return b
 
 
+def mxu_pair_cycles(M, R: int, C: int):
+    """Core cycles one LOAD_WEIGHTS + MATMUL pair of ``M`` vectors (int or int64 array) keeps the
+    MXU busy in a stream of them, without issue gaps: LOAD_WEIGHTS ``C``, MATMUL ``M + R + C``,
+    less the ``C`` drain cycles of the MATMUL that the next LOAD_WEIGHTS overlaps
+    (docs/architecture.md, "Drain overlap"): ``C + M + R``. The last MATMUL of a stream drains in
+    full (``drain_cycles``)."""
+    return C + M + R
+
+
 def _add(instrs: dict, bursts: int, count: int) -> None:
     """``count`` more DMA instructions of ``bursts`` bursts in a bursts -> instructions map."""
     instrs[bursts] = instrs.get(bursts, 0) + count
@@ -144,4 +153,4 @@ def elt_work(tl, nblocks: int, oh: int, ow: int, cfg: HwConfig, *, window=None, 
     return w
 
 
-__all__ = ["LayerWork", "elt_work", "generic_work", "no_work", "tile_sizes"]
+__all__ = ["LayerWork", "elt_work", "generic_work", "mxu_pair_cycles", "no_work", "tile_sizes"]

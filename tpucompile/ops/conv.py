@@ -59,7 +59,7 @@ from tpucompile.backend.layout import (
     weight_tiles,
 )
 from tpucompile.backend.tiling import SKIP_SLOTS, tile_conv
-from tpucompile.backend.work import LayerWork, tile_sizes
+from tpucompile.backend.work import LayerWork, mxu_pair_cycles, tile_sizes
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
     QFilter,
@@ -511,7 +511,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
         for part in (pw * W,) if table_parts is None else table_parts:
             w.load(n * len(blocks), part, bb, runs=mg)
-        w.mxu_cycles += n * NB * KB * T * (C + M + R + C)
+        w.mxu_cycles += n * NB * KB * T * mxu_pair_cycles(M, R, C)
         w.mxu_instrs += 2 * n * NB * KB * T
         w.sram_words += n * NB * KB * T * (C + M)
         w.acc_accesses += n * NB * (2 * KB * T - 1) * M * C

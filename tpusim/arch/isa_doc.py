@@ -88,7 +88,8 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "`acc[n] = (accumulate ? acc[n] : 0) + Σ_k x[k]*W[k][n]`, int32 with wrap-around "
         "(`tpusim.arch.arith.matmul_acc`).",
         "SRAM transaction of `D = M` words (bank mask from `act_addr` to the largest address "
-        "read): request at `s`, grant `g`, completion `c = g + M + R + C` (fill and drain).",
+        "read): request at `s`, grant `g`, completion `c = g + M + R + C` (fill and drain); the MXU "
+        "is free for its next instruction at `f = c − C` (drain overlap, docs/architecture.md).",
         {"act_addr": "SRAM word address of the first activation vector",
          "count_x": "vectors per row (>= 1)",
          "stride_x": "SRAM words between consecutive vectors of a row",

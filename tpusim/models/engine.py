@@ -1,8 +1,11 @@
 """The common in-order engine controller (LOAD, STORE, MXU, VPU): start, tokens, retire.
 
 Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's own domain:
-  * idle from its completion edge ``c`` on; may start the next instruction at ``s >= c + 1``
-    (the first instruction at any edge);
+  * idle from its free edge ``f`` on; may start the next instruction at ``s >= f + 1`` (the first
+    instruction at any edge). ``f = c`` (the completion edge) except on the MXU, whose MATMUL frees
+    it ``C`` cycles before its completion (``overlap_cycles``, docs/architecture.md, "MXU");
+  * at most ``max_inflight`` instructions started and not completed: ``s >= c[k-max_inflight] + 1``;
+    a NOP or an erroneous head starts only with none in flight (``s >= c[k-1] + 1``);
   * starts at the first edge ``s`` at which it is idle, the queue head is visible and a token from
     every engine in the head's ``wait`` mask is visible; at ``s`` it pops the head (visible to the
     decoder at ``cdc(s -> core)``) and consumes the tokens;
@@ -11,7 +14,7 @@ Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's ow
     logic at ``cdc(c -> core)``) and a token goes to each engine in ``signal``;
   * ``busy_cycles`` += ``c - s``.
 Subclasses implement ``execute(entry, s_ps)``: a generator that returns the completion edge
-``c_ps`` with the simulation clock at ``c_ps``; it raises DeviceError for an erroneous
+``c_ps`` with the simulation clock at the free edge ``c_ps - overlap_cycles(entry) * period``; it raises DeviceError for an erroneous
 instruction at ``s``, before waiting for anything. NOP completes at ``s + 1`` on every engine,
 and so does an erroneous instruction (docs/architecture.md, "Device errors").
 """
@@ -49,12 +52,24 @@ class EngineBase(abc.ABC):
         self.waiting_for: str | None = None  # what the engine is blocked on (deadlock report)
         self.errors = None                   # ErrorUnit (set by the top level), see _execute_or_flag
         self.timeline: list | None = None    # [(engine, pc, ready_ps, start_ps, complete_ps)] (set by the top level)
+        self.max_inflight = 1                # instructions started and not yet completed, at most
+
+    def overlap_cycles(self, entry: QueueEntry) -> int:
+        """Cycles before its completion edge at which ``entry`` (started, no device error) frees
+        the engine for its next instruction: 0 (no overlap) unless a subclass says otherwise."""
+        return 0
+
+    def starts_alone(self, entry: QueueEntry) -> bool:
+        """True if ``entry`` runs as a NOP (a NOP, or a device error found at its start), which
+        starts only once every earlier instruction of the engine has completed."""
+        return entry.instr.op == "NOP"
 
     # ------------------------------------------------------------------ controller
     def run(self):
         """SimPy process: the engine controller loop."""
         env, q, tok = self.env, self.queue, self.tokens
-        next_ps = self.dom.edge(0)           # earliest start edge (idle since reset)
+        next_ps = self.dom.edge(0)           # earliest start edge (free since reset)
+        done_ps = []                         # completion edges of the last max_inflight instructions
         k = 0
         while True:
             self.current = None
@@ -65,6 +80,11 @@ class EngineBase(abc.ABC):
                 entry = yield q.entries.wait(k)
             self.current = entry
             r_ps = max(next_ps, entry.visible_ps)
+            if done_ps:
+                if len(done_ps) >= self.max_inflight:
+                    r_ps = max(r_ps, done_ps[-self.max_inflight] + self.period)
+                if self.max_inflight > 1 and self.starts_alone(entry):
+                    r_ps = max(r_ps, done_ps[-1] + self.period)
             s_ps = r_ps
             wait = entry.instr.wait
             for x in range(len(ENGINE_NAMES)):
@@ -88,12 +108,23 @@ class EngineBase(abc.ABC):
                 c_ps = yield from self._nop(s_ps)
             else:
                 c_ps = yield from self._execute_or_flag(entry, s_ps)
-            assert env.now == c_ps, (self.name, env.now, c_ps)
-            self._retire(entry, s_ps, c_ps)
+            if env.now == c_ps:
+                self._retire(entry, s_ps, c_ps)
+            else:       # freed before its completion (overlap): it retires at c_ps, in order
+                assert s_ps < env.now < c_ps, (self.name, s_ps, env.now, c_ps)
+                env.process(self._retire_at(entry, s_ps, c_ps))
             if self.timeline is not None:
                 self.timeline.append((self.engine, entry.pc, r_ps, s_ps, c_ps))
-            next_ps = c_ps + self.period
+            if done_ps:
+                assert c_ps > done_ps[-1], (self.name, "completions out of order", done_ps[-1], c_ps)
+            done_ps = (done_ps + [c_ps])[-self.max_inflight:]
+            next_ps = env.now + self.period
             k += 1
+
+    def _retire_at(self, entry: QueueEntry, s_ps: int, c_ps: int):
+        """SimPy process: retire ``entry`` at its completion edge ``c_ps`` (after its free edge)."""
+        yield self.env.timeout(c_ps - self.env.now)
+        self._retire(entry, s_ps, c_ps)
 
     def _execute_or_flag(self, entry: QueueEntry, s_ps: int):
         """``execute``; a DeviceError (raised by its checks at ``s``, before any wait) is reported

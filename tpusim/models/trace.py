@@ -7,7 +7,8 @@ program the model dump and the RTL ``waves="arch"`` dump are identical at every 
 from core edge 0; "at e" = the register takes the value at edge e.
 
 Signals (``ENGINES`` = load, store, mxu, vpu; requester ids = engine ids = SRAM priority):
-  tpu.<eng>.busy           1  1 from start edge s to completion edge c (NOP too)
+  tpu.<eng>.busy           1  1 while an instruction is in flight: from a start edge s to the
+                             completion edge c of the last one started (NOP too)
   tpu.<eng>.issue_pc      40  PC (byte offset) of the instruction started at s
   tpu.<eng>.retire_pc     40  PC of the instruction retired at c
   tpu.<eng>.retired       64  retire count, +1 at c
@@ -163,6 +164,7 @@ class Trace:
         self.events: list[tuple[int, int, str, int, object]] = []   # (t, seq, sig, op, value)
         self.table: dict[str, tuple[int, int]] = {}
         self._writes: list[list] = [[] for _ in ENGINES]   # writes of the running instructions
+        self._inflight = [0] * len(ENGINES)                 # started, not yet retired
         self.end_ps = 0
 
     def bind(self, cfg, clocks) -> None:
@@ -186,12 +188,14 @@ class Trace:
     # ---------------------------------------------------------------- engines
     def start(self, engine: int, s_ps: int, pc: int) -> None:
         e = ENGINES[engine]
+        self._inflight[engine] += 1
         self._set(s_ps, f"tpu.{e}.busy", 1)
         self._set(s_ps, f"tpu.{e}.issue_pc", pc)
 
     def retire(self, engine: int, c_ps: int, pc: int) -> None:
         e = ENGINES[engine]
-        self._set(c_ps, f"tpu.{e}.busy", 0)
+        self._inflight[engine] -= 1
+        self._set(c_ps, f"tpu.{e}.busy", int(self._inflight[engine] > 0))
         self._set(c_ps, f"tpu.{e}.retire_pc", pc)
         self._add(c_ps, f"tpu.{e}.retired")
         self._set(c_ps, f"tpu.{e}.retire_digest", fold32(self._digest(engine)))
@@ -202,7 +206,7 @@ class Trace:
         if not writes:
             return 0
         if writes[0][0] == ACC_KIND:
-            return sum(digest_acc(first, rows) for _, first, rows in writes)
+            return sum(_mix(ACC_KIND, addr, val) for _, addr, val in writes)
         kind = writes[0][0]
         data = np.frombuffer(b"".join(d for _, _, d in writes), dtype=np.uint8).astype(np.uint64)
         addr = np.concatenate([np.arange(a, a + len(d), dtype=np.uint64) for _, a, d in writes])
@@ -214,8 +218,17 @@ class Trace:
     def wrote_ddr(self, engine: int, byte_addr: int, data) -> None:
         self._writes[engine].append((DDR_KIND, byte_addr, bytes(data)))
 
-    def wrote_acc(self, engine: int, first_row: int, rows) -> None:
-        self._writes[engine].append((ACC_KIND, first_row, np.array(rows, copy=True)))
+    def wrote_acc(self, engine: int, first_row: int, rows, keep=None) -> None:
+        """int32 ``rows`` [n, C] written at accumulator rows ``first_row..``; ``keep`` (bool
+        [n, C], None: all) selects the elements to digest now (the MXU's drain overlap digests
+        the rest at the previous instruction's completion)."""
+        rows = np.asarray(rows)
+        n, cols = rows.shape
+        addr = np.arange(first_row * cols, (first_row + n) * cols, dtype=np.uint64)
+        val = rows.reshape(-1).astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
+        if keep is not None:
+            addr, val = addr[np.asarray(keep).reshape(-1)], val[np.asarray(keep).reshape(-1)]
+        self._writes[engine].append((ACC_KIND, addr, val))
 
     def wrote_requant(self, engine: int, words, lo: int, vals, word_bytes: int) -> None:
         """REQUANT's writes in access order (``tpusim.arch.operands.requant_writes``): write t
