@@ -423,7 +423,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                       acc_addr=acc, accumulate=1 if nb in started else 0)
                                 started.add(nb)
                                 mm += 1
-                                flush(rest - -(-rest * max(0, mm - skew) // (nmm - skew)))
+                                flush(rest - ceil_div(rest * max(0, mm - skew), nmm - skew))
             # this group's chunks: its first output block's tables loaded now, the chunks during
             # the next group. A one-block group at the bottom shares its last rows with the next
             # tile (at the top): its chunks go last row first, so the next tile's first MATMUL
