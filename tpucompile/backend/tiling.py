@@ -60,6 +60,7 @@ class ConvTiling:
     nres: int = 0    # resident weight tiles (the first nres; each loaded once): slots w[0 .. nres-1]
     pool_th: int = 0  # a fused pool (ops/conv_pool.py): pooled outputs per tile (rows, columns); 0 without
     pool_tw: int = 0
+    wbatch: int = 1  # streaming weight tiles per DMA_LOAD (``weight_batch_tiles``; 1: one DMA per tile)
 
     @property
     def wres(self) -> bool:
@@ -170,6 +171,22 @@ def _wstride(cols: int, bank_words: int) -> int:
     return round_up(cols, min(bank_words, cols)) if 2 * cols > bank_words else cols
 
 
+#: bytes one weight DMA_LOAD should move, in ``dma.outstanding`` x ``burst_bytes`` units: a DMA
+#: instruction pays a DDR round trip (~54 ns on seed-like chips) before its first burst lands
+#: and the K burst buffers start empty, so a 1 KiB weight tile ('medium') moved at ~8.6 B/cycle
+#: of the 25.6 B/cycle peak; four times the channel's buffers per DMA amortise that
+#: (``weight_batch_tiles``; measured on 'medium' ResNet-50, docs/backend.md "Merged weight DMAs")
+WEIGHT_DMA_BUFFERS = 4
+
+
+def weight_batch_tiles(cfg: HwConfig) -> int:
+    """Streaming weight tiles one DMA_LOAD brings (>= 1): ``WEIGHT_DMA_BUFFERS`` x
+    ``dma.outstanding`` x ``burst_bytes`` bytes over a tile's ``C * W`` bytes, rounded down
+    (seed, 128x128: a 16 KiB tile already fills the channel, 1; 'medium', 32x32: 8)."""
+    tile_bytes = cfg.array_cols * cfg.word_bytes
+    return max(1, WEIGHT_DMA_BUFFERS * cfg.dma_outstanding * cfg.dma_burst_bytes // tile_bytes)
+
+
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
 #: waits for chunk j's ADD
 SKIP_SLOTS = 4
@@ -190,16 +207,27 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
-                 pooled: int = 0):
+                 pooled: int = 0, wbatch: int = 1):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
     slots "s" of an output slot's size after the outputs (a fused residual Add's skip tiles).
     pooled > 0 (a fused pool, ops/conv_pool.py): two slots "q" of ``requant_planes * pooled``
-    words (a tile's pooled outputs) after the outputs."""
+    words (a tile's pooled outputs) after the outputs. wbatch > 1: the last ``2 * wbatch`` weight
+    slots are the streaming ring's two halves, each starting a bank, so the DMA filling one half
+    never waits for the LOAD_WEIGHTS reading the other (``ConvTiling.wbatch``)."""
     a = _Alloc(cfg)
     bw = cfg.bank_words
-    a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+    if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
+        a.take("w", nw - 2 * wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+        ws = a.regions["w"]
+        for _ in range(2):
+            a.top = round_up(a.top, bw)
+            a.take("h", wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+            ws += a.regions.pop("h")
+        a.regions["w"] = ws
+    else:
+        a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
     if aligned:
         a.top = round_up(a.top, bw)
     a.take("p", 2, table_slot_words(cfg))
@@ -461,10 +489,10 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
             twin = _conv_choice(node, key, c, j, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
-    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
                       acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw)
+                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw, wbatch=gb)
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
@@ -474,16 +502,19 @@ _CHOICES_MAX = 1 << 16
 
 def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
-    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw): the most weight slots
-    (4, 3, 2; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
+    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
+    weight slots (``2 * weight_batch_tiles`` if that is more than 1: two batches of tiles, each
+    batch loaded by one DMA while the MXU reads the other, ``wbatch`` = the batch; else 4, 3, 2
+    and ``wbatch`` 1; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
     if the candidate is and that fits, else packed. A conv without a fused Add or pool first tries
     output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
     keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
     "Deferred requantization").
-    Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
+    Cached by ``key``, ``i`` and the batch (``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    out = _CHOICES.get((key, i))
+    gb = weight_batch_tiles(cfg)       # DMA fields, not in ``key``: part of the cache key
+    out = _CHOICES.get((key, i, gb))
     if out is not None:
         return out
     t = c.table
@@ -492,21 +523,22 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     slot = kbg * ih * iw
     (kh, kw), KB, NB = key[0], key[2], key[3]
     nres = int(c.nres[i])
-    nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
+    nws = (0,) if nres == KB * NB * kh * kw else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
     for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned[i] else (False,))
                                for s in s_outs for n in nws]:
-        regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
+        wb = gb if nw == 2 * gb and gb > 1 else 1
+        regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
         if regs is not None and not (pth or skip):      # the largest output slots that fit
             lo, hi = s_out, th * tw
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned) is None:
+                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned, wbatch=wb) is None:
                     hi = mid - 1
                 else:
                     lo = mid
-            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned)
+            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned, wbatch=wb)
         if regs is not None:
             if len(_CHOICES) >= _CHOICES_MAX:
                 _CHOICES.clear()
@@ -516,8 +548,9 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                 slot_words["s"] = cfg.requant_planes * s_out
             if pth:
                 slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
-                                        aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw)
+            out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+                                        aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
+                                        wb)
             return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 
