@@ -56,7 +56,7 @@ def test_gather_emits_one_load_per_run_with_its_sram_range():
     assert op == "DMA_LOAD" and args["count1"] == 8 and args["sram_stride1"] == 1024 and args["inner_bytes"] == 1024
 
 
-@pytest.mark.parametrize("hw, batch", [("seed", 1), ("medium", 8), ("small", 8)])
+@pytest.mark.parametrize("hw, batch", [("seed", 1), ("medium", 8), ("small", 32), ("narrow", 2), ("wide", 1)])
 def test_weight_batch_tiles(hw, batch):
     assert tiling.weight_batch_tiles(load_config(hw)) == batch
 

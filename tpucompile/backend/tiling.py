@@ -5,7 +5,8 @@ SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per laye
   conv:  ``nres`` resident weight slots of C words (one per weight tile of the layer whose
          tiles fit, else as many as fit; each loaded once, read by every spatial tile), then
          ``nw`` streaming weight slots (ring, none if all are resident; bank-aligned so the DMA
-         filling one slot and the MXU reading the other use different banks); 2
+         filling one slot and the MXU reading the other use different banks; with merged weight
+         DMAs, ``wbatch`` > 1, two halves of ``wbatch`` slots, each from a bank's start); 2
          requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
          a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
@@ -171,20 +172,20 @@ def _wstride(cols: int, bank_words: int) -> int:
     return round_up(cols, min(bank_words, cols)) if 2 * cols > bank_words else cols
 
 
-#: bytes one weight DMA_LOAD should move, in ``dma.outstanding`` x ``burst_bytes`` units: a DMA
-#: instruction pays a DDR round trip (~54 ns on seed-like chips) before its first burst lands
-#: and the K burst buffers start empty, so a 1 KiB weight tile ('medium') moved at ~8.6 B/cycle
-#: of the 25.6 B/cycle peak; four times the channel's buffers per DMA amortise that
-#: (``weight_batch_tiles``; measured on 'medium' ResNet-50, docs/backend.md "Merged weight DMAs")
-WEIGHT_DMA_BUFFERS = 4
+#: bursts one weight DMA_LOAD should move: a DMA instruction pays a DDR round trip (~54 ns on
+#: seed-like chips) before its first burst lands and starts with empty burst buffers, while a
+#: 256-byte burst holds the bus 10 ns, so a 1 KiB weight tile ('medium') moved at ~8.6 B/cycle of
+#: the 25.6 B/cycle peak; 32 bursts per DMA amortise that (``weight_batch_tiles``; independent of
+#: ``dma.outstanding``, which the tilers never read; measured on 'medium' ResNet-50,
+#: docs/backend.md "Merged weight DMAs")
+WEIGHT_DMA_BURSTS = 32
 
 
 def weight_batch_tiles(cfg: HwConfig) -> int:
-    """Streaming weight tiles one DMA_LOAD brings (>= 1): ``WEIGHT_DMA_BUFFERS`` x
-    ``dma.outstanding`` x ``burst_bytes`` bytes over a tile's ``C * W`` bytes, rounded down
-    (seed, 128x128: a 16 KiB tile already fills the channel, 1; 'medium', 32x32: 8)."""
-    tile_bytes = cfg.array_cols * cfg.word_bytes
-    return max(1, WEIGHT_DMA_BUFFERS * cfg.dma_outstanding * cfg.dma_burst_bytes // tile_bytes)
+    """Streaming weight tiles one DMA_LOAD brings (>= 1): ``WEIGHT_DMA_BURSTS`` bursts over a
+    tile's ``C * W`` bytes, rounded down (seed, 128x128: a 16 KiB tile is already 64 bursts, 1;
+    'medium', 32x32: 8; 'small', 8x8 with 64-byte bursts: 32)."""
+    return max(1, WEIGHT_DMA_BURSTS * cfg.dma_burst_bytes // (cfg.array_cols * cfg.word_bytes))
 
 
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS

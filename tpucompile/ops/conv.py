@@ -30,7 +30,10 @@ With weights resident (``tl.nres`` > 0, chosen by the tiler's cost model: weight
 ``t < nres`` have their own SRAM slots, all of the layer's if they fit) each resident tile is
 loaded by the first output tile only and the later output tiles' LOAD_WEIGHTS read the same slot
 (weight-stationary over the spatial tiles: its DDR traffic once per layer instead of once per
-output tile); the other tiles stream through the ring of ``nw`` slots after them.
+output tile); the other tiles stream through the ring of ``nw`` slots after them, ``tl.wbatch`` at
+a time when the tiler gave batches (merged weight DMAs: each batch fills one half of the ring
+with as few strided DMAs as its DDR spacing allows, one batch ahead of the MATMULs;
+docs/backend.md, "Merged weight DMAs").
 
 Non-square arrays (docs/architecture.md, "Non-square arrays"): an N tile of C output channels is
 C/R channel blocks (C > R: its REQUANT writes C/R planes of the output slot, one STORE moves them
