@@ -188,6 +188,18 @@ def weight_batch_tiles(cfg: HwConfig) -> int:
     return max(1, WEIGHT_DMA_BURSTS * cfg.dma_burst_bytes // (cfg.array_cols * cfg.word_bytes))
 
 
+def tile_dma_cycles(cfg: HwConfig) -> float:
+    """Core cycles one DMA_LOAD of a single weight tile (``C * W`` bytes) takes, as ``load_bw``
+    prices a burst: the DDR round trip (3 + latency + beats − 1 DDR cycles), 7 DMA cycles of
+    crossings and the SRAM write (3 + words core cycles); 'medium': 120 (measured ~119: 1 KiB at
+    8.6 B/cycle). Merged weight DMAs pay off where a LOAD_WEIGHTS + MATMUL pair is shorter."""
+    n = cfg.array_cols * cfg.word_bytes
+    ddr_ps, dma_ps, core_ps = (1e6 / c.freq_mhz for c in (cfg.clk_ddr, cfg.clk_dma, cfg.clk_core))
+    t = (3 + cfg.ddr_latency_cycles + -(-n // cfg.ddr_beat_bytes) - 1) * ddr_ps + 7 * dma_ps \
+        + (3 + cfg.array_cols) * core_ps
+    return t / core_ps
+
+
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
 #: waits for chunk j's ADD
 SKIP_SLOTS = 4
@@ -504,22 +516,27 @@ _CHOICES_MAX = 1 << 16
 def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
-    weight slots (``2 * weight_batch_tiles`` if that is more than 1: two batches of tiles, each
-    batch loaded by one DMA while the MXU reads the other, ``wbatch`` = the batch; else 4, 3, 2
-    and ``wbatch`` 1; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
+    weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
+    pair of the tile's M vectors, ``mxu_pair_cycles`` + 6, is shorter than a one-tile DMA,
+    ``tile_dma_cycles``: two batches of tiles, each batch loaded by one DMA while the MXU reads
+    the other, ``wbatch`` = the batch; else 4, 3, 2 and ``wbatch`` 1; weights resident: one per
+    weight tile of the layer) whose regions fit, bank-aligned
     if the candidate is and that fits, else packed. A conv without a fused Add or pool first tries
     output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
     keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
     "Deferred requantization").
-    Cached by ``key``, ``i`` and the batch (``conv_regions`` and the slot sizes read only the array, table,
+    Cached by ``key``, ``i``, the batch and the one-tile DMA time (``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    gb = weight_batch_tiles(cfg)       # DMA fields, not in ``key``: part of the cache key
-    out = _CHOICES.get((key, i, gb))
+    gb0, tdma = weight_batch_tiles(cfg), tile_dma_cycles(cfg)    # DMA fields, not in ``key``
+    out = _CHOICES.get((key, i, gb0, tdma))
     if out is not None:
         return out
     t = c.table
     th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
+    gb = gb0
+    if mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tdma:
+        gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
     (kh, kw), KB, NB = key[0], key[2], key[3]
@@ -549,7 +566,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                 slot_words["s"] = cfg.requant_planes * s_out
             if pth:
                 slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+            out = _CHOICES[(key, i, gb0, tdma)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
                                         aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
                                         wb)
             return out
