@@ -233,6 +233,17 @@ class Program:
             return self.add(op, ws=[(lo, hi)], rd=ddr, nin=nbytes, **kw)
         return self.add(op, rs=[(lo, hi)], wd=ddr, nout=nbytes, **kw)
 
+    def dma_gather(self, op, items, buf=None) -> int:
+        """DMAs moving each of ``items`` ((DDR byte address, SRAM word, bytes), in order, bytes a
+        multiple of the word, SRAM ranges disjoint and ascending) with as few instructions as
+        ``strided_runs`` finds (one when the items are evenly spaced in DDR and SRAM, or form a
+        grid of such rows); ``buf``: the DDR buffer all of them read or write (None: constants).
+        Returns the number of instructions."""
+        runs = strided_runs(items, self.cfg.word_bytes)
+        for d, s, n, c1, d1, s1, c2, d2, s2 in runs:
+            self.dma(op, d, s, n, c1, d1, s1, c2, d2, s2, buf=buf)
+        return len(runs)
+
     def tile_dma(self, op, T, sram_word, t) -> int:
         """DMA_LOAD / DMA_STORE of tile ``t`` (``backend.tiling.EltTile``) of the blocked tensor
         layout ``T`` (``backend.layout.ActLayout``) to / from dense SRAM words from ``sram_word``
@@ -240,6 +251,41 @@ class Program:
         W = self.cfg.word_bytes
         return self.dma(op, T.iaddr(t.k0, t.oy0, t.ox0), sram_word, t.tw * W, t.th, T.row_bytes, t.tw * W,
                         t.nk, T.block_bytes, t.th * t.tw * W, buf=T.buf_id)
+
+
+def strided_runs(items, word_bytes: int) -> list:
+    """DMA field tuples (ddr_addr, sram_word, inner_bytes, count1, ddr_stride1, sram_stride1,
+    count2, ddr_stride2, sram_stride2; strides in bytes) moving ``items`` ((DDR byte address,
+    SRAM word, bytes) in order, SRAM ascending): consecutive items of equal size whose DDR and
+    SRAM addresses step by the same non-negative amounts are one row of runs (``count1``), and
+    consecutive rows of the same shape whose starts step evenly are one DMA (``count2``). The
+    runs are the items in their order, so each DMA moves exactly the items it covers."""
+    rows: list = []         # [ddr, sram byte, bytes, count, ddr step, sram step]
+    for d, s, n in items:
+        sb = s * word_bytes
+        if rows:
+            r = rows[-1]
+            if r[2] == n and r[3] == 1 and d >= r[0] and sb >= r[1] + n:
+                r[3], r[4], r[5] = 2, d - r[0], sb - r[1]
+                continue
+            if r[2] == n and r[3] > 1 and d == r[0] + r[3] * r[4] and sb == r[1] + r[3] * r[5]:
+                r[3] += 1
+                continue
+        rows.append([d, sb, n, 1, 0, 0])
+    out: list = []          # [ddr, sram byte, bytes, c1, d1, s1, c2, d2, s2]
+    for d, sb, n, c1, d1, s1 in rows:
+        if out:
+            o = out[-1]
+            same = o[2:6] == [n, c1, d1, s1]
+            span = (c1 - 1) * s1 + n            # SRAM bytes one row covers
+            if same and o[6] == 1 and d >= o[0] and sb >= o[1] + span:
+                o[6], o[7], o[8] = 2, d - o[0], sb - o[1]
+                continue
+            if same and o[6] > 1 and d == o[0] + o[6] * o[7] and sb == o[1] + o[6] * o[8]:
+                o[6] += 1
+                continue
+        out.append([d, sb, n, c1, d1, s1, 1, 0, 0])
+    return [(d, sb // word_bytes, n, c1, d1, s1, c2, d2, s2) for d, sb, n, c1, d1, s1, c2, d2, s2 in out]
 
 
 def ddr_runs(ddr_addr: int, inner_bytes: int, count1: int, ddr_stride1: int, count2: int,

@@ -5,7 +5,8 @@ SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per laye
   conv:  ``nres`` resident weight slots of C words (one per weight tile of the layer whose
          tiles fit, else as many as fit; each loaded once, read by every spatial tile), then
          ``nw`` streaming weight slots (ring, none if all are resident; bank-aligned so the DMA
-         filling one slot and the MXU reading the other use different banks); 2
+         filling one slot and the MXU reading the other use different banks; with merged weight
+         DMAs, ``wbatch`` > 1, two halves of ``wbatch`` slots, each from a bank's start); 2
          requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
          a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
@@ -60,6 +61,7 @@ class ConvTiling:
     nres: int = 0    # resident weight tiles (the first nres; each loaded once): slots w[0 .. nres-1]
     pool_th: int = 0  # a fused pool (ops/conv_pool.py): pooled outputs per tile (rows, columns); 0 without
     pool_tw: int = 0
+    wbatch: int = 1  # streaming weight tiles per DMA_LOAD (``weight_batch_tiles``; 1: one DMA per tile)
 
     @property
     def wres(self) -> bool:
@@ -170,6 +172,34 @@ def _wstride(cols: int, bank_words: int) -> int:
     return round_up(cols, min(bank_words, cols)) if 2 * cols > bank_words else cols
 
 
+#: bursts one weight DMA_LOAD should move: a DMA instruction pays a DDR round trip (~54 ns on
+#: seed-like chips) before its first burst lands and starts with empty burst buffers, while a
+#: 256-byte burst holds the bus 10 ns, so a 1 KiB weight tile ('medium') moved at ~8.6 B/cycle of
+#: the 25.6 B/cycle peak; 32 bursts per DMA amortise that (``weight_batch_tiles``; independent of
+#: ``dma.outstanding``, which the tilers never read; measured on 'medium' ResNet-50,
+#: docs/backend.md "Merged weight DMAs")
+WEIGHT_DMA_BURSTS = 32
+
+
+def weight_batch_tiles(cfg: HwConfig) -> int:
+    """Streaming weight tiles one DMA_LOAD brings (>= 1): ``WEIGHT_DMA_BURSTS`` bursts over a
+    tile's ``C * W`` bytes, rounded down (seed, 128x128: a 16 KiB tile is already 64 bursts, 1;
+    'medium', 32x32: 8; 'small', 8x8 with 64-byte bursts: 32)."""
+    return max(1, WEIGHT_DMA_BURSTS * cfg.dma_burst_bytes // (cfg.array_cols * cfg.word_bytes))
+
+
+def tile_dma_cycles(cfg: HwConfig) -> float:
+    """Core cycles one DMA_LOAD of a single weight tile (``C * W`` bytes) takes, as ``load_bw``
+    prices a burst: the DDR round trip (3 + latency + beats − 1 DDR cycles), 7 DMA cycles of
+    crossings and the SRAM write (3 + words core cycles); 'medium': 120 (measured ~119: 1 KiB at
+    8.6 B/cycle). Merged weight DMAs pay off where a LOAD_WEIGHTS + MATMUL pair is shorter."""
+    n = cfg.array_cols * cfg.word_bytes
+    ddr_ps, dma_ps, core_ps = (1e6 / c.freq_mhz for c in (cfg.clk_ddr, cfg.clk_dma, cfg.clk_core))
+    t = (3 + cfg.ddr_latency_cycles + -(-n // cfg.ddr_beat_bytes) - 1) * ddr_ps + 7 * dma_ps \
+        + (3 + cfg.array_cols) * core_ps
+    return t / core_ps
+
+
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
 #: waits for chunk j's ADD
 SKIP_SLOTS = 4
@@ -190,16 +220,27 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
-                 pooled: int = 0):
+                 pooled: int = 0, wbatch: int = 1):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
     slots "s" of an output slot's size after the outputs (a fused residual Add's skip tiles).
     pooled > 0 (a fused pool, ops/conv_pool.py): two slots "q" of ``requant_planes * pooled``
-    words (a tile's pooled outputs) after the outputs."""
+    words (a tile's pooled outputs) after the outputs. wbatch > 1: the last ``2 * wbatch`` weight
+    slots are the streaming ring's two halves, each starting a bank, so the DMA filling one half
+    never waits for the LOAD_WEIGHTS reading the other (``ConvTiling.wbatch``)."""
     a = _Alloc(cfg)
     bw = cfg.bank_words
-    a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+    if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
+        a.take("w", nw - 2 * wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+        ws = a.regions["w"]
+        for _ in range(2):
+            a.top = round_up(a.top, bw)
+            a.take("h", wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+            ws += a.regions.pop("h")
+        a.regions["w"] = ws
+    else:
+        a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
     if aligned:
         a.top = round_up(a.top, bw)
     a.take("p", 2, table_slot_words(cfg))
@@ -461,10 +502,10 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
             twin = _conv_choice(node, key, c, j, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
-    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
                       acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw)
+                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw, wbatch=gb)
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
@@ -474,39 +515,48 @@ _CHOICES_MAX = 1 << 16
 
 def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
-    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw): the most weight slots
-    (4, 3, 2; weights resident: one per weight tile of the layer) whose regions fit, bank-aligned
+    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
+    weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
+    pair of the tile's M vectors, ``mxu_pair_cycles`` + 6, is shorter than a one-tile DMA,
+    ``tile_dma_cycles``: two batches of tiles, each batch loaded by one DMA while the MXU reads
+    the other, ``wbatch`` = the batch; else 4, 3, 2 and ``wbatch`` 1; weights resident: one per
+    weight tile of the layer) whose regions fit, bank-aligned
     if the candidate is and that fits, else packed. A conv without a fused Add or pool first tries
     output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
     keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
     "Deferred requantization").
-    Cached by ``key`` and ``i`` (``conv_regions`` and the slot sizes read only the array, table,
+    Cached by ``key``, ``i``, the batch and the one-tile DMA time (``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    out = _CHOICES.get((key, i))
+    gb0, tdma = weight_batch_tiles(cfg), tile_dma_cycles(cfg)    # DMA fields, not in ``key``
+    out = _CHOICES.get((key, i, gb0, tdma))
     if out is not None:
         return out
     t = c.table
     th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
+    gb = gb0
+    if mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tdma:
+        gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
     (kh, kw), KB, NB = key[0], key[2], key[3]
     nres = int(c.nres[i])
-    nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
+    nws = (0,) if nres == KB * NB * kh * kw else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
     for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned[i] else (False,))
                                for s in s_outs for n in nws]:
-        regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
+        wb = gb if nw == 2 * gb and gb > 1 else 1
+        regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
         if regs is not None and not (pth or skip):      # the largest output slots that fit
             lo, hi = s_out, th * tw
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned) is None:
+                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned, wbatch=wb) is None:
                     hi = mid - 1
                 else:
                     lo = mid
-            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned)
+            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned, wbatch=wb)
         if regs is not None:
             if len(_CHOICES) >= _CHOICES_MAX:
                 _CHOICES.clear()
@@ -516,8 +566,9 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                 slot_words["s"] = cfg.requant_planes * s_out
             if pth:
                 slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
-                                        aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw)
+            out = _CHOICES[(key, i, gb0, tdma)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+                                        aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
+                                        wb)
             return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 

@@ -30,7 +30,10 @@ With weights resident (``tl.nres`` > 0, chosen by the tiler's cost model: weight
 ``t < nres`` have their own SRAM slots, all of the layer's if they fit) each resident tile is
 loaded by the first output tile only and the later output tiles' LOAD_WEIGHTS read the same slot
 (weight-stationary over the spatial tiles: its DDR traffic once per layer instead of once per
-output tile); the other tiles stream through the ring of ``nw`` slots after them.
+output tile); the other tiles stream through the ring of ``nw`` slots after them, ``tl.wbatch`` at
+a time when the tiler gave batches (merged weight DMAs: each batch fills one half of the ring
+with as few strided DMAs as its DDR spacing allows, one batch ahead of the MATMULs;
+docs/backend.md, "Merged weight DMAs").
 
 Non-square arrays (docs/architecture.md, "Non-square arrays"): an N tile of C output channels is
 C/R channel blocks (C > R: its REQUANT writes C/R planes of the output slot, one STORE moves them
@@ -298,6 +301,33 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     # rings start at their slot the previous layer left the soonest (Program.oldest_slot)
     islot = P.oldest_slot(reg["i"], tl.slot_words["i"])
     wslot = P.oldest_slot(reg["w"][tl.nres:], C) if tl.nw else 0
+    gb = tl.wbatch
+    tile_list = list(conv_tiles(Ho, Wo, tl) if tiles is None else tiles)
+    # batches (gb > 1, docs/backend.md "Merged weight DMAs"): the layer's streaming weight tiles
+    # in MATMUL order, gb at a time in alternate halves of the ring of 2 * gb slots (the first
+    # in the half holding the slot the previous layer left the soonest); batch k + 1 is loaded
+    # (as few DMAs as its DDR spacing allows) right after batch k's first LOAD_WEIGHTS
+    stream = [] if gb == 1 else [
+        (t, nb, kb) for _ in tile_list for g0 in range(0, NB, tl.nbg) for k0 in range(0, KB, tl.kbg)
+        for kb in range(k0, min(KB, k0 + tl.kbg)) for nb in range(g0, min(NB, g0 + tl.nbg))
+        for t in range((nb * KB + kb) * kh * kw, (nb * KB + kb + 1) * kh * kw) if t >= tl.nres]
+    h0 = wslot // gb if gb > 1 else 0
+    js = 0              # index in ``stream`` of the next streaming tile
+
+    def batch_slot(j: int) -> int:
+        """SRAM word of streaming tile ``j``'s slot."""
+        return reg["w"][tl.nres + ((h0 + j // gb) % 2) * gb + j % gb]
+
+    def load_batch(j0: int) -> None:
+        """The DMA_LOADs of the batch of streaming tiles from ``j0`` (none past the last)."""
+        by_buf: dict = {}
+        for j in range(j0, min(j0 + gb, len(stream))):
+            t, nb, kb = stream[j]
+            src, buf, nbytes = weight_tile(t, nb, kb)
+            if nbytes:          # a tile of no output channel: nothing to load
+                by_buf.setdefault(buf, []).append((src, batch_slot(j), nbytes))
+        for buf, items in by_buf.items():
+            P.dma_gather("DMA_LOAD", items, buf=buf)
     pslot = oslot = half = 0
     mstride = tl.th * tl.tw
     depth = cfg.acc_depth_rows
@@ -364,7 +394,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
             pending.pop(0)[2]()
 
     ps_cur = 0           # the table slot of the chunks being emitted
-    for ti, tile in enumerate(conv_tiles(Ho, Wo, tl) if tiles is None else tiles):
+    for ti, tile in enumerate(tile_list):
         oy0, th, ox0, tw = tile[:4]
         M = th * tw
         win = input_window(op, X, oy0, th, ox0, tw, ap)
@@ -406,14 +436,21 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                 t = ((nb * KB + kb) * kh + ky) * kw + kx
                                 if t < tl.nres:
                                     ws = reg["w"][t]
+                                elif gb > 1:
+                                    if js == 0:
+                                        load_batch(0)
+                                    ws = batch_slot(js)
+                                    js += 1
                                 else:
                                     ws = reg["w"][tl.nres + wslot]
                                     wslot = (wslot + 1) % tl.nw
-                                if t >= tl.nres or ti == 0:
+                                if (t >= tl.nres and gb == 1) or (t < tl.nres and ti == 0):
                                     src, buf, nbytes = weight_tile(t, nb, kb)
                                     if nbytes:          # a tile of no output channel: nothing to load
                                         P.dma("DMA_LOAD", src, ws, nbytes, buf=buf)
                                 P.add("LOAD_WEIGHTS", rs=[(ws, ws + C)], sram_addr=ws)
+                                if gb > 1 and t >= tl.nres and (js - 1) % gb == 0:
+                                    load_batch(js - 1 + gb)     # the next batch, one batch ahead
                                 if mm == 0:
                                     flush(rest)
                                 act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
@@ -468,7 +505,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes (each weight tile its ``tile_cols`` words). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    ``requant_planes`` planes (each weight tile its ``tile_cols`` words; ``tl.wbatch`` > 1: one
+    DMA_LOAD per batch of that many streaming tiles, counted at the first N tile's size). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
     accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
     tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
@@ -508,7 +546,12 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
-        wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
+        if tl.wbatch > 1:       # batches of wbatch streaming tiles, one DMA each (most are one)
+            full, rest = divmod(n * sum(KB * T - r for r in res), tl.wbatch)
+            wt = w.load(full, wbytes[0], bb, runs=tl.wbatch)
+            w.load(1 if rest else 0, wbytes[0], bb, runs=rest)
+        else:
+            wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
         for part in (pw * W,) if table_parts is None else table_parts:
             w.load(n * len(blocks), part, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * mxu_pair_cycles(M, R, C)
