@@ -22,7 +22,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.model_inputs import inferred_shapes, runtime_inputs
 from tpusim.arch.errors import CompileError
 
 __all__ = ["lift_sequence_model", "input_dims", "constant_value"]
@@ -204,7 +204,7 @@ def lift_sequence_model(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _lift(model: onnx.ModelProto, inp) -> onnx.ModelProto:
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = inferred_shapes(model)
     ranks = {vi.name: _rank(vi) for vi in list(inferred.graph.input) + list(inferred.graph.value_info)
              + list(inferred.graph.output)}
     m = onnx.ModelProto()
