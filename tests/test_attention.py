@@ -137,6 +137,23 @@ def test_a_missing_token_array_is_refused_naming_it(tmp_path):
         driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
 
 
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.astype(np.float32) + 0.5, r"array 'input_ids' has dtype float32; token ids are integers"),
+    (lambda a: a[:, :-1], r"array 'input_ids' of shape \(1, \d+\) does not fit the token input of shape \(1, \d+\)"),
+    (lambda a: a + 10**6, r"array 'input_ids' holds ids \d+\.\.\d+, outside \[0, \d+\) \(the rows of its embedding table\)"),
+    (lambda a: np.full_like(a, -1), r"array 'input_ids' holds ids -1\.\.-1, outside \[0, \d+\)"),
+])
+def test_bad_token_ids_are_refused_naming_the_array(tmp_path, change, message):
+    """--input token ids of another dtype, length or outside the vocabulary: one CompileError naming
+    the file and the array (was an onnxruntime Gather error or a numpy reshape traceback)."""
+    m, path = _small_bert(tmp_path)
+    x = _ones_mask(m)
+    x["input_ids"] = change(np.asarray(x["input_ids"]))
+    np.savez(tmp_path / "tokens.npz", **x)
+    with pytest.raises(CompileError, match=r"--input .*tokens.npz: " + message):
+        driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
+
+
 def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
     """An extended mask that does not fold to zeros (a padded constant mask, no run-time input) is
     refused by name."""

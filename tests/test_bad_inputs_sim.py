@@ -72,6 +72,20 @@ def test_wrong_config_hash(tmp_path, capsys):
                    "with the config it was built for")
 
 
+def test_binary_read_once(tmp_path, capsys, monkeypatch):
+    """``tpusim run`` reads the file once: the config hash is checked on that one read (by
+    ``_config_for``, the message above), not by a second ``TpuBinary.read``."""
+    from tpusim.arch.binary import TpuBinary
+    reads = []
+    real = TpuBinary.read.__func__
+    monkeypatch.setattr(TpuBinary, "read", classmethod(lambda cls, *a, **k: reads.append(a) or real(cls, *a, **k)))
+    p = tmp_path / "b.tpubin"
+    p.write_bytes(B.valid_binary(H))
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.int8).reshape(1, 8, 1, 2))
+    assert main(["run", str(p), "--input", str(tmp_path / "x.npy"), "--hw", "small"]) == 0
+    assert reads == [(str(p),)]
+
+
 def test_bad_io_descriptor(tmp_path, capsys):
     b = B.binary_for(B.valid_program(), H)
     b.outputs[0].ddr_addr = (1 << 40) - 8

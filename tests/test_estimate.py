@@ -83,6 +83,8 @@ def test_true_compulsory_traffic_and_floor(models):
     peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
     macs = sum(L["macs"] for L in b.meta["layers"])
     assert tc["floor_cycles"] == round(max(macs / cfg.pes, tc["total"] / peak))
+    assert (tc["floor_compute_cycles"], tc["floor_ddr_cycles"]) == (round(macs / cfg.pes), round(tc["total"] / peak))
+    assert tc["ddr_bytes_per_cycle"] == peak
 
 
 def _direct(qg, cfg):

@@ -61,6 +61,11 @@ def test_calib_stacks_and_image_folders(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CompileError, match=r"--calib '.*empty': no image files"):
         inputs.load_calib(tmp_path / "empty", (1, 3, 32, 32))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "a.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(CompileError, match=r"--calib image '.*broken/a.jpg': cannot be read as an image") as e:
+        inputs.load_calib(tmp_path / "broken", (1, 3, 32, 32))
+    assert "\n" not in str(e.value)                # one line, not imageio's plugin advice
     with pytest.raises(CompileError, match=r"--calib '.*stack.npy': array of shape \(5, 3, 4, 4\) does not fit "
                                            r"the input of shape \(1, 3, 8, 8\)"):      # the whole array, no sample
         inputs.load_calib(tmp_path / "stack.npy", (1, 3, 8, 8))

@@ -23,7 +23,7 @@ def test_compulsory_is_the_unpadded_traffic(digits):
     meta = compile_qgraph(digits.qg, cfg).meta
     tc = meta["stats"]["true_compulsory"]
     counters = {"ddr_read_bytes": 50_000, "ddr_write_bytes": 2_000, "fetch_bytes": 3_000}
-    tr = traffic_figures(meta, counters, cfg)
+    tr = traffic_figures(meta, counters)
     assert tr["compulsory_read"] == tc["weights"] + tc["input"] + tc["reads"]
     assert tr["compulsory_write"] == tc["writes"]
     assert tr["padded_read"] == meta["stats"]["compulsory_load_bytes"] > 5 * tr["compulsory_read"]
@@ -32,9 +32,24 @@ def test_compulsory_is_the_unpadded_traffic(digits):
     assert tr["floor_compute_cycles"] == round(macs / cfg.pes)
     assert tr["floor_ddr_cycles"] == round(tc["total"] / peak)
     assert tr["floor_cycles"] == max(tr["floor_compute_cycles"], tr["floor_ddr_cycles"]) == tc["floor_cycles"]
+    assert (tr["floor_compute_cycles"], tr["floor_ddr_cycles"]) == (tc["floor_compute_cycles"], tc["floor_ddr_cycles"])
+    assert tr["ddr_bytes_per_cycle"] == tc["ddr_bytes_per_cycle"] == peak
     rows = dict(traffic_rows(tr, 10_000))
     assert f"×{50_000 / tr['compulsory_read']:.2f} of the compulsory {tr['compulsory_read']:,}" in rows["traffic"]
     assert f"padded layout (whole constants blob, channel-padded tensors) read {tr['padded_read']:,} B" in rows["traffic"]
     assert f"physical floor {tr['floor_cycles']:,} cycles = max(compute" in rows["floor"]
     assert f"this run ×{10_000 / tr['floor_cycles']:.2f}" in rows["floor"]
     assert f"true compulsory traffic {tc['total']:,} B" in rows["floor"]      # small figures in bytes, not "0.01 MB"
+
+
+def test_binary_without_floor_terms_gets_padded_figures(digits):
+    """A binary compiled before true_compulsory carried the floor terms: the verdict does not
+    recompute them, it prints the padded figures only."""
+    meta = compile_qgraph(digits.qg, load_config("seed")).meta
+    tc = meta["stats"]["true_compulsory"]
+    for k in ("floor_compute_cycles", "floor_ddr_cycles", "ddr_bytes_per_cycle"):
+        del tc[k]
+    tr = traffic_figures(meta, {"ddr_read_bytes": 50_000, "ddr_write_bytes": 2_000, "fetch_bytes": 3_000})
+    assert "compulsory_read" not in tr and "floor_cycles" not in tr
+    rows = traffic_rows(tr, 10_000)
+    assert [r[0] for r in rows] == ["traffic"] and "padded layout" in rows[0][1]

@@ -141,7 +141,7 @@ def token_data(head, input_path, calib, model=None) -> tuple:
             if n not in data.files:
                 raise CompileError(f"--input {input_path}: no array {n!r} (token inputs: "
                                    f"{[t for t, _ in head.token_inputs]})")
-            feeds[n] = np.asarray(data[n]).reshape(shape)
+            feeds[n] = _token_ids(f"--input {input_path}", n, np.asarray(data[n]), shape, vocab.get(n))
         feeds.update(check_mask_feeds(head, {k: data[k] for k in data.files}, f"--input {input_path}"))
     else:
         feeds = draw(1)
@@ -150,6 +150,22 @@ def token_data(head, input_path, calib, model=None) -> tuple:
     x, cal = _device_data(head.run(feeds), [head.run(draw(100 + i)) for i in range(int(calib))], model)
     notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
     return x, cal, notes
+
+
+def _token_ids(where: str, name: str, a: np.ndarray, shape: tuple, vocab: int | None) -> np.ndarray:
+    """Token-id array ``name`` of an ``--input`` file reshaped to the model's token input
+    ``shape``: CompileError naming the file and the array for a non-integer dtype, another
+    number of ids, or an id outside [0, ``vocab``) (the rows of the embedding table it indexes;
+    None: not checked)."""
+    if a.dtype.kind not in "iu":
+        raise CompileError(f"{where}: array {name!r} has dtype {a.dtype}; token ids are integers")
+    if a.size != int(np.prod(shape)):
+        raise CompileError(f"{where}: array {name!r} of shape {a.shape} does not fit the token input of shape "
+                           f"{tuple(shape)}")
+    if vocab is not None and a.size and (a.min() < 0 or a.max() >= vocab):
+        raise CompileError(f"{where}: array {name!r} holds ids {a.min()}..{a.max()}, outside [0, {vocab}) "
+                           "(the rows of its embedding table)")
+    return a.reshape(shape)
 
 
 def _device_data(x: dict, cal: list, model) -> tuple:

@@ -152,8 +152,10 @@ def _image(path: Path, shape: tuple) -> np.ndarray:
     from skimage.transform import resize
     try:
         img = io.imread(path)
-    except Exception as e:
-        raise CompileError(f"--calib image {str(path)!r}: cannot be read ({type(e).__name__}: {e})") from None
+    except Exception as e:     # imageio's message goes on with lines of plugin advice: its first line only
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        raise CompileError(f"--calib image {str(path)!r}: cannot be read as an image ({type(e).__name__}: "
+                           f"{first})") from None
     c, h, w = shape[1:]
     if img.ndim == 3 and img.shape[2] == 4:
         img = (rgba2rgb(img) * 255).astype(np.uint8)

@@ -21,6 +21,7 @@ test image.
 """
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
 from tpusim.arch.errors import CompileError
 
 __all__ = ["LIGHT_RESNET50", "WHEEL_MODELS", "wheel_model", "transformer_linears", "synthetic_weights", "resnet50_model", "resnet50_modern", "resnet50_reduced", "images", "crop_image", "test_image", "renormalised",
@@ -280,10 +282,16 @@ def transformer_linears(d_model: int = 768, d_ff: int = 3072, layers: int = 2, s
 
 
 def _photo(name: str) -> np.ndarray:
+    """uint8 HxWx3 photograph ``name``: scikit-learn's china / flower read as
+    ``sklearn.datasets.load_sample_images`` reads them (PIL, ``np.asarray``) from the files it
+    ships, without importing scikit-learn (2 to 4 s of a small model's compile here) or decoding
+    the other one; else ``skimage.data.<name>()``."""
     if name in ("china", "flower"):
-        from sklearn.datasets import load_sample_images
-        ds = load_sample_images()
-        return next(img for img, fn in zip(ds.images, ds.filenames) if Path(fn).stem == name)
+        from PIL import Image
+        spec = importlib.util.find_spec("sklearn")      # the package's folder; nothing imported
+        path = Path(spec.submodule_search_locations[0]) / "datasets" / "images" / f"{name}.jpg"
+        with path.open("rb") as f:
+            return np.asarray(Image.open(f))
     import skimage.data
     return getattr(skimage.data, name)()
 
@@ -349,5 +357,5 @@ def calibration_images(n: int = 8, size=224) -> list:
     order = [(p, c) for c in ("c", "tl", "tr", "bl", "br") for p in CALIB_PHOTOS]
     if not 1 <= n <= len(order):
         raise ValueError(f"calibration_images: n must be in [1, {len(order)}], got {n}")
-    photos = {p: _photo(p) for p in CALIB_PHOTOS}
+    photos = {p: _photo(p) for p, _ in order[:n]}          # only those the n crops use
     return [_crop(photos[p], h, w, c) for p, c in order[:n]]

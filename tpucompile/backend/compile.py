@@ -44,9 +44,12 @@ def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:
     host transforms and channel padding): every weight once, each graph input once, each
     layer's output written once and read once by each layer that reads it (layers that move
     data: views move nothing; a fused Conv and Add, ``meta["layers"][i]["fused"]``, count as the
-    two layers they were); ``floor_cycles`` = max(MACs / PEs, those bytes / the DDR's peak
-    bytes per core cycle (beat bytes x DDR MHz / core MHz)). Keys: ``weights``, ``input``,
-    ``writes``, ``reads``, ``total`` (bytes), ``floor_cycles``."""
+    two layers they were). The physical floor, computed here only (the verdict and bench read
+    it): ``floor_compute_cycles`` = round(MACs / PEs), ``floor_ddr_cycles`` = round(``total`` /
+    ``ddr_bytes_per_cycle``), the DDR's peak bytes per core cycle (beat bytes x DDR MHz / core
+    MHz), ``floor_cycles`` = their max. Keys: ``weights``, ``input``, ``writes``, ``reads``,
+    ``total`` (bytes), ``floor_compute_cycles``, ``floor_ddr_cycles``, ``floor_cycles`` (core
+    cycles), ``ddr_bytes_per_cycle`` (float)."""
     size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
     moving = {n for L in layers if L["instr_end"] > L["instr_begin"] for n in [L["name"], *L.get("fused", ())]}
     ops = [op for op in qg.ops if op.name in moving]
@@ -57,7 +60,10 @@ def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:
     out["total"] = out["weights"] + out["input"] + out["writes"] + out["reads"]
     peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
     macs = sum(int(L.get("macs", 0)) for L in layers)
-    out["floor_cycles"] = int(round(max(macs / cfg.pes, out["total"] / peak)))
+    out["floor_compute_cycles"] = int(round(macs / cfg.pes))
+    out["floor_ddr_cycles"] = int(round(out["total"] / peak))
+    out["floor_cycles"] = max(out["floor_compute_cycles"], out["floor_ddr_cycles"])
+    out["ddr_bytes_per_cycle"] = peak
     return out
 
 

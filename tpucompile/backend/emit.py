@@ -139,7 +139,8 @@ class Program:
             self._deps_range("a", lo, hi, False, dep)
         for lo, hi in wa:
             self._deps_range("a", lo, hi, True, dep)
-        rd, wd = self._ddr_granules(rd), self._ddr_granules(wd)
+        rd = self._ddr_granules(rd) if rd else ()      # most instructions touch no DDR buffer
+        wd = self._ddr_granules(wd) if wd else ()
         for lo, hi in rd:
             self._deps_range("d", lo, hi, False, dep)
         for lo, hi in wd:

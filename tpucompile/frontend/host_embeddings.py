@@ -33,7 +33,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.model_inputs import inferred_shapes, runtime_inputs
 from tpusim.arch.errors import CompileError
 
 __all__ = ["split_host_embeddings", "HostHead", "check_mask_feeds", "HEAD_OPS", "KEY_MASK_SUFFIX"]
@@ -159,7 +159,7 @@ def split_host_embeddings(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Host
                 raise CompileError(f"node {n.name!r} ({n.op_type}) reads the {'mask' if i in masks else 'token-id'} "
                                    f"input {i!r}: only embedding lookups and their sums ({', '.join(HEAD_OPS)}) and "
                                    "the attention mask's extension (nodes of the mask and constants) run on the host")
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = inferred_shapes(model)
     vis = {vi.name: vi for vi in inferred.graph.value_info}
     for f in frontier:
         if f not in from_mask and (f not in vis or vis[f].type.tensor_type.elem_type != TensorProto.FLOAT):

@@ -33,7 +33,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tpucompile.frontend.lift_1d import constant_value
-from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.model_inputs import inferred_shapes, runtime_inputs
 from tpusim.arch.errors import CompileError
 
 __all__ = ["split_host_patches", "HostPatches", "patch_tokens"]
@@ -135,7 +135,7 @@ def _fold_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with each ``Shape`` of a tensor whose shape inference knows every dimension
     replaced by a Constant (transformers 5's ViT export computes the patch Reshape's shape from
     the Conv output's Shape); ``model`` itself when there is none."""
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = inferred_shapes(model)
     dims = {vi.name: [d.dim_value if d.HasField("dim_value") else 0 for d in vi.type.tensor_type.shape.dim]
             for vi in list(inferred.graph.input) + list(inferred.graph.value_info)
             if vi.type.tensor_type.HasField("shape")}
@@ -177,7 +177,7 @@ def split_host_patches(model: onnx.ModelProto) -> tuple[onnx.ModelProto, HostPat
     rs = cons.get(conv.output[0], []) if conv is not None else []
     if not (len(cons.get(img, [])) == 1 and len(rs) == 1 and rs[0].op_type in ("Reshape", "Flatten")):
         return orig, None
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)   # a Reshape shape from Shape ops
+    inferred = inferred_shapes(model, data_prop=True)   # a Reshape shape from Shape ops
     shapes = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
               for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)
               if vi.type.tensor_type.HasField("shape")}

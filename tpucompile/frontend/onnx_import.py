@@ -17,7 +17,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from tpucompile.frontend.lift_1d import input_dims, lift_sequence_model
-from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.model_inputs import BIG_WEIGHT_ELEMENTS, runtime_inputs, without_big_weights
 from tpucompile.frontend.torch_lrn import fuse_torch_lrn
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
@@ -221,7 +221,7 @@ def _fold_shape_subgraphs(model: onnx.ModelProto, opset: int, rounds: int = 16) 
                 pass
     for _ in range(rounds):
         try:
-            inferred = shape_inference.infer_shapes(_without_big_weights(m), data_prop=True)
+            inferred = shape_inference.infer_shapes(without_big_weights(m), data_prop=True)
         except Exception as e:  # onnx.shape_inference.InferenceError
             raise CompileError(f"ONNX shape inference failed while folding shape computations: {one_line(e)}") from None
         shapes = _static_shapes(inferred.graph)
@@ -315,7 +315,7 @@ def _check_input_dtypes(model: onnx.ModelProto) -> None:
 def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     """Graph inputs with a shape, then onnx.checker, then strict shape/type inference; returns
     the model with inferred shapes, its large weights as typed graph inputs instead of
-    initializers (``_without_big_weights``: the checks and inference never serialize them; their
+    initializers (``without_big_weights``: the checks and inference never serialize them; their
     data is checked where the importer reads it). The checker runs on a copy whose untyped-shape
     graph outputs get an empty shape (many exporters leave output shapes to inference, which the
     checker would refuse). Any failure is a CompileError quoting the ONNX message (naming the
@@ -324,7 +324,7 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     for vi in model.graph.input:
         if vi.name not in inits and not vi.type.tensor_type.HasField("shape"):
             raise CompileError(f"graph input {vi.name!r} has no shape; only static shapes are supported")
-    c = _without_big_weights(model)
+    c = without_big_weights(model)
     for vi in c.graph.output:
         if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
             vi.type.tensor_type.shape.SetInParent()
@@ -332,7 +332,7 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(c)
     except Exception as e:  # onnx.checker.ValidationError (and a few C++ exceptions)
         raise CompileError(f"model fails onnx.checker: {one_line(e)}") from None
-    light = _without_big_weights(model)
+    light = without_big_weights(model)
     try:
         shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
         return shape_inference.infer_shapes(light, data_prop=True)   # shape subgraphs: Shape -> Slice -> Concat
@@ -346,39 +346,6 @@ def _checked_and_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
 
 #: float values of at most this many elements count as shape computations (Resize scales)
 SHAPE_FLOAT_ELEMENTS = 64
-
-#: initializers of more elements than this leave the model the checker and shape inference see
-#: (shapes that depend on values -- Reshape shapes, axes, pads -- come from small ones)
-BIG_WEIGHT_ELEMENTS = 4096
-
-
-def _without_big_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` whose float initializers of more than BIG_WEIGHT_ELEMENTS elements are
-    typed graph inputs of the same name, dtype and shape (vgg19: 548 MB that onnx.checker and
-    shape inference would otherwise serialize three times)."""
-    c = onnx.ModelProto()
-    g = model.graph
-    big = [i for i in g.initializer if i.data_type == onnx.TensorProto.FLOAT and int(np.prod(i.dims, dtype=np.int64)) > BIG_WEIGHT_ELEMENTS]
-    if not big:
-        c.CopyFrom(model)
-        return c
-    names = {i.name for i in big}
-    keep = [i for i in g.initializer if i.name not in names]
-    c.CopyFrom(onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
-                               producer_name=model.producer_name, domain=model.domain,
-                               model_version=model.model_version))
-    c.graph.name = g.name
-    c.graph.node.extend(g.node)
-    c.graph.initializer.extend(keep)
-    c.graph.input.extend(g.input)
-    listed = {vi.name for vi in g.input}
-    c.graph.input.extend(helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
-                         for i in big if i.name not in listed)
-    c.graph.output.extend(g.output)
-    c.graph.value_info.extend(g.value_info)
-    c.functions.extend(model.functions)
-    return c
-
 
 def check_activation_footprint(graph: Graph) -> None:
     """The inputs and outputs of one node live in DDR at the same time, at least one int8 byte

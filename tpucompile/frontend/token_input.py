@@ -32,7 +32,7 @@ from onnx import helper, numpy_helper
 from tpucompile.frontend.attention import attention_blocks
 from tpucompile.frontend.host_embeddings import KEY_MASK_SUFFIX
 from tpucompile.frontend.lift_1d import ELEMENTWISE, constant_value
-from tpucompile.frontend.model_inputs import runtime_inputs
+from tpucompile.frontend.model_inputs import inferred_shapes, runtime_inputs
 from tpucompile.frontend.nhwc_input import add_layout, permute_dims
 from tpusim.arch.errors import CompileError
 
@@ -83,7 +83,7 @@ def channels_first_tokens_model(model: onnx.ModelProto) -> onnx.ModelProto:
     inits = {t.name: t for t in model.graph.initializer}
     if not any(_token_tensors(model.graph, vi.name, inits)[1] for vi in ins):
         return model
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = inferred_shapes(model)
     dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in list(inferred.graph.input)
             + list(inferred.graph.value_info) + list(inferred.graph.output) if vi.type.tensor_type.HasField("shape")}
     ranks = {k: len(v) for k, v in dims.items()}

@@ -49,6 +49,7 @@ conv over K channels; ``meta["input_transforms"]`` records it and
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -331,7 +332,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     pslot = oslot = half = 0
     mstride = tl.th * tl.tw
     depth = cfg.acc_depth_rows
-    pending: list = []   # the last group's requantization steps, emitted during the next group
+    pending: deque = deque()   # the last group's requantization steps, emitted during the next group (FIFO)
 
     def load_table(b0: int) -> int:
         """DMA_LOAD of output block ``b0``'s requant tables into the next table slot; its word."""
@@ -391,7 +392,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     def flush(upto: int) -> None:
         """Emit the pending steps until ``upto`` of them are left."""
         while len(pending) > upto:
-            pending.pop(0)[2]()
+            pending.popleft()[2]()
 
     ps_cur = 0           # the table slot of the chunks being emitted
     for ti, tile in enumerate(tile_list):
@@ -469,7 +470,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
             rev = not tl.acc_halves and acc0 == 0 and tl.acc_rows < depth and len(gnb) <= mg
             blocks = list(gnb[::mg])
             ps_cur = load_table(blocks[0])
-            pending = requant_steps(tile, blocks, g0, acc0, rev)
+            pending = deque(requant_steps(tile, blocks, g0, acc0, rev))
     flush(0)
 
 

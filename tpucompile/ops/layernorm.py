@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpucompile.ir import consumers
+from tpucompile.ir import readers
 from tpucompile.ops.common import bad_attr, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
 from tpucompile.ops.rows import emit_rows, no_channel_map, tile_rows, work_rows
@@ -110,13 +110,12 @@ def _canonicalize(graph, node, producers) -> list:
         node.attrs["channels"] = True
         return [node]
     t1 = producers.get(node.inputs[0])
-    cons = consumers(graph)
-    readers = cons.get(node.outputs[0], [])
+    outs = readers(graph, node.outputs[0])
     if (len(shape) != 4 or axis != 3 or t1 is None or t1.op != "Transpose" or t1.attrs.get("perm") != (0, 2, 3, 1)
-            or len(readers) != 1 or readers[0].op != "Transpose" or readers[0].attrs.get("perm") != (0, 3, 1, 2)
+            or len(outs) != 1 or outs[0].op != "Transpose" or outs[0].attrs.get("perm") != (0, 3, 1, 2)
             or node.outputs[0] in graph.outputs):
         return [node]
-    t2 = readers[0]
+    t2 = outs[0]
     # the second Transpose (later in graph order) becomes the LayerNorm over the NCHW tensor;
     # the first one is left unread and pruned
     t2.op, t2.name, t2.inputs = "LayerNormalization", node.name, [t1.inputs[0]] + list(node.inputs[1:])

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpucompile.ir import Node, consumers
+from tpucompile.ir import Node, readers
 from tpucompile.ops.act_matmul import masked_scores
 from tpucompile.ops.common import no_constants, no_input_transform, no_macs
 from tpucompile.ops.registry import DeviceOp, OpDef
@@ -100,7 +100,7 @@ def _canonicalize(graph, node, producers) -> list:
     (softmax(x / sqrt(d)): the device folds it into exp_mult, the host multiplies)."""
     p = producers.get(node.inputs[0])
     f = _scalar_factor(graph, p) if p is not None else None
-    if f is None or node.inputs[0] in graph.outputs or len(consumers(graph).get(node.inputs[0], [])) != 1:
+    if f is None or node.inputs[0] in graph.outputs or len(readers(graph, node.inputs[0])) != 1:
         return [node]
     k, x = f
     return [Node("Softmax", node.name, [x], list(node.outputs), dict(node.attrs, scale=node.attrs.get("scale", 1.0) * k))]
@@ -108,7 +108,7 @@ def _canonicalize(graph, node, producers) -> list:
 
 def _on_host(q, node) -> bool:
     """A Softmax that ends the graph (its output a graph output no node reads) stays on the host."""
-    return node.outputs[0] in q.g.outputs and not consumers(q.g).get(node.outputs[0])
+    return node.outputs[0] in q.g.outputs and not readers(q.g, node.outputs[0])
 
 
 def _quantize(q, node) -> None:

@@ -254,6 +254,23 @@ def _mse_range(v: np.ndarray, lo: float, hi: float, cap: float = np.inf) -> tupl
     return (float(best[1][0]), float(best[1][1])) if best else (lo, hi)
 
 
+def _expanded_levels(h: np.ndarray, levels: int) -> np.ndarray:
+    """TensorRT's candidate distribution Q of histogram ``h`` (float64 counts, len(h) >= levels):
+    ``h`` split into ``levels`` consecutive chunks as ``np.array_split`` splits it (the first
+    len(h) % levels chunks one bin longer), each chunk's total spread evenly over its non-empty
+    bins, empty bins 0. Vectorized over the chunks (was a Python loop of ``levels`` chunks per
+    candidate: mobilenetv2's 66 tensors took 40 s); the counts are whole numbers in float64, so
+    every sum is exact in any order and the result is bit-identical to that loop."""
+    base, extra = divmod(len(h), levels)
+    sizes = np.full(levels, base, np.int64)
+    sizes[:extra] += 1
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    nz = h > 0
+    counts = np.add.reduceat(nz.astype(np.int64), starts)
+    per = np.divide(np.add.reduceat(h, starts), counts, out=np.zeros(levels), where=counts > 0)
+    return np.where(nz, np.repeat(per, sizes), 0.0)
+
+
 def _entropy_range(v: np.ndarray, lo: float, hi: float, cap: float = np.inf, bins: int = 2048) -> tuple:
     a = np.abs(v)
     amax = max(abs(lo), abs(hi))
@@ -269,11 +286,7 @@ def _entropy_range(v: np.ndarray, lo: float, hi: float, cap: float = np.inf, bin
     for i in range(levels, bins + 1, 8):
         p = hist[:i].copy()
         p[-1] += hist[i:].sum()
-        q = np.zeros(i)
-        for chunk in np.array_split(np.arange(i), levels):
-            nz = hist[chunk] > 0
-            if nz.any():
-                q[chunk[nz]] = hist[chunk].sum() / nz.sum()
+        q = _expanded_levels(hist[:i], levels)
         ps, qs = p.sum(), q.sum()
         if ps == 0 or qs == 0:
             continue

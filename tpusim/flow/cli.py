@@ -140,10 +140,10 @@ def _check_destinations(args) -> None:
 
 
 def _load_run(args) -> tuple:
-    """(binary, config, device inputs) of a run's arguments."""
+    """(binary, config, device inputs) of a run's arguments. The file is read once; its config
+    hash is checked by ``_config_for`` (the message names both configs)."""
     binary = TpuBinary.read(args.binary)
     cfg = _config_for(binary, args.hw, args.binary)
-    binary = TpuBinary.read(args.binary, cfg.hash_bytes())
     inputs = {n: _prepare_input(binary, n, x) for n, x in _parse_inputs(args.input, binary).items()}
     return binary, cfg, inputs
 

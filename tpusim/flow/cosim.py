@@ -288,7 +288,7 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         memory = ddr_bytes / bw_bytes_per_core_cycle
         v.roofline_cycles = max(compute, memory)
         v.roofline_bound = "compute" if compute >= memory else "memory"
-        v.traffic = traffic_figures(meta, c, cfg)
+        v.traffic = traffic_figures(meta, c)
     v.write(out / "verdict.json")
     return v
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tpusim.arch.config import HwConfig
 from tpusim.arch.fileio import write_text_atomic
 
 
@@ -128,7 +127,7 @@ def layer_accuracy_text(la: dict) -> str:
                    f"(SQNR {f['sqnr_db']:.1f} dB{cos})")
 
 
-def traffic_figures(meta: dict, counters: dict, cfg: HwConfig) -> dict:
+def traffic_figures(meta: dict, counters: dict) -> dict:
     """The verdict's ``traffic``: DDR bytes the run moved (``counters``: the SimPy run's) against
     the true compulsory traffic of the program (``meta``: the binary's meta; bytes, unpadded).
 
@@ -137,23 +136,22 @@ def traffic_figures(meta: dict, counters: dict, cfg: HwConfig) -> dict:
     the graph as given: ``meta["stats"]["true_compulsory"]``). ``padded_read`` / ``padded_write``
     are the same counted on the device layout (the whole constants blob, channel-padded tensors,
     a host im2col input): what a program without reuse would move, not a lower bound.
-    ``floor_compute_cycles`` = MACs / PEs, ``floor_ddr_cycles`` = compulsory bytes / the DDR's
-    peak bytes per core cycle (beat bytes × DDR MHz / core MHz), ``floor_cycles`` their max."""
+    ``floor_compute_cycles`` (MACs / PEs), ``floor_ddr_cycles`` (compulsory bytes / the DDR's
+    peak bytes per core cycle), ``floor_cycles`` (their max) and ``ddr_bytes_per_cycle`` are the
+    compiler's (``tpucompile.backend.compile.true_compulsory``), read from the meta, not
+    recomputed. A binary whose true_compulsory lacks the floor terms (compiled before they were
+    added) gets the padded figures only."""
     st = meta["stats"]
     tc = dict(st.get("true_compulsory", {}))
-    macs = sum(int(L.get("macs", 0)) for L in meta.get("layers", []))
-    peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
     tr = {"ddr_read": int(counters.get("ddr_read_bytes", 0)), "ddr_write": int(counters.get("ddr_write_bytes", 0)),
           "fetch": int(counters.get("fetch_bytes", 0)),
           "padded_read": int(st["compulsory_load_bytes"]), "padded_write": int(st["compulsory_store_bytes"]),
           "true_compulsory": tc}
-    if tc:
+    if "floor_compute_cycles" in tc:
         tr["compulsory_read"] = tc["weights"] + tc["input"] + tc["reads"]
         tr["compulsory_write"] = tc["writes"]
-        tr["floor_compute_cycles"] = int(round(macs / cfg.pes))
-        tr["floor_ddr_cycles"] = int(round(tc["total"] / peak))
-        tr["floor_cycles"] = max(tr["floor_compute_cycles"], tr["floor_ddr_cycles"])
-        tr["ddr_bytes_per_cycle"] = peak
+        for k in ("floor_compute_cycles", "floor_ddr_cycles", "floor_cycles", "ddr_bytes_per_cycle"):
+            tr[k] = tc[k]
     return tr
 
 
