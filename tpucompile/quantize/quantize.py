@@ -39,7 +39,7 @@ from tpucompile.stages import IrDumps
 from tpusim.arch.errors import CompileError
 
 __all__ = ["activation_params", "weight_params", "quantize_graph", "calibration_names", "compile_model",
-           "Quantizer", "shared_ranges"]
+           "Quantizer", "shared_ranges", "softmax_score_tensors"]
 
 
 def calibration_names(graph: Graph) -> list:
@@ -88,6 +88,40 @@ def shared_ranges(g: Graph, stats: dict) -> dict:
         if key[t] in stats:
             out[key[t]] = union[find(t)]
     return out
+
+
+def softmax_score_tensors(g: Graph) -> list:
+    """ONNX names of the attention scores a device Softmax over the channels cancels a per-pixel
+    offset of (``calibrate``'s ``row_offset_free``): the input of every Softmax that reads the
+    output of an Einsum (a matmul of two activations, ``ops/act_matmul.py``), directly or through
+    Adds of a per-channel operand (1, C, 1, 1) (the key mask: one value per key, the same for
+    every query, so an offset common to a query's keys passes it unchanged), and each tensor on
+    that path, as long as the Softmax or the next Add on the path is its only reader. softmax(x
+    + c) = softmax(x) for any c per pixel, so such an offset is free to move between inputs."""
+    prod = {o: n for n in g.nodes for o in n.outputs}
+    readers: dict = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers[i] = readers.get(i, 0) + 1
+    out = []
+    for n in g.nodes:
+        if n.op != "Softmax" or not n.inputs or n.attrs.get("axis", 1) not in (1, -3):
+            continue
+        path, t = [], n.inputs[0]
+        while readers.get(t, 0) == 1 and t in prod:
+            p = prod[t]
+            path.append(t)
+            if p.op == "Einsum":
+                out += [g.tensors[x].onnx_name or x for x in path]
+                break
+            if p.op != "Add" or len(p.inputs) != 2:
+                break
+            shapes = [tuple(g.tensors[x].shape) if x in g.tensors else () for x in p.inputs]
+            bias = [k for k, s in enumerate(shapes) if len(s) == 4 and s[0] == 1 and s[2:] == (1, 1)]
+            if len(bias) != 1:
+                break
+            t = p.inputs[1 - bias[0]]
+    return list(dict.fromkeys(out))
 
 
 def symmetric_tensors(g: Graph) -> set:
@@ -359,7 +393,7 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     check_host_memory(g, names)
     if callable(calib_images):
         calib_images = calib_images()
-    stats = calibrate(model, calib_images, names, method=calib_method)
+    stats = calibrate(model, calib_images, names, method=calib_method, row_offset_free=softmax_score_tensors(g))
     qg = quantize_graph(g, stats, model if host_tail else None, pending, cfg)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))
