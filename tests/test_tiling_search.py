@@ -49,15 +49,15 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         return est, aligned
 
     best = None
-    for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling._cands(NB),
+    for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling.nbg_cands(NB),
                                                   tiling._pow_cands(KB), (2, 1)):
         M, ih, iw = th * tw, (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
         s_out = tiling.out_slot_words(cfg, M)
         rest = 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw
-        if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
-                or 2 * C + rest > cfg.sram_words):
-            continue
         nt, windows = ceil_div(oh, th) * ceil_div(ow, tw), 1 if ceil_div(KB, kbg) == 1 else ceil_div(NB, nbg)
+        if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
+                or 2 * C + rest > cfg.sram_words or ((nt > 1 or oh > 1) and nbg not in tiling._pow_cands(NB))):
+            continue
         args = (nt, windows, M, ih, iw, tw, kbg, ni, s_out)
         est, aligned = cost(*args, 0, round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd))
         if best is not None and est >= best[5]:
