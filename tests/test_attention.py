@@ -19,9 +19,9 @@ from tpucompile.frontend.host_embeddings import split_host_embeddings
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.frontend.token_input import channels_first_tokens_model
+from tpucompile.ops.softmax import softmax_score_tensors
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.quantize.calibrate import calibrate, widen_by_offset_spread
-from tpucompile.quantize.quantize import softmax_score_tensors
 from tpucompile.transformer_models import bert_inputs, bert_model
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError

@@ -180,8 +180,8 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
       outliers (as for mse) left out of the histogram.
 
     ``row_offset_free``: names (of ``names``) whose consumer cancels an offset common to each
-    pixel's channels (attention scores before a Softmax over the keys: ``Quantizer``'s
-    ``softmax_score_tensors``). Their values carry such an offset that moves from one input to
+    pixel's channels (attention scores before a Softmax over the keys:
+    ``ops.softmax.softmax_score_tensors``). Their values carry such an offset that moves from one input to
     the next (bert-base's last layers: a head's scores in [-8.6, -4.6] for one token sequence,
     [3.3, 8.3] for another, each row spread over +-1 around its own mean), so the range of a few
     samples misses the next one's: each side of the method's range is widened by the spread of

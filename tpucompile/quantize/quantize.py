@@ -32,6 +32,7 @@ from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
 from tpucompile.ops.host_tail import HoldsWeights, tail_host_op
 from tpucompile.ops.qdq import pins_follow_aliases
+from tpucompile.ops.softmax import softmax_score_tensors
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor, dump_qgraph
 from tpucompile.quantize.calibrate import calibrate, check_host_memory
@@ -39,7 +40,7 @@ from tpucompile.stages import IrDumps
 from tpusim.arch.errors import CompileError
 
 __all__ = ["activation_params", "weight_params", "quantize_graph", "calibration_names", "compile_model",
-           "Quantizer", "shared_ranges", "softmax_score_tensors"]
+           "Quantizer", "shared_ranges"]
 
 
 def calibration_names(graph: Graph) -> list:
@@ -88,40 +89,6 @@ def shared_ranges(g: Graph, stats: dict) -> dict:
         if key[t] in stats:
             out[key[t]] = union[find(t)]
     return out
-
-
-def softmax_score_tensors(g: Graph) -> list:
-    """ONNX names of the attention scores a device Softmax over the channels cancels a per-pixel
-    offset of (``calibrate``'s ``row_offset_free``): the input of every Softmax that reads the
-    output of an Einsum (a matmul of two activations, ``ops/act_matmul.py``), directly or through
-    Adds of a per-channel operand (1, C, 1, 1) (the key mask: one value per key, the same for
-    every query, so an offset common to a query's keys passes it unchanged), and each tensor on
-    that path, as long as the Softmax or the next Add on the path is its only reader. softmax(x
-    + c) = softmax(x) for any c per pixel, so such an offset is free to move between inputs."""
-    prod = {o: n for n in g.nodes for o in n.outputs}
-    readers: dict = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            readers[i] = readers.get(i, 0) + 1
-    out = []
-    for n in g.nodes:
-        if n.op != "Softmax" or not n.inputs or n.attrs.get("axis", 1) not in (1, -3):
-            continue
-        path, t = [], n.inputs[0]
-        while readers.get(t, 0) == 1 and t in prod:
-            p = prod[t]
-            path.append(t)
-            if p.op == "Einsum":
-                out += [g.tensors[x].onnx_name or x for x in path]
-                break
-            if p.op != "Add" or len(p.inputs) != 2:
-                break
-            shapes = [tuple(g.tensors[x].shape) if x in g.tensors else () for x in p.inputs]
-            bias = [k for k, s in enumerate(shapes) if len(s) == 4 and s[0] == 1 and s[2:] == (1, 1)]
-            if len(bias) != 1:
-                break
-            t = p.inputs[1 - bias[0]]
-    return list(dict.fromkeys(out))
 
 
 def symmetric_tensors(g: Graph) -> set:
