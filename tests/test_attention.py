@@ -19,6 +19,9 @@ from tpucompile.frontend.host_embeddings import split_host_embeddings
 from tpucompile.frontend.nhwc_input import input_layout, to_model_layout
 from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.frontend.token_input import channels_first_tokens_model
+from tpucompile.ops.softmax import softmax_score_tensors
+from tpucompile.passes.pipeline import run_passes
+from tpucompile.quantize.calibrate import calibrate, widen_by_offset_spread
 from tpucompile.transformer_models import bert_inputs, bert_model
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
@@ -217,3 +220,36 @@ def test_another_einsum_is_refused_naming_the_node(rank):
             r"node 'ein' \(Einsum\): attribute equation='bkxn,bkxm->bmxn' unsupported \(only 'bkxn,bkxm->bnxm'")
     with pytest.raises(CompileError, match=want):
         import_onnx(m)
+
+
+def test_the_scores_before_each_softmax_are_calibrated_free_of_their_row_offset(tmp_path):
+    """``softmax_score_tensors``: per head the Einsum's scores and the key-mask Add's output
+    (the Softmax's input), nothing else."""
+    m, _ = _small_bert(tmp_path)
+    g = run_passes(import_onnx(driver._device_model(m)[0]), None, False)
+    names = softmax_score_tensors(g)
+    ops = {(g.tensors[o].onnx_name or o): n.op for n in g.nodes for o in n.outputs}
+    softmax_inputs = {g.tensors[n.inputs[0]].onnx_name or n.inputs[0] for n in g.nodes if n.op == "Softmax"}
+    assert len(names) == 2 * SMALL["heads"] and softmax_inputs <= set(names)
+    assert sorted(ops[n] for n in names) == ["Add"] * SMALL["heads"] + ["Einsum"] * SMALL["heads"]
+
+
+def test_widen_by_offset_spread():
+    """Each side widened by the spread of the mid-ranges; one sample: unchanged."""
+    assert widen_by_offset_spread((-8.6, 8.3), [-6.6, 5.8]) == pytest.approx((-21.0, 20.7))
+    assert widen_by_offset_spread((1.0, 2.0), [1.5]) == (1.0, 2.0)
+
+
+def test_calibrate_widens_only_the_offset_free_tensors():
+    """Two samples of a one-Add model whose values sit at offsets 0 and 4: minmax (0, 5) for both
+    tensors, the offset-free one widened by the mid-range spread 4 on each side."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])
+    zero = onnx.numpy_helper.from_array(np.zeros((1, 4), np.float32), "zero")
+    model = onnx.helper.make_model(onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "zero"], ["y"])],
+                                                          "g", [x], [y], [zero]),
+                                   opset_imports=[onnx.helper.make_opsetid("", 17)])
+    xs = [np.array([[0, 0.5, 1, 0.25]], np.float32), np.array([[4, 4.5, 5, 4.25]], np.float32)]
+    got = calibrate(model, xs, ["x", "y"], row_offset_free=["y"])
+    assert got["x"] == pytest.approx((0.0, 5.0)) and got["y"] == pytest.approx((-4.0, 9.0))
+    assert calibrate(model, xs[:1], ["y"], row_offset_free=["y"])["y"] == pytest.approx((0.0, 1.0))

@@ -49,15 +49,15 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         return est, aligned
 
     best = None
-    for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling._pow_cands(NB),
+    for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling.nbg_cands(NB),
                                                   tiling._pow_cands(KB), (2, 1)):
         M, ih, iw = th * tw, (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
         s_out = tiling.out_slot_words(cfg, M)
         rest = 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw
-        if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
-                or 2 * C + rest > cfg.sram_words):
-            continue
         nt, windows = ceil_div(oh, th) * ceil_div(ow, tw), 1 if ceil_div(KB, kbg) == 1 else ceil_div(NB, nbg)
+        if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
+                or 2 * C + rest > cfg.sram_words or ((nt > 1 or oh > 1) and nbg not in tiling._pow_cands(NB))):
+            continue
         args = (nt, windows, M, ih, iw, tw, kbg, ni, s_out)
         est, aligned = cost(*args, 0, round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd))
         if best is not None and est >= best[5]:
@@ -74,7 +74,7 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
 
 SHAPES = [((7, 7), (2, 2), 3, 64, 112, 112), ((3, 3), (1, 1), 64, 64, 56, 56), ((1, 1), (1, 1), 256, 64, 56, 56),
           ((3, 3), (2, 2), 128, 128, 28, 28), ((1, 1), (1, 1), 2048, 1000, 1, 1), ((3, 3), (1, 1), 512, 512, 7, 7),
-          ((5, 1), (1, 1), 100, 255, 13, 17)]
+          ((5, 1), (1, 1), 100, 255, 13, 17), ((1, 1), (1, 1), 768, 4608, 1, 128)]
 CONFIGS = ["small", "medium", "small_wide", "small_tall", "seed", "wide", "narrow"]
 
 
@@ -98,6 +98,17 @@ def test_tile_conv_chooses_what_a_plain_search_chooses(hw):
             else:              # (a partial twin may lose on streaming slots, which _conv_choice places)
                 assert tl.est_cycles == want[5] and not (ok and twin[0] == ceil_div(shape[2], cfg.array_rows)
                                                         * out_tiles(shape[3], cfg) * shape[0][0] * shape[0][1]), (hw, shape)
+
+
+def test_wide_projection_groups_fill_the_accumulator():
+    """bert-base's fused Q/K/V projection on seed (768 -> 36 blocks of 128 lanes, 128 tokens, the
+    window of 6 cin blocks too large for one slot, so it is reloaded once per group of cout
+    blocks): the group holds 8 blocks (8 x 128 = the 1,024 accumulator rows), 5 groups, x read 5
+    times; the halvings of 36 alone give 5 blocks (9 is 1,152 rows), 8 groups."""
+    cfg = load_config("seed")
+    tl = tiling.tile_conv("qkv", (1, 1), (1, 1), 768, 4608, 1, 128, cfg)
+    assert (tl.th * tl.tw, tl.nbg) == (128, 8)
+    assert tl.kbg < 6 and ceil_div(36, tl.nbg) == 5
 
 
 def test_read_memo_reuses_only_what_read_the_same():

@@ -115,6 +115,21 @@ def _pow_cands(n: int) -> tuple:
         k *= 2
 
 
+@lru_cache(maxsize=4096)
+def nbg_cands(n: int) -> tuple:
+    """Cout blocks per group the conv tiler weighs for ``n`` blocks: the halvings
+    (``_pow_cands``), then every other ``ceil(n / groups)`` (``_cands``), each largest first. A
+    window of several cin groups is loaded once per cout group: bert-base's Q/K/V projection
+    (36 blocks of 128 tokens, 8 of which fill the accumulator) needs 5 groups with 8 blocks, 8
+    with the halvings' 5. The halvings come first so that of equal estimates the tiler keeps
+    the group it chose before (the first cheapest wins). The others are weighed only for one
+    tile over a one-row output (a transformer's linear over its whole (1, C, 1, T) sequence):
+    elsewhere they would change ResNet-50's tilings on 'small' (its 7x7 stage, one tile: 10
+    blocks a group instead of 8, 9 convs; with several tiles 24 of 56), not measured yet."""
+    pw = _pow_cands(n)
+    return pw + tuple(v for v in _cands(n) if v not in pw)
+
+
 def load_bw(cfg: HwConfig) -> float:
     """Rough LOAD-channel bandwidth, bytes per core cycle (one burst at a time, see architecture.md)."""
     bb = cfg.dma_burst_bytes
@@ -391,12 +406,14 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     else:
         ptw, pth = ptw[keep], pth[keep]
         ntiles = -(-ph // pth) * -(-pw_ // ptw)
-    # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered
-    nbs = np.array([n for n in _pow_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
+    # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered. nbg: the
+    # halvings of NB, then (one tile over a one-row output only) every other ceil(NB / groups)
+    # (``nbg_cands``)
+    nbs = np.array([n for n in nbg_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
     kbs = np.array(_pow_cands(KB), np.int64)
     i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
     nbg, kbg, ni = nbs[b], kbs[k], 2 - n
-    keep = M[i] * nbg <= acc_depth
+    keep = (M[i] * nbg <= acc_depth) & (((ntiles[i] == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
     i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
     wres = np.zeros(len(i), np.int64)
     multi = ntiles[i] > 1                        # the weights-resident copies (module docstring)

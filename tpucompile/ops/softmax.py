@@ -41,7 +41,7 @@ from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
 from tpusim.arch.rowops import accesses_per_word
 
-__all__ = ["QSoftmax", "OPS"]
+__all__ = ["QSoftmax", "OPS", "softmax_score_tensors"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,40 @@ class QSoftmax(QOp):
         if len(x.shape) != 4 or x.shape != y.shape:
             raise CompileError(f"QSoftmax {self.name!r}: input {x.shape} and output {y.shape} must be one "
                                "(1, C, H, W) shape")
+
+
+def softmax_score_tensors(g) -> list:
+    """ONNX names of the attention scores a device Softmax over the channels cancels a per-pixel
+    offset of (``quantize.calibrate``'s ``row_offset_free``; float IR ``g`` after passes): the input of every Softmax that reads the
+    output of an Einsum (a matmul of two activations, ``ops/act_matmul.py``), directly or through
+    Adds of a per-channel operand (1, C, 1, 1) (the key mask: one value per key, the same for
+    every query, so an offset common to a query's keys passes it unchanged), and each tensor on
+    that path, as long as the Softmax or the next Add on the path is its only reader. softmax(x
+    + c) = softmax(x) for any c per pixel, so such an offset is free to move between inputs."""
+    prod = {o: n for n in g.nodes for o in n.outputs}
+    readers: dict = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers[i] = readers.get(i, 0) + 1
+    out = []
+    for n in g.nodes:
+        if n.op != "Softmax" or not n.inputs or n.attrs.get("axis", 1) not in (1, -3):
+            continue
+        path, t = [], n.inputs[0]
+        while readers.get(t, 0) == 1 and t in prod:
+            p = prod[t]
+            path.append(t)
+            if p.op == "Einsum":
+                out += [g.tensors[x].onnx_name or x for x in path]
+                break
+            if p.op != "Add" or len(p.inputs) != 2:
+                break
+            shapes = [tuple(g.tensors[x].shape) if x in g.tensors else () for x in p.inputs]
+            bias = [k for k, s in enumerate(shapes) if len(s) == 4 and s[0] == 1 and s[2:] == (1, 1)]
+            if len(bias) != 1:
+                break
+            t = p.inputs[1 - bias[0]]
+    return list(dict.fromkeys(out))
 
 
 def _import(node, a: dict, opset: int) -> dict:

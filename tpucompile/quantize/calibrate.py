@@ -161,7 +161,7 @@ def check_host_memory(graph, names, available: int | None = None) -> None:
 
 
 def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
-              percentile: float = DEFAULT_PERCENTILE) -> dict:
+              percentile: float = DEFAULT_PERCENTILE, row_offset_free=()) -> dict:
     """Run `model` on every image (float32 NCHW arrays) and return {name: (lo, hi)} (floats) for
     each ONNX tensor in `names`, by ``method``:
 
@@ -178,6 +178,15 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     * ``entropy``: TensorRT's KL-divergence threshold (Migacz 2017) on a 2048-bin histogram of
       |x| (128 levels; 255 for a tensor without negative values), applied to both ends;
       outliers (as for mse) left out of the histogram.
+
+    ``row_offset_free``: names (of ``names``) whose consumer cancels an offset common to each
+    pixel's channels (attention scores before a Softmax over the keys:
+    ``ops.softmax.softmax_score_tensors``). Their values carry such an offset that moves from one input to
+    the next (bert-base's last layers: a head's scores in [-8.6, -4.6] for one token sequence,
+    [3.3, 8.3] for another, each row spread over +-1 around its own mean), so the range of a few
+    samples misses the next one's: each side of the method's range is widened by the spread of
+    the samples' mid-ranges ``max - min of (min_s + max_s) / 2`` (``widen_by_offset_spread``;
+    nothing with one sample).
 
     Raises CompileError if `images` is empty or ``method`` is unknown."""
     names = list(dict.fromkeys(names))
@@ -200,10 +209,14 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     samples = {n: [] for n in names}
     peaks = {n: [] for n in names}                  # per sample max |x| (mse, entropy: outliers)
     rng = np.random.default_rng(0)
+    offset_free = set(row_offset_free)
+    mids = {n: [] for n in names if n in offset_free}     # per sample (min + max) / 2
     for feed in feeds:
         for n, v in zip(names, sess.run(names, feed)):
             lo[n] = min(lo[n], float(v.min()))
             hi[n] = max(hi[n], float(v.max()))
+            if n in mids:
+                mids[n].append((float(v.min()) + float(v.max())) / 2)
             if method == "minmax":
                 continue
             v = np.asarray(v, np.float64).ravel()
@@ -214,11 +227,27 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
                 samples[n].append(v if v.size <= SAMPLE_PER_IMAGE else rng.choice(v, SAMPLE_PER_IMAGE, replace=False))
                 peaks[n].append(float(np.abs(v).max(initial=0.0)))
     if method == "minmax":
-        return {n: (lo[n], hi[n]) for n in names}
-    if method == "percentile":
-        return {n: (float(np.median([p[0] for p in pct[n]])), float(np.median([p[1] for p in pct[n]]))) for n in names}
-    search = _mse_range if method == "mse" else _entropy_range
-    return {n: search(np.concatenate(samples[n]), lo[n], hi[n], _outlier_cap(peaks[n])) for n in names}
+        out = {n: (lo[n], hi[n]) for n in names}
+    elif method == "percentile":
+        out = {n: (float(np.median([p[0] for p in pct[n]])), float(np.median([p[1] for p in pct[n]]))) for n in names}
+    else:
+        search = _mse_range if method == "mse" else _entropy_range
+        out = {n: search(np.concatenate(samples[n]), lo[n], hi[n], _outlier_cap(peaks[n])) for n in names}
+    for n, m in mids.items():
+        out[n] = widen_by_offset_spread(out[n], m)
+    return out
+
+
+def widen_by_offset_spread(rng: tuple, mids: list) -> tuple:
+    """``rng`` (lo, hi) widened on each side by ``max(mids) - min(mids)``: ``mids`` are the
+    calibration samples' mid-ranges ``(min_s + max_s) / 2`` of a tensor whose consumer cancels a
+    per-pixel offset (``calibrate``'s ``row_offset_free``). The samples show how far that offset
+    moves between inputs; a next input's offset may lie as far again beyond the ones seen (with
+    two samples its range is expected outside theirs one time in three on each side). One sample
+    (or none): ``rng`` unchanged."""
+    lo, hi = rng
+    d = max(mids) - min(mids) if mids else 0.0
+    return float(lo) - d, float(hi) + d
 
 
 def _qdq(v: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -32,6 +32,7 @@ from tpucompile.ops import OP_TABLE
 from tpucompile.ops.common import activation_params, weight_params
 from tpucompile.ops.host_tail import HoldsWeights, tail_host_op
 from tpucompile.ops.qdq import pins_follow_aliases
+from tpucompile.ops.softmax import softmax_score_tensors
 from tpucompile.passes.pipeline import run_passes
 from tpucompile.qgraph import QGraph, QTensor, dump_qgraph
 from tpucompile.quantize.calibrate import calibrate, check_host_memory
@@ -359,7 +360,7 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     check_host_memory(g, names)
     if callable(calib_images):
         calib_images = calib_images()
-    stats = calibrate(model, calib_images, names, method=calib_method)
+    stats = calibrate(model, calib_images, names, method=calib_method, row_offset_free=softmax_score_tensors(g))
     qg = quantize_graph(g, stats, model if host_tail else None, pending, cfg)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))
