@@ -61,6 +61,12 @@ class ConvTiling:
     pool_th: int = 0  # a fused pool (ops/conv_pool.py): pooled outputs per tile (rows, columns); 0 without
     pool_tw: int = 0
 
+    #: the fields the conv work hooks (``ops/conv.py`` ``_work`` and those built on it: conv_add,
+    #: conv_pool, act_matmul) read: two tilings that agree on them give the same LayerWork (the
+    #: estimator shares the work record of tilings that differ only in slot addresses, alignment or
+    #: the tiler's own guesses)
+    WORK_FIELDS = ("th", "tw", "nbg", "kbg", "ni", "s_out", "acc_halves", "nres", "pool_th", "pool_tw")
+
     @property
     def wres(self) -> bool:
         """Weights (some or all) resident: ``nres`` > 0."""
@@ -268,21 +274,72 @@ class _ConvShapeTable(NamedTuple):
 
 class ConvCandidates(NamedTuple):
     """The conv tilings ``tile_conv`` weighs: the candidates of ``table`` (``_ConvShapeTable``,
-    in its search order) of which ``n`` fit the SRAM; per (tw, th) pair ``s_out``, per candidate
-    ``aligned`` (its slots fit on their own banks), ``nres`` resident weight tiles (0: all stream;
-    ``resident_tiles``), ``load_bytes`` DDR bytes loaded (int64) and the cost terms (float64:
-    load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the SRAM), MXU,
-    unaligned 0/1, wait bytes). ``live``: the candidates that stream their weights and fit (int64,
-    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs)."""
+    in its search order). Arrays over the ``nstream`` streaming candidates (the table's first;
+    they hold no weights resident): per (tw, th) pair ``s_out`` and ``vpu`` (VPU cycles), per
+    streaming candidate ``aligned`` (its slots fit on their own banks) and the cost terms
+    (float64: load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the
+    SRAM), MXU, unaligned 0/1, wait bytes). ``live``: the streaming candidates that fit (int64,
+    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs). A weights-resident
+    candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
+    asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
+    ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
+    words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
+    ``bank_words``, ``sram_words``: the key's."""
     table: _ConvShapeTable
-    n: int
+    nstream: int
     s_out: np.ndarray
+    vpu: np.ndarray
     aligned: np.ndarray
-    nres: np.ndarray
-    load_bytes: np.ndarray
     terms: tuple
     live: np.ndarray
     live_terms: tuple
+    rest: np.ndarray
+    pogrp: np.ndarray
+    key: tuple
+    resident_memo: dict
+
+    def nres(self, i: int) -> int:
+        """Resident weight tiles of candidate ``i`` (0: a streaming one)."""
+        return 0 if i < self.nstream else self.resident(i)[0]
+
+    def aligned_at(self, i: int) -> bool:
+        """Candidate ``i``'s slots fit on their own banks."""
+        return bool(self.aligned[i]) if i < self.nstream else self.resident(i)[1]
+
+    def load_bytes(self, i: int) -> int:
+        """DDR bytes candidate ``i`` loads."""
+        return int(self.table.load_bytes[i]) if i < self.nstream else self.resident(i)[2]
+
+    def terms_at(self, i: int) -> tuple:
+        """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
+        if i < self.nstream:
+            return tuple(a[i:i + 1] for a in self.terms)
+        return self.resident(i)[3]
+
+    def resident(self, j: int) -> tuple:
+        """(nres, aligned, load bytes, cost terms) of the weights-resident candidate ``j``: as many
+        resident weight tiles as fit next to its tables, outputs and input slots and a streaming
+        ring of two slots (none needed if all are resident); it fits only if some are resident."""
+        out = self.resident_memo.get(j)
+        if out is None:
+            t, key = self.table, self.key
+            (kh, kw), KB, NB, R, C, wcols = key[0], key[2], key[3], key[6], key[7], key[18]
+            bwd, sram_words = self.key[12], self.key[13]
+            p, total = int(t.pair[j]), KB * NB * kh * kw
+            rest = int(self.rest[p]) + int(t.ni_slot[j])
+            nres = int(resident_tiles(total, C, bwd, sram_words - rest))
+            wwords = weight_region_words(nres + (0 if nres == total else 2), C, bwd)
+            fit = wwords + rest <= sram_words and nres > 0
+            aligned = bool(round_up(wwords, bwd) + int(self.pogrp[p]) + int(t.ni[j]) * round_up(int(t.slot[j]), bwd)
+                           <= sram_words)
+            saved = nres * (int(t.ntiles[p]) - 1)                    # weight tile loads saved
+            load_bytes = int(t.load_bytes[j]) - saved * wcols * R // NB     # (the N tiles' mean)
+            peak = max(int(t.mxu_cycles[j]), int(self.vpu[p])) if fit else np.inf
+            terms = tuple(np.array([v], np.float64) for v in (load_bytes, 40 * (int(t.n_dma[j]) - saved), peak,
+                                                                t.terms[2][j], 0.0 if aligned else 1.0,
+                                                                t.terms[3][j]))
+            out = self.resident_memo[j] = (nres, aligned, load_bytes, terms)
+        return out
 
     def est_cycles(self, bw: float, terms: tuple | None = None) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
@@ -386,36 +443,32 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
     (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
     regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
-    the bank and SRAM sizes add). Cached (read-only arrays)."""
+    the bank and SRAM sizes add: for the streaming candidates as arrays, a weights-resident one
+    when asked for). Cached (read-only arrays)."""
     (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip, pool, wcols = key
     t = _conv_shape_table(key[:12] + key[14:])
+    n0 = int(np.searchsorted(t.wres, 1))                            # the streaming candidates come first
     tsw = mg * pw
     PM = t.PTH * t.PTW
     # a fused pool requantizes the whole tile into one output slot, pools it into a pooled slot
     s_out = t.M if pool else np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
-    outs = (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM   # output (skip, pooled) slots
-    rest = (2 * tsw + outs)[t.pair] + t.ni_slot                   # tables, outputs, input slots
-    nres = np.where(t.wres == 1, resident_tiles(KB * NB * kh * kw, C, bwd, sram_words - rest), 0)
-    ring = np.where(nres == KB * NB * kh * kw, 0, 2)              # streaming slots (at least)
-    wwords = np.where(t.wres == 1, weight_region_words(nres + ring, C, bwd), 2 * C)     # streaming: packed
-    fit = (wwords + rest <= sram_words) & ((t.wres == 0) | (nres > 0))
-    wgrp = round_up(weight_region_words(nres + ring, C, bwd), bwd)
-    pogrp = -(-(2 * tsw + outs) // bwd) * bwd
-    aligned = wgrp + pogrp[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
+    fixed = 2 * tsw + (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM      # tables, output (skip, pooled) slots
+    pair = t.pair[:n0]
+    # streaming: two weight slots of C words, packed
+    fit = 2 * C + fixed[pair] + t.ni_slot[:n0] <= sram_words
+    pogrp = -(-fixed // bwd) * bwd
+    aligned = round_up(weight_region_words(2, C, bwd), bwd) + pogrp[pair] + t.ni[:n0] * (-(-t.slot[:n0] // bwd) * bwd) \
+        <= sram_words
     taps = pool[0][0] * pool[0][1] + 1 if pool else 0
-    vpu = (t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM))[t.pair]
-    peak = np.maximum(t.mxu_cycles, vpu).astype(np.float64)
+    vpu = t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
+    peak = np.maximum(t.mxu_cycles[:n0], vpu[pair]).astype(np.float64)
     peak[~fit] = np.inf
-    load_b, dma, mxu, wait_b = t.terms
-    saved = nres * (t.ntiles[t.pair] - 1)                          # weight tile loads saved
-    load_bytes = t.load_bytes - saved * wcols * R // NB              # (the N tiles' mean)
-    if np.any(saved):
-        load_b, dma = load_bytes.astype(np.float64), (40 * (t.n_dma - saved)).astype(np.float64)
+    load_b, dma, mxu, wait_b = (a[:n0] for a in t.terms)
     terms = (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b)
-    live = np.flatnonzero(fit & (t.wres == 0))
-    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes, terms, live,
-                         tuple(a[live] for a in terms))
-    for a in (s_out, aligned, nres, load_bytes, *out.terms, live, *out.live_terms):
+    live = np.flatnonzero(fit)
+    out = ConvCandidates(t, n0, s_out, vpu, aligned, terms, live, tuple(a[live] for a in terms), fixed, pogrp,
+                         key, {})
+    for a in (s_out, vpu, aligned, *out.terms, live, *out.live_terms, fixed, pogrp):
         a.flags.writeable = False
     return out
 
@@ -455,8 +508,8 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     i, est_i = int(c.live[k]), float(live_est[k])
     choice = _conv_choice(node, key, c, i, cfg)
     j = int(c.table.twin[i])
-    if j >= 0 and c.nres[j] > 0 and c.aligned[j] >= c.aligned[i]:
-        est_j = float(c.est_cycles(bw, tuple(a[j:j + 1] for a in c.terms))[0])
+    if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
+        est_j = float(c.est_cycles(bw, c.terms_at(j))[0])
         if est_j <= est_i:
             twin = _conv_choice(node, key, c, j, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
@@ -464,7 +517,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
                       acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw)
+                      slot_words=dict(slot_words), nres=c.nres(i), pool_th=pth, pool_tw=ptw)
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
@@ -491,11 +544,11 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
     (kh, kw), KB, NB = key[0], key[2], key[3]
-    nres = int(c.nres[i])
+    nres = c.nres(i)
     nws = (0,) if nres == KB * NB * kh * kw else (4, 3, 2)
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
-    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned[i] else (False,))
+    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned_at(i) else (False,))
                                for s in s_outs for n in nws]:
         regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw)
         if regs is not None and not (pth or skip):      # the largest output slots that fit
@@ -516,7 +569,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                 slot_words["s"] = cfg.requant_planes * s_out
             if pth:
                 slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+            out = _CHOICES[(key, i)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
                                         aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw)
             return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
