@@ -490,8 +490,28 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     two pooled slots "q".
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
-    c = conv_candidates(key)
     bw = load_bw(cfg)
+    pick = _PICKS.get((key, bw))
+    if pick is None:
+        pick = _pick(node, key, bw, cfg, kernel, strides, cin, cout, oh, ow, pool)
+    i, est_i, nres, choice = pick
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
+    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
+                      acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
+                      slot_words=dict(slot_words), nres=nres, pool_th=pth, pool_tw=ptw)
+
+
+#: (conv_candidates_key, LOAD bytes per core cycle) -> ``_pick``'s result (a fused pool's tiling is
+#: weighed by the fusion hook, then tiled again for the fused op)
+_PICKS: dict = {}
+_PICKS_MAX = 1 << 14
+
+
+def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin: int, cout: int, oh: int, ow: int,
+          pool) -> tuple:
+    """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
+    stored in ``_PICKS``. CompileError naming the conv ``node`` if no tiling fits."""
+    c = conv_candidates(key)
     if len(c.live) == 0:                                # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
         (kh, kw), (sh, sw) = kernel, strides
@@ -514,10 +534,10 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
             twin = _conv_choice(node, key, c, j, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
-    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw = choice
-    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
-                      acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=c.nres(i), pool_th=pth, pool_tw=ptw)
+    if len(_PICKS) >= _PICKS_MAX:
+        _PICKS.clear()
+    out = _PICKS[(key, bw)] = (i, est_i, c.nres(i), choice)
+    return out
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
