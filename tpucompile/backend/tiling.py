@@ -310,6 +310,13 @@ class ConvCandidates(NamedTuple):
         """DDR bytes candidate ``i`` loads."""
         return int(self.table.load_bytes[i]) if i < self.nstream else self.resident(i)[2]
 
+    def est_one(self, bw: float, i: int) -> float:
+        """``est_cycles`` of candidate ``i`` alone, in Python floats (the same IEEE double
+        operations in the same order, so the same value)."""
+        load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
+        load_t = load_b / bw + dma
+        return max(load_t, peak) + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
         if i < self.nstream:
@@ -438,15 +445,29 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     return out
 
 
-@lru_cache(maxsize=256)
-def conv_candidates(key: tuple) -> ConvCandidates:
-    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
-    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
-    regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
-    the bank and SRAM sizes add: for the streaming candidates as arrays, a weights-resident one
-    when asked for). Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip, pool, wcols = key
-    t = _conv_shape_table(key[:12] + key[14:])
+class _ConvBankTable(NamedTuple):
+    """What ``conv_candidates`` shares across the SRAM sizes (the bank size fixed), over the
+    ``nstream`` streaming candidates of ``table`` (its first): per (tw, th) pair ``s_out``, ``vpu``
+    (VPU cycles), ``fixed`` (words of the tables and output (skip, pooled) slots) and ``pogrp``
+    (those rounded to banks); per streaming candidate the SRAM words it needs packed
+    (``packed_words``) and bank-aligned (``aligned_words``), and ``peak`` (max(MXU, VPU), float64)."""
+    table: _ConvShapeTable
+    nstream: int
+    s_out: np.ndarray
+    vpu: np.ndarray
+    fixed: np.ndarray
+    pogrp: np.ndarray
+    packed_words: np.ndarray
+    aligned_words: np.ndarray
+    peak: np.ndarray
+
+
+@lru_cache(maxsize=512)
+def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
+    """The part of ``conv_candidates`` that does not read the SRAM size: ``bkey`` is
+    ``conv_candidates_key`` without it. Cached (read-only arrays)."""
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, acc_depth, max_nbg, skip, pool, wcols = bkey
+    t = _conv_shape_table(bkey[:12] + bkey[13:])
     n0 = int(np.searchsorted(t.wres, 1))                            # the streaming candidates come first
     tsw = mg * pw
     PM = t.PTH * t.PTW
@@ -454,21 +475,37 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     s_out = t.M if pool else np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
     fixed = 2 * tsw + (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM      # tables, output (skip, pooled) slots
     pair = t.pair[:n0]
-    # streaming: two weight slots of C words, packed
-    fit = 2 * C + fixed[pair] + t.ni_slot[:n0] <= sram_words
+    packed = 2 * C + fixed[pair] + t.ni_slot[:n0]                  # streaming: two weight slots of C words
     pogrp = -(-fixed // bwd) * bwd
-    aligned = round_up(weight_region_words(2, C, bwd), bwd) + pogrp[pair] + t.ni[:n0] * (-(-t.slot[:n0] // bwd) * bwd) \
-        <= sram_words
+    aligned = round_up(weight_region_words(2, C, bwd), bwd) + pogrp[pair] + t.ni[:n0] * (-(-t.slot[:n0] // bwd) * bwd)
     taps = pool[0][0] * pool[0][1] + 1 if pool else 0
     vpu = t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
     peak = np.maximum(t.mxu_cycles[:n0], vpu[pair]).astype(np.float64)
-    peak[~fit] = np.inf
+    out = _ConvBankTable(t, n0, s_out, vpu, fixed, pogrp, packed, aligned, peak)
+    for a in out[2:]:
+        a.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=256)
+def conv_candidates(key: tuple) -> ConvCandidates:
+    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
+    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
+    regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table``, what the
+    bank size adds (``_conv_bank_table``) and the SRAM size: for the streaming candidates as
+    arrays, a weights-resident one when asked for). Cached (read-only arrays)."""
+    sram_words = key[13]
+    b = _conv_bank_table(key[:13] + key[14:])
+    t, n0 = b.table, b.nstream
+    fit = b.packed_words <= sram_words
+    aligned = b.aligned_words <= sram_words
+    peak = np.where(fit, b.peak, np.inf)
     load_b, dma, mxu, wait_b = (a[:n0] for a in t.terms)
     terms = (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b)
     live = np.flatnonzero(fit)
-    out = ConvCandidates(t, n0, s_out, vpu, aligned, terms, live, tuple(a[live] for a in terms), fixed, pogrp,
-                         key, {})
-    for a in (s_out, vpu, aligned, *out.terms, live, *out.live_terms, fixed, pogrp):
+    out = ConvCandidates(t, n0, b.s_out, b.vpu, aligned, terms, live, tuple(a[live] for a in terms), b.fixed,
+                         b.pogrp, key, {})
+    for a in (aligned, *out.terms, live, *out.live_terms):
         a.flags.writeable = False
     return out
 
@@ -529,7 +566,7 @@ def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin:
     choice = _conv_choice(node, key, c, i, cfg)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
-        est_j = float(c.est_cycles(bw, c.terms_at(j))[0])
+        est_j = c.est_one(bw, j)
         if est_j <= est_i:
             twin = _conv_choice(node, key, c, j, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
