@@ -164,13 +164,6 @@ class _Geometry:
         span = np.maximum(np.maximum(load, store), np.maximum(self.mxu, self.vpu))
         span = np.maximum(span, 1.0)
         wait = load_bus * store_bus / (2 * span * bus) * bus
-        # the two channels on the one DDR bus: alone, each holds it for the share load_bus /
-        # load (store_bus / store) of its time; while both run they slow down together by the
-        # sum of those shares (sigma) when it exceeds 1 (a fluid model of the bus), until the
-        # shorter is done and the other runs alone: the longer + the shorter x (sigma - 1)
-        # (between the longer alone and both in turn; DMA-bound CNN layers run near the latter)
-        sigma = load_bus / np.maximum(load, 1.0) + store_bus / np.maximum(store, 1.0)
-        shared = np.maximum(load, store) + np.minimum(load, store) * np.maximum(sigma - 1.0, 0.0)
         load, store = load + wait, store + wait
         fill = fill_ps / core_ps
         drain_store = drain_store_ps / core_ps
@@ -178,7 +171,7 @@ class _Geometry:
         # each engine's path through the layer: what must happen before it can start (the first
         # tile's loads), its own busy time, what follows its last instruction (the last tile)
         exposed = self.exposed + (exposed_load_ps + exposed_store_ps) / core_ps
-        paths = np.stack([load + drain, fill + store, np.maximum(load_bus + store_bus, shared),
+        paths = np.stack([load + drain, fill + store, load_bus + store_bus,
                           fill + self.mxu + exposed + drain, fill + self.vpu + drain_store])
         bound = paths.argmax(axis=0)
         cycles = paths.max(axis=0)

@@ -551,33 +551,13 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
             # those wait for a skip slot, freed by this tile's ADDs, after its MATMULs
             for nk, cnt in tile_sizes(KB, tl.kbg):
                 w.expose_loads(n * reloads * cnt, ceil_div(ncols * W, bb) * nk * nrows)
-        if not tl.acc_halves:      # one accumulator half: the chunks of a group that read rows
-            # the next group's first MATMUL writes finish before it (deferred requantization,
-            # docs/backend.md: the group's other chunks are spread over the next group's
-            # MATMULs, their STOREs under its compute), and a REQUANT waits for the STORE two
-            # chunks back (two output slots): all but the last two of those STOREs and the last
-            # two REQUANTs are on the MXU's path. The next group in the tile uses the same rows
-            # (its first output block: the first block's chunks); the next tile's first group
-            # (``_emit``: a one-block tile alternately at the bottom and the top of the
-            # accumulator) shares only M - (depth - acc_rows) rows with a one-block group,
-            # the chunks that read them (with one lane group; several: all of the block's)
-            shared = M - (cfg.acc_depth_rows - tl.acc_rows) if tl.nbg <= mg else M
-            tile_need = len(chunks) if mg > 1 else sum(1 for off in _chunk_offsets(chunks) if off < shared)
-            for count, need in ((n * (groups - 1), len(chunks)), (n, tile_need)):
-                if count and need:
-                    for b in group[:need][:-2]:
-                        w.expose_stores(count, b)
-                    w.exposed_cycles += count * sum(rq[:need][-2:])
+        if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the
+            # next group's first MATMUL overwrites it, and a REQUANT waits for the STORE two
+            # chunks back (two output slots): all but the last two STOREs are on the MXU's path
+            for b in group[:-2]:
+                w.expose_stores(n * groups, b)
+            w.exposed_cycles += n * groups * sum(rq[-2:])
     return w
-
-
-def _chunk_offsets(chunks: list) -> list:
-    """The first accumulator row (pixel of the tile) each of ``_store_chunks``' chunks reads."""
-    offs, off = [], 0
-    for k, cols in chunks:
-        offs.append(off)
-        off += k * cols
-    return offs
 
 
 def _remap_channels(op: QConv, maps: dict, blk: int):
