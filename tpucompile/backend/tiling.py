@@ -284,7 +284,7 @@ class ConvCandidates(NamedTuple):
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
-    ``bank_words``, ``sram_words``: the key's."""
+    ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
