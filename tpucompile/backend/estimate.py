@@ -335,9 +335,13 @@ def _layout_signature(L) -> tuple:
 
 def _tiling_value(tl) -> tuple:
     """A tiling record as a hashable value: its class and attributes but ``est_cycles`` (the
-    tiler's own guess, which no work hook reads): two tilings with the same value give the same
-    LayerWork. Its dicts and lists (slot addresses and sizes: ints, strings and tuples of them)
-    are taken by their repr, which tells such values apart."""
+    tiler's own guess, which no work hook reads), or only its ``WORK_FIELDS`` if its class names
+    them (``ConvTiling``: the fields the conv work hooks read): two tilings with the same value
+    give the same LayerWork. Its dicts and lists (slot addresses and sizes: ints, strings and
+    tuples of them) are taken by their repr, which tells such values apart."""
+    fields = getattr(type(tl), "WORK_FIELDS", None)
+    if fields is not None:
+        return (type(tl), *[getattr(tl, f) for f in fields])
     d = vars(tl)
     return (type(tl), tuple(d), *[repr(v) if type(v) in _CONTAINERS else v for k, v in d.items() if k != "est_cycles"])
 

@@ -63,6 +63,12 @@ class ConvTiling:
     pool_tw: int = 0
     wbatch: int = 1  # streaming weight tiles per DMA_LOAD (``weight_batch_tiles``; 1: one DMA per tile)
 
+    #: the fields the conv work hooks (``ops/conv.py`` ``_work`` and those built on it: conv_add,
+    #: conv_pool, act_matmul) read: two tilings that agree on them give the same LayerWork (the
+    #: estimator shares the work record of tilings that differ only in slot addresses, alignment or
+    #: the tiler's own guesses)
+    WORK_FIELDS = ("th", "tw", "nbg", "kbg", "ni", "s_out", "acc_halves", "nres", "pool_th", "pool_tw", "wbatch")
+
     @property
     def wres(self) -> bool:
         """Weights (some or all) resident: ``nres`` > 0."""
@@ -324,21 +330,79 @@ class _ConvShapeTable(NamedTuple):
 
 class ConvCandidates(NamedTuple):
     """The conv tilings ``tile_conv`` weighs: the candidates of ``table`` (``_ConvShapeTable``,
-    in its search order) of which ``n`` fit the SRAM; per (tw, th) pair ``s_out``, per candidate
-    ``aligned`` (its slots fit on their own banks), ``nres`` resident weight tiles (0: all stream;
-    ``resident_tiles``), ``load_bytes`` DDR bytes loaded (int64) and the cost terms (float64:
-    load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the SRAM), MXU,
-    unaligned 0/1, wait bytes). ``live``: the candidates that stream their weights and fit (int64,
-    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs)."""
+    in its search order). Arrays over the ``nstream`` streaming candidates (the table's first;
+    they hold no weights resident): per (tw, th) pair ``s_out`` and ``vpu`` (VPU cycles), per
+    streaming candidate ``aligned`` (its slots fit on their own banks) and the cost terms
+    (float64: load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the
+    SRAM), MXU, unaligned 0/1, wait bytes). ``live``: the streaming candidates that fit (int64,
+    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs). A weights-resident
+    candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
+    asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
+    ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
+    words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
+    ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out."""
     table: _ConvShapeTable
-    n: int
+    nstream: int
     s_out: np.ndarray
+    vpu: np.ndarray
     aligned: np.ndarray
-    nres: np.ndarray
-    load_bytes: np.ndarray
     terms: tuple
     live: np.ndarray
     live_terms: tuple
+    rest: np.ndarray
+    pogrp: np.ndarray
+    key: tuple
+    resident_memo: dict
+
+    def nres(self, i: int) -> int:
+        """Resident weight tiles of candidate ``i`` (0: a streaming one)."""
+        return 0 if i < self.nstream else self.resident(i)[0]
+
+    def aligned_at(self, i: int) -> bool:
+        """Candidate ``i``'s slots fit on their own banks."""
+        return bool(self.aligned[i]) if i < self.nstream else self.resident(i)[1]
+
+    def load_bytes(self, i: int) -> int:
+        """DDR bytes candidate ``i`` loads."""
+        return int(self.table.load_bytes[i]) if i < self.nstream else self.resident(i)[2]
+
+    def est_one(self, bw: float, i: int) -> float:
+        """``est_cycles`` of candidate ``i`` alone, in Python floats (the same IEEE double
+        operations in the same order, so the same value)."""
+        load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
+        load_t = load_b / bw + dma
+        return max(load_t, peak) + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+
+    def terms_at(self, i: int) -> tuple:
+        """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
+        if i < self.nstream:
+            return tuple(a[i:i + 1] for a in self.terms)
+        return self.resident(i)[3]
+
+    def resident(self, j: int) -> tuple:
+        """(nres, aligned, load bytes, cost terms) of the weights-resident candidate ``j``: as many
+        resident weight tiles as fit next to its tables, outputs and input slots and a streaming
+        ring of two slots (none needed if all are resident); it fits only if some are resident."""
+        out = self.resident_memo.get(j)
+        if out is None:
+            t, key = self.table, self.key
+            (kh, kw), KB, NB, R, C, wcols = key[0], key[2], key[3], key[6], key[7], key[18]
+            bwd, sram_words = self.key[12], self.key[13]
+            p, total = int(t.pair[j]), KB * NB * kh * kw
+            rest = int(self.rest[p]) + int(t.ni_slot[j])
+            nres = int(resident_tiles(total, C, bwd, sram_words - rest))
+            wwords = weight_region_words(nres + (0 if nres == total else 2), C, bwd)
+            fit = wwords + rest <= sram_words and nres > 0
+            aligned = bool(round_up(wwords, bwd) + int(self.pogrp[p]) + int(t.ni[j]) * round_up(int(t.slot[j]), bwd)
+                           <= sram_words)
+            saved = nres * (int(t.ntiles[p]) - 1)                    # weight tile loads saved
+            load_bytes = int(t.load_bytes[j]) - saved * wcols * R // NB     # (the N tiles' mean)
+            peak = max(int(t.mxu_cycles[j]), int(self.vpu[p])) if fit else np.inf
+            terms = tuple(np.array([v], np.float64) for v in (load_bytes, 40 * (int(t.n_dma[j]) - saved), peak,
+                                                                t.terms[2][j], 0.0 if aligned else 1.0,
+                                                                t.terms[3][j]))
+            out = self.resident_memo[j] = (nres, aligned, load_bytes, terms)
+        return out
 
     def est_cycles(self, bw: float, terms: tuple | None = None) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
@@ -439,41 +503,67 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     return out
 
 
-@lru_cache(maxsize=256)
-def conv_candidates(key: tuple) -> ConvCandidates:
-    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
-    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
-    regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table`` and what
-    the bank and SRAM sizes add). Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, sram_words, acc_depth, max_nbg, skip, pool, wcols = key
-    t = _conv_shape_table(key[:12] + key[14:])
+class _ConvBankTable(NamedTuple):
+    """What ``conv_candidates`` shares across the SRAM sizes (the bank size fixed), over the
+    ``nstream`` streaming candidates of ``table`` (its first): per (tw, th) pair ``s_out``, ``vpu``
+    (VPU cycles), ``fixed`` (words of the tables and output (skip, pooled) slots) and ``pogrp``
+    (those rounded to banks); per streaming candidate the SRAM words it needs packed
+    (``packed_words``) and bank-aligned (``aligned_words``), and ``peak`` (max(MXU, VPU), float64)."""
+    table: _ConvShapeTable
+    nstream: int
+    s_out: np.ndarray
+    vpu: np.ndarray
+    fixed: np.ndarray
+    pogrp: np.ndarray
+    packed_words: np.ndarray
+    aligned_words: np.ndarray
+    peak: np.ndarray
+
+
+@lru_cache(maxsize=512)
+def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
+    """The part of ``conv_candidates`` that does not read the SRAM size: ``bkey`` is
+    ``conv_candidates_key`` without it. Cached (read-only arrays)."""
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, acc_depth, max_nbg, skip, pool, wcols = bkey
+    t = _conv_shape_table(bkey[:12] + bkey[13:])
+    n0 = int(np.searchsorted(t.wres, 1))                            # the streaming candidates come first
     tsw = mg * pw
     PM = t.PTH * t.PTW
     # a fused pool requantizes the whole tile into one output slot, pools it into a pooled slot
     s_out = t.M if pool else np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
-    outs = (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM   # output (skip, pooled) slots
-    rest = (2 * tsw + outs)[t.pair] + t.ni_slot                   # tables, outputs, input slots
-    nres = np.where(t.wres == 1, resident_tiles(KB * NB * kh * kw, C, bwd, sram_words - rest), 0)
-    ring = np.where(nres == KB * NB * kh * kw, 0, 2)              # streaming slots (at least)
-    wwords = np.where(t.wres == 1, weight_region_words(nres + ring, C, bwd), 2 * C)     # streaming: packed
-    fit = (wwords + rest <= sram_words) & ((t.wres == 0) | (nres > 0))
-    wgrp = round_up(weight_region_words(nres + ring, C, bwd), bwd)
-    pogrp = -(-(2 * tsw + outs) // bwd) * bwd
-    aligned = wgrp + pogrp[t.pair] + t.ni * (-(-t.slot // bwd) * bwd) <= sram_words
+    fixed = 2 * tsw + (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM      # tables, output (skip, pooled) slots
+    pair = t.pair[:n0]
+    packed = 2 * C + fixed[pair] + t.ni_slot[:n0]                  # streaming: two weight slots of C words
+    pogrp = -(-fixed // bwd) * bwd
+    aligned = round_up(weight_region_words(2, C, bwd), bwd) + pogrp[pair] + t.ni[:n0] * (-(-t.slot[:n0] // bwd) * bwd)
     taps = pool[0][0] * pool[0][1] + 1 if pool else 0
-    vpu = (t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM))[t.pair]
-    peak = np.maximum(t.mxu_cycles, vpu).astype(np.float64)
-    peak[~fit] = np.inf
-    load_b, dma, mxu, wait_b = t.terms
-    saved = nres * (t.ntiles[t.pair] - 1)                          # weight tile loads saved
-    load_bytes = t.load_bytes - saved * wcols * R // NB              # (the N tiles' mean)
-    if np.any(saved):
-        load_b, dma = load_bytes.astype(np.float64), (40 * (t.n_dma - saved)).astype(np.float64)
+    vpu = t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
+    peak = np.maximum(t.mxu_cycles[:n0], vpu[pair]).astype(np.float64)
+    out = _ConvBankTable(t, n0, s_out, vpu, fixed, pogrp, packed, aligned, peak)
+    for a in out[2:]:
+        a.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=256)
+def conv_candidates(key: tuple) -> ConvCandidates:
+    """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
+    (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
+    regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table``, what the
+    bank size adds (``_conv_bank_table``) and the SRAM size: for the streaming candidates as
+    arrays, a weights-resident one when asked for). Cached (read-only arrays)."""
+    sram_words = key[13]
+    b = _conv_bank_table(key[:13] + key[14:])
+    t, n0 = b.table, b.nstream
+    fit = b.packed_words <= sram_words
+    aligned = b.aligned_words <= sram_words
+    peak = np.where(fit, b.peak, np.inf)
+    load_b, dma, mxu, wait_b = (a[:n0] for a in t.terms)
     terms = (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b)
-    live = np.flatnonzero(fit & (t.wres == 0))
-    out = ConvCandidates(t, int(np.count_nonzero(fit)), s_out, aligned, nres, load_bytes, terms, live,
-                         tuple(a[live] for a in terms))
-    for a in (s_out, aligned, nres, load_bytes, *out.terms, live, *out.live_terms):
+    live = np.flatnonzero(fit)
+    out = ConvCandidates(t, n0, b.s_out, b.vpu, aligned, terms, live, tuple(a[live] for a in terms), b.fixed,
+                         b.pogrp, key, {})
+    for a in (aligned, *out.terms, live, *out.live_terms):
         a.flags.writeable = False
     return out
 
@@ -495,8 +585,28 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     two pooled slots "q".
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
-    c = conv_candidates(key)
     bw = load_bw(cfg)
+    pick = _PICKS.get((key, bw, weight_batch_tiles(cfg), tile_dma_cycles(cfg)))
+    if pick is None:
+        pick = _pick(node, key, bw, cfg, kernel, strides, cin, cout, oh, ow, pool)
+    i, est_i, nres, choice = pick
+    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
+    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
+                      acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
+                      slot_words=dict(slot_words), nres=nres, pool_th=pth, pool_tw=ptw, wbatch=gb)
+
+
+#: (conv_candidates_key, LOAD bytes per core cycle, weight_batch_tiles, tile_dma_cycles) -> ``_pick``'s result (a fused pool's tiling is
+#: weighed by the fusion hook, then tiled again for the fused op)
+_PICKS: dict = {}
+_PICKS_MAX = 1 << 14
+
+
+def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin: int, cout: int, oh: int, ow: int,
+          pool) -> tuple:
+    """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
+    stored in ``_PICKS``. CompileError naming the conv ``node`` if no tiling fits."""
+    c = conv_candidates(key)
     if len(c.live) == 0:                                # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
         (kh, kw), (sh, sw) = kernel, strides
@@ -513,16 +623,16 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     i, est_i = int(c.live[k]), float(live_est[k])
     choice = _conv_choice(node, key, c, i, cfg)
     j = int(c.table.twin[i])
-    if j >= 0 and c.nres[j] > 0 and c.aligned[j] >= c.aligned[i]:
-        est_j = float(c.est_cycles(bw, tuple(a[j:j + 1] for a in c.terms))[0])
+    if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
+        est_j = c.est_one(bw, j)
         if est_j <= est_i:
             twin = _conv_choice(node, key, c, j, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
-    th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
-    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
-                      acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=int(c.nres[i]), pool_th=pth, pool_tw=ptw, wbatch=gb)
+    if len(_PICKS) >= _PICKS_MAX:
+        _PICKS.clear()
+    out = _PICKS[(key, bw, weight_batch_tiles(cfg), tile_dma_cycles(cfg))] = (i, est_i, c.nres(i), choice)
+    return out
 
 
 #: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
@@ -557,11 +667,11 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
     (kh, kw), KB, NB = key[0], key[2], key[3]
-    nres = int(c.nres[i])
+    nres = c.nres(i)
     nws = (0,) if nres == KB * NB * kh * kw else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
-    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned[i] else (False,))
+    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned_at(i) else (False,))
                                for s in s_outs for n in nws]:
         wb = gb if nw == 2 * gb and gb > 1 else 1
         regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
@@ -583,7 +693,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                 slot_words["s"] = cfg.requant_planes * s_out
             if pth:
                 slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i, gb0, tdma)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, int(c.load_bytes[i]),
+            out = _CHOICES[(key, i, gb0, tdma)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
                                         aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
                                         wb)
             return out

@@ -15,6 +15,7 @@ Prints a JSON record of the figures.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import sys
@@ -67,6 +68,8 @@ def bench_estimator(md, n: int) -> dict:
     depth varies), a mixed grid of ``n`` points (72 configs over 18 geometries, cycled), the
     1,512-point ``LARGE_GRID``, and the worst case ``NEW_GEOMETRY_GRID`` (every point new)."""
     out = {}
+    gc.collect()
+    gc.freeze()         # as sweep.estimate_rows: the model lives for the whole run
     est = Estimator(md.qg)
     shared = [c for c in sweep.candidates("seed", {"outstanding": [1, 2, 4, 8]}, []) if c.cfg]
     est.estimate(shared[0].cfg)                                # the one geometry, tiled once

@@ -37,6 +37,7 @@ import argparse
 import copy
 import csv
 import dataclasses
+import gc
 import io
 import itertools
 import json
@@ -333,7 +334,12 @@ def _row(md_name: str, c: Candidate) -> dict:
 
 
 def estimate_rows(models: list, cands: list) -> tuple[list, float]:
-    """Every (model, candidate) row with its estimate; (rows, seconds spent estimating)."""
+    """Every (model, candidate) row with its estimate; (rows, seconds spent estimating). The
+    objects made so far (the models, the candidates) live for the whole sweep: moved out of the
+    garbage collector's sight (``gc.freeze``), which otherwise rescans them over and over while
+    the estimator allocates (5 to 10 % of the 1,512-point grid's time)."""
+    gc.collect()
+    gc.freeze()
     rows, t = [], 0.0
     for md in models:
         est = Estimator(md.qg)
