@@ -1,6 +1,7 @@
 """RTL build and run speed, phase by phase (``make bench-rtl``).
 
-    python -m tpusim.flow.bench_rtl [--hw seed] [--ccache cold|warm|off] [--no-run] [--json FILE]
+    python -m tpusim.flow.bench_rtl [--hw seed] [--ccache cold|warm|off] [--no-run | --run-only]
+                                    [--tb-clocks] [--matmuls N] [--json FILE]
 
 1. Builds the Verilator model of ``--hw`` again from scratch (``cocotb_tests.build.build(...,
    force=True)``, the same folder, flags and C++ options as every build) with each C++ compile
@@ -8,8 +9,12 @@
    to time it on its own. ``--ccache cold`` compiles through ccache with an empty cache of its
    own (what a fresh machine sees: the cache's miss overhead included), ``warm`` through the
    machine's cache (a rebuild of a tree built before), ``off`` without ccache (TPU_CCACHE=0).
-2. ``--run``: the synthetic DMA/MATMUL program of ``tpusim.flow.bench_sim`` (``--matmuls``) on that
-   build: core cycles and cycles/s from reset release to halt (the simulator's own loop).
+2. Unless ``--no-run``: the synthetic DMA/MATMUL program of ``tpusim.flow.bench_sim``
+   (``--matmuls``) on that build: core cycles, cycles/s from reset release to halt (the
+   simulator's own loop) and the simulator process's CPU seconds (start-up included), and
+   whether the cycles equal SimPy's. ``--run-only`` skips step 1 (the cached build of the current
+   flags; TPU_MAKE_OPT chooses another C++ optimisation). ``--tb-clocks``: the ``--timing``
+   build with the clocks generated inside tb_top.
 
 Prints one table: Verilator (wall / CPU seconds), the C++ compiles (count, summed CPU, the
 largest files), make (wall / CPU: compiles + link), the link alone, the C++ size Verilator wrote,
