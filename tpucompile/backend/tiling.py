@@ -586,7 +586,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
     bw = load_bw(cfg)
-    pick = _PICKS.get((key, bw, weight_batch_tiles(cfg), tile_dma_cycles(cfg)))
+    pick = _PICKS.get((key, bw, _batch_key(cfg)))
     if pick is None:
         pick = _pick(node, key, bw, cfg, kernel, strides, cin, cout, oh, ow, pool)
     i, est_i, nres, choice = pick
@@ -596,7 +596,14 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
                       slot_words=dict(slot_words), nres=nres, pool_th=pth, pool_tw=ptw, wbatch=gb)
 
 
-#: (conv_candidates_key, LOAD bytes per core cycle, weight_batch_tiles, tile_dma_cycles) -> ``_pick``'s result (a fused pool's tiling is
+def _batch_key(cfg: HwConfig) -> tuple:
+    """What of the DMA fields ``_conv_choice`` reads besides ``load_bw``: ``weight_batch_tiles``
+    and, only where batches are possible (> 1), ``tile_dma_cycles``, which then decides them."""
+    gb = weight_batch_tiles(cfg)
+    return (gb, tile_dma_cycles(cfg)) if gb > 1 else (1,)
+
+
+#: (conv_candidates_key, LOAD bytes per core cycle, ``_batch_key``) -> ``_pick``'s result (a fused pool's tiling is
 #: weighed by the fusion hook, then tiled again for the fused op)
 _PICKS: dict = {}
 _PICKS_MAX = 1 << 14
@@ -631,11 +638,11 @@ def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin:
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
     if len(_PICKS) >= _PICKS_MAX:
         _PICKS.clear()
-    out = _PICKS[(key, bw, weight_batch_tiles(cfg), tile_dma_cycles(cfg))] = (i, est_i, c.nres(i), choice)
+    out = _PICKS[(key, bw, _batch_key(cfg))] = (i, est_i, c.nres(i), choice)
     return out
 
 
-#: (conv_candidates_key, candidate) -> ``_conv_choice``'s result
+#: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result
 _CHOICES: dict = {}
 _CHOICES_MAX = 1 << 16
 
@@ -652,18 +659,18 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
     keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
     "Deferred requantization").
-    Cached by ``key``, ``i``, the batch and the one-tile DMA time (``conv_regions`` and the slot sizes read only the array, table,
+    Cached by ``key``, ``i`` and the batch (the DMA fields matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    gb0, tdma = weight_batch_tiles(cfg), tile_dma_cycles(cfg)    # DMA fields, not in ``key``
-    out = _CHOICES.get((key, i, gb0, tdma))
+    t = c.table
+    th, tw = int(t.th[i]), int(t.tw[i])
+    gb = weight_batch_tiles(cfg)        # from DMA fields, not in ``key``
+    if gb > 1 and mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tile_dma_cycles(cfg):
+        gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
+    out = _CHOICES.get((key, i, gb))
     if out is not None:
         return out
-    t = c.table
-    th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
-    gb = gb0
-    if mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tdma:
-        gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
+    nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.nbg, t.kbg, t.ni, t.ih, t.iw))
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
     (kh, kw), KB, NB = key[0], key[2], key[3]
@@ -693,7 +700,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                 slot_words["s"] = cfg.requant_planes * s_out
             if pth:
                 slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i, gb0, tdma)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
+            out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
                                         aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
                                         wb)
             return out
