@@ -58,7 +58,7 @@ def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:
            "writes": sum(size[op.out] for op in ops),
            "reads": sum(size[qg.resolve(t)] for op in ops for t in dict.fromkeys(op.inputs) if qg.resolve(t) in size)}
     out["total"] = out["weights"] + out["input"] + out["writes"] + out["reads"]
-    peak = cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
+    peak = cfg.ddr_peak_bytes_per_cycle
     macs = sum(int(L.get("macs", 0)) for L in layers)
     out["floor_compute_cycles"] = int(round(macs / cfg.pes))
     out["floor_ddr_cycles"] = int(round(out["total"] / peak))

@@ -122,6 +122,12 @@ class HwConfig:
         return lut_words(self.word_bytes)
 
     @property
+    def ddr_peak_bytes_per_cycle(self) -> float:
+        """The DDR's peak bytes per core cycle: beat bytes x DDR MHz / core MHz (seed: 32 B at
+        800 MHz against 1 GHz = 25.6)."""
+        return self.ddr_beat_bytes * self.clk_ddr.freq_mhz / self.clk_core.freq_mhz
+
+    @property
     def pes(self) -> int:
         return self.array_rows * self.array_cols
 

@@ -282,10 +282,8 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         v.utilisation = v.macs / (v.cycles_simpy * cfg.pes)
         c = v.counters
         ddr_bytes = c.get("ddr_read_bytes", 0) + c.get("ddr_write_bytes", 0) + c.get("fetch_bytes", 0)
-        core_per_ddr = cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
-        bw_bytes_per_core_cycle = cfg.ddr_beat_bytes * core_per_ddr
         compute = v.macs / cfg.pes
-        memory = ddr_bytes / bw_bytes_per_core_cycle
+        memory = ddr_bytes / cfg.ddr_peak_bytes_per_cycle
         v.roofline_cycles = max(compute, memory)
         v.roofline_bound = "compute" if compute >= memory else "memory"
         v.traffic = traffic_figures(meta, c)

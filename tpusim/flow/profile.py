@@ -93,10 +93,6 @@ def _layer_of(binary: TpuBinary) -> list:
     return owner
 
 
-def _peak_bytes_per_cycle(cfg) -> float:
-    return cfg.ddr_beat_bytes * cfg.clk_ddr.freq_mhz / cfg.clk_core.freq_mhz
-
-
 def _sram_words_by_instruction(timeline: list, sram_grants) -> dict:
     """SRAM word accesses per timeline index: each grant of requester (= engine) e falls in the
     [start, completion] interval of exactly one instruction of engine e (engines run in order)."""
@@ -152,7 +148,7 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=(),
         a["load" if ins.op == "DMA_LOAD" else "store"] += _dma_bytes(ins)
         a["sram"] += sram_words.get(idx, 0) * cfg.word_bytes
         a["accs"] += _acc_accesses(ins, cfg.array_cols)
-    peak = _peak_bytes_per_cycle(cfg)
+    peak = cfg.ddr_peak_bytes_per_cycle
     e = cfg.energy
     rows = []
     for L, a in zip(layers, acc):
@@ -235,7 +231,7 @@ def roofline_png(rows: list[dict], cfg, path: Path) -> tuple:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    peak = _peak_bytes_per_cycle(cfg)
+    peak = cfg.ddr_peak_bytes_per_cycle
     pts = [(r["macs"] / max(r["load_bytes"] + r["store_bytes"], 1), r["macs"] / max(r["cycles"], 1), r)
            for r in rows if r["macs"]]
     fig, ax = plt.subplots(figsize=(7.0, 4.5), dpi=100)
