@@ -90,7 +90,10 @@ def local_cluster(jobs: int, local_directory: str | Path | None = None, **kw) ->
     """J worker processes, 1 thread each, everything on 127.0.0.1, no dashboard. The worker
     processes start with SIGINT ignored (a disposition that survives exec), so a Ctrl-C at the
     terminal, sent to the whole process group, reaches the client alone: it stops the campaign
-    and closes the cluster, without a KeyboardInterrupt traceback from every worker. Dask's own
+    and closes the cluster, without a KeyboardInterrupt traceback from every worker. The price: a
+    Ctrl-C while the cluster starts (seconds on a loaded machine) is ignored; press it again once
+    the campaign runs (a signal mask instead was tried: Dask's loop thread, started earlier, spawns
+    the workers with SIGINT unblocked, so they died with tracebacks). Dask's own
     logs are silenced below CRITICAL: while the cluster closes, a worker whose heartbeat meets the
     closed scheduler logs a CommClosedError traceback at ERROR, which is shutdown noise; a task's
     real failure reaches the campaign as the task's exception, not through these logs."""
