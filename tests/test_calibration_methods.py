@@ -9,6 +9,7 @@ import pytest
 import qnets
 
 from tpucompile import driver
+from tpucompile.frontend.onnx_import import import_onnx
 from tpucompile.quantize.calibrate import (
     CALIB_METHODS,
     EXTERNAL_MIN_BYTES,
@@ -113,6 +114,28 @@ def test_large_weights_reach_onnxruntime_as_arrays_with_the_same_results():
     assert stripped.ByteSize() < big.nbytes // 10
     x = rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)
     got = session_with_outputs(model, ["z", "y"]).run(None, {"x": x})
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert np.array_equal(got[0], want[0])
+
+
+def test_import_hands_its_weights_to_the_calibration_session():
+    """import_onnx fills ``weights`` with its read-only initializer arrays; the calibration
+    session takes those very arrays (no second copy of ``raw_data``) and its outputs equal a
+    plain session's."""
+    model = qnets.conv_bn_relu()
+    rng = np.random.default_rng(1)
+    big = rng.normal(0, 0.1, (64, 8, 7, 7)).astype(np.float32)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(big, "wbig"))
+    model.graph.node.append(onnx.helper.make_node("Conv", ["y", "wbig"], ["z"], name="big", pads=[3, 3, 3, 3]))
+    del model.graph.output[:]
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    weights: dict = {}
+    import_onnx(model, weights)
+    assert "wbig" in weights and not weights["wbig"].flags.writeable and np.array_equal(weights["wbig"], big)
+    _, names, arrays = _without_big_weights(model, weights)
+    assert names == ["wbig"] and arrays[0] is weights["wbig"]
+    x = rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)
+    got = session_with_outputs(model, ["z"], weights).run(None, {"x": x})
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     assert np.array_equal(got[0], want[0])
 

@@ -6,7 +6,7 @@ import qnets
 from onnx import TensorProto, helper
 
 from tpucompile import realdata
-from tpucompile.frontend.onnx_import import import_onnx
+from tpucompile.frontend.onnx_import import _all_finite, import_onnx
 from tpucompile.ir import Graph, Node, Tensor, dump, verify
 from tpusim.arch.errors import CompileError
 
@@ -308,3 +308,17 @@ def test_flatten_then_gemm_is_a_conv_over_the_whole_map(reshape):
     assert fc.op == "Conv" and fc.attrs["kernel_shape"] == (3, 3) and fc.inputs[0] == "p"
     assert "Reshape" not in {n.op for n in g.nodes} and "Flatten" not in {n.op for n in g.nodes}
     assert g.tensors[fc.inputs[1]].shape == (10, 8, 3, 3)
+
+
+def test_all_finite_by_one_sum_and_exact_when_the_sum_overflows():
+    """The initializer check sums once; a NaN or infinity fails it, and finite values whose
+    float32 sum overflows still pass (checked value by value)."""
+    assert _all_finite(np.full(4, 3e38, np.float32))             # sum overflows to inf: all finite
+    assert _all_finite(np.array([3e38, -3e38, 3e38, 3e38], np.float32))
+    for bad in (np.nan, np.inf, -np.inf):
+        a = np.ones(1000, np.float32)
+        a[517] = bad
+        assert not _all_finite(a)
+    a = np.full(4, 3e38, np.float32)
+    a[0] = np.inf
+    assert not _all_finite(a)

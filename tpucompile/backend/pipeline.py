@@ -182,18 +182,21 @@ def memplan(lp: LayoutPlan) -> MemPlan:
     burst boundary, in op order, placed after the activations."""
     qg, cfg = lp.qg, lp.cfg
     ddr = plan_activations(qg, lp.tensors, cfg, keep_all=lp.graph.options.keep_intermediates)
-    blob = bytearray()
+    parts, size = [], 0              # the blob's pieces, joined once (VGG-19: 143 MB)
     offsets = []
     for op in qg.ops:
         offs = {}
         for seg, data in OP_TABLE.device(op).constants(op, cfg).items():
-            blob += bytes(round_up(len(blob), cfg.dma_burst_bytes) - len(blob))
-            offs[seg] = len(blob)
-            blob += data
+            pad = round_up(size, cfg.dma_burst_bytes) - size
+            parts.append(bytes(pad))
+            offs[seg] = size + pad
+            parts.append(data)
+            size += pad + memoryview(data).nbytes
         offsets.append(offs)
+    blob = b"".join(parts)
     caddr = place_consts(ddr, len(blob), cfg)
     consts = [{seg: caddr + off for seg, off in offs.items()} for offs in offsets]
-    return MemPlan(lp, ddr, bytes(blob), consts)
+    return MemPlan(lp, ddr, blob, consts)
 
 
 def tiling(mp: MemPlan) -> TiledProgram:

@@ -254,8 +254,10 @@ def activation_params(lo: float, hi: float) -> tuple:
     return float(scale), zp
 
 
-#: elements per chunk of ``weight_params``' float64 arithmetic
-WEIGHT_CHUNK = 1 << 20
+#: elements per chunk of ``weight_params``' float64 arithmetic (512 KiB of float64: the chunk
+#: stays in the cache between its divide, round, clip and cast; VGG-19's 102 M-element FC weight
+#: 0.30 -> 0.24 s CPU against chunks of 1 M elements)
+WEIGHT_CHUNK = 1 << 16
 
 
 def weight_params(w: np.ndarray, scale: np.ndarray | None = None) -> tuple:

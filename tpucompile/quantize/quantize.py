@@ -355,12 +355,15 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     if not isinstance(model, onnx.ModelProto):
         model = read_onnx(model)
     dumps = IrDumps.open(dump_dir)
-    g, pending, _ = split_host_tail(run_passes(import_onnx(model), dumps, host_tail), model if host_tail else None)
+    weights: dict = {}              # the initializers' arrays, read once for import and calibration
+    g, pending, _ = split_host_tail(run_passes(import_onnx(model, weights), dumps, host_tail),
+                                    model if host_tail else None)
     names = calibration_names(g)
     check_host_memory(g, names)
     if callable(calib_images):
         calib_images = calib_images()
-    stats = calibrate(model, calib_images, names, method=calib_method, row_offset_free=softmax_score_tensors(g))
+    stats = calibrate(model, calib_images, names, method=calib_method, row_offset_free=softmax_score_tensors(g),
+                      weights=weights)
     qg = quantize_graph(g, stats, model if host_tail else None, pending, cfg)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))

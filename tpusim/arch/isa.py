@@ -271,12 +271,21 @@ def check_ranges(ins: Instruction) -> None:
             raise IsaError(f"{ins.op}: field {name}={v} out of range [{lo}, {hi}] ({bits} bits)")
 
 
+@lru_cache(maxsize=None)
+def _encoding(op: str) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+    """(opcode byte, (name, mask, lsb) of each field in ``OpSpec.layout`` order) of opcode ``op``."""
+    spec = OPCODES[op]
+    return spec.code, tuple((f.name, (1 << f.bits) - 1, lsb) for f, lsb in spec.layout())
+
+
 def encode(ins: Instruction) -> bytes:
     """The 32-byte little-endian encoding of an instruction."""
     check_ranges(ins)
-    word = ins.spec.code | ins.wait << 8 | ins.signal << 12
-    for f, lsb in ins.spec.layout():
-        word |= (ins.args[f.name] & ((1 << f.bits) - 1)) << lsb
+    code, fields = _encoding(ins.op)
+    word = code | ins.wait << 8 | ins.signal << 12
+    args = ins.args
+    for name, mask, lsb in fields:
+        word |= (args[name] & mask) << lsb
     return word.to_bytes(INSTR_BYTES, "little")
 
 
