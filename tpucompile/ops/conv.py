@@ -398,8 +398,9 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     for ti, tile in enumerate(tile_list):
         oy0, th, ox0, tw = tile[:4]
         M = th * tw
-        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        win = input_window(op, X, oy0, th, ox0, tw, ap, skip_rows=True)
         nrows, ncols = win.nrows, win.ncols
+        ystep = sh // win.row_step * ncols           # words between the window rows of two output rows
         if tl.acc_halves:
             acc0 = half * (depth // 2)
         else:       # a one-block tile alternately at the bottom and the top: only the rows both
@@ -455,9 +456,9 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                 if mm == 0:
                                     flush(rest)
                                 act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
-                                last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
+                                last = act + (th - 1) * ystep + (tw - 1) * sw + 1
                                 P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
-                                      count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
+                                      count_x=tw, stride_x=sw, count_y=th, stride_y=ystep,
                                       acc_addr=acc, accumulate=1 if nb in started else 0)
                                 started.add(nb)
                                 mm += 1
@@ -536,7 +537,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     kinds: dict = {}     # (th, tw, window rows, window columns, pooled tile) -> tiles
     for tile in conv_tiles(Ho, Wo, tl) if tiles is None else tiles:
         oy0, th, ox0, tw = tile[:4]
-        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        win = input_window(op, X, oy0, th, ox0, tw, ap, skip_rows=True)
         key = (th, tw, win.nrows, win.ncols, None if pooled is None else pooled(tile))
         kinds[key] = kinds.get(key, 0) + 1
     groups = ceil_div(NB, tl.nbg)
