@@ -36,10 +36,11 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     for _ in range(total + 2):
         wwords.append((round_up(wwords[-1], min(bwd, C)) if 2 * C > bwd else wwords[-1]) + C)
 
-    def batched(M, kbg, ih, iw, ni, s_out, aligned):
-        """A streaming candidate gets weight batches: its pair is shorter than a one-tile DMA and
-        the ring of two bank-started halves fits (on its own banks if the candidate is)."""
-        if gb == 1 or C + M + R + 6 >= tiling.tile_dma_cycles(cfg):
+    def batched(M, kbg, ih, iw, ni, s_out, aligned, load_bound):
+        """A streaming candidate gets weight batches: its pair is shorter than a one-tile DMA or
+        its LOAD time (one DMA per tile) is at least its MXU time, and the ring of two
+        bank-started halves fits (on its own banks if the candidate is)."""
+        if gb == 1 or (C + M + R + 6 >= tiling.tile_dma_cycles(cfg) and not load_bound):
             return False
         half = 0
         for _ in range(gb):
@@ -55,10 +56,11 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         wbytes = nt * KB * T * wcols * W - nres * (nt - 1) * wcols * W // NB     # columns past cout: not loaded
         load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw
         aligned = wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) <= cfg.sram_words
-        if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned):
-            loads = ceil_div(loads, gb)
-        load += per_dma * (nt * windows * ceil_div(KB, kbg) + loads + nt * NB)
         mxu = nt * NB * KB * T * (C + M + R + 6)
+        others = nt * windows * ceil_div(KB, kbg) + nt * NB         # window and table DMAs
+        if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned, load + per_dma * (others + loads) >= mxu):
+            loads = ceil_div(loads, gb)
+        load += per_dma * (others + loads)
         est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
         if not aligned:
             est += 0.3 * min(load, mxu)

@@ -9,7 +9,8 @@ SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per laye
          DMAs, ``wbatch`` > 1, two halves of ``wbatch`` slots, each from a bank's start); 2
          requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
-         a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
+         a wide array; with a fused Add's skip slots in two bank-aligned parity groups where
+         they fit, ``conv_regions(split=True)``), ``ni`` input slots of ``kbg`` cin blocks of an
          (ih x iw) input window; a conv with a fused residual Add (ops/conv_add.py) also
          ``SKIP_SLOTS`` skip slots of an output slot's size.
   vector-unit ops (pool, add): two slot groups (double buffering) of the regions the op
@@ -705,15 +706,15 @@ def _pick(node: str, key: tuple, price: tuple, cfg: HwConfig, kernel, strides, c
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
     # the first streaming candidate of the least estimate (only those that fit are weighed)
     bw, dma_cycles = price
-    live_est = c.est_cycles(bw, _batched_terms(c, cfg), dma_cycles)
+    live_est = c.est_cycles(bw, _batched_terms(c, cfg, price), dma_cycles)
     k = int(np.argmin(live_est))
     i, est_i = int(c.live[k]), float(live_est[k])
-    choice = _conv_choice(node, key, c, i, cfg)
+    choice = _conv_choice(node, key, c, i, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
         est_j = c.est_one(bw, j, dma_cycles)
         if est_j <= est_i:
-            twin = _conv_choice(node, key, c, j, cfg)
+            twin = _conv_choice(node, key, c, j, cfg, price)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
     if len(_PICKS) >= _PICKS_MAX:
@@ -722,13 +723,27 @@ def _pick(node: str, key: tuple, price: tuple, cfg: HwConfig, kernel, strides, c
     return out
 
 
-def _batched_terms(c: ConvCandidates, cfg: HwConfig) -> tuple:
+def _batch_pays(c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> bool:
+    """Candidate ``i``'s streaming weight tiles come in batches (where the ring fits): its
+    LOAD_WEIGHTS + MATMUL pair (``mxu_pair_cycles`` + 6) is shorter than a one-tile DMA
+    (``tile_dma_cycles``: the MXU waits for weight DMAs), or its LOAD time at ``price`` (one DMA
+    per tile) is at least its MXU time (the LOAD channel bounds the layer: windows and skip tiles
+    share it with the weights, so fewer DMA instructions shorten it). Else a batch only delays
+    the first MATMUL of each batch."""
+    t, key = c.table, c.key
+    if mxu_pair_cycles(int(t.M[t.pair[i]]), key[6], key[7]) + 6 < tile_dma_cycles(cfg):
+        return True
+    load_b, dma, _, mxu, *_ = (float(a[0]) for a in c.terms_at(i))
+    return load_b / price[0] + dma * price[1] >= mxu
+
+
+def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
     """The cost terms of the live streaming candidates of ``c`` (``c.live_terms``), their DMA
     instructions counting one per batch of ``weight_batch_tiles`` weight tiles where
-    ``_conv_choice`` gives the candidate batches: its LOAD_WEIGHTS + MATMUL pair is shorter than
-    a one-tile DMA and the ring of two bank-started halves fits next to its tables, outputs and
-    input slots (on their own banks if the candidate's are). Where no batch is possible,
-    ``c.live_terms`` itself."""
+    ``_conv_choice`` gives the candidate batches: batches pay (``_batch_pays``, at ``price``) and
+    the ring of two bank-started halves fits next to its tables, outputs and input slots (on
+    their own banks if the candidate's are). Where no batch is possible, ``c.live_terms``
+    itself."""
     gb = weight_batch_tiles(cfg)
     if gb == 1 or len(c.live) == 0:
         return c.live_terms
@@ -742,11 +757,11 @@ def _batched_terms(c: ConvCandidates, cfg: HwConfig) -> tuple:
     aligned = (round_up(ring, bwd) + c.pogrp[pair] + t.ni[live] * (-(-t.slot[live] // bwd) * bwd)
                <= sram_words)
     fits = np.where(c.aligned[live], aligned, packed)
-    fast = mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)
+    load_b, dma, _, mxu, *_ = c.live_terms
+    fast = (mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)) | (load_b / price[0] + dma * price[1] >= mxu)
     wtiles = t.ntiles[pair] * (NB * KB * kh * kw)
     saved = np.where(fits & fast, wtiles - -(-wtiles // gb), 0)
-    load_b, dma, *rest = c.live_terms
-    return (load_b, dma - saved, *rest)
+    return (load_b, dma - saved, *c.live_terms[2:])
 
 
 #: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result
@@ -754,12 +769,13 @@ _CHOICES: dict = {}
 _CHOICES_MAX = 1 << 16
 
 
-def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
+def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
     weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
     pair of the tile's M vectors, ``mxu_pair_cycles`` + 6, is shorter than a one-tile DMA,
-    ``tile_dma_cycles``: two batches of tiles, each batch loaded by one DMA while the MXU reads
+    ``tile_dma_cycles``, or the candidate's LOAD time at ``price`` is at least its MXU time
+    (``_batch_pays``): two batches of tiles, each batch loaded by one DMA while the MXU reads
     the other, ``wbatch`` = the batch; else 4, 3, 2 and ``wbatch`` 1; weights resident: one per
     weight tile of the layer) whose regions fit, bank-aligned
     if the candidate is and that fits, else packed. A conv without a fused Add or pool first tries
@@ -772,8 +788,8 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     t = c.table
     th, tw = int(t.th[i]), int(t.tw[i])
     gb = weight_batch_tiles(cfg)        # from DMA fields, not in ``key``
-    if gb > 1 and mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tile_dma_cycles(cfg):
-        gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
+    if gb > 1 and not _batch_pays(c, i, cfg, price):
+        gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = _CHOICES.get((key, i, gb))
     if out is not None:
         return out
