@@ -21,7 +21,8 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     candidate by candidate, by the module docstring's cost model: the busiest of LOAD (bytes /
     ``conv_dma_price``: load_bw + 40 per DMA, or on arrays with weight batches the idle-chip DMA
     rate + its round trip per DMA, one per batch of weight tiles where the candidate gets batches),
-    MXU, VPU; + 0.3 x min(LOAD, MXU) off the banks; + the exposed window loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
+    MXU, VPU; + the price's overlap share of min(LOAD, MXU); + 0.3 x min(LOAD, MXU) off the banks; + the
+    exposed window loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
     on its own banks) of the same tile with nres weight tiles resident (several output tiles
     only): each loaded once instead of once per output tile (a tile: its columns holding output
     channels, the N tiles' mean for the resident ones), all of them if their slots fit,
@@ -30,7 +31,7 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     (kh, kw), (sh, sw) = kernel, strides
     KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
     pw, mp, tsw, bwd, bw = cfg.param_words, cfg.requant_planes, tiling.table_slot_words(cfg), cfg.bank_words, tiling.conv_dma_price(cfg)[0]
-    per_dma, gb = tiling.conv_dma_price(cfg)[1], tiling.weight_batch_tiles(cfg)
+    (_, per_dma, overlap), gb = tiling.conv_dma_price(cfg), tiling.weight_batch_tiles(cfg)
     total, wcols = NB * KB * T, min(cout, NB * C)
     wwords = [0]               # [n]: words of n weight slots from address 0, as conv_regions places them
     for _ in range(total + 2):
@@ -62,6 +63,8 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
             loads = ceil_div(loads, gb)
         load += per_dma * (others + loads)
         est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
+        if overlap:
+            est += overlap * min(load, mxu)
         if not aligned:
             est += 0.3 * min(load, mxu)
         if ni == 1:

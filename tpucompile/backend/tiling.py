@@ -237,13 +237,23 @@ _DMA_PRICES: dict = {}
 PRICE_OUTSTANDING = 8
 
 
+#: share of the lesser of a conv candidate's LOAD and MXU times added to its estimate at the
+#: idle-chip DMA price (``_dma_price``): the engines wait for each other (tokens, banks, the
+#: shared DDR bus), so two busy engines do not overlap fully; without it the tiler took a
+#: window read once per cout group with two input slots over one slot read once where LOAD and
+#: MXU balance (medium squeezenet's classifier conv 133 k -> 173 k cycles); 0.3: medium
+#: ResNet-50 7,253,138, 0.15: 7,199,688 (docs/backend.md "DMA-priced conv tiling")
+OVERLAP_SHARE = 0.15
+
+
 def _dma_price(cfg: HwConfig) -> tuple:
-    """(bytes per core cycle, core cycles per instruction) of LOAD instructions as
-    ``tpusim.arch.dma_timing`` times them on an idle chip with ``PRICE_OUTSTANDING`` bursts in
-    flight: the steady-state rate of a long instruction (bursts 32 to 64) and what a one-burst
-    instruction takes beyond it (its round trip). 'medium': 14.6 B/cycle (a burst's SRAM write,
-    8 words and two crossings, every 17.5 ns) and 42.5 cycles per instruction. Cached by the
-    fields it reads (the estimator's config view is not hashable and records those reads)."""
+    """(bytes per core cycle, core cycles per instruction, ``OVERLAP_SHARE``) of LOAD
+    instructions as ``tpusim.arch.dma_timing`` times them on an idle chip with
+    ``PRICE_OUTSTANDING`` bursts in flight: the steady-state rate of a long instruction (bursts
+    32 to 64) and what a one-burst instruction takes beyond it (its round trip). 'medium':
+    14.6 B/cycle (a burst's SRAM write, 8 words and two crossings, every 17.5 ns) and 42.5
+    cycles per instruction. Cached by the fields it reads (the estimator's config view is not
+    hashable and records those reads)."""
     key = (cfg.clk_core, cfg.clk_ddr, cfg.clk_dma, cfg.dma_burst_bytes, cfg.ddr_beat_bytes, cfg.word_bytes,
            cfg.ddr_latency_cycles)
     out = _DMA_PRICES.get(key)
@@ -253,14 +263,15 @@ def _dma_price(cfg: HwConfig) -> tuple:
         d = DmaTiming(SimpleNamespace(name="price", dma_outstanding=PRICE_OUTSTANDING, **dict(zip(fields, key))))
         core_ps = 1e6 / cfg.clk_core.freq_mhz
         steady = (d.load_ps(64) - d.load_ps(32)) / 32 / core_ps
-        out = _DMA_PRICES[key] = (cfg.dma_burst_bytes / steady, d.load_ps(1) / core_ps - steady)
+        out = _DMA_PRICES[key] = (cfg.dma_burst_bytes / steady, d.load_ps(1) / core_ps - steady, OVERLAP_SHARE)
     return out
 
 
 def conv_dma_price(cfg: HwConfig) -> tuple:
-    """(LOAD bytes per core cycle, cycles per DMA instruction) the conv tiler prices candidates
-    at: where weight batches exist (``weight_batch_tiles`` > 1: small arrays, whose LOADs the
-    per-instruction round trip dominates) the idle-chip DMA timing (``_dma_price``; the rough
+    """(LOAD bytes per core cycle, cycles per DMA instruction, overlap share:
+    ``ConvCandidates.est_cycles``) the conv tiler prices candidates at: where weight batches
+    exist (``weight_batch_tiles`` > 1: small arrays, whose LOADs the per-instruction round trip
+    dominates) the idle-chip DMA timing (``_dma_price``; the rough
     ``load_bw`` prices one burst at a time, ~3.9 B/cycle on 'medium' against ~9 to 14.6
     measured, and made the tiler trade MXU time for bytes), else ``load_bw`` and
     ``DMA_INSTR_CYCLES`` as before (seed: unchanged)."""
@@ -270,10 +281,10 @@ def conv_dma_price(cfg: HwConfig) -> tuple:
 
 
 def rough_dma_price(cfg: HwConfig) -> tuple:
-    """(``load_bw``, ``DMA_INSTR_CYCLES``): the price the vector-unit tilers charge, and the conv
+    """(``load_bw``, ``DMA_INSTR_CYCLES``, 0): the price the vector-unit tilers charge, and the conv
     tiler where no weight batch exists or for a fused pool (whose fusion is weighed against the
     pool's own ``load_bw`` estimate, ``ops/pool.py``)."""
-    return load_bw(cfg), float(DMA_INSTR_CYCLES)
+    return load_bw(cfg), float(DMA_INSTR_CYCLES), 0.0
 
 
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
@@ -443,12 +454,15 @@ class ConvCandidates(NamedTuple):
         """DDR bytes candidate ``i`` loads."""
         return int(self.table.load_bytes[i]) if i < self.nstream else self.resident(i)[2]
 
-    def est_one(self, bw: float, i: int, dma_cycles: float = DMA_INSTR_CYCLES) -> float:
+    def est_one(self, bw: float, i: int, dma_cycles: float = DMA_INSTR_CYCLES, overlap: float = 0.0) -> float:
         """``est_cycles`` of candidate ``i`` alone, in Python floats (the same IEEE double
         operations in the same order, so the same value)."""
         load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
         load_t = load_b / bw + dma * dma_cycles
-        return max(load_t, peak) + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+        est = max(load_t, peak)
+        if overlap:
+            est += overlap * min(load_t, mxu)
+        return est + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
 
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
@@ -481,18 +495,23 @@ class ConvCandidates(NamedTuple):
             out = self.resident_memo[j] = (nres, aligned, load_bytes, terms)
         return out
 
-    def est_cycles(self, bw: float, terms: tuple | None = None, dma_cycles: float = DMA_INSTR_CYCLES) -> np.ndarray:
+    def est_cycles(self, bw: float, terms: tuple | None = None, dma_cycles: float = DMA_INSTR_CYCLES,
+                   overlap: float = 0.0) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
         input slot exposes; each term added as 0.0 where it does not apply; inf where the
-        candidate does not fit the SRAM). ``terms``: those of some candidates (default all:
-        ``self.terms``); each candidate's value is the same whichever others are weighed."""
+        candidate does not fit the SRAM; ``overlap`` x the lesser of LOAD and MXU more: the part
+        of the shorter engine's work that does not hide under the longer one's,
+        ``conv_dma_price``). ``terms``: those of some candidates (default all: ``self.terms``);
+        each candidate's value is the same whichever others are weighed."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
         load_t = load_b / bw
         load_t += dma * dma_cycles
         est = np.maximum(load_t, peak)
         t = np.minimum(load_t, mxu, out=load_t)        # in place (the same roundings, fewer arrays)
+        if overlap:
+            est += overlap * t
         t *= 0.3
         t *= unaligned
         est += t
@@ -705,14 +724,14 @@ def _pick(node: str, key: tuple, price: tuple, cfg: HwConfig, kernel, strides, c
                               f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
     # the first streaming candidate of the least estimate (only those that fit are weighed)
-    bw, dma_cycles = price
-    live_est = c.est_cycles(bw, _batched_terms(c, cfg, price), dma_cycles)
+    bw, dma_cycles, overlap = price
+    live_est = c.est_cycles(bw, _batched_terms(c, cfg, price), dma_cycles, overlap)
     k = int(np.argmin(live_est))
     i, est_i = int(c.live[k]), float(live_est[k])
     choice = _conv_choice(node, key, c, i, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
-        est_j = c.est_one(bw, j, dma_cycles)
+        est_j = c.est_one(bw, j, dma_cycles, overlap)
         if est_j <= est_i:
             twin = _conv_choice(node, key, c, j, cfg, price)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
@@ -802,8 +821,8 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
     ring = nws[:1] if gb > 1 and nws[0] == 2 * gb else ()       # the batch ring before larger output slots
-    if not pth and c.aligned_at(i):
-        out = _split_choice(key, i, gb, c, cfg, nres, nws, s_out, s_out if skip else th * tw, ni, slot)
+    if skip and c.aligned_at(i):        # (plain convs too: medium -0.1 %, seed squeezenet +0.04 %)
+        out = _split_choice(key, i, gb, c, cfg, nres, nws, s_out, ni, slot)
         if out is not None:
             return out
     for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned_at(i) else (False,))
@@ -850,24 +869,24 @@ SPLIT_MIN_SHARE = 0.5
 
 
 def _split_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig, nres: int, nws: tuple, s_out: int,
-                  s_max: int, ni: int, slot: int) -> tuple | None:
+                  ni: int, slot: int) -> tuple | None:
     """A fused residual Add's regions on their own banks with the output and skip slots in two
     parity groups (``conv_regions(split=True)``): the largest output slots from ``s_out`` down to
     ``SPLIT_MIN_SHARE`` of it that fit with the first of the weight rings ``nws`` that fits;
     None if none does (``_conv_choice`` then packs them as before)."""
-    lo_min, skip = max(1, int(s_out * SPLIT_MIN_SHARE)), key[16]
+    lo_min = max(1, int(s_out * SPLIT_MIN_SHARE))
     for nw in nws:
         wb = gb if nw == 2 * gb and gb > 1 else 1
-        if conv_regions(cfg, nres + nw, lo_min, ni, slot, True, skip=skip, wbatch=wb, split=True) is None:
+        if conv_regions(cfg, nres + nw, lo_min, ni, slot, True, skip=True, wbatch=wb, split=True) is None:
             continue
-        lo, hi = lo_min, s_max
+        lo, hi = lo_min, s_out
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if conv_regions(cfg, nres + nw, mid, ni, slot, True, skip=skip, wbatch=wb, split=True) is None:
+            if conv_regions(cfg, nres + nw, mid, ni, slot, True, skip=True, wbatch=wb, split=True) is None:
                 hi = mid - 1
             else:
                 lo = mid
-        regs = conv_regions(cfg, nres + nw, lo, ni, slot, True, skip=skip, wbatch=wb, split=True)
+        regs = conv_regions(cfg, nres + nw, lo, ni, slot, True, skip=True, wbatch=wb, split=True)
         return _store_choice(key, i, gb, c, cfg, nw, lo, regs, True, wb)
     return None
 

@@ -507,8 +507,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes (each weight tile its ``tile_cols`` words; ``tl.wbatch`` > 1: one
-    DMA_LOAD per batch of that many streaming tiles, counted at the first N tile's size). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    ``requant_planes`` planes (each weight tile its ``tile_cols`` words; ``tl.wbatch`` > 1: the
+    streaming tiles in batches of that many, ``_batch_loads``). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
     accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
     tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
@@ -543,16 +543,17 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     groups = ceil_div(NB, tl.nbg)
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     multi = sum(kinds.values()) > 1
+    if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
+        order = [nb for g0 in range(0, NB, tl.nbg) for k0 in range(0, KB, tl.kbg)
+                 for kb in range(k0, min(KB, k0 + tl.kbg)) for nb in range(g0, min(NB, g0 + tl.nbg))
+                 for t in range((nb * KB + kb) * T, (nb * KB + kb + 1) * T) if t >= tl.nres]
+        wt = _batch_loads(w, [wbytes[nb] for nb in order] * sum(kinds.values()), tl.wbatch, bb)
     for (th, tw, nrows, ncols, pool), n in kinds.items():
         M = th * tw
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
-        if tl.wbatch > 1:       # batches of wbatch streaming tiles, one DMA each (most are one)
-            full, rest = divmod(n * sum(KB * T - r for r in res), tl.wbatch)
-            wt = w.load(full, wbytes[0], bb, runs=tl.wbatch)
-            w.load(1 if rest else 0, wbytes[0], bb, runs=rest)
-        else:
+        if tl.wbatch == 1:
             wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
         for part in (pw * W,) if table_parts is None else table_parts:
             w.load(n * len(blocks), part, bb, runs=mg)
@@ -603,6 +604,24 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
                 w.expose_stores(n * groups, b)
             w.exposed_cycles += n * groups * sum(rq[-2:])
     return w
+
+
+def _batch_loads(w: LayerWork, sizes: list, batch: int, bb: int) -> int:
+    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (in MATMUL order), ``batch`` at
+    a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs`` starts a new
+    DMA at a tile of another size); returns the bursts of the first."""
+    first = None
+    for j0 in range(0, len(sizes), batch):
+        seg = sizes[j0:j0 + batch]
+        i = 0
+        while i < len(seg):
+            k = i
+            while k < len(seg) and seg[k] == seg[i]:
+                k += 1
+            b = w.load(1, seg[i], bb, runs=k - i)
+            first = b if first is None else first
+            i = k
+    return first or 0
 
 
 def _remap_channels(op: QConv, maps: dict, blk: int):
