@@ -37,11 +37,12 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     for _ in range(total + 2):
         wwords.append((round_up(wwords[-1], min(bwd, C)) if 2 * C > bwd else wwords[-1]) + C)
 
-    def batched(M, kbg, ih, iw, ni, s_out, aligned, load_bound):
+    def batched(M, kbg, ih, iw, ni, s_out, aligned, load_bound, loads):
         """A streaming candidate gets weight batches: its pair is shorter than a one-tile DMA or
         its LOAD time (one DMA per tile) is at least its MXU time, and the ring of two
         bank-started halves fits (on its own banks if the candidate is)."""
-        if gb == 1 or (C + M + R + 6 >= tiling.tile_dma_cycles(cfg) and not load_bound):
+        saves = (loads - ceil_div(loads, gb)) * per_dma > (gb - 1) * C * W / bw    # round trips vs the first batch
+        if gb == 1 or (C + M + R + 6 >= tiling.tile_dma_cycles(cfg) and not (load_bound and saves)):
             return False
         half = 0
         for _ in range(gb):
@@ -59,7 +60,7 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         aligned = wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) <= cfg.sram_words
         mxu = nt * NB * KB * T * (C + M + R + 6)
         others = nt * windows * ceil_div(KB, kbg) + nt * NB         # window and table DMAs
-        if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned, load + per_dma * (others + loads) >= mxu):
+        if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned, load + per_dma * (others + loads) >= mxu, loads):
             loads = ceil_div(loads, gb)
         load += per_dma * (others + loads)
         est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))

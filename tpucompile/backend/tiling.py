@@ -747,13 +747,25 @@ def _batch_pays(c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> bool:
     LOAD_WEIGHTS + MATMUL pair (``mxu_pair_cycles`` + 6) is shorter than a one-tile DMA
     (``tile_dma_cycles``: the MXU waits for weight DMAs), or its LOAD time at ``price`` (one DMA
     per tile) is at least its MXU time (the LOAD channel bounds the layer: windows and skip tiles
-    share it with the weights, so fewer DMA instructions shorten it). Else a batch only delays
-    the first MATMUL of each batch."""
+    share it with the weights, so fewer DMA instructions shorten it) and the round trips the
+    batches save outweigh the first batch's wait (``_saves_round_trips``: bert-tiny's attention
+    MatMuls, one batch each, lost ~480 cycles a layer). Else a batch only delays the first
+    MATMUL of each batch."""
     t, key = c.table, c.key
     if mxu_pair_cycles(int(t.M[t.pair[i]]), key[6], key[7]) + 6 < tile_dma_cycles(cfg):
         return True
     load_b, dma, _, mxu, *_ = (float(a[0]) for a in c.terms_at(i))
-    return load_b / price[0] + dma * price[1] >= mxu
+    (kh, kw), KB, NB = key[0], key[2], key[3]
+    wtiles = int(t.ntiles[t.pair[i]]) * (NB * KB * kh * kw - c.nres(i))
+    return load_b / price[0] + dma * price[1] >= mxu and bool(_saves_round_trips(wtiles, key, cfg, price))
+
+
+def _saves_round_trips(wtiles, key: tuple, cfg: HwConfig, price: tuple):
+    """Batches of ``weight_batch_tiles`` over ``wtiles`` streaming weight tiles (int or int64
+    array) save more DMA round trips (``price``'s cycles per DMA) than the first batch's other
+    tiles add before the first MATMUL (their ``C x W`` bytes at ``price``'s rate)."""
+    gb = weight_batch_tiles(cfg)
+    return (wtiles - -(-wtiles // gb)) * price[1] > (gb - 1) * key[7] * key[6] / price[0]
 
 
 def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
@@ -777,8 +789,9 @@ def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
                <= sram_words)
     fits = np.where(c.aligned[live], aligned, packed)
     load_b, dma, _, mxu, *_ = c.live_terms
-    fast = (mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)) | (load_b / price[0] + dma * price[1] >= mxu)
     wtiles = t.ntiles[pair] * (NB * KB * kh * kw)
+    fast = (mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)) | (
+        (load_b / price[0] + dma * price[1] >= mxu) & _saves_round_trips(wtiles, key, cfg, price))
     saved = np.where(fits & fast, wtiles - -(-wtiles // gb), 0)
     return (load_b, dma - saved, *c.live_terms[2:])
 
