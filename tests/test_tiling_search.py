@@ -19,8 +19,10 @@ from tpusim.arch.errors import CompileError
 def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     """(th, tw, nbg, kbg, ni, est, twin) of the first cheapest candidate that streams its weights,
     candidate by candidate, by the module docstring's cost model: the busiest of LOAD (bytes /
-    load_bw + 40 per DMA), MXU, VPU; + 0.3 x min(LOAD, MXU) off the banks; + the exposed window
-    loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
+    ``conv_dma_price``: load_bw + 40 per DMA, or on arrays with weight batches the idle-chip DMA
+    rate + its round trip per DMA, one per batch of weight tiles where the candidate gets batches),
+    MXU, VPU; + the price's overlap share of min(LOAD, MXU); + 0.3 x min(LOAD, MXU) off the banks; + the
+    exposed window loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
     on its own banks) of the same tile with nres weight tiles resident (several output tiles
     only): each loaded once instead of once per output tile (a tile: its columns holding output
     channels, the N tiles' mean for the resident ones), all of them if their slots fit,
@@ -28,20 +30,42 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     R, C, W, ap = cfg.array_rows, cfg.array_cols, cfg.word_bytes, align_px(cfg)
     (kh, kw), (sh, sw) = kernel, strides
     KB, NB, T = ceil_div(cin, R), out_tiles(cout, cfg), kh * kw
-    pw, mp, tsw, bwd, bw = cfg.param_words, cfg.requant_planes, tiling.table_slot_words(cfg), cfg.bank_words, tiling.load_bw(cfg)
+    pw, mp, tsw, bwd, bw = cfg.param_words, cfg.requant_planes, tiling.table_slot_words(cfg), cfg.bank_words, tiling.conv_dma_price(cfg)[0]
+    (_, per_dma, overlap), gb = tiling.conv_dma_price(cfg), tiling.weight_batch_tiles(cfg)
     total, wcols = NB * KB * T, min(cout, NB * C)
     wwords = [0]               # [n]: words of n weight slots from address 0, as conv_regions places them
     for _ in range(total + 2):
         wwords.append((round_up(wwords[-1], min(bwd, C)) if 2 * C > bwd else wwords[-1]) + C)
 
+    def batched(M, kbg, ih, iw, ni, s_out, aligned, load_bound, loads):
+        """A streaming candidate gets weight batches: its pair is shorter than a one-tile DMA or
+        its LOAD time (one DMA per tile) is at least its MXU time, and the ring of two
+        bank-started halves fits (on its own banks if the candidate is)."""
+        saves = (loads - ceil_div(loads, gb)) * per_dma > (gb - 1) * C * W / bw    # round trips vs the first batch
+        if gb == 1 or (C + M + R + 6 >= tiling.tile_dma_cycles(cfg) and not (load_bound and saves)):
+            return False
+        half = 0
+        for _ in range(gb):
+            half = (round_up(half, min(bwd, C)) if 2 * C > bwd else half) + C
+        ring = round_up(half, bwd) + half
+        if aligned:
+            return round_up(ring, bwd) + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) \
+                <= cfg.sram_words
+        return ring + 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw <= cfg.sram_words
+
     def cost(nt, windows, M, ih, iw, tw, kbg, ni, s_out, nres, wgrp):
         loads = nres + (total - nres) * nt          # weight tile DMAs
         wbytes = nt * KB * T * wcols * W - nres * (nt - 1) * wcols * W // NB     # columns past cout: not loaded
-        load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw \
-            + 40 * (nt * windows * ceil_div(KB, kbg) + loads + nt * NB)
-        mxu = nt * NB * KB * T * (C + M + R + 6)
-        est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
+        load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw
         aligned = wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) <= cfg.sram_words
+        mxu = nt * NB * KB * T * (C + M + R + 6)
+        others = nt * windows * ceil_div(KB, kbg) + nt * NB         # window and table DMAs
+        if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned, load + per_dma * (others + loads) >= mxu, loads):
+            loads = ceil_div(loads, gb)
+        load += per_dma * (others + loads)
+        est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
+        if overlap:
+            est += overlap * min(load, mxu)
         if not aligned:
             est += 0.3 * min(load, mxu)
         if ni == 1:
@@ -51,7 +75,7 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     best = None
     for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling.nbg_cands(NB),
                                                   tiling._pow_cands(KB), (2, 1)):
-        M, ih, iw = th * tw, (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
+        M, ih, iw = th * tw, th if kh == 1 else (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
         s_out = tiling.out_slot_words(cfg, M)
         rest = 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw
         nt, windows = ceil_div(oh, th) * ceil_div(ow, tw), 1 if ceil_div(KB, kbg) == 1 else ceil_div(NB, nbg)

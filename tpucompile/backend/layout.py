@@ -46,6 +46,13 @@ from tpusim.arch.device_checks import ddr_align_bytes
 from tpusim.arch.errors import CompileError
 
 
+def window_rows(th, kh: int, sh: int):
+    """Input rows a conv's window of ``th`` output rows (int or int64 array) holds in SRAM: the
+    (th - 1) * sh + kh rows it spans, or th for a one-row kernel (its other rows are never read,
+    so they are not loaded: a 1x1 stride-2 conv loads half the rows)."""
+    return th if kh == 1 else (th - 1) * sh + kh
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 

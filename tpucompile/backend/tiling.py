@@ -9,7 +9,8 @@ SRAM (``sram_words`` words of W bytes, address-partitioned banks) holds per laye
          DMAs, ``wbatch`` > 1, two halves of ``wbatch`` slots, each from a bank's start); 2
          requant-table slots, 2 output slots
          (REQUANT destination, drained by STORE; ``requant_planes`` words per accumulator row on
-         a wide array), ``ni`` input slots of ``kbg`` cin blocks of an
+         a wide array; with a fused Add's skip slots in two bank-aligned parity groups where
+         they fit, ``conv_regions(split=True)``), ``ni`` input slots of ``kbg`` cin blocks of an
          (ih x iw) input window; a conv with a fused residual Add (ops/conv_add.py) also
          ``SKIP_SLOTS`` skip slots of an output slot's size.
   vector-unit ops (pool, add): two slot groups (double buffering) of the regions the op
@@ -26,13 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
 
-from tpucompile.backend.layout import align_px, ceil_div, out_tiles, round_up
+from tpucompile.backend.layout import align_px, ceil_div, out_tiles, round_up, window_rows
 from tpucompile.backend.work import mxu_pair_cycles
 from tpusim.arch.config import HwConfig
+from tpusim.arch.dma_timing import DmaTiming
 from tpusim.arch.errors import CompileError
 from tpusim.arch.isa import OPCODES
 from tpusim.arch.limits import TOKEN_MAX
@@ -221,6 +224,69 @@ def tile_dma_cycles(cfg: HwConfig) -> float:
     return t / core_ps
 
 
+#: core cycles the tilers' rough cost model charges per DMA instruction besides its bytes over
+#: ``load_bw`` (``conv_dma_price``: the conv tiler's own price where weight batches exist)
+DMA_INSTR_CYCLES = 40
+
+
+#: the DMA fields ``_dma_price`` reads -> its result
+_DMA_PRICES: dict = {}
+
+#: bursts in flight the conv tiler's DMA price assumes (the seed family's ``dma.outstanding``):
+#: the tilers never read ``dma.outstanding``, so the estimator shares tilings across it
+PRICE_OUTSTANDING = 8
+
+
+#: share of the lesser of a conv candidate's LOAD and MXU times added to its estimate at the
+#: idle-chip DMA price (``_dma_price``): the engines wait for each other (tokens, banks, the
+#: shared DDR bus), so two busy engines do not overlap fully; without it the tiler took a
+#: window read once per cout group with two input slots over one slot read once where LOAD and
+#: MXU balance (medium squeezenet's classifier conv 133 k -> 173 k cycles); 0.3: medium
+#: ResNet-50 7,253,138, 0.15: 7,199,688 (docs/backend.md "DMA-priced conv tiling")
+OVERLAP_SHARE = 0.15
+
+
+def _dma_price(cfg: HwConfig) -> tuple:
+    """(bytes per core cycle, core cycles per instruction, ``OVERLAP_SHARE``) of LOAD
+    instructions as ``tpusim.arch.dma_timing`` times them on an idle chip with
+    ``PRICE_OUTSTANDING`` bursts in flight: the steady-state rate of a long instruction (bursts
+    32 to 64) and what a one-burst instruction takes beyond it (its round trip). 'medium':
+    14.6 B/cycle (a burst's SRAM write, 8 words and two crossings, every 17.5 ns) and 42.5
+    cycles per instruction. Cached by the fields it reads (the estimator's config view is not
+    hashable and records those reads)."""
+    key = (cfg.clk_core, cfg.clk_ddr, cfg.clk_dma, cfg.dma_burst_bytes, cfg.ddr_beat_bytes, cfg.word_bytes,
+           cfg.ddr_latency_cycles)
+    out = _DMA_PRICES.get(key)
+    if out is None:
+        fields = ("clk_core", "clk_ddr", "clk_dma", "dma_burst_bytes", "ddr_beat_bytes", "word_bytes",
+                  "ddr_latency_cycles")
+        d = DmaTiming(SimpleNamespace(name="price", dma_outstanding=PRICE_OUTSTANDING, **dict(zip(fields, key))))
+        core_ps = 1e6 / cfg.clk_core.freq_mhz
+        steady = (d.load_ps(64) - d.load_ps(32)) / 32 / core_ps
+        out = _DMA_PRICES[key] = (cfg.dma_burst_bytes / steady, d.load_ps(1) / core_ps - steady, OVERLAP_SHARE)
+    return out
+
+
+def conv_dma_price(cfg: HwConfig) -> tuple:
+    """(LOAD bytes per core cycle, cycles per DMA instruction, overlap share:
+    ``ConvCandidates.est_cycles``) the conv tiler prices candidates at: where weight batches
+    exist (``weight_batch_tiles`` > 1: small arrays, whose LOADs the per-instruction round trip
+    dominates) the idle-chip DMA timing (``_dma_price``; the rough
+    ``load_bw`` prices one burst at a time, ~3.9 B/cycle on 'medium' against ~9 to 14.6
+    measured, and made the tiler trade MXU time for bytes), else ``load_bw`` and
+    ``DMA_INSTR_CYCLES`` as before (seed: unchanged)."""
+    if weight_batch_tiles(cfg) > 1:
+        return _dma_price(cfg)
+    return rough_dma_price(cfg)
+
+
+def rough_dma_price(cfg: HwConfig) -> tuple:
+    """(``load_bw``, ``DMA_INSTR_CYCLES``, 0): the price the vector-unit tilers charge, and the conv
+    tiler where no weight batch exists or for a fused pool (whose fusion is weighed against the
+    pool's own ``load_bw`` estimate, ``ops/pool.py``)."""
+    return load_bw(cfg), float(DMA_INSTR_CYCLES), 0.0
+
+
 #: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
 #: waits for chunk j's ADD
 SKIP_SLOTS = 4
@@ -241,7 +307,7 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
-                 pooled: int = 0, wbatch: int = 1):
+                 pooled: int = 0, wbatch: int = 1, split: bool = False):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
@@ -249,7 +315,11 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     pooled > 0 (a fused pool, ops/conv_pool.py): two slots "q" of ``requant_planes * pooled``
     words (a tile's pooled outputs) after the outputs. wbatch > 1: the last ``2 * wbatch`` weight
     slots are the streaming ring's two halves, each starting a bank, so the DMA filling one half
-    never waits for the LOAD_WEIGHTS reading the other (``ConvTiling.wbatch``)."""
+    never waits for the LOAD_WEIGHTS reading the other (``ConvTiling.wbatch``). split (with
+    skip): the output and skip slots in two parity groups, the second from a bank's start
+    (output slot g with skip slots g and g + 2: chunk j's REQUANT and ADD touch only group
+    j % 2), so the STORE of one chunk never waits for the VPU working on the next
+    (``_split_out_regions``)."""
     a = _Alloc(cfg)
     bw = cfg.bank_words
     if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
@@ -265,8 +335,11 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     if aligned:
         a.top = round_up(a.top, bw)
     a.take("p", 2, table_slot_words(cfg))
-    a.take("o", 2, cfg.requant_planes * s_out)
-    if skip:
+    if split:
+        _split_out_regions(a, cfg.requant_planes * s_out, SKIP_SLOTS if skip else 0)
+    else:
+        a.take("o", 2, cfg.requant_planes * s_out)
+    if skip and not split:
         a.take("s", SKIP_SLOTS, cfg.requant_planes * s_out)
     if pooled:
         a.take("q", 2, cfg.requant_planes * pooled)
@@ -278,6 +351,21 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
         a.top += slot
     a.regions["i"] = slots
     return a.regions if a.top <= cfg.sram_words else None
+
+
+def _split_out_regions(a: _Alloc, words: int, skip_slots: int) -> None:
+    """``conv_regions``' output slots "o" and ``skip_slots`` skip slots "s" (``words`` each) in
+    two parity groups, the second from a bank's start: group g holds "o" slot g and "s" slots
+    g, g + 2, ..."""
+    groups = []
+    for g in range(2):
+        if g:
+            a.top = round_up(a.top, a.cfg.bank_words)
+        a.take("g", 1 + skip_slots // 2, words)
+        groups.append(a.regions.pop("g"))
+    a.regions["o"] = [grp[0] for grp in groups]
+    if skip_slots:
+        a.regions["s"] = [groups[j % 2][1 + j // 2] for j in range(skip_slots)]
 
 
 #: tokens below the token limit a conv group leaves for other pairs in flight at its boundaries
@@ -302,7 +390,7 @@ class _ConvShapeTable(NamedTuple):
     (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
     candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
     DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
-    and the bandwidth-free cost terms as float64 (load bytes, 40 x DMAs, MXU, wait bytes).
+    and the bandwidth-free cost terms as float64 (load bytes, DMA instructions, MXU, wait bytes).
     With a fused pool, ``PTH`` x ``PTW`` (per pair) the pooled outputs of a tile, the conv tile
     (th x tw) the rows and columns they read; 0 without."""
     M: np.ndarray
@@ -333,7 +421,7 @@ class ConvCandidates(NamedTuple):
     in its search order). Arrays over the ``nstream`` streaming candidates (the table's first;
     they hold no weights resident): per (tw, th) pair ``s_out`` and ``vpu`` (VPU cycles), per
     streaming candidate ``aligned`` (its slots fit on their own banks) and the cost terms
-    (float64: load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the
+    (float64: load bytes, DMA instructions, max(MXU, VPU) (inf where the candidate does not fit the
     SRAM), MXU, unaligned 0/1, wait bytes). ``live``: the streaming candidates that fit (int64,
     ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
@@ -366,12 +454,15 @@ class ConvCandidates(NamedTuple):
         """DDR bytes candidate ``i`` loads."""
         return int(self.table.load_bytes[i]) if i < self.nstream else self.resident(i)[2]
 
-    def est_one(self, bw: float, i: int) -> float:
+    def est_one(self, bw: float, i: int, dma_cycles: float = DMA_INSTR_CYCLES, overlap: float = 0.0) -> float:
         """``est_cycles`` of candidate ``i`` alone, in Python floats (the same IEEE double
         operations in the same order, so the same value)."""
         load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
-        load_t = load_b / bw + dma
-        return max(load_t, peak) + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+        load_t = load_b / bw + dma * dma_cycles
+        est = max(load_t, peak)
+        if overlap:
+            est += overlap * min(load_t, mxu)
+        return est + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
 
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
@@ -398,24 +489,29 @@ class ConvCandidates(NamedTuple):
             saved = nres * (int(t.ntiles[p]) - 1)                    # weight tile loads saved
             load_bytes = int(t.load_bytes[j]) - saved * wcols * R // NB     # (the N tiles' mean)
             peak = max(int(t.mxu_cycles[j]), int(self.vpu[p])) if fit else np.inf
-            terms = tuple(np.array([v], np.float64) for v in (load_bytes, 40 * (int(t.n_dma[j]) - saved), peak,
+            terms = tuple(np.array([v], np.float64) for v in (load_bytes, int(t.n_dma[j]) - saved, peak,
                                                                 t.terms[2][j], 0.0 if aligned else 1.0,
                                                                 t.terms[3][j]))
             out = self.resident_memo[j] = (nres, aligned, load_bytes, terms)
         return out
 
-    def est_cycles(self, bw: float, terms: tuple | None = None) -> np.ndarray:
+    def est_cycles(self, bw: float, terms: tuple | None = None, dma_cycles: float = DMA_INSTR_CYCLES,
+                   overlap: float = 0.0) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
         input slot exposes; each term added as 0.0 where it does not apply; inf where the
-        candidate does not fit the SRAM). ``terms``: those of some candidates (default all:
-        ``self.terms``); each candidate's value is the same whichever others are weighed."""
+        candidate does not fit the SRAM; ``overlap`` x the lesser of LOAD and MXU more: the part
+        of the shorter engine's work that does not hide under the longer one's,
+        ``conv_dma_price``). ``terms``: those of some candidates (default all: ``self.terms``);
+        each candidate's value is the same whichever others are weighed."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
         load_t = load_b / bw
-        load_t += dma
+        load_t += dma * dma_cycles
         est = np.maximum(load_t, peak)
         t = np.minimum(load_t, mxu, out=load_t)        # in place (the same roundings, fewer arrays)
+        if overlap:
+            est += overlap * t
         t *= 0.3
         t *= unaligned
         est += t
@@ -464,7 +560,7 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
         tw, th = np.repeat(tw_c, len(th_c)), np.tile(th_c, len(tw_c))
     keep = tw * th <= acc_depth
     tw, th = tw[keep], th[keep]
-    M, ih, iw = tw * th, (th - 1) * sh + kh, (tw - 1) * sw + kw + (ap - 1)
+    M, ih, iw = tw * th, window_rows(th, kh, sh), (tw - 1) * sw + kw + (ap - 1)
     if pool is None:
         ntiles, pth, ptw = -(-oh // th) * -(-ow // tw), np.zeros(len(M), np.int64), np.zeros(len(M), np.int64)
     else:
@@ -497,7 +593,7 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
                           n_dma, mxu, wait, wres, twin, pth, ptw,
-                          tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)))
+                          tuple(a.astype(np.float64) for a in (load_bytes, n_dma, mxu, wait)))
     for a in (*out[:-1], *out.terms):
         a.flags.writeable = False
     return out
@@ -569,7 +665,7 @@ def conv_candidates(key: tuple) -> ConvCandidates:
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
-              skip: bool = False, pool: tuple | None = None) -> ConvTiling:
+              skip: bool = False, pool: tuple | None = None, price: tuple | None = None) -> ConvTiling:
     """The cheapest conv tiling (module docstring): of ``conv_candidates`` that stream their
     weights, the first with the least ``est_cycles`` at ``load_bw(cfg)``; then the same tile with
     weights resident if that fits on its own banks as well, keeps as many streaming weight slots
@@ -583,12 +679,15 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     tiles are pool_th x pool_tw pooled outputs, each computing the th x tw conv outputs they
     read (overlapping windows recomputed), requantized into one output slot, pooled into one of
     two pooled slots "q".
+    ``price``: (LOAD bytes per cycle, cycles per DMA) the candidates are weighed at, default
+    ``conv_dma_price`` (``rough_dma_price`` with a fused pool).
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
-    bw = load_bw(cfg)
-    pick = _PICKS.get((key, bw, _batch_key(cfg)))
+    if price is None:
+        price = rough_dma_price(cfg) if pool else conv_dma_price(cfg)
+    pick = _PICKS.get((key, price, _batch_key(cfg)))
     if pick is None:
-        pick = _pick(node, key, bw, cfg, kernel, strides, cin, cout, oh, ow, pool)
+        pick = _pick(node, key, price, cfg, kernel, strides, cin, cout, oh, ow, pool)
     i, est_i, nres, choice = pick
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
@@ -609,7 +708,7 @@ _PICKS: dict = {}
 _PICKS_MAX = 1 << 14
 
 
-def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin: int, cout: int, oh: int, ow: int,
+def _pick(node: str, key: tuple, price: tuple, cfg: HwConfig, kernel, strides, cin: int, cout: int, oh: int, ow: int,
           pool) -> tuple:
     """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
     stored in ``_PICKS``. CompileError naming the conv ``node`` if no tiling fits."""
@@ -625,21 +724,76 @@ def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin:
                               f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
     # the first streaming candidate of the least estimate (only those that fit are weighed)
-    live_est = c.est_cycles(bw, c.live_terms)
+    bw, dma_cycles, overlap = price
+    live_est = c.est_cycles(bw, _batched_terms(c, cfg, price), dma_cycles, overlap)
     k = int(np.argmin(live_est))
     i, est_i = int(c.live[k]), float(live_est[k])
-    choice = _conv_choice(node, key, c, i, cfg)
+    choice = _conv_choice(node, key, c, i, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
-        est_j = c.est_one(bw, j)
+        est_j = c.est_one(bw, j, dma_cycles, overlap)
         if est_j <= est_i:
-            twin = _conv_choice(node, key, c, j, cfg)
+            twin = _conv_choice(node, key, c, j, cfg, price)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
     if len(_PICKS) >= _PICKS_MAX:
         _PICKS.clear()
-    out = _PICKS[(key, bw, _batch_key(cfg))] = (i, est_i, c.nres(i), choice)
+    out = _PICKS[(key, price, _batch_key(cfg))] = (i, est_i, c.nres(i), choice)
     return out
+
+
+def _batch_pays(c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> bool:
+    """Candidate ``i``'s streaming weight tiles come in batches (where the ring fits): its
+    LOAD_WEIGHTS + MATMUL pair (``mxu_pair_cycles`` + 6) is shorter than a one-tile DMA
+    (``tile_dma_cycles``: the MXU waits for weight DMAs), or its LOAD time at ``price`` (one DMA
+    per tile) is at least its MXU time (the LOAD channel bounds the layer: windows and skip tiles
+    share it with the weights, so fewer DMA instructions shorten it) and the round trips the
+    batches save outweigh the first batch's wait (``_saves_round_trips``: bert-tiny's attention
+    MatMuls, one batch each, lost ~480 cycles a layer). Else a batch only delays the first
+    MATMUL of each batch."""
+    t, key = c.table, c.key
+    if mxu_pair_cycles(int(t.M[t.pair[i]]), key[6], key[7]) + 6 < tile_dma_cycles(cfg):
+        return True
+    load_b, dma, _, mxu, *_ = (float(a[0]) for a in c.terms_at(i))
+    (kh, kw), KB, NB = key[0], key[2], key[3]
+    wtiles = int(t.ntiles[t.pair[i]]) * (NB * KB * kh * kw - c.nres(i))
+    return load_b / price[0] + dma * price[1] >= mxu and bool(_saves_round_trips(wtiles, key, cfg, price))
+
+
+def _saves_round_trips(wtiles, key: tuple, cfg: HwConfig, price: tuple):
+    """Batches of ``weight_batch_tiles`` over ``wtiles`` streaming weight tiles (int or int64
+    array) save more DMA round trips (``price``'s cycles per DMA) than the first batch's other
+    tiles add before the first MATMUL (their ``C x W`` bytes at ``price``'s rate)."""
+    gb = weight_batch_tiles(cfg)
+    return (wtiles - -(-wtiles // gb)) * price[1] > (gb - 1) * key[7] * key[6] / price[0]
+
+
+def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
+    """The cost terms of the live streaming candidates of ``c`` (``c.live_terms``), their DMA
+    instructions counting one per batch of ``weight_batch_tiles`` weight tiles where
+    ``_conv_choice`` gives the candidate batches: batches pay (``_batch_pays``, at ``price``) and
+    the ring of two bank-started halves fits next to its tables, outputs and input slots (on
+    their own banks if the candidate's are). Where no batch is possible, ``c.live_terms``
+    itself."""
+    gb = weight_batch_tiles(cfg)
+    if gb == 1 or len(c.live) == 0:
+        return c.live_terms
+    t, key = c.table, c.key
+    (kh, kw), KB, NB, R, C, bwd, sram_words = key[0], key[2], key[3], key[6], key[7], key[12], key[13]
+    live = c.live
+    pair = t.pair[live]
+    half = int(weight_region_words(gb, C, bwd))
+    ring = round_up(half, bwd) + half
+    packed = ring + c.rest[pair] + t.ni_slot[live] <= sram_words
+    aligned = (round_up(ring, bwd) + c.pogrp[pair] + t.ni[live] * (-(-t.slot[live] // bwd) * bwd)
+               <= sram_words)
+    fits = np.where(c.aligned[live], aligned, packed)
+    load_b, dma, _, mxu, *_ = c.live_terms
+    wtiles = t.ntiles[pair] * (NB * KB * kh * kw)
+    fast = (mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)) | (
+        (load_b / price[0] + dma * price[1] >= mxu) & _saves_round_trips(wtiles, key, cfg, price))
+    saved = np.where(fits & fast, wtiles - -(-wtiles // gb), 0)
+    return (load_b, dma - saved, *c.live_terms[2:])
 
 
 #: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result
@@ -647,12 +801,13 @@ _CHOICES: dict = {}
 _CHOICES_MAX = 1 << 16
 
 
-def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
+def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
     weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
     pair of the tile's M vectors, ``mxu_pair_cycles`` + 6, is shorter than a one-tile DMA,
-    ``tile_dma_cycles``: two batches of tiles, each batch loaded by one DMA while the MXU reads
+    ``tile_dma_cycles``, or the candidate's LOAD time at ``price`` is at least its MXU time
+    (``_batch_pays``): two batches of tiles, each batch loaded by one DMA while the MXU reads
     the other, ``wbatch`` = the batch; else 4, 3, 2 and ``wbatch`` 1; weights resident: one per
     weight tile of the layer) whose regions fit, bank-aligned
     if the candidate is and that fits, else packed. A conv without a fused Add or pool first tries
@@ -665,8 +820,8 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     t = c.table
     th, tw = int(t.th[i]), int(t.tw[i])
     gb = weight_batch_tiles(cfg)        # from DMA fields, not in ``key``
-    if gb > 1 and mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tile_dma_cycles(cfg):
-        gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
+    if gb > 1 and not _batch_pays(c, i, cfg, price):
+        gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = _CHOICES.get((key, i, gb))
     if out is not None:
         return out
@@ -678,8 +833,14 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     nws = (0,) if nres == KB * NB * kh * kw else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
     skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
     s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
+    ring = nws[:1] if gb > 1 and nws[0] == 2 * gb else ()       # the batch ring before larger output slots
+    if skip and c.aligned_at(i):        # (plain convs too: medium -0.1 %, seed squeezenet +0.04 %)
+        out = _split_choice(key, i, gb, c, cfg, nres, nws, s_out, ni, slot)
+        if out is not None:
+            return out
     for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned_at(i) else (False,))
-                               for s in s_outs for n in nws]:
+                               for n_set in ((ring, nws[len(ring):]) if ring else (nws,))
+                               for s in s_outs for n in n_set]:
         wb = gb if nw == 2 * gb and gb > 1 else 1
         regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
         if regs is not None and not (pth or skip):      # the largest output slots that fit
@@ -692,19 +853,55 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
                     lo = mid
             s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned, wbatch=wb)
         if regs is not None:
-            if len(_CHOICES) >= _CHOICES_MAX:
-                _CHOICES.clear()
-            slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out,
-                          "i": slot}
-            if skip:
-                slot_words["s"] = cfg.requant_planes * s_out
-            if pth:
-                slot_words["q"] = cfg.requant_planes * pth * ptw
-            out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
-                                        aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
-                                        wb)
-            return out
+            return _store_choice(key, i, gb, c, cfg, nw, s_out, regs, aligned, wb)
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
+
+
+def _store_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig, nw: int, s_out: int, regs: dict,
+                  aligned: bool, wb: int) -> tuple:
+    """``_conv_choice``'s result for candidate ``i`` with these regions, stored in ``_CHOICES``."""
+    t = c.table
+    th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
+    skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
+    if len(_CHOICES) >= _CHOICES_MAX:
+        _CHOICES.clear()
+    slot = kbg * ih * iw
+    slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out, "i": slot}
+    if skip:
+        slot_words["s"] = cfg.requant_planes * s_out
+    if pth:
+        slot_words["q"] = cfg.requant_planes * pth * ptw
+    out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i), aligned,
+                                    slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw, wb)
+    return out
+
+
+#: a fused residual Add's output slots split into parity groups may shrink to this share of the
+#: bank-sized chunk (``_split_choice``), no further
+SPLIT_MIN_SHARE = 0.5
+
+
+def _split_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig, nres: int, nws: tuple, s_out: int,
+                  ni: int, slot: int) -> tuple | None:
+    """A fused residual Add's regions on their own banks with the output and skip slots in two
+    parity groups (``conv_regions(split=True)``): the largest output slots from ``s_out`` down to
+    ``SPLIT_MIN_SHARE`` of it that fit with the first of the weight rings ``nws`` that fits;
+    None if none does (``_conv_choice`` then packs them as before)."""
+    lo_min = max(1, int(s_out * SPLIT_MIN_SHARE))
+    for nw in nws:
+        wb = gb if nw == 2 * gb and gb > 1 else 1
+        if conv_regions(cfg, nres + nw, lo_min, ni, slot, True, skip=True, wbatch=wb, split=True) is None:
+            continue
+        lo, hi = lo_min, s_out
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if conv_regions(cfg, nres + nw, mid, ni, slot, True, skip=True, wbatch=wb, split=True) is None:
+                hi = mid - 1
+            else:
+                lo = mid
+        regs = conv_regions(cfg, nres + nw, lo, ni, slot, True, skip=True, wbatch=wb, split=True)
+        return _store_choice(key, i, gb, c, cfg, nw, lo, regs, True, wb)
+    return None
 
 
 @lru_cache(maxsize=None)

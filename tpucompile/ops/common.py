@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from tpucompile.backend.layout import align_px
+from tpucompile.backend.layout import align_px, window_rows
 from tpucompile.qgraph import QOp, check_array
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError
@@ -326,29 +326,36 @@ class InputWindow:
     """The part of a windowed op's blocked input (``backend.layout.ActLayout``) that one output
     tile reads: rows ``r0 .. r0 + nrows - 1`` and columns ``c0a .. c0a + ncols - 1`` of every
     channel block, ``c0a`` being the first column ``c0`` rounded down to the DMA alignment (``skip
-    = c0 - c0a`` leading columns are loaded but not read). Units: pixels."""
+    = c0 - c0a`` leading columns are loaded but not read). Units: pixels. ``row_step`` > 1: the
+    window's rows are every ``row_step``-th input row from ``r0`` (a one-row kernel with a row
+    stride reads no other: ``input_window(skip_rows=True)``)."""
     r0: int
     nrows: int
     c0a: int
     ncols: int
     skip: int
+    row_step: int = 1
 
 
-def input_window(op, X, oy0: int, th: int, ox0: int, tw: int, align_px: int) -> InputWindow:
+def input_window(op, X, oy0: int, th: int, ox0: int, tw: int, align_px: int, skip_rows: bool = False) -> InputWindow:
     """The input window of output rows ``oy0 .. oy0 + th - 1``, columns ``ox0 .. ox0 + tw - 1``
-    of ``op`` (kernel, strides, pads) reading layout ``X`` (whose border is ``X.pads``)."""
+    of ``op`` (kernel, strides, pads) reading layout ``X`` (whose border is ``X.pads``).
+    ``skip_rows`` and a one-row kernel with row stride sh > 1: only the th rows read (``row_step``
+    sh; ``window_rows``)."""
     (kh, kw), (sh, sw) = op.kernel, op.strides
     r0 = X.pads[0] - op.pads[0] + oy0 * sh
     c0 = X.pads[1] - op.pads[1] + ox0 * sw
     c0a = c0 - c0 % align_px
-    return InputWindow(r0, (th - 1) * sh + kh, c0a, c0 + (tw - 1) * sw + kw - c0a, c0 - c0a)
+    step = sh if skip_rows and kh == 1 else 1
+    return InputWindow(r0, window_rows(th, kh, sh) if skip_rows else (th - 1) * sh + kh, c0a,
+                       c0 + (tw - 1) * sw + kw - c0a, c0 - c0a, step)
 
 
 def load_window(P, X, k0: int, nblocks: int, win: InputWindow, base: int) -> None:
     """DMA_LOAD of ``win`` for channel blocks ``k0 .. k0 + nblocks - 1`` of ``X`` into SRAM words
     from ``base``: block after block, each ``nrows * ncols`` words, row after row."""
     W = P.cfg.word_bytes
-    P.dma("DMA_LOAD", X.addr(k0, win.r0, win.c0a), base, win.ncols * W, win.nrows, X.row_bytes,
+    P.dma("DMA_LOAD", X.addr(k0, win.r0, win.c0a), base, win.ncols * W, win.nrows, X.row_bytes * win.row_step,
           win.ncols * W, nblocks, X.block_bytes, win.nrows * win.ncols * W, buf=X.buf_id)
 
 

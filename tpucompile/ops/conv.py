@@ -398,8 +398,9 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     for ti, tile in enumerate(tile_list):
         oy0, th, ox0, tw = tile[:4]
         M = th * tw
-        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        win = input_window(op, X, oy0, th, ox0, tw, ap, skip_rows=True)
         nrows, ncols = win.nrows, win.ncols
+        ystep = sh // win.row_step * ncols           # words between the window rows of two output rows
         if tl.acc_halves:
             acc0 = half * (depth // 2)
         else:       # a one-block tile alternately at the bottom and the top: only the rows both
@@ -455,9 +456,9 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                 if mm == 0:
                                     flush(rest)
                                 act = base + (kb - k0) * nrows * ncols + ky * ncols + kx + win.skip
-                                last = act + (th - 1) * sh * ncols + (tw - 1) * sw + 1
+                                last = act + (th - 1) * ystep + (tw - 1) * sw + 1
                                 P.add("MATMUL", rs=[(act, last)], wa=[(acc, acc + M)], act_addr=act,
-                                      count_x=tw, stride_x=sw, count_y=th, stride_y=sh * ncols,
+                                      count_x=tw, stride_x=sw, count_y=th, stride_y=ystep,
                                       acc_addr=acc, accumulate=1 if nb in started else 0)
                                 started.add(nb)
                                 mm += 1
@@ -506,8 +507,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per tile the input window(s), per (N tile, cin block, tap) a weight tile, LOAD_WEIGHTS and
     MATMUL, per output block (``lane_groups`` N tiles) its requant tables and per chunk its
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
-    ``requant_planes`` planes (each weight tile its ``tile_cols`` words; ``tl.wbatch`` > 1: one
-    DMA_LOAD per batch of that many streaming tiles, counted at the first N tile's size). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
+    ``requant_planes`` planes (each weight tile its ``tile_cols`` words; ``tl.wbatch`` > 1: the
+    streaming tiles in batches of that many, ``_batch_loads``). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
     chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
     accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
     tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
@@ -536,22 +537,23 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     kinds: dict = {}     # (th, tw, window rows, window columns, pooled tile) -> tiles
     for tile in conv_tiles(Ho, Wo, tl) if tiles is None else tiles:
         oy0, th, ox0, tw = tile[:4]
-        win = input_window(op, X, oy0, th, ox0, tw, ap)
+        win = input_window(op, X, oy0, th, ox0, tw, ap, skip_rows=True)
         key = (th, tw, win.nrows, win.ncols, None if pooled is None else pooled(tile))
         kinds[key] = kinds.get(key, 0) + 1
     groups = ceil_div(NB, tl.nbg)
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     multi = sum(kinds.values()) > 1
+    if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
+        order = [nb for g0 in range(0, NB, tl.nbg) for k0 in range(0, KB, tl.kbg)
+                 for kb in range(k0, min(KB, k0 + tl.kbg)) for nb in range(g0, min(NB, g0 + tl.nbg))
+                 for t in range((nb * KB + kb) * T, (nb * KB + kb + 1) * T) if t >= tl.nres]
+        wt = _batch_loads(w, [wbytes[nb] for nb in order] * sum(kinds.values()), tl.wbatch, bb)
     for (th, tw, nrows, ncols, pool), n in kinds.items():
         M = th * tw
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
-        if tl.wbatch > 1:       # batches of wbatch streaming tiles, one DMA each (most are one)
-            full, rest = divmod(n * sum(KB * T - r for r in res), tl.wbatch)
-            wt = w.load(full, wbytes[0], bb, runs=tl.wbatch)
-            w.load(1 if rest else 0, wbytes[0], bb, runs=rest)
-        else:
+        if tl.wbatch == 1:
             wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
         for part in (pw * W,) if table_parts is None else table_parts:
             w.load(n * len(blocks), part, bb, runs=mg)
@@ -602,6 +604,24 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
                 w.expose_stores(n * groups, b)
             w.exposed_cycles += n * groups * sum(rq[-2:])
     return w
+
+
+def _batch_loads(w: LayerWork, sizes: list, batch: int, bb: int) -> int:
+    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (in MATMUL order), ``batch`` at
+    a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs`` starts a new
+    DMA at a tile of another size); returns the bursts of the first."""
+    first = None
+    for j0 in range(0, len(sizes), batch):
+        seg = sizes[j0:j0 + batch]
+        i = 0
+        while i < len(seg):
+            k = i
+            while k < len(seg) and seg[k] == seg[i]:
+                k += 1
+            b = w.load(1, seg[i], bb, runs=k - i)
+            first = b if first is None else first
+            i = k
+    return first or 0
 
 
 def _remap_channels(op: QConv, maps: dict, blk: int):

@@ -40,7 +40,15 @@ from functools import lru_cache
 import numpy as np
 
 from tpucompile.backend.layout import align_px
-from tpucompile.backend.tiling import EltTiling, field_max, load_bw, tile_vector_buffered, untileable
+from tpucompile.backend.tiling import (
+    EltTiling,
+    field_max,
+    load_bw,
+    rough_dma_price,
+    tile_conv,
+    tile_vector_buffered,
+    untileable,
+)
 from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
@@ -59,7 +67,6 @@ from tpucompile.ops.common import (
     window_tiles,
     windows,
 )
-from tpucompile.ops.conv import DEVICE as CONV_DEVICE
 from tpucompile.ops.conv import QConv
 from tpucompile.ops.conv_pool import DEVICE as CONVPOOL_DEVICE
 from tpucompile.ops.conv_pool import fused_conv_pool
@@ -420,7 +427,11 @@ def _fuse_producer(op: QMaxPool, producer, lays, cfg):
         est = CONVPOOL_DEVICE.tile(fused, lays, cfg).est_cycles
     except CompileError:
         return None
-    apart = CONV_DEVICE.tile(producer, lays, cfg).est_cycles + _tile(op, lays, cfg).est_cycles
+    cout, cin = producer.weight.shape[:2]
+    Y = lays[producer.out]
+    conv = tile_conv(producer.name, producer.kernel, producer.strides, cin, cout, Y.H, Y.W, cfg,
+                     price=rough_dma_price(cfg))        # the fused conv's and the pool's price
+    apart = conv.est_cycles + _tile(op, lays, cfg).est_cycles
     return fused if est <= apart else None
 
 
