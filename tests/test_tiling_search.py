@@ -39,7 +39,7 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         wbytes = nt * KB * T * wcols * W - nres * (nt - 1) * wcols * W // NB     # columns past cout: not loaded
         load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw \
             + 40 * (nt * windows * ceil_div(KB, kbg) + loads + nt * NB)
-        mxu = nt * NB * KB * T * (C + M + R + 6)
+        mxu = nt * NB * KB * T * (max(M + 2, C + 5, (M + R + C + 5) // 2) + 6)   # double-buffered weights
         est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
         aligned = wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) <= cfg.sram_words
         if not aligned:
