@@ -96,7 +96,7 @@ module dp_tb_top
     end else begin
       cyc_q <= cyc_q + 1;
       if (mxu_start_i) mxu_s_o <= cyc_q;
-      if (gnt[2])      mxu_g_o <= cyc_q;
+      if (gnt[2] || gnt[4]) mxu_g_o <= cyc_q;   // MATMUL or LOAD_WEIGHTS grant
       if (mxu_done) begin mxu_c_o <= cyc_q + 1; mxu_done_cnt_o <= mxu_done_cnt_o + 1; end
       if (vpu_start_i) vpu_s_o <= cyc_q;
       if (gnt[3])      vpu_g_o <= cyc_q;
