@@ -8,9 +8,10 @@
 // (held until the next start). The engine raises free_i during the last cycle before its free
 // edge f and done_i during the last cycle of the oldest instruction in flight; the controller
 // registers done_i at the completion edge c: retire_o is high during cycle c with retire_pc_o,
-// and the signal-mask tokens are sent at c. Without Overlap (MaxInflight = 1) f = c: free_i is
-// unused and the engine is idle from c. With Overlap (the MXU: a MATMUL's drain overlaps the
-// next instruction) MaxInflight = 2 and completions come in order. NOP is executed here
+// and the signal-mask tokens are sent at c. Without Overlap (MaxInflight = 1) f = c: free_i and
+// hold_i are unused and the engine is idle from c. With Overlap (the MXU, double-buffered
+// weights: docs/architecture.md "MXU") MaxInflight = 4, completions come in order, and hold_i
+// (the engine's own start rule for the head: ports, weight planes) keeps the head from starting. NOP is executed here
 // (f = c = s + 1, no start_o). launch_o / launch_instr_o tell an engine that must act at s
 // itself (the DMA channels launch their first request at s) that the head starts at the coming
 // edge. An erroneous head (head_err_i, from the engine's device-error check) is executed as a
@@ -49,6 +50,7 @@ module tpu_engine_ctrl
   output      logic [INSTR_BITS-1:0]  instr_o,        // from s until c
   output      logic [PcBits-1:0]      pc_o,           // PC of the oldest in flight
   input  wire logic                   free_i,         // high during cycle f-1 (Overlap only)
+  input  wire logic                   hold_i,         // the head may not start (Overlap only)
   input  wire logic                   done_i,         // high during cycle c-1
   // retire
   output      logic                   retire_o,       // high during cycle c
@@ -60,36 +62,36 @@ module tpu_engine_ctrl
   output      logic [7:0]             retired_gray_o
 );
 
-  localparam int unsigned MaxInflight = Overlap ? 2 : 1;
+  localparam int unsigned MaxInflight = Overlap ? 4 : 1;
 
-  // In flight: slot 0 the oldest (completes next), slot 1 the younger (Overlap only).
+  // In flight: slot 0 the oldest (completes next), then the younger ones (Overlap only).
   logic                   issue_q, nop_q, start_q, retire_q;
   logic                   busy_q;         // an instruction in flight (waves: tpu.<eng>.busy)
   logic [PcBits-1:0]      pc_q;           // PC of the last one started (waves: issue_pc)
-  logic [1:0]             cnt_q, cnt_d;
+  logic [2:0]             cnt_q, cnt_d;
   logic [INSTR_BITS-1:0]  instr_q;
-  logic [PcBits-1:0]      slot_pc_q [2];
-  logic [NUM_ENGINES-1:0] slot_sig_q [2];
+  logic [PcBits-1:0]      slot_pc_q [4];
+  logic [NUM_ENGINES-1:0] slot_sig_q [4];
   logic [PcBits-1:0]      retire_pc_q;
   logic [63:0]            busy_cycles_q, token_wait_q, retired_q;
   logic [7:0]             retired_gray_q;
 
   logic [NUM_ENGINES-1:0] head_wait;
   logic                   head_nop, can_start, tokens_ok, start_now, done_now, free_now, free_ev;
-  logic                   wr_slot;
+  logic [1:0]             wr_slot;
 
   assign head_wait = wait_mask_of(q_instr_i);
   assign head_nop  = (opcode_of(q_instr_i) == OP_NOP) || head_err_i;
 
-  assign can_start = !issue_q && q_valid_i && (cnt_q < 2'(MaxInflight))
-                     && (!head_nop || cnt_q == '0);
+  assign can_start = !issue_q && q_valid_i && (cnt_q < 3'(MaxInflight))
+                     && (!head_nop || cnt_q == '0) && !(Overlap && hold_i);
   assign tokens_ok = &(tok_avail_i | ~head_wait);
   assign start_now = can_start && tokens_ok;
   assign done_now  = (cnt_q != '0) && (nop_q || done_i);
   assign free_ev   = Overlap ? free_i : done_i;
   assign free_now  = issue_q && (nop_q || free_ev);
-  assign cnt_d     = cnt_q + 2'(start_now) - 2'(done_now);
-  assign wr_slot   = cnt_q[0] ^ done_now;   // slot index cnt - done (cnt = 2: no start)
+  assign cnt_d     = cnt_q + 3'(start_now) - 3'(done_now);
+  assign wr_slot   = 2'(cnt_q - 3'(done_now));   // slot index cnt - done (cnt = 4: no start)
 
   assign q_pop_o        = start_now;
   assign tok_take_o     = start_now ? head_wait : '0;
@@ -110,10 +112,10 @@ module tpu_engine_ctrl
       busy_q         <= 1'b0;
       pc_q           <= '0;
       instr_q        <= '0;
-      slot_pc_q[0]   <= '0;
-      slot_pc_q[1]   <= '0;
-      slot_sig_q[0]  <= '0;
-      slot_sig_q[1]  <= '0;
+      for (int j = 0; j < 4; j++) begin
+        slot_pc_q[j]  <= '0;
+        slot_sig_q[j] <= '0;
+      end
       retire_pc_q    <= '0;
       busy_cycles_q  <= '0;
       token_wait_q   <= '0;
@@ -129,8 +131,10 @@ module tpu_engine_ctrl
       if (start_now)     nop_q   <= head_nop;
       else if (done_now) nop_q   <= 1'b0;
       if (done_now) begin
-        slot_pc_q[0]   <= slot_pc_q[1];
-        slot_sig_q[0]  <= slot_sig_q[1];
+        for (int j = 0; j < 3; j++) begin
+          slot_pc_q[j]  <= slot_pc_q[j+1];
+          slot_sig_q[j] <= slot_sig_q[j+1];
+        end
         retire_pc_q    <= slot_pc_q[0];
         retired_q      <= retired_d;
         retired_gray_q <= retired_d[7:0] ^ (retired_d[7:0] >> 1);

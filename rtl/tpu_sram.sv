@@ -1,24 +1,24 @@
 // tpu_sram: SRAM scratchpad, Banks address-partitioned single-ported banks of BankWords words
-// of WordBytes bytes, behind tpu_sram_arbiter (4 requesters, fixed priority 0 > 1 > 2 > 3).
+// of WordBytes bytes, behind tpu_sram_arbiter (5 requesters, fixed priority 0 > 1 > 2 > 3 > 4).
 //
 // Ports (protocol: docs/rtl_interfaces.md, "SRAM requester port" and "Datapath module ports"):
 //   input  logic                      clk_i, rst_ni
-//   input  logic [3:0]                req_i      // 0 DMA LOAD, 1 DMA STORE, 2 MXU, 3 VPU
-//   input  logic [3:0][16:0]          len_i      // D accesses
-//   input  logic [3:0][Banks-1:0]     mask_i     // bank mask of the transaction
-//   output logic [3:0]                gnt_o      // high during cycle g
-//   input  logic [3:0][15:0]          addr_i     // access k during cycle g+k (word address)
-//   input  logic [3:0]                we_i
-//   input  logic [3:0][Groups-1:0]    wgrp_i     // per lane group of WordBytes/Groups bytes: write it
-//   input  logic [3:0][WordBits-1:0]  wdata_i    // lane j = byte j = byte address word*W + j
-//   output logic [3:0][WordBits-1:0]  rdata_o    // read data of access k during cycle g+k+1
+//   input  logic [4:0]                req_i      // 0 DMA LOAD, 1 DMA STORE, 2 MXU, 3 VPU, 4 MXU weights
+//   input  logic [4:0][16:0]          len_i      // D accesses
+//   input  logic [4:0][Banks-1:0]     mask_i     // bank mask of the transaction
+//   output logic [4:0]                gnt_o      // high during cycle g
+//   input  logic [4:0][15:0]          addr_i     // access k during cycle g+k (word address)
+//   input  logic [4:0]                we_i
+//   input  logic [4:0][Groups-1:0]    wgrp_i     // per lane group of WordBytes/Groups bytes: write it
+//   input  logic [4:0][WordBits-1:0]  wdata_i    // lane j = byte j = byte address word*W + j
+//   output logic [4:0][WordBits-1:0]  rdata_o    // read data of access k during cycle g+k+1
 //   output logic [63:0]               sram_conflicts_o
 //   output logic [63:0]               sram_conflict_cycles_o
 // bank = word address / BankWords. The bank registers access k at edge g+k+1.
 `default_nettype none
 
 module tpu_sram #(
-  parameter int unsigned NumReq    = 4,
+  parameter int unsigned NumReq    = 5,
   parameter int unsigned Banks     = tpu_cfg_pkg::SRAM_BANKS,
   parameter int unsigned BankWords = tpu_cfg_pkg::BANK_WORDS,
   parameter int unsigned WordBytes = tpu_cfg_pkg::WORD_BYTES,

@@ -18,7 +18,7 @@
 `default_nettype none
 
 module tpu_sram_arbiter #(
-  parameter int unsigned NumReq = 4,
+  parameter int unsigned NumReq = 5,
   parameter int unsigned Banks  = tpu_cfg_pkg::SRAM_BANKS
 ) (
   input  logic                          clk_i,

@@ -156,7 +156,8 @@ module tpu_top
   logic [NE-1:0]                 tok_ovf, head_bad;
   logic [NE-1:0][7:0]            head_code;
   logic [NE-1:0]                 launch, start, done, retire;
-  logic                          mxu_free;    // the MXU's free edge (drain overlap)
+  logic                          mxu_free;    // the MXU's free edge (overlap)
+  logic                          mxu_hold;    // the MXU head waits for its port / weight plane
   logic [NE-1:0][INSTR_BITS-1:0] launch_instr, instr;
   logic [NE-1:0][DDR_ADDR_BITS-1:0]           cur_pc, retire_pc;
   logic [NE-1:0][63:0]           busy_cycles, token_wait_cycles, retired;
@@ -253,6 +254,7 @@ module tpu_top
       .instr_o            (instr[e]),
       .pc_o               (cur_pc[e]),
       .free_i             ((e == ENG_MXU) ? mxu_free : 1'b0),
+      .hold_i             ((e == ENG_MXU) ? mxu_hold : 1'b0),
       .done_i             (done[e]),
       .retire_o           (retire[e]),
       .retire_pc_o        (retire_pc[e]),
@@ -277,17 +279,19 @@ module tpu_top
   assign retire_pc_o = {halt_pc, retire_pc};
 
   // ---- SRAM and its requesters ------------------------------------------------------------
-  logic [3:0]                 sram_req, sram_gnt, sram_we;
-  logic [3:0][16:0]           sram_len;
-  logic [3:0][SRAM_BANKS-1:0] sram_mask;
-  logic [3:0][LANE_GROUPS-1:0] sram_wgrp;     // lane-group write enables: only the VPU's vary
-  logic [3:0][15:0]           sram_addr;
-  logic [3:0][WordBits-1:0]   sram_wdata, sram_rdata;
+  // requesters: 0 DMA LOAD, 1 DMA STORE, 2 MXU activations, 3 VPU, 4 MXU weights
+  logic [4:0]                 sram_req, sram_gnt, sram_we;
+  logic [4:0][16:0]           sram_len;
+  logic [4:0][SRAM_BANKS-1:0] sram_mask;
+  logic [4:0][LANE_GROUPS-1:0] sram_wgrp;     // lane-group write enables: only the VPU's vary
+  logic [4:0][15:0]           sram_addr;
+  logic [4:0][WordBits-1:0]   sram_wdata, sram_rdata;
   logic [63:0]                sram_conflicts, sram_conflict_cycles;
 
   assign sram_wgrp[2:0] = '1;
+  assign sram_wgrp[4]   = '1;
 
-  tpu_sram u_sram (
+  tpu_sram #(.NumReq(5)) u_sram (
     .clk_i                 (clk_core_i),
     .rst_ni,
     .req_i                 (sram_req),
@@ -345,6 +349,8 @@ module tpu_top
     .rst_ni,
     .start_i      (start[ENG_MXU]),
     .instr_i      (instr[ENG_MXU]),
+    .head_op_i    (opcode_of(q_entry[ENG_MXU][INSTR_BITS-1:0])),
+    .hold_o       (mxu_hold),
     .free_o       (mxu_free),
     .done_o       (done[ENG_MXU]),
     .sram_req_o   (sram_req[2]),
@@ -355,6 +361,14 @@ module tpu_top
     .sram_we_o    (sram_we[2]),
     .sram_wdata_o (sram_wdata[2]),
     .sram_rdata_i (sram_rdata[2]),
+    .wsram_req_o  (sram_req[4]),
+    .wsram_len_o  (sram_len[4]),
+    .wsram_mask_o (sram_mask[4]),
+    .wsram_gnt_i  (sram_gnt[4]),
+    .wsram_addr_o (sram_addr[4]),
+    .wsram_we_o   (sram_we[4]),
+    .wsram_wdata_o(sram_wdata[4]),
+    .wsram_rdata_i(sram_rdata[4]),
     .acc_rd_addr_i(acc_rd_addr),
     .acc_rd_data_o(acc_rd_data)
   );

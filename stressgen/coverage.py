@@ -23,7 +23,7 @@ from stressgen.validate import normalise, validate
 from tpusim.arch import arith
 from tpusim.arch.device_checks import ddr_align_bytes, start_fault
 from tpusim.arch.errors import IsaError
-from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, unused_bits
+from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, Engine, unused_bits
 from tpusim.arch.limits import DDR_ADDR_LIMIT
 from tpusim.arch.operands import dma_ddr_end
 from tpusim.arch.rowops import ROWOPS, rowop_accesses, rowop_ranges
@@ -80,7 +80,15 @@ STATIC_BINS = (
 #: mm_drain_lw: a LOAD_WEIGHTS started before the preceding MATMUL completed (during its drain);
 #: mm_drain_acc: a MATMUL with accumulate started during the preceding MATMUL's drain, into
 #: accumulator rows that one writes
-DRAIN_BINS = ("mm_drain_lw", "mm_drain_acc")
+#: Double-buffered weights (docs/architecture.md, "MXU"), from the same trace: mm_plane_switch: a
+#: MATMUL on the other weight plane (a LOAD_WEIGHTS between them) started before the preceding
+#: MATMUL completed; mm_lw_plane_busy: a LOAD_WEIGHTS started before the MATMUL that last used the
+#: plane it writes (two planes back) completed (its start waited for that MATMUL's last vector);
+#: mm_lw_shared_bank: a LOAD_WEIGHTS overlapping the preceding MATMUL whose tile shares an SRAM
+#: bank with that MATMUL's vectors (the weight and activation requesters conflict); mm_inflight_4:
+#: four MXU instructions in flight at once (the most the MXU allows)
+DRAIN_BINS = ("mm_drain_lw", "mm_drain_acc", "mm_plane_switch", "mm_lw_plane_busy", "mm_lw_shared_bank",
+              "mm_inflight_4")
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait") + tuple(
     f"obs_queue_full_{e}" for e in ENGINE_KEYS) + DRAIN_BINS
 #: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
@@ -140,29 +148,60 @@ def observed_bins(counters: dict) -> dict[str, int]:
     return out
 
 
-def drain_bins(prog, cfg, retire) -> dict[str, int]:
+def _mm_banks(a: dict, bank_words: int) -> set:
+    """SRAM banks of a MATMUL's bank mask (M > 0)."""
+    last = a["act_addr"] + (a["count_x"] - 1) * a["stride_x"] + (a["count_y"] - 1) * a["stride_y"]
+    return set(range(a["act_addr"] // bank_words, last // bank_words + 1))
+
+
+def drain_bins(prog, cfg, retire, timeline=None) -> dict[str, int]:
     """DRAIN_BINS hit by a run of ``prog`` on ``cfg`` (HwConfig), from its retire trace
     ``retire`` [(pc, engine name, time_ps)] (tpusim.arch.retire; SimPy's equals the RTL's). An MXU
     instruction started at s <= (its completion) - (its least duration): LOAD_WEIGHTS C + 1,
-    MATMUL M + R + C + 1 cycles; it overlapped the previous MATMUL's drain if that bound is
-    before the previous completion. Returns bin -> hits (only bins hit)."""
+    MATMUL M + R + C + 1 cycles, or at its start in SimPy's ``timeline`` [(engine, pc, ready,
+    start, completion) ps] when given; it overlapped an earlier instruction if that is before
+    the earlier one's completion. Returns bin -> hits (only bins hit)."""
+    starts = {pc: s for eng, pc, _r, s, _c in timeline or () if eng == Engine.MXU}
     period = Timebase(cfg).core.period_ps
     instrs = normalise(prog.instrs)
     R, C = cfg.array_rows, cfg.array_cols
     out: Counter = Counter()
     prev = None                                   # (MATMUL args, completion ps) or None
+    mms = []                                      # (MATMUL args, completion ps, LOAD_WEIGHTS before it)
+    lw_since = False                              # a LOAD_WEIGHTS since the last MATMUL
+    done = []                                     # completion ps of the MXU instructions so far
     for pc, eng, t in sorted((r for r in retire if r[1] == "MXU"), key=lambda r: r[2]):
         ins = instrs[pc // INSTR_BYTES]
         op = getattr(ins, "op", None)
         a = getattr(ins, "args", {})
+        latest = starts.get(pc, t - ((C + 1) if op == "LOAD_WEIGHTS" else
+                                     (a.get("count_x", 0) * a.get("count_y", 0) + R + C + 1)) * period)
+        if op in ("LOAD_WEIGHTS", "MATMUL") and len(done) >= 3 and latest < done[-3]:
+            out["mm_inflight_4"] += 1
         if prev is not None and op == "LOAD_WEIGHTS":
-            out["mm_drain_lw"] += t - (C + 1) * period < prev[1]
+            out["mm_drain_lw"] += latest < prev[1]
+            pm = prev[0]["count_x"] * prev[0]["count_y"]
+            out["mm_lw_shared_bank"] += (latest < prev[1] and pm > 0 and bool(
+                _mm_banks(prev[0], cfg.bank_words)
+                & set(range(a["sram_addr"] // cfg.bank_words, (a["sram_addr"] + C - 1) // cfg.bank_words + 1))))
         elif prev is not None and op == "MATMUL" and a["accumulate"]:
             m = a["count_x"] * a["count_y"]
             pm = prev[0]["count_x"] * prev[0]["count_y"]
             lo, plo = a["acc_addr"], prev[0]["acc_addr"]
-            out["mm_drain_acc"] += (t - (m + R + C + 1) * period < prev[1]
-                                    and m > 0 and lo < plo + pm and plo < lo + m)
+            out["mm_drain_acc"] += (latest < prev[1] and m > 0 and lo < plo + pm and plo < lo + m)
+        if op == "LOAD_WEIGHTS":
+            # the plane it writes was last used by the MATMUL before the last plane change
+            last_switch = max((j for j, mm in enumerate(mms) if mm[2]), default=0)
+            if last_switch > 0:
+                out["mm_lw_plane_busy"] += latest < mms[last_switch - 1][1]
+            lw_since = True
+        elif op == "MATMUL":
+            if lw_since and mms and latest < mms[-1][1]:
+                out["mm_plane_switch"] += 1
+            mms.append((a, t, lw_since))
+            lw_since = False
+        if op in ("LOAD_WEIGHTS", "MATMUL"):
+            done.append(t)
         prev = (a, t) if op == "MATMUL" else None
     return {k: int(v) for k, v in out.items() if v}
 

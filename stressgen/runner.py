@@ -261,7 +261,7 @@ def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome,
     else:
         sb = {r.name: sim.read_ddr(r.ddr_addr, r.size_bytes) for r in prog.outputs}
         o.details.update(cycles_simpy=sim.cycles, retired_simpy=len(sim.retire))
-        o.bins = observed_bins(sim.counters) | drain_bins(prog, cfg, sim.retire)
+        o.bins = observed_bins(sim.counters) | drain_bins(prog, cfg, sim.retire, sim.timeline)
         d = compare_regions(gold, sb, "golden", "simpy")
         if d:
             o.fail("golden_vs_simpy", d)

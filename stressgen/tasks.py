@@ -26,6 +26,10 @@ def pick_m(r) -> int:
     return r.choice([1, 1, 2, 3, 5, 7, 9, 11, 13, 15, 17, 21, 23, 25, 27, 31, 35, 37, r.randint(1, 40)])
 
 
+#: vectors of a matmul task's lead MATMUL (``matmul_task``)
+LEAD_M = 40
+
+
 def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
     """C[M, N] = X[M, K] @ W[K, N] over K tiles of R rows and N tiles of C columns, then
     REQUANT per N tile (random per-channel table), optional POOL, DMA_STORE. Output region: M
@@ -92,7 +96,13 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
     # half of the shapes with at most 4 weight tiles, chosen from the shape so that no random
     # draw moves the later ones
     twice = (7 * K + 3 * M + N) % 2 == 1 and tn * tk <= 4
-    task = Task(ctx, 3 + tn * (2 * tk + 1) + nrq - tn + 2 + (3 if post else 0) + (tn * tk if twice else 0))
+    # lead: a long MATMUL (LEAD_M vectors, all the first word: stride 0) into scratch accumulator
+    # rows before the pairs, so that the fetch fills the MXU queue behind it and the pairs run
+    # back to back on the two weight planes (coverage bins mm_plane_switch, mm_lw_plane_busy,
+    # mm_inflight_4); from the shape, like ``twice``
+    lead = (3 * K + 5 * M + 7 * N) % 3 == 0 and tn * tk >= 2 and M <= 16
+    task = Task(ctx, 3 + tn * (2 * tk + 1) + nrq - tn + 2 + (3 if post else 0) + (tn * tk if twice else 0)
+                + (2 if lead else 0))
 
     def loads():
         nonlocal wbase, abase, pbase, obase, accs, dst
@@ -102,12 +112,18 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
         obase = ctx.alloc(task, "sram", out_words)
         dst = ctx.alloc(task, "sram", M) if post else 0
         accs = [ctx.alloc(task, "acc", M)] * tn if shared_acc else [ctx.alloc(task, "acc", M) for _ in range(tn)]
+        if lead:
+            accs.append(ctx.alloc(task, "acc", LEAD_M))
         ctx.load(wbase, wblob)
         ctx.load(abase, blob)
         ctx.load(pbase, np.frombuffer(b"".join(t.ljust(pw * W, b"\0") for t in tables), np.int8))
 
     def compute():
         q = ctx.ensure_qreg(zp_val)
+        if lead:
+            ctx.em.emit("LOAD_WEIGHTS", sram_addr=wbase)
+            ctx.em.emit("MATMUL", act_addr=abase, count_x=LEAD_M, stride_x=0, count_y=1, stride_y=0,
+                        acc_addr=accs[-1], accumulate=0)
         for n in range(tn):
             for t in range(tk):
                 ctx.em.emit("LOAD_WEIGHTS", sram_addr=wbase + (n * tk + t) * C)

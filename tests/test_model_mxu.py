@@ -1,4 +1,5 @@
-"""MXU: LOAD_WEIGHTS + MATMUL against numpy, timing c = g + M + R + C, address errors.
+"""MXU: LOAD_WEIGHTS + MATMUL against numpy, timing c = g + M + R + C, double-buffered weights,
+address errors.
 
 Config 'small': R = C = 8, SRAM words of 8 int8 lanes, 512-row accumulator, core 1000 ps.
 """
@@ -65,3 +66,44 @@ def test_address_past_end_is_an_error(ins, field, value):
     msg = str(ei.value)
     assert f"instruction #0 at pc 0x0 ({ins.op}): {field}={value:#x}" in msg
     assert "past" in msg
+
+
+
+def _stream(ms, weights_at):
+    """LOAD_WEIGHTS + MATMUL pairs: tile k at word ``weights_at[k]``, MATMUL k reads ``ms[k]``
+    consecutive words from bank 1 (word bank_words + 64k) into accumulator rows 64k.."""
+    prog = []
+    for k, (m, wa) in enumerate(zip(ms, weights_at)):
+        prog += [make("LOAD_WEIGHTS", sram_addr=wa),
+                 make("MATMUL", act_addr=CFG.bank_words + 64 * k, count_x=m, stride_x=1, count_y=1,
+                      acc_addr=64 * k)]
+    return prog + [make("HALT")]
+
+
+def test_double_buffered_stream():
+    """Double-buffered weights (docs/architecture.md, "MXU"), tiles in bank 0, vectors in bank 1;
+    instructions arrive two per fetch line (~20 cycles): LW0 s 20, g 21, L = c = 29. MM0 (M 40)
+    s 30, g 31, A 71, P(plane 0) 79, c 87. LW1 (plane 1) s 40 during MM0's reads, L 49,
+    c = max(49, 87 + 1) = 88. MM1 (M 4) waits for A: s 72, g 73, free 74, c 93. LW2 (plane 0)
+    waits for P(0) = 79: s 80, L 89, c = max(89, 94) = 94. MM2 s 90, g 91, c 147; HALT 148.
+    Each MATMUL multiplies by the tile of the LOAD_WEIGHTS before it."""
+    rng = np.random.default_rng(2)
+    sram = rng.integers(-128, 128, (2 * CFG.bank_words, W), dtype=np.int8)
+    ms, at = (40, 4, 40), (16, 24, 32)
+    run, tpu = run_program(_stream(ms, at), CFG, sram_segments=[(0, _words(sram))])
+    for k, (m, wa) in enumerate(zip(ms, at)):
+        x = sram[CFG.bank_words + 64 * k:CFG.bank_words + 64 * k + m].astype(np.int64)
+        assert (tpu.acc.rows[64 * k:64 * k + m] == x @ sram[wa:wa + C].T.astype(np.int64)).all(), k
+    assert [r[3] // 1000 for r in run.timeline] == [20, 30, 40, 72, 80, 90]
+    assert [t // 1000 for _, _, t in run.retire] == [29, 87, 88, 93, 94, 147, 148]
+    assert run.counters["sram_conflicts"] == 0
+
+
+def test_weight_load_waits_for_a_shared_bank():
+    """LW1's tile in bank 1, which MM0 reads: its request (visible 41) waits for MM0's 40 reads
+    (g 31: bank free at 71), 30 conflict cycles, L 79, c 88; MM1 s 80, g 81, c 101; LW2 after
+    MM1's free edge 82: s 83, c = max(92, 102); MM2 s 93, c 150."""
+    run, _ = run_program(_stream((40, 4, 40), (16, CFG.bank_words + 300, 32)), CFG)
+    assert [t // 1000 for _, _, t in run.retire] == [29, 87, 88, 101, 102, 150, 151]
+    assert run.counters["sram_conflicts"] == 1
+    assert run.counters["sram_conflict_cycles"] == 30

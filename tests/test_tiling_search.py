@@ -37,12 +37,16 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     for _ in range(total + 2):
         wwords.append((round_up(wwords[-1], min(bwd, C)) if 2 * C > bwd else wwords[-1]) + C)
 
+    def pair(M):
+        """The MXU period of one LOAD_WEIGHTS + MATMUL pair with double-buffered weights."""
+        return max(M + 2, C + 5, (M + R + C + 5) // 2)
+
     def batched(M, kbg, ih, iw, ni, s_out, aligned, load_bound, loads):
         """A streaming candidate gets weight batches: its pair is shorter than a one-tile DMA or
         its LOAD time (one DMA per tile) is at least its MXU time, and the ring of two
         bank-started halves fits (on its own banks if the candidate is)."""
         saves = (loads - ceil_div(loads, gb)) * per_dma > (gb - 1) * C * W / bw    # round trips vs the first batch
-        if gb == 1 or (C + M + R + 6 >= tiling.tile_dma_cycles(cfg) and not (load_bound and saves)):
+        if gb == 1 or (pair(M) + 6 >= tiling.tile_dma_cycles(cfg) and not (load_bound and saves)):
             return False
         half = 0
         for _ in range(gb):
@@ -58,7 +62,7 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         wbytes = nt * KB * T * wcols * W - nres * (nt - 1) * wcols * W // NB     # columns past cout: not loaded
         load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw
         aligned = wgrp + round_up(2 * tsw + 2 * mp * s_out, bwd) + ni * round_up(kbg * ih * iw, bwd) <= cfg.sram_words
-        mxu = nt * NB * KB * T * (C + M + R + 6)
+        mxu = nt * NB * KB * T * (pair(M) + 6)        # double-buffered weights
         others = nt * windows * ceil_div(KB, kbg) + nt * NB         # window and table DMAs
         if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned, load + per_dma * (others + loads) >= mxu, loads):
             loads = ceil_div(loads, gb)

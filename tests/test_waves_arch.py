@@ -42,8 +42,9 @@ P_DMA = """
     DMA_STORE ddr_addr=0x300000 sram_addr=0 inner_bytes=128 count1=1 count2=1 wait=LOAD
     HALT
 """
-# every engine and opcode, multi-run DMA with strides, an SRAM bank conflict (LOAD into bank 3
-# while the MXU reads bank 0..), tokens across the domains
+# every engine and opcode, multi-run DMA with strides, an SRAM bank conflict (the third LOAD
+# writes bank 0 while the 64-vector MATMUL reads it: double-buffered weights let the two short
+# MATMULs finish their reads before the LOAD's data arrives), tokens across the domains
 P_ALL = """
     DMA_LOAD ddr_addr=0x200000 sram_addr=0 inner_bytes=256 count1=2 ddr_stride1=1024 sram_stride1=256 count2=1 signal=MXU
     DMA_LOAD ddr_addr=0x210000 sram_addr=4800 inner_bytes=72 count1=1 count2=1 signal=VPU
@@ -54,6 +55,7 @@ P_ALL = """
     DMA_LOAD ddr_addr=0x201000 sram_addr=1600 inner_bytes=320 count1=1 count2=2 ddr_stride2=64 sram_stride2=512
     MATMUL act_addr=8 count_x=16 stride_x=1 count_y=2 stride_y=20 acc_addr=0 accumulate=0
     MATMUL act_addr=9 count_x=16 stride_x=1 count_y=2 stride_y=20 acc_addr=0 accumulate=1 signal=VPU
+    MATMUL act_addr=8 count_x=64 stride_x=1 count_y=1 acc_addr=64 accumulate=0
     REQUANT wait=MXU|LOAD acc_addr=0 count=32 param_addr=600 dst_addr=1100 qreg=0 relu=1
     POOL mode=0 src_addr=1100 win_w=2 win_h=2 win_stride_x=1 win_stride_y=4 out_w=2 out_stride_x=2 out_h=2 out_stride_y=8 dst_addr=1200
     POOL mode=1 src_addr=1100 win_w=2 win_h=2 win_stride_x=1 win_stride_y=4 out_w=2 out_stride_x=2 out_h=2 out_stride_y=8 dst_addr=1210 qreg_in=0 qreg_out=1

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from tpusim.arch.isa import ENGINE_KEYS as ENGINES
+from tpusim.arch.isa import SRAM_REQUESTERS
 
 MAP_PATH = Path(__file__).with_name("arch_map.yaml")
 TOP, PROBE = "tb_top.u_tpu", "tb_top.u_arch_probe"
@@ -40,7 +41,7 @@ def arch_map() -> dict[str, str]:
     m.update({"tpu.sram.gnt": f"{TOP}.u_sram.u_arbiter.gnt_q",
               "tpu.sram.wait": f"{TOP}.u_sram.u_arbiter.wait_q",
               "tpu.sram.conflicts": f"{TOP}.u_sram.u_arbiter.conf_q"})
-    m.update({f"tpu.sram.hold_{e}": f"{PROBE}.sram_hold_{e}" for e in ENGINES})
+    m.update({f"tpu.sram.hold_{e}": f"{PROBE}.sram_hold_{e}" for e in SRAM_REQUESTERS})
     m.update({f"tpu.qreg.{n}": f"{PROBE}.qreg_{n}"
               for n in ("wr_idx", "wr_val", "writes", "rd", "reads")})
     return m

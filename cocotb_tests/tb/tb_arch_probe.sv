@@ -32,7 +32,7 @@ module tb_arch_probe
   input wire logic clk_dma_i
 );
 
-  localparam int unsigned NSig  = 59;
+  localparam int unsigned NSig  = 60;
   localparam int unsigned AccAw = (ACC_DEPTH > 1) ? $clog2(ACC_DEPTH) : 1;
 
   // ------------------------------------------------------------------------------ control
@@ -81,7 +81,7 @@ module tb_arch_probe
     initial begin sum_ld_q[b] = 0;  sum_vp_q[b] = 0; end
     always @(posedge clk_core_i) begin
       if (on && tb_top.u_tpu.u_sram.g_bank[b].en && tb_top.u_tpu.u_sram.g_bank[b].we) begin
-        automatic logic [1:0] sel = 2'(tb_top.u_tpu.u_sram.g_bank[b].sel);
+        automatic logic [2:0] sel = 3'(tb_top.u_tpu.u_sram.g_bank[b].sel);
         automatic logic [WORD_BYTES*8-1:0] d = tb_top.u_tpu.u_sram.wdata_i[sel];
         automatic logic [LANE_GROUPS-1:0] grp = tb_top.u_tpu.u_sram.wgrp_i[sel];
         automatic longint unsigned word = longint'(b) * BANK_WORDS
@@ -127,7 +127,7 @@ module tb_arch_probe
   logic [1:0]            ddr_grant_q;
   logic [DDR_ADDR_BITS-1:0]           ddr_grant_addr_q;
   logic [15:0]           ddr_grant_bytes_q;
-  logic [3:0][SRAM_BANKS-1:0] sram_hold_q;
+  logic [4:0][SRAM_BANKS-1:0] sram_hold_q;   // per SRAM requester (4: the MXU's weight port)
   logic [5:0]            qreg_wr_idx_q;
   logic [47:0]           qreg_wr_val_q;
   logic [31:0]           qreg_writes_q, qreg_reads_q;
@@ -144,7 +144,7 @@ module tb_arch_probe
   // core domain: SRAM holds, quant registers
   always @(posedge clk_core_i) begin
     if (on) begin
-      for (int r = 0; r < 4; r++) begin
+      for (int r = 0; r < 5; r++) begin
         if (tb_top.u_tpu.u_sram.u_arbiter.gnt_d[r])
           sram_hold_q[r] <= tb_top.u_tpu.u_sram.u_arbiter.mask_i[r];
         else if (tb_top.u_tpu.u_sram.u_arbiter.req_cnt_q[r] <= 17'd1)
@@ -241,6 +241,7 @@ module tb_arch_probe
       56: return 64'(tb_top.u_tpu.u_sram.u_arbiter.gnt_q);
       57: return 64'(tb_top.u_tpu.u_sram.u_arbiter.wait_q);
       58: return 64'(tb_top.u_tpu.u_sram.u_arbiter.conf_q);
+      59: return 64'(sram_hold_q[4]);
       default: return '0;
     endcase
   endfunction
@@ -260,7 +261,7 @@ module tb_arch_probe
     width[37] = 40;  width[38] = 1;
     width[39] = 1;  width[40] = 1;  width[41] = 40;  width[42] = 1;  width[43] = 1;
     for (int i = 44; i < 56; i++) width[i] = 8;
-    width[56] = 4;  width[57] = 4;  width[58] = 64;
+    width[56] = 5;  width[57] = 5;  width[58] = 64;  width[59] = SRAM_BANKS;
   end
 
   // ------------------------------------------------------------------------------ VCD text
@@ -291,6 +292,7 @@ module tb_arch_probe
     for (int e = 0; e < 4; e++) wr_var(e, {en[e], "_retire_digest"});
     wr_var(4, "ddr_grant");  wr_var(5, "ddr_grant_addr");  wr_var(6, "ddr_grant_bytes");
     for (int e = 0; e < 4; e++) wr_var(7 + e, {"sram_hold_", en[e]});
+    wr_var(59, "sram_hold_mxuw");
     wr_var(11, "qreg_wr_idx");  wr_var(12, "qreg_wr_val");  wr_var(13, "qreg_writes");
     wr_var(14, "qreg_rd");  wr_var(15, "qreg_reads");
     wr_up();

@@ -38,12 +38,12 @@ module dp_tb_top
   output logic [63:0]              sram_conflict_cycles_o
 );
   localparam int unsigned WB = WORD_BYTES * 8;
-  logic [3:0]                 req, gnt, we;
-  logic [3:0][16:0]           len;
-  logic [3:0][SRAM_BANKS-1:0] mask;
-  logic [3:0][15:0]           addr;
-  logic [3:0][WB-1:0]         wdata, rdata;
-  logic [3:0][LANE_GROUPS-1:0] wgrp;
+  logic [4:0]                 req, gnt, we;
+  logic [4:0][16:0]           len;
+  logic [4:0][SRAM_BANKS-1:0] mask;
+  logic [4:0][15:0]           addr;
+  logic [4:0][WB-1:0]         wdata, rdata;
+  logic [4:0][LANE_GROUPS-1:0] wgrp;
   logic mxu_done, vpu_done;
   logic [15:0] vpu_acc_addr, acc_addr;
 
@@ -54,6 +54,7 @@ module dp_tb_top
   assign we[1:0]    = tb_we_i;
   assign wdata[1:0] = tb_wdata_i;
   assign wgrp[2:0]  = '1;
+  assign wgrp[4]    = '1;
   assign tb_gnt_o   = gnt[1:0];
   assign tb_rdata_o = rdata[1:0];
   assign acc_addr   = tb_acc_sel_i ? tb_acc_addr_i : vpu_acc_addr;
@@ -63,9 +64,12 @@ module dp_tb_top
     .we_i(we), .wgrp_i(wgrp), .wdata_i(wdata), .rdata_o(rdata), .sram_conflicts_o, .sram_conflict_cycles_o);
 
   tpu_mxu u_mxu (
-    .clk_i, .rst_ni, .start_i(mxu_start_i), .instr_i(mxu_instr_i), .free_o(), .done_o(mxu_done),
+    .clk_i, .rst_ni, .start_i(mxu_start_i), .instr_i(mxu_instr_i), .head_op_i(8'd0), .hold_o(),
+    .free_o(), .done_o(mxu_done),
     .sram_req_o(req[2]), .sram_len_o(len[2]), .sram_mask_o(mask[2]), .sram_gnt_i(gnt[2]),
     .sram_addr_o(addr[2]), .sram_we_o(we[2]), .sram_wdata_o(wdata[2]), .sram_rdata_i(rdata[2]),
+    .wsram_req_o(req[4]), .wsram_len_o(len[4]), .wsram_mask_o(mask[4]), .wsram_gnt_i(gnt[4]),
+    .wsram_addr_o(addr[4]), .wsram_we_o(we[4]), .wsram_wdata_o(wdata[4]), .wsram_rdata_i(rdata[4]),
     .acc_rd_addr_i(acc_addr), .acc_rd_data_o(acc_data_o));
 
   tpu_vpu u_vpu (
@@ -92,7 +96,7 @@ module dp_tb_top
     end else begin
       cyc_q <= cyc_q + 1;
       if (mxu_start_i) mxu_s_o <= cyc_q;
-      if (gnt[2])      mxu_g_o <= cyc_q;
+      if (gnt[2] || gnt[4]) mxu_g_o <= cyc_q;   // MATMUL or LOAD_WEIGHTS grant
       if (mxu_done) begin mxu_c_o <= cyc_q + 1; mxu_done_cnt_o <= mxu_done_cnt_o + 1; end
       if (vpu_start_i) vpu_s_o <= cyc_q;
       if (gnt[3])      vpu_g_o <= cyc_q;

@@ -1,5 +1,5 @@
 """SRAM banks + arbiter: fixed priority, no head-of-line blocking, banks free at g+D, conflict
-counters, data integrity. 4 random requesters vs a Python reference of docs/architecture.md.
+counters, data integrity. 5 random requesters vs a Python reference of docs/architecture.md.
 Bench top: tpu_sram itself (8x8 'small' config: 4 banks of 512 words). DP_SEED=<n> replays.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ try:
 except ImportError:  # pragma: no cover
     cocotb = None
 
-NREQ = 4
+NREQ = 5         # tpu_sram's default NumReq: DMA LOAD, DMA STORE, MXU, VPU, MXU weights
 
 if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
 

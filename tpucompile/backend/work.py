@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tpucompile.backend.layout import ceil_div
 from tpusim.arch.config import HwConfig
 
@@ -69,12 +71,16 @@ class LayerWork:
 
 
 def mxu_pair_cycles(M, R: int, C: int):
-    """Core cycles one LOAD_WEIGHTS + MATMUL pair of ``M`` vectors (int or int64 array) keeps the
-    MXU busy in a stream of them, without issue gaps: LOAD_WEIGHTS ``C``, MATMUL ``M + R + C``,
-    less the ``C`` drain cycles of the MATMUL that the next LOAD_WEIGHTS overlaps
-    (docs/architecture.md, "Drain overlap"): ``C + M + R``. The last MATMUL of a stream drains in
-    full (``drain_cycles``)."""
-    return C + M + R
+    """Core cycles one LOAD_WEIGHTS + MATMUL pair of ``M`` vectors (int or int64 array) takes in a
+    stream of them with double-buffered weights (docs/architecture.md, "MXU"), issue gaps
+    included, no bank conflict: the period ``T`` of MATMUL starts is the largest of
+    ``M + 2`` (the activation port: next MATMUL at A + 1, granted a cycle after its start),
+    ``C + 5`` (the next LOAD_WEIGHTS starts two cycles after the MATMUL's grant, loads ``C``
+    words a cycle after its start; the MATMUL after it starts at L + 1) and
+    ``(M + R + C + 4) / 2`` (a LOAD_WEIGHTS writes the plane of the MATMUL two pairs back, once
+    its last vector has passed the ``R`` rows: two periods cover ``M + R + C + 4``). The last
+    MATMUL of a stream drains in full (``drain_cycles``)."""
+    return np.maximum(np.maximum(M + 2, C + 5), (M + R + C + 5) // 2)
 
 
 def _add(instrs: dict, bursts: int, count: int) -> None:

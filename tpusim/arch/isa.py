@@ -36,6 +36,11 @@ class Engine(IntEnum):
 #: signal names ("load", "store", "mxu", "vpu").
 ENGINE_NAMES = tuple(e.name for e in Engine)
 ENGINE_KEYS = tuple(n.lower() for n in ENGINE_NAMES)
+#: SRAM arbiter requesters in priority order (docs/architecture.md, "SRAM and the bank arbiter"):
+#: the four engines (the MXU's for MATMUL activations), then "mxuw", the MXU's weight port
+#: (LOAD_WEIGHTS); ``SRAM_REQUESTER_ENGINE``: the engine each one serves
+SRAM_REQUESTERS = ENGINE_KEYS + ("mxuw",)
+SRAM_REQUESTER_ENGINE = (Engine.LOAD, Engine.STORE, Engine.MXU, Engine.VPU, Engine.MXU)
 
 
 @dataclass(frozen=True)
@@ -394,6 +399,6 @@ def assemble(text: str) -> list[Instruction]:
     return prog
 
 
-__all__ = ["INSTR_BYTES", "Engine", "OPCODES", "BY_CODE", "Instruction", "make", "encode",
+__all__ = ["INSTR_BYTES", "Engine", "SRAM_REQUESTERS", "SRAM_REQUESTER_ENGINE", "OPCODES", "BY_CODE", "Instruction", "make", "encode",
            "decode", "decode_as_hardware", "unused_bits", "lowest_unused_bit", "unused_bit_why", "encode_program", "decode_program", "assemble", "check_ranges",
            "DEVICE_ERRORS", "DEVICE_ERROR_TEXT", "ERROR_NAMES", "error_name"]

@@ -13,9 +13,11 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
   DMA_LOAD / DMA_STORE (``inner_bytes * count1 * count2``), ``ddr_bytes_per_cycle`` achieved;
 * ``compute_floor`` = MACs / PEs, ``memory_floor`` = DDR bytes / peak bytes per core cycle
   (beat bytes x DDR MHz / core MHz), ``floor`` the larger, ``ratio`` = cycles / floor;
-* per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span executing) and
-  ``<e>_wait`` (share of the span spent ready but waiting for tokens; a wait that began before
-  the layer's first start counts from there), each at most 1;
+* per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span with an instruction
+  of it in flight: the union of its [start, completion) intervals, the MXU's overlapping ones
+  counted once) and ``<e>_wait`` (share of the span spent ready but waiting for tokens with none
+  in flight; a wait that began before the layer's first start counts from there), their sum at
+  most 1;
 * ``sram_bytes`` (the SRAM word accesses the model granted during its instructions),
   ``acc_accesses`` (int32 accumulator elements of its MATMULs and REQUANTs) and the energy of its
   events, ``energy_uj`` = ``mac_uj`` + ``sram_uj`` + ``acc_uj`` + ``ddr_uj`` (``cfg.energy``,
@@ -40,7 +42,7 @@ from pathlib import Path
 from tpusim.arch.binary import TpuBinary
 from tpusim.arch.errors import TpuError
 from tpusim.arch.fileio import write_text_atomic
-from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, Instruction, decode_program
+from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, SRAM_REQUESTER_ENGINE, Instruction, decode_program
 from tpusim.arch.timebase import Timebase
 
 __all__ = ["layer_rows", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
@@ -93,9 +95,34 @@ def _layer_of(binary: TpuBinary) -> list:
     return owner
 
 
+def _merged(intervals: list) -> list:
+    """The union of half-open intervals [(start, end)], as sorted disjoint intervals."""
+    out: list = []
+    for s, c in sorted(iv for iv in intervals if iv[1] > iv[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], c)
+        else:
+            out.append([s, c])
+    return out
+
+
+def _overlap(a: list, b: list) -> int:
+    """Total length of the intersection of two sorted disjoint interval lists."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
 def _sram_words_by_instruction(timeline: list, sram_grants) -> dict:
-    """SRAM word accesses per timeline index: each grant of requester (= engine) e falls in the
-    [start, completion] interval of exactly one instruction of engine e (engines run in order)."""
+    """SRAM word accesses per timeline index: a grant of a requester of engine e
+    (``SRAM_REQUESTER_ENGINE``) goes to the last instruction of engine e started at or before it
+    whose [start, completion] holds it (the MXU's overlapping instructions: the latest)."""
     per_engine: dict = {}
     for i, (eng, _pc, _r, s_ps, c_ps) in enumerate(timeline):
         per_engine.setdefault(eng, []).append((s_ps, c_ps, i))
@@ -103,7 +130,8 @@ def _sram_words_by_instruction(timeline: list, sram_grants) -> dict:
         lst.sort()
     starts = {e: [s for s, _, _ in lst] for e, lst in per_engine.items()}
     words: dict = {}
-    for req, g_ps, n in sram_grants:
+    for requester, g_ps, n in sram_grants:
+        req = SRAM_REQUESTER_ENGINE[requester]
         lst = per_engine.get(req)
         k = bisect.bisect_right(starts[req], g_ps) - 1 if lst else -1
         if k >= 0 and g_ps <= lst[k][1]:
@@ -142,7 +170,7 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=(),
         a = acc[li]
         a["t0"] = s_ps if a["t0"] is None else min(a["t0"], s_ps)
         a["t1"] = c_ps if a["t1"] is None else max(a["t1"], c_ps)
-        a["busy"][eng] += c_ps - s_ps
+        a.setdefault("runs", []).append((eng, s_ps, c_ps))
         a.setdefault("waits", []).append((eng, r_ps, s_ps))
         ins = program[k]
         a["load" if ins.op == "DMA_LOAD" else "store"] += _dma_bytes(ins)
@@ -154,8 +182,11 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=(),
     for L, a in zip(layers, acc):
         if a["t0"] is None:
             continue
-        for eng, r_ps, s_ps in a["waits"]:          # token waits inside the layer's span only
-            a["wait"][eng] += max(0, s_ps - max(r_ps, a["t0"]))
+        for eng in range(len(ENGINE_KEYS)):
+            busy = _merged([(s, c) for e, s, c in a["runs"] if e == eng])
+            waits = _merged([(max(r, a["t0"]), s) for e, r, s in a["waits"] if e == eng])   # inside the span
+            a["busy"][eng] = sum(c - s for s, c in busy)
+            a["wait"][eng] = sum(c - s for s, c in waits) - _overlap(waits, busy)
         span_ps = max(a["t1"] - a["t0"], 1)
         cycles = span_ps / period
         macs = int(L.get("macs", 0))

@@ -3,7 +3,7 @@
 A DMA-bound network spends most of its simulation in the bursts of DMA_LOAD and DMA_STORE: per
 burst one DDR grant and one SRAM grant, each followed by the channel's step (models/dma.py). When
 the DMA channels are the only requesters with a request on both arbiters (no instruction fetch
-queued, no MXU or VPU SRAM request pending), :class:`DmaTrain` runs those grants itself, in time
+queued, no MXU or VPU SRAM request pending: requesters 2 and up), :class:`DmaTrain` runs those grants itself, in time
 order, up to SimPy's next event (the horizon of :class:`~tpusim.models.common.ArbiterLoop`:
 nothing else can post a request visible by then). Each grant is the arbiter's decision at that
 edge, with the same rules (DDR: bus free, round robin from the last granted requester; SRAM:
@@ -18,7 +18,7 @@ from __future__ import annotations
 from tpusim.arch.ddr_memory import PAGE_BYTES
 from tpusim.arch.timebase import CDC_EDGES
 from tpusim.models.ddr_arbiter import DMA_READ, DMA_WRITE, FETCH, DdrRequest
-from tpusim.models.sram import LOAD, MXU, STORE, VPU, SramRequest
+from tpusim.models.sram import LOAD, MXU, STORE, SramRequest
 
 
 class DmaTrain:
@@ -44,7 +44,7 @@ class DmaTrain:
         """Run every DDR and SRAM decision up to ``horizon_ps`` (ps) if only the DMA channels
         request (True), else nothing (False)."""
         ddr, sram = self.ddr, self.sram
-        if ddr.queues[FETCH] or sram.pending[MXU] is not None or sram.pending[VPU] is not None:
+        if ddr.queues[FETCH] or any(r is not None for r in sram.pending[MXU:]):
             return False
         _Run(self, horizon_ps).go()
         ddr.wake()

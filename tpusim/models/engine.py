@@ -2,10 +2,12 @@
 
 Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's own domain:
   * idle from its free edge ``f`` on; may start the next instruction at ``s >= f + 1`` (the first
-    instruction at any edge). ``f = c`` (the completion edge) except on the MXU, whose MATMUL frees
-    it ``C`` cycles before its completion (``overlap_cycles``, docs/architecture.md, "MXU");
+    instruction at any edge). ``f = c`` (the completion edge) except on the MXU, whose
+    instructions free it before their completion (docs/architecture.md, "MXU");
   * at most ``max_inflight`` instructions started and not completed: ``s >= c[k-max_inflight] + 1``;
     a NOP or an erroneous head starts only with none in flight (``s >= c[k-1] + 1``);
+  * ``head_ready_ps``: an engine's own start rules for the head (the MXU's ports and weight
+    planes), part of the edge ``r`` below;
   * starts at the first edge ``s`` at which it is idle, the queue head is visible and a token from
     every engine in the head's ``wait`` mask is visible; at ``s`` it pops the head (visible to the
     decoder at ``cdc(s -> core)``) and consumes the tokens;
@@ -14,7 +16,7 @@ Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's ow
     logic at ``cdc(c -> core)``) and a token goes to each engine in ``signal``;
   * ``busy_cycles`` += ``c - s``.
 Subclasses implement ``execute(entry, s_ps)``: a generator that returns the completion edge
-``c_ps`` with the simulation clock at the free edge ``c_ps - overlap_cycles(entry) * period``; it raises DeviceError for an erroneous
+``c_ps`` with the simulation clock at the free edge (``c_ps`` itself without overlap); it raises DeviceError for an erroneous
 instruction at ``s``, before waiting for anything. NOP completes at ``s + 1`` on every engine,
 and so does an erroneous instruction (docs/architecture.md, "Device errors").
 """
@@ -54,9 +56,9 @@ class EngineBase(abc.ABC):
         self.timeline: list | None = None    # [(engine, pc, ready_ps, start_ps, complete_ps)] (set by the top level)
         self.max_inflight = 1                # instructions started and not yet completed, at most
 
-    def overlap_cycles(self, entry: QueueEntry) -> int:
-        """Cycles before its completion edge at which ``entry`` (started, no device error) frees
-        the engine for its next instruction: 0 (no overlap) unless a subclass says otherwise."""
+    def head_ready_ps(self, entry: QueueEntry) -> int:
+        """The earliest edge (ps) at which ``entry`` may start by the engine's own resource rules
+        (beyond the free edge and the in-flight limit): 0 unless a subclass says otherwise."""
         return 0
 
     def starts_alone(self, entry: QueueEntry) -> bool:
@@ -79,7 +81,7 @@ class EngineBase(abc.ABC):
                 self.waiting_for = "its next instruction (queue empty)"
                 entry = yield q.entries.wait(k)
             self.current = entry
-            r_ps = max(next_ps, entry.visible_ps)
+            r_ps = max(next_ps, entry.visible_ps, self.head_ready_ps(entry))
             if done_ps:
                 if len(done_ps) >= self.max_inflight:
                     r_ps = max(r_ps, done_ps[-self.max_inflight] + self.period)

@@ -3,7 +3,8 @@
 Rules (docs/architecture.md, "SRAM and the bank arbiter"):
   * ``banks`` single-ported, address-partitioned banks (bank = word // bank_words), one word of
     ``W`` bytes per bank access;
-  * requesters in fixed priority 0 DMA LOAD, 1 DMA STORE, 2 MXU, 3 VPU; each has <= 1 request;
+  * requesters in fixed priority 0 DMA LOAD, 1 DMA STORE, 2 MXU (activations), 3 VPU, 4 MXU
+    weights (LOAD_WEIGHTS); each has <= 1 request;
     a request carries its bank mask (ranges_to_banks) and its access count ``D``;
   * a request launched at ``t`` is visible at ``v = cdc(t -> core)`` (MXU/VPU: ``t + 1``);
   * at each core edge ``e`` the arbiter walks the visible, ungranted requests in priority order
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from tpusim.arch.isa import SRAM_REQUESTERS
 from tpusim.arch.timebase import ClockDomain
 from tpusim.models.common import ArbiterLoop, Clocks, EdgeScheduler, ranges_to_banks
 
-LOAD, STORE, MXU, VPU = 0, 1, 2, 3     # requester ids = priority order (0 highest)
+LOAD, STORE, MXU, VPU, MXU_W = 0, 1, 2, 3, 4     # requester ids = priority order (0 highest)
 
 
 @dataclass(slots=True)
@@ -63,7 +65,7 @@ class Sram:
         self.words = self.data.view(np.int8).reshape(self.n_words, self.word_bytes)
         self._bytes = memoryview(self.data)      # the same bytes, for cheap slice writes
         self.bank_free_ps = [0] * cfg.sram_banks       # bank free for a grant at this edge
-        self.pending: list[SramRequest | None] = [None] * 4
+        self.pending: list[SramRequest | None] = [None] * len(SRAM_REQUESTERS)
         self.loop = loop or ArbiterLoop(env)       # decisions run on it (shared with the other arbiter)
         self.sched = EdgeScheduler(self.loop, self._decide)
         self.grants: list | None = None        # [(requester, grant ps, word accesses)] when the top level asks
@@ -172,4 +174,4 @@ class Sram:
         self._bytes[byte_addr:byte_addr + len(data)] = data
 
 
-__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU", "grant_edge_ps"]
+__all__ = ["Sram", "SramRequest", "LOAD", "STORE", "MXU", "VPU", "MXU_W", "grant_edge_ps"]

@@ -28,10 +28,11 @@ Signals (``ENGINES`` = load, store, mxu, vpu; requester ids = engine ids = SRAM 
   tpu.{load,store}.a_cnt / a_done / b_cnt / b_done   per-channel burst counters (mod 256):
                               LOAD a = DDR read (launch r_j, seen d_j), b = SRAM write (launch
                               e_j, seen f_j); STORE a = SRAM read (r_j, d_j), b = DDR write (d_j, f_j)
-  tpu.sram.gnt             4  bit r during core cycle g of requester r's grant
-  tpu.sram.wait            4  bit r over [v, g) of a conflicting request (granted at g > v)
+  tpu.sram.gnt             5  bit r during core cycle g of requester r's grant
+  tpu.sram.wait            5  bit r over [v, g) of a conflicting request (granted at g > v)
   tpu.sram.conflicts      64  +1 at v of every conflicting request
-  tpu.sram.hold_<eng>  banks  bank mask of the requester's transaction over [g, g+D)
+  tpu.sram.hold_<req>  banks  bank mask of the requester's transaction over [g, g+D)
+                              (``SRAM_REQUESTERS``: the engines, then mxuw = the MXU's weight port)
   tpu.qreg.wr_idx/wr_val/writes   LOAD_QREG write at s+1: index, {mult, shift, zp}, count
   tpu.qreg.rd / reads      read ports used by the VPU instruction started at s, recorded at
                               s+1: {enable[2:0], idx2, idx1, idx0} (6 bits each), count
@@ -46,7 +47,7 @@ import numpy as np
 from vcd import VCDWriter
 
 from tpusim.arch.fileio import write_text_atomic
-from tpusim.arch.isa import ENGINE_KEYS, ENGINE_NAMES
+from tpusim.arch.isa import ENGINE_KEYS, ENGINE_NAMES, SRAM_REQUESTERS
 
 RETIRERS = ENGINE_NAMES + ("HALT",)
 ENGINES = ENGINE_KEYS                                      # load, store, mxu, vpu
@@ -76,8 +77,9 @@ def signal_table(cfg) -> dict[str, tuple[int, int]]:
         t.update({f"tpu.ddr.{r}_served": (w, 0), f"tpu.ddr.{r}_done": (w, 0)})
     for ch in ENGINES[:2]:
         t.update({f"tpu.{ch}.{c}": (8, 0) for c in ("a_cnt", "a_done", "b_cnt", "b_done")})
-    t.update({"tpu.sram.gnt": (4, 0), "tpu.sram.wait": (4, 0), "tpu.sram.conflicts": (64, 0)})
-    t.update({f"tpu.sram.hold_{e}": (cfg.sram_banks, 0) for e in ENGINES})
+    n = len(SRAM_REQUESTERS)
+    t.update({"tpu.sram.gnt": (n, 0), "tpu.sram.wait": (n, 0), "tpu.sram.conflicts": (64, 0)})
+    t.update({f"tpu.sram.hold_{e}": (cfg.sram_banks, 0) for e in SRAM_REQUESTERS})
     t.update({"tpu.qreg.wr_idx": (6, 0), "tpu.qreg.wr_val": (48, 0), "tpu.qreg.writes": (32, 0),
               "tpu.qreg.rd": (21, 0), "tpu.qreg.reads": (32, 0)})
     return t
@@ -317,8 +319,8 @@ class Trace:
         mask = sum(1 << b for b in banks)
         self._bit(g_ps, "tpu.sram.gnt", requester, 1)
         self._bit(g_ps + p, "tpu.sram.gnt", requester, 0)
-        self._set(g_ps, f"tpu.sram.hold_{ENGINES[requester]}", mask)
-        self._set(g_ps + accesses * p, f"tpu.sram.hold_{ENGINES[requester]}", 0)
+        self._set(g_ps, f"tpu.sram.hold_{SRAM_REQUESTERS[requester]}", mask)
+        self._set(g_ps + accesses * p, f"tpu.sram.hold_{SRAM_REQUESTERS[requester]}", 0)
         if g_ps > visible_ps:
             self._bit(visible_ps, "tpu.sram.wait", requester, 1)
             self._bit(g_ps, "tpu.sram.wait", requester, 0)
