@@ -157,15 +157,15 @@ class _Alloc:
         self.regions = {}
 
     def take(self, name: str, count: int, words: int, bank_align: bool = False) -> bool:
-        bw = self.cfg.bank_words
-        bases = []
-        for _ in range(count):
-            if bank_align:
-                a = min(bw, words)
-                self.top = round_up(self.top, a)
-            bases.append(self.top)
-            self.top += words
-        self.regions[name] = bases
+        """``count`` slots of ``words`` words from the top, each from a multiple of
+        ``min(bank_words, words)`` if ``bank_align`` (so ``round_up(words, that)`` apart)."""
+        step = words
+        if count and bank_align:
+            a = min(self.cfg.bank_words, words)
+            self.top, step = round_up(self.top, a), round_up(words, a)
+        self.regions[name] = list(range(self.top, self.top + count * step, step)) if step else [self.top] * count
+        if count:
+            self.top += (count - 1) * step + words
         return self.top <= self.cfg.sram_words
 
 
@@ -294,7 +294,8 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
 
 class _ConvShapeTable(NamedTuple):
     """What ``conv_candidates`` shares across the bank and SRAM sizes: the (tw, th, nbg, kbg, ni)
-    whose accumulator tile and token count fit (``tile_conv``'s search order; then, if there is
+    whose accumulator tile and token count fit, but those no fuller cout group of which comes
+    first (``_first_largest_groups``: they are never chosen) (``tile_conv``'s search order; then, if there is
     more than one spatial tile, the same candidates with weights resident: ``wres`` 1, their
     costs here still those of streaming every weight tile per output tile, ``conv_candidates``
     subtracts what the resident ones save; ``twin``: a streaming candidate's copy, else -1), as
@@ -302,7 +303,8 @@ class _ConvShapeTable(NamedTuple):
     (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
     candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
     DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
-    and the bandwidth-free cost terms as float64 (load bytes, 40 x DMAs, MXU, wait bytes).
+    and the bandwidth-free cost terms as float64 (load bytes, 40 x DMAs, MXU, wait bytes; ``stacked``:
+    the same as the rows of one (4, n) array).
     With a fused pool, ``PTH`` x ``PTW`` (per pair) the pooled outputs of a tile, the conv tile
     (th x tw) the rows and columns they read; 0 without."""
     M: np.ndarray
@@ -326,6 +328,52 @@ class _ConvShapeTable(NamedTuple):
     PTH: np.ndarray
     PTW: np.ndarray
     terms: tuple
+    stacked: np.ndarray
+
+
+def _first_largest_groups(nbg: np.ndarray) -> np.ndarray:
+    """Per candidate of a (pairs, cout groups, cin groups, input slots) array of cout blocks per
+    group (-1: not a candidate) whether it holds more than every earlier one of its (pair, cin
+    group, input slots), flattened in C order: the others can never be chosen. Candidates of one
+    (tw, th) pair, kbg and ni need the same SRAM words, packed and bank-aligned, and the same MXU
+    and VPU cycles, and one with at least as many cout blocks per group loads its windows no more
+    often, so its load bytes, DMAs and wait bytes are no greater: its estimate is no greater at
+    any bandwidth, bank and SRAM size, and the first of the least estimate wins."""
+    before = np.maximum.accumulate(nbg, axis=1)[:, :-1]
+    return (nbg > np.concatenate((np.full_like(nbg[:, :1], -1), before), axis=1)).reshape(-1)
+
+
+class _SearchSet:
+    """The streaming candidates that fit (``ConvCandidates.live``) that ``tile_conv`` still
+    weighs: ``state`` = (their indices, int64 ascending; their cost terms, a (6, n) float64
+    array, rows load bytes, 40 x DMAs, MXU, wait bytes, max(MXU, VPU), unaligned 0/1: those of
+    ``ConvCandidates.terms`` in the order they are gathered), one tuple so that a reader never
+    sees one without the other. The estimate is nondecreasing in each cost term (IEEE divisions by a positive
+    bandwidth, sums, max, min and products by 0.3 and by 0 / 1 of non-negative values are
+    monotone), so a candidate no lower in any term than an earlier one never is the first of
+    the least estimate, whatever the bandwidth: ``pick`` drops those after a chosen one (a
+    sweep weighs one key at several DDR timings and clocks). ``anchors``: the chosen ones."""
+
+    __slots__ = ("state", "anchors")
+
+    def __init__(self, live: np.ndarray, terms: np.ndarray) -> None:
+        self.state = (live, terms)
+        self.anchors: set = set()
+
+    def pick(self, bw: float, est_cycles) -> tuple:
+        """(candidate, its estimate): the first of the least ``est_cycles(bw, terms)``; the
+        later candidates no lower in any term than it are dropped."""
+        idx, terms = self.state
+        est = est_cycles(bw, (terms[0], terms[1], terms[4], terms[2], terms[5], terms[3]))
+        k = int(est.argmin())
+        i = int(idx[k])
+        if i not in self.anchors:
+            self.anchors.add(i)
+            worse = (terms[:, k + 1:] >= terms[:, k:k + 1]).all(axis=0)
+            if worse.any():
+                keep = np.concatenate((np.ones(k + 1, bool), ~worse))
+                self.state = (idx[keep], terms[:, keep])
+        return i, float(est[k])
 
 
 class ConvCandidates(NamedTuple):
@@ -334,25 +382,40 @@ class ConvCandidates(NamedTuple):
     they hold no weights resident): per (tw, th) pair ``s_out`` and ``vpu`` (VPU cycles), per
     streaming candidate ``aligned`` (its slots fit on their own banks) and the cost terms
     (float64: load bytes, 40 x DMAs, max(MXU, VPU) (inf where the candidate does not fit the
-    SRAM), MXU, unaligned 0/1, wait bytes). ``live``: the streaming candidates that fit (int64,
-    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs). A weights-resident
+    SRAM), MXU, unaligned 0/1, wait bytes), both worked out when asked for from ``bank`` (the
+    ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64,
+    ascending), ``search`` those of them ``tile_conv`` still weighs (``_SearchSet``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
-    ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out."""
+    ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
+    ``choice_memo`` (candidate, ``_batch_key``) -> ``_conv_choice``."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
     vpu: np.ndarray
-    aligned: np.ndarray
-    terms: tuple
+    bank: _ConvBankTable
     live: np.ndarray
-    live_terms: tuple
+    search: _SearchSet
     rest: np.ndarray
     pogrp: np.ndarray
     key: tuple
     resident_memo: dict
+    choice_memo: dict
+
+    @property
+    def aligned(self) -> np.ndarray:
+        """Per streaming candidate: its slots fit on their own banks."""
+        return self.bank.aligned_words <= self.key[13]
+
+    @property
+    def terms(self) -> tuple:
+        """The streaming candidates' cost terms (the class docstring)."""
+        b, n0 = self.bank, self.nstream
+        load_b, dma, mxu, wait_b = (a[:n0] for a in self.table.terms)
+        peak = np.where(b.packed_words <= self.key[13], b.peak, np.inf)
+        return load_b, dma, peak, mxu, (~self.aligned).astype(np.float64), wait_b
 
     def nres(self, i: int) -> int:
         """Resident weight tiles of candidate ``i`` (0: a streaming one)."""
@@ -360,7 +423,7 @@ class ConvCandidates(NamedTuple):
 
     def aligned_at(self, i: int) -> bool:
         """Candidate ``i``'s slots fit on their own banks."""
-        return bool(self.aligned[i]) if i < self.nstream else self.resident(i)[1]
+        return bool(self.bank.aligned_words[i] <= self.key[13]) if i < self.nstream else self.resident(i)[1]
 
     def load_bytes(self, i: int) -> int:
         """DDR bytes candidate ``i`` loads."""
@@ -409,8 +472,9 @@ class ConvCandidates(NamedTuple):
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
         input slot exposes; each term added as 0.0 where it does not apply; inf where the
-        candidate does not fit the SRAM). ``terms``: those of some candidates (default all:
-        ``self.terms``); each candidate's value is the same whichever others are weighed."""
+        candidate does not fit the SRAM). ``terms``: those of some candidates, a tuple or the rows
+        of an array (default all: ``self.terms``); each candidate's value is the same whichever
+        others are weighed."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
         load_t = load_b / bw
         load_t += dma
@@ -478,6 +542,8 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
     nbg, kbg, ni = nbs[b], kbs[k], 2 - n
     keep = (M[i] * nbg <= acc_depth) & (((ntiles[i] == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
+    # of those, only the ones that may be chosen (``_first_largest_groups``)
+    keep = _first_largest_groups(np.where(keep, nbg, -1).reshape(len(M), len(nbs), len(kbs), 2))
     i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
     wres = np.zeros(len(i), np.int64)
     multi = ntiles[i] > 1                        # the weights-resident copies (module docstring)
@@ -497,8 +563,9 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
                           n_dma, mxu, wait, wres, twin, pth, ptw,
-                          tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)))
-    for a in (*out[:-1], *out.terms):
+                          tuple(a.astype(np.float64) for a in (load_bytes, 40 * n_dma, mxu, wait)),
+                          np.stack((load_bytes, 40 * n_dma, mxu, wait)).astype(np.float64))
+    for a in (*out[:-2], *out.terms, out.stacked):
         a.flags.writeable = False
     return out
 
@@ -554,18 +621,15 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     arrays, a weights-resident one when asked for). Cached (read-only arrays)."""
     sram_words = key[13]
     b = _conv_bank_table(key[:13] + key[14:])
-    t, n0 = b.table, b.nstream
-    fit = b.packed_words <= sram_words
-    aligned = b.aligned_words <= sram_words
-    peak = np.where(fit, b.peak, np.inf)
-    load_b, dma, mxu, wait_b = (a[:n0] for a in t.terms)
-    terms = (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b)
-    live = np.flatnonzero(fit)
-    out = ConvCandidates(t, n0, b.s_out, b.vpu, aligned, terms, live, tuple(a[live] for a in terms), b.fixed,
-                         b.pogrp, key, {})
-    for a in (aligned, *out.terms, live, *out.live_terms):
-        a.flags.writeable = False
-    return out
+    t = b.table
+    live = np.flatnonzero(b.packed_words <= sram_words)
+    terms = np.empty((6, len(live)))        # the live candidates' cost terms (``_SearchSet``'s rows)
+    np.take(t.stacked, live, axis=1, out=terms[:4])
+    np.take(b.peak, live, out=terms[4])
+    np.greater(np.take(b.aligned_words, live), sram_words, out=terms[5])
+    live.flags.writeable = False
+    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, _SearchSet(live, terms), b.fixed, b.pogrp, key, {},
+                          {})
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
@@ -585,10 +649,10 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     two pooled slots "q".
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
-    bw = load_bw(cfg)
-    pick = _PICKS.get((key, bw, _batch_key(cfg)))
+    bw, batch = load_bw(cfg), _batch_key(cfg)
+    pick = _PICKS.get((key, bw, batch))
     if pick is None:
-        pick = _pick(node, key, bw, cfg, kernel, strides, cin, cout, oh, ow, pool)
+        pick = _pick(node, key, bw, batch, cfg, kernel, strides, cin, cout, oh, ow, pool)
     i, est_i, nres, choice = pick
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
@@ -609,8 +673,8 @@ _PICKS: dict = {}
 _PICKS_MAX = 1 << 14
 
 
-def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin: int, cout: int, oh: int, ow: int,
-          pool) -> tuple:
+def _pick(node: str, key: tuple, bw: float, batch: tuple, cfg: HwConfig, kernel, strides, cin: int, cout: int,
+          oh: int, ow: int, pool) -> tuple:
     """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
     stored in ``_PICKS``. CompileError naming the conv ``node`` if no tiling fits."""
     c = conv_candidates(key)
@@ -625,20 +689,18 @@ def _pick(node: str, key: tuple, bw: float, cfg: HwConfig, kernel, strides, cin:
                               f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
     # the first streaming candidate of the least estimate (only those that fit are weighed)
-    live_est = c.est_cycles(bw, c.live_terms)
-    k = int(np.argmin(live_est))
-    i, est_i = int(c.live[k]), float(live_est[k])
-    choice = _conv_choice(node, key, c, i, cfg)
+    i, est_i = c.search.pick(bw, c.est_cycles)
+    choice = _conv_choice(node, key, c, i, batch, cfg)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
         est_j = c.est_one(bw, j)
         if est_j <= est_i:
-            twin = _conv_choice(node, key, c, j, cfg)
+            twin = _conv_choice(node, key, c, j, batch, cfg)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
     if len(_PICKS) >= _PICKS_MAX:
         _PICKS.clear()
-    out = _PICKS[(key, bw, _batch_key(cfg))] = (i, est_i, c.nres(i), choice)
+    out = _PICKS[(key, bw, batch)] = (i, est_i, c.nres(i), choice)
     return out
 
 
@@ -647,7 +709,7 @@ _CHOICES: dict = {}
 _CHOICES_MAX = 1 << 16
 
 
-def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig) -> tuple:
+def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple, cfg: HwConfig) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
     weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
@@ -659,16 +721,21 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
     keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
     "Deferred requantization").
-    Cached by ``key``, ``i`` and the batch (the DMA fields matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
+    ``batch``: ``_batch_key(cfg)``. Cached by ``key``, ``i`` and the weight batch (the DMA fields matter only through
+    it; ``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
+    out = c.choice_memo.get((i, batch))
+    if out is not None:
+        return out
     t = c.table
     th, tw = int(t.th[i]), int(t.tw[i])
-    gb = weight_batch_tiles(cfg)        # from DMA fields, not in ``key``
-    if gb > 1 and mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= tile_dma_cycles(cfg):
+    gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
+    if gb > 1 and mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= batch[1]:
         gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
     out = _CHOICES.get((key, i, gb))
     if out is not None:
+        c.choice_memo[(i, batch)] = out
         return out
     nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.nbg, t.kbg, t.ni, t.ih, t.iw))
     s_out = int(c.s_out[t.pair[i]])
@@ -683,14 +750,8 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
         wb = gb if nw == 2 * gb and gb > 1 else 1
         regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
         if regs is not None and not (pth or skip):      # the largest output slots that fit
-            lo, hi = s_out, th * tw
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned, wbatch=wb) is None:
-                    hi = mid - 1
-                else:
-                    lo = mid
-            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned, wbatch=wb)
+            s_out = _largest_out_slot(cfg, nres + nw, s_out, th * tw, ni, slot, aligned, wb, regs["o"][0])
+            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, wbatch=wb)
         if regs is not None:
             if len(_CHOICES) >= _CHOICES_MAX:
                 _CHOICES.clear()
@@ -703,8 +764,36 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
             out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
                                         aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
                                         wb)
+            c.choice_memo[(i, batch)] = out
             return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
+
+
+def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: int, aligned: bool, wbatch: int,
+                      base: int) -> int:
+    """The largest output slot (accumulator rows) in ``lo`` .. ``hi`` whose ``conv_regions`` (no
+    skip or pooled slots) fit, given that they fit at ``lo`` and that the output slots start at
+    word ``base`` (what comes before them does not depend on their size). The regions' end grows
+    with the slot, so the answer is where they stop fitting: worked out from the layout (two
+    output slots of ``requant_planes`` words a row, then ``ni`` input slots of ``slot`` words,
+    each from a bank's start if ``aligned``), checked with ``conv_regions`` at it and one past
+    it, else (never met) found by bisection."""
+    fits = lambda s: conv_regions(cfg, nw, s, ni, slot, aligned, wbatch=wbatch) is not None    # noqa: E731
+    bw, mp = cfg.bank_words, cfg.requant_planes
+    if aligned:         # the slots after the outputs start at round_up(end of outputs, bw)
+        end = (cfg.sram_words - (ni - 1) * round_up(slot, bw) - slot) // bw * bw
+    else:
+        end = cfg.sram_words - ni * slot
+    s = min(hi, max(lo, (end - base) // (2 * mp)))
+    if fits(s) and (s == hi or not fits(s + 1)):
+        return s
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @lru_cache(maxsize=None)

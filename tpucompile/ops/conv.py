@@ -48,6 +48,7 @@ conv over K channels; ``meta["input_transforms"]`` records it and
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
@@ -263,6 +264,18 @@ def tile_cols(op: QConv, nb: int, C: int) -> int:
     n = weight_cols(len(op.mult), nb, C)
     live = np.flatnonzero(np.asarray(op.mult[nb * C:nb * C + n]))
     return int(live[-1]) + 1 if live.size else n
+
+
+def all_tile_cols(op: QConv, NB: int, C: int) -> list:
+    """``tile_cols`` of N tiles 0 .. NB - 1 (one scan of the multipliers)."""
+    live = np.flatnonzero(np.asarray(op.mult)).tolist()
+    out = []
+    for nb in range(NB):
+        lo = nb * C
+        n = weight_cols(len(op.mult), nb, C)
+        k = bisect.bisect_left(live, lo + n) - 1          # the last live lane below the tile's end
+        out.append(live[k] - lo + 1 if k >= 0 and live[k] >= lo else n)
+    return out
 
 
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
@@ -529,7 +542,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
     w = LayerWork(tiles=0)
     # per N tile: its weight tiles' loaded bytes (``tile_cols``), how many are resident
-    wbytes = [tile_cols(op, nb, C) * W for nb in range(NB)]
+    wbytes = [c * W for c in all_tile_cols(op, NB, C)]
     res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
     for nb in range(NB):
         w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once
