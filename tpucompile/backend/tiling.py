@@ -390,7 +390,7 @@ class ConvCandidates(NamedTuple):
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
-    ``choice_memo`` (candidate, ``_batch_key``) -> ``_conv_choice``."""
+    ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -733,9 +733,11 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
     if gb > 1 and mxu_pair_cycles(th * tw, key[6], key[7]) + 6 >= batch[1]:
         gb = 1          # the MXU's pairs outlast a tile's DMA: one-tile DMAs keep it fed
-    out = _CHOICES.get((key, i, gb))
+    out = c.choice_memo.get((i, gb))
+    if out is None:
+        out = _CHOICES.get((key, i, gb))
     if out is not None:
-        c.choice_memo[(i, batch)] = out
+        c.choice_memo[(i, batch)] = c.choice_memo[(i, gb)] = out
         return out
     nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.nbg, t.kbg, t.ni, t.ih, t.iw))
     s_out = int(c.s_out[t.pair[i]])
@@ -764,7 +766,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
             out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i),
                                         aligned, slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw,
                                         wb)
-            c.choice_memo[(i, batch)] = out
+            c.choice_memo[(i, batch)] = c.choice_memo[(i, gb)] = out
             return out
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
 
