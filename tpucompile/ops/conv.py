@@ -48,6 +48,7 @@ conv over K channels; ``meta["input_transforms"]`` records it and
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
@@ -263,6 +264,30 @@ def tile_cols(op: QConv, nb: int, C: int) -> int:
     n = weight_cols(len(op.mult), nb, C)
     live = np.flatnonzero(np.asarray(op.mult[nb * C:nb * C + n]))
     return int(live[-1]) + 1 if live.size else n
+
+
+#: (id of a conv's multipliers, N tiles, array columns) -> (the multipliers, ``all_tile_cols``)
+_TILE_COLS: dict = {}
+_TILE_COLS_MAX = 4096
+
+
+def all_tile_cols(op: QConv, NB: int, C: int) -> list:
+    """``tile_cols`` of N tiles 0 .. NB - 1 (one scan of the multipliers; kept per multiplier
+    array, which the entry holds, so its id stays its own). A new list each call."""
+    hit = _TILE_COLS.get((id(op.mult), NB, C))
+    if hit is not None and hit[0] is op.mult:
+        return list(hit[1])
+    live = np.flatnonzero(np.asarray(op.mult)).tolist()
+    out = []
+    for nb in range(NB):
+        lo = nb * C
+        n = weight_cols(len(op.mult), nb, C)
+        k = bisect.bisect_left(live, lo + n) - 1          # the last live lane below the tile's end
+        out.append(live[k] - lo + 1 if k >= 0 and live[k] >= lo else n)
+    if len(_TILE_COLS) >= _TILE_COLS_MAX:
+        _TILE_COLS.clear()
+    _TILE_COLS[(id(op.mult), NB, C)] = (op.mult, tuple(out))
+    return out
 
 
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
@@ -528,9 +553,12 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     _, _, Ho, Wo = Y.shape
     # output blocks (N tiles / lane groups) and the planes each one's STOREs move
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
+    block_planes: dict = {}             # planes -> output blocks of that many, in order met
+    for planes in blocks:
+        block_planes[planes] = block_planes.get(planes, 0) + 1
     w = LayerWork(tiles=0)
     # per N tile: its weight tiles' loaded bytes (``tile_cols``), how many are resident
-    wbytes = [tile_cols(op, nb, C) * W for nb in range(NB)]
+    wbytes = [c * W for c in all_tile_cols(op, NB, C)]
     res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
     for nb in range(NB):
         w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once
@@ -564,20 +592,21 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         chunks = _store_chunks(th, tw, tl.s_out, ap)
         rq = [mg * (pw + mp * k * cols) for k, cols in chunks]        # one output block's REQUANTs
         for (k, cols), r in zip(chunks, rq):
-            for planes in blocks:
+            for planes, nbl in block_planes.items():       # nbl output blocks of ``planes`` planes
+                nn = n * nbl
                 if pool is not None:
                     prows, pcols, cyc, instrs = pool
-                    w.store(n, pcols * W, bb, runs=prows * planes)
-                    w.vpu_cycles += n * planes * cyc
-                    w.vpu_instrs += n * planes * instrs
-                    w.sram_words += n * planes * cyc
+                    w.store(nn, pcols * W, bb, runs=prows * planes)
+                    w.vpu_cycles += nn * planes * cyc
+                    w.vpu_instrs += nn * planes * instrs
+                    w.sram_words += nn * planes * cyc
                     continue
-                w.store(n, cols * W, bb, runs=k * planes)
+                w.store(nn, cols * W, bb, runs=k * planes)
                 if residual:
-                    w.load(n, cols * W, bb, runs=k * planes)
-                    w.vpu_cycles += n * 3 * planes * k * cols
-                    w.vpu_instrs += n
-                    w.sram_words += n * 3 * planes * k * cols
+                    w.load(nn, cols * W, bb, runs=k * planes)
+                    w.vpu_cycles += nn * 3 * planes * k * cols
+                    w.vpu_instrs += nn
+                    w.sram_words += nn * 3 * planes * k * cols
             w.vpu_cycles += n * len(blocks) * r
             w.vpu_instrs += n * len(blocks) * mg
             w.sram_words += n * len(blocks) * r
