@@ -436,39 +436,42 @@ def _first_largest_groups(nbg: np.ndarray) -> np.ndarray:
 
 class _SearchSet:
     """The streaming candidates that fit (``ConvCandidates.live``) that ``tile_conv`` still
-    weighs: ``state`` = (their indices, int64 ascending; their cost terms, a (6, n) float64
-    array, rows load bytes, DMA instructions, MXU, wait bytes, max(MXU, VPU), unaligned 0/1: those of
-    ``ConvCandidates.terms`` in the order they are gathered), one tuple so that a reader never
-    sees one without the other. The estimate is nondecreasing in each cost term (IEEE divisions by a positive
-    bandwidth, products by the positive cycles per DMA, by the overlap share, by 0.3 and by 0 / 1,
-    sums, max and min of non-negative values are monotone), so a candidate no lower in any term
-    than an earlier one never is the first of the least estimate, whatever the price: ``pick``
-    drops those after a chosen one (a sweep weighs one key at several DDR timings and clocks).
-    Only where no weight batch exists (``conv_candidates_key``'s last field): with batches the
-    DMA term of a candidate whose LOAD bounds it drops (``_batched_terms``), so one no lower in
-    the table's terms may still be lower in the weighed ones. ``anchors``: the chosen ones."""
+    weighs at one weight batch ``gb`` (``weight_batch_tiles``): ``state`` = (their indices, int64
+    ascending; their rows, a float64 array: 0 to 5 load bytes, DMA instructions, MXU, wait bytes,
+    max(MXU, VPU), unaligned 0/1 (``ConvCandidates.live_rows``: the values of ``terms``); with
+    batches (gb > 1) also 6 the DMA instructions batches save where their ring fits (else 0), 7
+    those they save if it does, 8 a LOAD_WEIGHTS + MATMUL pair's cycles: ``_batched_terms``),
+    one tuple so that a reader never sees one without the other. The estimate is nondecreasing
+    in each term it weighs (IEEE divisions by a positive bandwidth, products by the positive
+    cycles per DMA, by the overlap share, by 0.3 and by 0 / 1, sums, max and min of
+    non-negative values are monotone), and batches only lower a candidate's DMA term, by at
+    most row 6: so a later candidate no lower than an earlier one in rows 0 to 5 and whose DMA
+    term less row 6 is no lower than the earlier one's DMA term never is the first of the
+    least estimate, whatever the price; ``pick`` drops those after a chosen one (a sweep weighs
+    one key at several DDR timings and clocks). ``anchors``: the chosen ones."""
 
     __slots__ = ("state", "anchors")
 
-    def __init__(self, live: np.ndarray, terms: np.ndarray) -> None:
-        self.state = (live, terms)
+    def __init__(self, live: np.ndarray, rows: np.ndarray) -> None:
+        self.state = (live, rows)
         self.anchors: set = set()
 
-    def pick(self, price: tuple, est_cycles) -> tuple:
-        """(candidate, its estimate): the first of the least ``est_cycles(bw, terms, dma_cycles,
-        overlap)`` at ``price`` = (bw, dma_cycles, overlap); the later candidates no lower in any
-        term than it are dropped."""
-        idx, terms = self.state
-        est = est_cycles(price[0], (terms[0], terms[1], terms[4], terms[2], terms[5], terms[3]), price[1], price[2])
-        k = int(est.argmin())
+    def pick(self, est) -> tuple:
+        """(candidate, its estimate): the first of the least ``est(rows)``; the later candidates
+        it dominates (the class docstring) are dropped."""
+        idx, rows = self.state
+        e = est(rows)
+        k = int(e.argmin())
         i = int(idx[k])
         if i not in self.anchors:
             self.anchors.add(i)
-            worse = (terms[:, k + 1:] >= terms[:, k:k + 1]).all(axis=0)
+            worse = (rows[:6, k + 1:] >= rows[:6, k:k + 1]).all(axis=0)
+            if len(rows) > 6:           # the least DMA term batches may leave
+                worse &= rows[1, k + 1:] - rows[6, k + 1:] >= rows[1, k]
             if worse.any():
                 keep = np.concatenate((np.ones(k + 1, bool), ~worse))
-                self.state = (idx[keep], terms[:, keep])
-        return i, float(est[k])
+                self.state = (idx[keep], rows[:, keep])
+        return i, float(e[k])
 
 
 class ConvCandidates(NamedTuple):
@@ -480,8 +483,7 @@ class ConvCandidates(NamedTuple):
     SRAM), MXU, unaligned 0/1, wait bytes), both worked out when asked for from ``bank`` (the
     ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
-    ``search`` those of them ``tile_conv`` still weighs where no weight batch exists
-    (``_SearchSet``; with weight batches it weighs them all, ``_batched_terms``). A weights-resident
+    ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
@@ -495,7 +497,7 @@ class ConvCandidates(NamedTuple):
     bank: _ConvBankTable
     live: np.ndarray
     live_rows: np.ndarray
-    search: _SearchSet
+    searches: dict
     rest: np.ndarray
     pogrp: np.ndarray
     key: tuple
@@ -545,8 +547,11 @@ class ConvCandidates(NamedTuple):
 
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
-        if i < self.nstream:
-            return tuple(a[i:i + 1] for a in self.terms)
+        if i < self.nstream:        # ``terms``' values at i, without working out the whole arrays
+            b, (load_b, dma, mxu, wait_b), sram_words = self.bank, self.table.terms, self.key[13]
+            peak = b.peak[i:i + 1] if b.packed_words[i] <= sram_words else np.array([np.inf])
+            unaligned = np.array([0.0 if b.aligned_words[i] <= sram_words else 1.0])
+            return load_b[i:i + 1], dma[i:i + 1], peak, mxu[i:i + 1], unaligned, wait_b[i:i + 1]
         return self.resident(i)[3]
 
     def resident(self, j: int) -> tuple:
@@ -744,8 +749,7 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     np.greater(np.take(b.aligned_words, live), sram_words, out=terms[5])
     live.flags.writeable = False
     terms.flags.writeable = False
-    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, _SearchSet(live, terms), b.fixed, b.pogrp,
-                          key, {}, {})
+    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, {}, b.fixed, b.pogrp, key, {}, {})
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
@@ -810,12 +814,13 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
     # the first streaming candidate of the least estimate (only those that fit are weighed)
     bw, dma_cycles, overlap = price
-    if batch[0] == 1:       # no weight batch: the DMA term is the table's, ``_SearchSet`` holds
-        i, est_i = c.search.pick(price, c.est_cycles)
+    gb = batch[0]
+    if gb == 1:
+        i, est_i = _search_set(c, 1).pick(
+            lambda r: c.est_cycles(bw, (r[0], r[1], r[4], r[2], r[5], r[3]), dma_cycles, overlap))
     else:
-        live_est = c.est_cycles(bw, _batched_terms(c, cfg, price), dma_cycles, overlap)
-        k = int(np.argmin(live_est))
-        i, est_i = int(c.live[k]), float(live_est[k])
+        i, est_i = _search_set(c, gb).pick(
+            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, price, batch[1]), dma_cycles, overlap))
     choice = _conv_choice(node, key, c, i, batch, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
@@ -856,16 +861,23 @@ def _saves_round_trips(wtiles, key: tuple, cfg: HwConfig, price: tuple):
     return (wtiles - -(-wtiles // gb)) * price[1] > (gb - 1) * key[7] * key[6] / price[0]
 
 
-def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
-    """The cost terms of the live streaming candidates of ``c`` (``c.live_terms``), their DMA
-    instructions counting one per batch of ``weight_batch_tiles`` weight tiles where
-    ``_conv_choice`` gives the candidate batches: batches pay (``_batch_pays``, at ``price``) and
-    the ring of two bank-started halves fits next to its tables, outputs and input slots (on
-    their own banks if the candidate's are). Where no batch is possible, ``c.live_terms``
-    itself."""
-    gb = weight_batch_tiles(cfg)
-    if gb == 1 or len(c.live) == 0:
-        return c.live_terms
+def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
+    """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use)."""
+    out = c.searches.get(gb)
+    if out is None:
+        rows = c.live_rows
+        if gb > 1:
+            rows = np.concatenate((rows, _batch_rows(c, gb)))
+            rows.flags.writeable = False
+        out = c.searches[gb] = _SearchSet(c.live, rows)
+    return out
+
+
+def _batch_rows(c: ConvCandidates, gb: int) -> np.ndarray:
+    """Per live streaming candidate of ``c`` (float64 rows): the DMA instructions batches of
+    ``gb`` weight tiles save where the ring of two bank-started halves fits next to its tables,
+    outputs and input slots (on their own banks if the candidate's are; else 0), those they save
+    if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6)."""
     t, key = c.table, c.key
     (kh, kw), KB, NB, R, C, bwd, sram_words = key[0], key[2], key[3], key[6], key[7], key[12], key[13]
     live = c.live
@@ -876,12 +888,20 @@ def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
     aligned = (round_up(ring, bwd) + c.pogrp[pair] + t.ni[live] * (-(-t.slot[live] // bwd) * bwd)
                <= sram_words)
     fits = np.where(c.aligned[live], aligned, packed)
-    load_b, dma, _, mxu, *_ = c.live_terms
     wtiles = t.ntiles[pair] * (NB * KB * kh * kw)
-    fast = (mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)) | (
-        (load_b / price[0] + dma * price[1] >= mxu) & _saves_round_trips(wtiles, key, cfg, price))
-    saved = np.where(fits & fast, wtiles - -(-wtiles // gb), 0)
-    return (load_b, dma - saved, *c.live_terms[2:])
+    full = wtiles - -(-wtiles // gb)
+    return np.stack((np.where(fits, full, 0), full, mxu_pair_cycles(t.M[pair], R, C) + 6)).astype(np.float64)
+
+
+def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma: float) -> tuple:
+    """The cost terms (``ConvCandidates.terms``' order) of the candidates of ``_SearchSet`` rows
+    at weight batch ``gb`` > 1, their DMA instructions counting one per batch where
+    ``_conv_choice`` gives the candidate batches: the ring fits (row 6) and batches pay
+    (``_batch_pays``, at ``price``; ``tile_dma``: ``tile_dma_cycles``)."""
+    load_b, dma, mxu = rows[0], rows[1], rows[2]
+    fast = (rows[8] < tile_dma) | (
+        (load_b / price[0] + dma * price[1] >= mxu) & (rows[7] * price[1] > (gb - 1) * key[7] * key[6] / price[0]))
+    return load_b, dma - np.where(fast, rows[6], 0.0), rows[4], mxu, rows[5], rows[3]
 
 
 #: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result

@@ -572,10 +572,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     multi = sum(kinds.values()) > 1
     if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
-        order = [nb for g0 in range(0, NB, tl.nbg) for k0 in range(0, KB, tl.kbg)
-                 for kb in range(k0, min(KB, k0 + tl.kbg)) for nb in range(g0, min(NB, g0 + tl.nbg))
-                 for t in range((nb * KB + kb) * T, (nb * KB + kb + 1) * T) if t >= tl.nres]
-        wt = _batch_loads(w, [wbytes[nb] for nb in order] * sum(kinds.values()), tl.wbatch, bb)
+        wt = _batch_loads(w, np.tile(_streaming_sizes(wbytes, KB, T, tl), sum(kinds.values())), tl.wbatch, bb)
     for (th, tw, nrows, ncols, pool), n in kinds.items():
         M = th * tw
         w.tiles += n
@@ -635,22 +632,37 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     return w
 
 
-def _batch_loads(w: LayerWork, sizes: list, batch: int, bb: int) -> int:
-    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (in MATMUL order), ``batch`` at
-    a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs`` starts a new
-    DMA at a tile of another size); returns the bursts of the first."""
-    first = None
-    for j0 in range(0, len(sizes), batch):
-        seg = sizes[j0:j0 + batch]
-        i = 0
-        while i < len(seg):
-            k = i
-            while k < len(seg) and seg[k] == seg[i]:
-                k += 1
-            b = w.load(1, seg[i], bb, runs=k - i)
-            first = b if first is None else first
-            i = k
-    return first or 0
+def _streaming_sizes(wbytes: list, KB: int, T: int, tl) -> np.ndarray:
+    """The bytes of one output tile's streaming weight tiles in MATMUL order (int64): per cout
+    group of ``tl.nbg`` N tiles, per cin block (``tl.kbg`` at a time: in order), per N tile of
+    the group, per tap; tile ``(nb * KB + kb) * T + tap`` streams if at least ``tl.nres``."""
+    NB, out = len(wbytes), []
+    kb, tap = np.arange(KB)[:, None, None], np.arange(T)[None, None, :]
+    for g0 in range(0, NB, tl.nbg):
+        nb = np.arange(g0, min(NB, g0 + tl.nbg))[None, :, None]
+        t = (nb * KB + kb) * T + tap
+        out.append(np.broadcast_to(np.asarray(wbytes, np.int64)[nb], t.shape)[t >= tl.nres])
+    return np.concatenate(out)
+
+
+def _batch_loads(w: LayerWork, sizes: np.ndarray, batch: int, bb: int) -> int:
+    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (int64, in MATMUL order),
+    ``batch`` at a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs``
+    starts a new DMA at a tile of another size), counted per (bytes, run length) in the order
+    first met; returns the bursts of the first."""
+    n = len(sizes)
+    if n == 0:
+        return 0
+    start = np.arange(n) % batch == 0          # a DMA starts each batch and each change of size
+    start[1:] |= sizes[1:] != sizes[:-1]
+    first = np.flatnonzero(start)
+    runs = np.diff(np.append(first, n))
+    kinds, at, counts = np.unique(sizes[first] * (batch + 1) + runs, return_index=True, return_counts=True)
+    out = None
+    for k in np.argsort(at, kind="stable"):
+        b = w.load(int(counts[k]), int(kinds[k] // (batch + 1)), bb, runs=int(kinds[k] % (batch + 1)))
+        out = b if out is None else out
+    return out
 
 
 def _remap_channels(op: QConv, maps: dict, blk: int):
