@@ -110,7 +110,21 @@ CONFIGS = ["small", "medium", "small_wide", "small_tall", "seed", "wide", "narro
 def test_tile_conv_chooses_what_a_plain_search_chooses(hw):
     """On every shape, at the config's DDR timing and at a slower one, the same tile and cost."""
     base = load_config(hw)
-    for cfg in (base, dataclasses.replace(base, ddr_latency_cycles=4 * base.ddr_latency_cycles)):
+    _check_plain_search(hw, (base, dataclasses.replace(base, ddr_latency_cycles=4 * base.ddr_latency_cycles)))
+
+
+def test_tile_conv_at_many_ddr_timings_chooses_what_a_plain_search_chooses():
+    """A sweep weighs each shape at many bandwidths in turn, the tiler's search dropping the
+    candidates a chosen one beats in every cost term (``_SearchSet``) and keeping choices per
+    candidate table: every pick is still the plain search's, latencies up and down, both ways."""
+    base = load_config("medium")
+    lats = [max(1, base.ddr_latency_cycles * f // 4) for f in (1, 2, 4, 8, 16, 32, 64, 3, 6)]
+    cfgs = [dataclasses.replace(base, ddr_latency_cycles=n) for n in lats]
+    _check_plain_search("medium", cfgs + cfgs[::-1])
+
+
+def _check_plain_search(hw, cfgs):
+    for cfg in cfgs:
         for shape in SHAPES:
             want = _plain_search(*shape, cfg)
             if want is None:
@@ -176,3 +190,39 @@ def test_read_memo_recomputation_starts_from_the_first_reads_and_stays_exact():
     other_path = next(v for v in views if v.sram_banks == 4)     # started from the first call's reads
     assert other_path.names == {"sram_banks", "sram_words", "array_rows"}
     assert len(views) < 2 * len(cfgs)                             # and reused where the reads agree
+
+
+def test_largest_output_slot_is_the_bisections():
+    """``_largest_out_slot`` (worked out from the layout, then checked) gives what a bisection of
+    ``conv_regions`` gives, packed and bank-aligned, for slots up to a whole accumulator."""
+    cfg = load_config("small")
+    seen = 0
+    for nw, ni, slot, aligned, hi in itertools.product((2, 3, 4, 9), (1, 2), (1, 40, 200, 700), (True, False),
+                                                       (1, 64, 256)):
+        regs = tiling.conv_regions(cfg, nw, 1, ni, slot, aligned)
+        if regs is None:
+            continue
+        lo, top = 1, hi
+        while lo < top:
+            mid = (lo + top + 1) // 2
+            lo, top = (mid, top) if tiling.conv_regions(cfg, nw, mid, ni, slot, aligned) is not None else (lo, mid - 1)
+        assert tiling._largest_out_slot(cfg, nw, 1, hi, ni, slot, aligned, 1, regs["o"][0]) == lo
+        seen += 1
+    assert seen > 40
+
+
+def test_alloc_takes_slots_as_one_by_one():
+    """``_Alloc.take`` places ``count`` slots where taking them one at a time (each rounded up to
+    ``min(bank_words, words)`` when aligned) would, and ends at the same top."""
+    cfg = load_config("small")
+    for start, count, words, align in itertools.product((0, 5, 64, 100), (0, 1, 3), (1, 8, 64, 300), (True, False)):
+        a = tiling._Alloc(cfg)
+        a.top = start
+        a.take("x", count, words, bank_align=align)
+        top, bases = start, []
+        for _ in range(count):
+            if align:
+                top = round_up(top, min(cfg.bank_words, words))
+            bases.append(top)
+            top += words
+        assert (a.regions["x"], a.top) == (bases, top), (start, count, words, align)

@@ -4,10 +4,15 @@ exactly its items in order; ``tiling.weight_batch_tiles`` and the conv tiler giv
 of 8 weight tiles in two bank-separated ring halves and leave seed at one tile per DMA."""
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 
 from tpucompile.backend import tiling
 from tpucompile.backend.emit import Program, strided_runs
+from tpucompile.backend.work import LayerWork
+from tpucompile.ops import conv
 from tpusim.arch.config import load_config
 
 W = 32          # 'medium' word bytes
@@ -88,3 +93,27 @@ def test_medium_conv_of_long_pairs_keeps_one_tile_per_dma():
 def test_seed_conv_keeps_one_tile_per_dma():
     tl = tiling.tile_conv("n", (3, 3), (1, 1), 512, 512, 7, 7, load_config("seed"))
     assert tl.wbatch == 1 and tl.nw <= 4
+
+
+def test_batch_loads_count_what_one_dma_per_batch_and_run_counts():
+    """``conv._batch_loads`` (DMAs counted per (bytes, run length)) gives the loads map, in its
+    order, the bytes and the first DMA's bursts that one DMA per run of equal sizes within
+    each batch, taken one by one, gives."""
+    rng = np.random.default_rng(7)
+    for n, batch in itertools.product((0, 1, 5, 37, 200), (2, 3, 8, 32)):
+        sizes = rng.choice((64, 64, 64, 96, 1024), n)
+        got, want = LayerWork(), LayerWork()
+        first = conv._batch_loads(got, sizes.astype(np.int64), batch, 64)
+        want_first = None
+        for j0 in range(0, n, batch):
+            seg = sizes[j0:j0 + batch].tolist()
+            i = 0
+            while i < len(seg):
+                k = i
+                while k < len(seg) and seg[k] == seg[i]:
+                    k += 1
+                b = want.load(1, seg[i], 64, runs=k - i)
+                want_first = b if want_first is None else want_first
+                i = k
+        assert (list(got.loads.items()), got.load_bytes, first) == \
+            (list(want.loads.items()), want.load_bytes, want_first or 0), (n, batch)

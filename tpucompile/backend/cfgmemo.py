@@ -68,9 +68,10 @@ class ReadMemo:
         reads = self._reads.get(key)
         known = None
         if reads:
+            seen, results = self._values, self._results
             for nid, names in reads:
-                vid, values = self._values_of(cfg, nid, names)
-                out = self._results.get((key, nid, vid), _MISS)
+                v = seen.get(nid) or self._values_of(cfg, nid, names)      # (values id, values)
+                out = results.get((key, nid, v[0]), _MISS)
                 if out is not _MISS:
                     return out
             nid, names = reads[0]

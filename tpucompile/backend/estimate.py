@@ -35,6 +35,7 @@ back end raises it (a layer that does not fit the SRAM of the configuration).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from dataclasses import dataclass
 
@@ -339,14 +340,23 @@ def _tiling_value(tl) -> tuple:
     them (``ConvTiling``: the fields the conv work hooks read): two tilings with the same value
     give the same LayerWork. Its dicts and lists (slot addresses and sizes: ints, strings and
     tuples of them) are taken by their repr, which tells such values apart."""
-    fields = getattr(type(tl), "WORK_FIELDS", None)
+    fields = _work_fields(type(tl))
     if fields is not None:
-        return (type(tl), *[getattr(tl, f) for f in fields])
+        return (type(tl), *fields(tl))
     d = vars(tl)
     return (type(tl), tuple(d), *[repr(v) if type(v) in _CONTAINERS else v for k, v in d.items() if k != "est_cycles"])
 
 
 _CONTAINERS = (dict, list)
+
+
+@functools.lru_cache(maxsize=None)
+def _work_fields(cls: type):
+    """``operator.attrgetter`` of the class's ``WORK_FIELDS`` (a tuple of their values), None
+    if it names none."""
+    fields = getattr(cls, "WORK_FIELDS", None)
+    return None if fields is None else operator.attrgetter(*fields) if len(fields) > 1 else \
+        (lambda tl, f=fields[0]: (getattr(tl, f),))
 
 
 @dataclass(frozen=True)

@@ -160,15 +160,15 @@ class _Alloc:
         self.regions = {}
 
     def take(self, name: str, count: int, words: int, bank_align: bool = False) -> bool:
-        bw = self.cfg.bank_words
-        bases = []
-        for _ in range(count):
-            if bank_align:
-                a = min(bw, words)
-                self.top = round_up(self.top, a)
-            bases.append(self.top)
-            self.top += words
-        self.regions[name] = bases
+        """``count`` slots of ``words`` words from the top, each from a multiple of
+        ``min(bank_words, words)`` if ``bank_align`` (so ``round_up(words, that)`` apart)."""
+        step = words
+        if count and bank_align:
+            a = min(self.cfg.bank_words, words)
+            self.top, step = round_up(self.top, a), round_up(words, a)
+        self.regions[name] = list(range(self.top, self.top + count * step, step)) if step else [self.top] * count
+        if count:
+            self.top += (count - 1) * step + words
         return self.top <= self.cfg.sram_words
 
 
@@ -382,7 +382,9 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
 
 class _ConvShapeTable(NamedTuple):
     """What ``conv_candidates`` shares across the bank and SRAM sizes: the (tw, th, nbg, kbg, ni)
-    whose accumulator tile and token count fit (``tile_conv``'s search order; then, if there is
+    whose accumulator tile and token count fit, where no weight batch exists (the key's last
+    field) but those no fuller cout group of which comes first (``_first_largest_groups``: they
+    are never chosen) (``tile_conv``'s search order; then, if there is
     more than one spatial tile, the same candidates with weights resident: ``wres`` 1, their
     costs here still those of streaming every weight tile per output tile, ``conv_candidates``
     subtracts what the resident ones save; ``twin``: a streaming candidate's copy, else -1), as
@@ -390,7 +392,8 @@ class _ConvShapeTable(NamedTuple):
     (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
     candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
     DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
-    and the bandwidth-free cost terms as float64 (load bytes, DMA instructions, MXU, wait bytes).
+    and the bandwidth-free cost terms as float64 (load bytes, DMA instructions, MXU, wait bytes; ``stacked``:
+    the same as the rows of one (4, n) array).
     With a fused pool, ``PTH`` x ``PTW`` (per pair) the pooled outputs of a tile, the conv tile
     (th x tw) the rows and columns they read; 0 without."""
     M: np.ndarray
@@ -414,6 +417,61 @@ class _ConvShapeTable(NamedTuple):
     PTH: np.ndarray
     PTW: np.ndarray
     terms: tuple
+    stacked: np.ndarray
+
+
+def _first_largest_groups(nbg: np.ndarray) -> np.ndarray:
+    """Per candidate of a (pairs, cout groups, cin groups, input slots) array of cout blocks per
+    group (-1: not a candidate) whether it holds more than every earlier one of its (pair, cin
+    group, input slots), flattened in C order: the others can never be chosen. Candidates of one
+    (tw, th) pair, kbg and ni need the same SRAM words, packed and bank-aligned, and the same MXU
+    and VPU cycles, and one with at least as many cout blocks per group loads its windows no more
+    often, so its load bytes, DMAs and wait bytes are no greater: its estimate is no greater at
+    any price, bank and SRAM size, and the first of the least estimate wins. Not with weight
+    batches: there a less full candidate whose LOAD bounds it gets one DMA per batch
+    (``_batched_terms``) where the fuller one, not LOAD-bound, does not, and may cost less."""
+    before = np.maximum.accumulate(nbg, axis=1)[:, :-1]
+    return (nbg > np.concatenate((np.full_like(nbg[:, :1], -1), before), axis=1)).reshape(-1)
+
+
+class _SearchSet:
+    """The streaming candidates that fit (``ConvCandidates.live``) that ``tile_conv`` still
+    weighs at one weight batch ``gb`` (``weight_batch_tiles``): ``state`` = (their indices, int64
+    ascending; their rows, a float64 array: 0 to 5 load bytes, DMA instructions, MXU, wait bytes,
+    max(MXU, VPU), unaligned 0/1 (``ConvCandidates.live_rows``: the values of ``terms``); with
+    batches (gb > 1) also 6 the DMA instructions batches save where their ring fits (else 0), 7
+    those they save if it does, 8 a LOAD_WEIGHTS + MATMUL pair's cycles: ``_batched_terms``),
+    one tuple so that a reader never sees one without the other. The estimate is nondecreasing
+    in each term it weighs (IEEE divisions by a positive bandwidth, products by the positive
+    cycles per DMA, by the overlap share, by 0.3 and by 0 / 1, sums, max and min of
+    non-negative values are monotone), and batches only lower a candidate's DMA term, by at
+    most row 6: so a later candidate no lower than an earlier one in rows 0 to 5 and whose DMA
+    term less row 6 is no lower than the earlier one's DMA term never is the first of the
+    least estimate, whatever the price; ``pick`` drops those after a chosen one (a sweep weighs
+    one key at several DDR timings and clocks). ``anchors``: the chosen ones."""
+
+    __slots__ = ("state", "anchors")
+
+    def __init__(self, live: np.ndarray, rows: np.ndarray) -> None:
+        self.state = (live, rows)
+        self.anchors: set = set()
+
+    def pick(self, est) -> tuple:
+        """(candidate, its estimate): the first of the least ``est(rows)``; the later candidates
+        it dominates (the class docstring) are dropped."""
+        idx, rows = self.state
+        e = est(rows)
+        k = int(e.argmin())
+        i = int(idx[k])
+        if i not in self.anchors:
+            self.anchors.add(i)
+            worse = (rows[:6, k + 1:] >= rows[:6, k:k + 1]).all(axis=0)
+            if len(rows) > 6:           # the least DMA term batches may leave
+                worse &= rows[1, k + 1:] - rows[6, k + 1:] >= rows[1, k]
+            if worse.any():
+                keep = np.concatenate((np.ones(k + 1, bool), ~worse))
+                self.state = (idx[keep], rows[:, keep])
+        return i, float(e[k])
 
 
 class ConvCandidates(NamedTuple):
@@ -422,25 +480,48 @@ class ConvCandidates(NamedTuple):
     they hold no weights resident): per (tw, th) pair ``s_out`` and ``vpu`` (VPU cycles), per
     streaming candidate ``aligned`` (its slots fit on their own banks) and the cost terms
     (float64: load bytes, DMA instructions, max(MXU, VPU) (inf where the candidate does not fit the
-    SRAM), MXU, unaligned 0/1, wait bytes). ``live``: the streaming candidates that fit (int64,
-    ascending), ``live_terms`` their cost terms (what ``tile_conv`` weighs). A weights-resident
+    SRAM), MXU, unaligned 0/1, wait bytes), both worked out when asked for from ``bank`` (the
+    ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
+    ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
+    ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
-    ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out."""
+    ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
+    ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
     vpu: np.ndarray
-    aligned: np.ndarray
-    terms: tuple
+    bank: _ConvBankTable
     live: np.ndarray
-    live_terms: tuple
+    live_rows: np.ndarray
+    searches: dict
     rest: np.ndarray
     pogrp: np.ndarray
     key: tuple
     resident_memo: dict
+    choice_memo: dict
+
+    @property
+    def aligned(self) -> np.ndarray:
+        """Per streaming candidate: its slots fit on their own banks."""
+        return self.bank.aligned_words <= self.key[13]
+
+    @property
+    def terms(self) -> tuple:
+        """The streaming candidates' cost terms (the class docstring)."""
+        b, n0 = self.bank, self.nstream
+        load_b, dma, mxu, wait_b = (a[:n0] for a in self.table.terms)
+        peak = np.where(b.packed_words <= self.key[13], b.peak, np.inf)
+        return load_b, dma, peak, mxu, (~self.aligned).astype(np.float64), wait_b
+
+    @property
+    def live_terms(self) -> tuple:
+        """The live candidates' cost terms in ``terms``' order (rows of ``live_rows``)."""
+        r = self.live_rows
+        return r[0], r[1], r[4], r[2], r[5], r[3]
 
     def nres(self, i: int) -> int:
         """Resident weight tiles of candidate ``i`` (0: a streaming one)."""
@@ -448,7 +529,7 @@ class ConvCandidates(NamedTuple):
 
     def aligned_at(self, i: int) -> bool:
         """Candidate ``i``'s slots fit on their own banks."""
-        return bool(self.aligned[i]) if i < self.nstream else self.resident(i)[1]
+        return bool(self.bank.aligned_words[i] <= self.key[13]) if i < self.nstream else self.resident(i)[1]
 
     def load_bytes(self, i: int) -> int:
         """DDR bytes candidate ``i`` loads."""
@@ -466,8 +547,11 @@ class ConvCandidates(NamedTuple):
 
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
-        if i < self.nstream:
-            return tuple(a[i:i + 1] for a in self.terms)
+        if i < self.nstream:        # ``terms``' values at i, without working out the whole arrays
+            b, (load_b, dma, mxu, wait_b), sram_words = self.bank, self.table.terms, self.key[13]
+            peak = b.peak[i:i + 1] if b.packed_words[i] <= sram_words else np.array([np.inf])
+            unaligned = np.array([0.0 if b.aligned_words[i] <= sram_words else 1.0])
+            return load_b[i:i + 1], dma[i:i + 1], peak, mxu[i:i + 1], unaligned, wait_b[i:i + 1]
         return self.resident(i)[3]
 
     def resident(self, j: int) -> tuple:
@@ -503,8 +587,9 @@ class ConvCandidates(NamedTuple):
         input slot exposes; each term added as 0.0 where it does not apply; inf where the
         candidate does not fit the SRAM; ``overlap`` x the lesser of LOAD and MXU more: the part
         of the shorter engine's work that does not hide under the longer one's,
-        ``conv_dma_price``). ``terms``: those of some candidates (default all: ``self.terms``);
-        each candidate's value is the same whichever others are weighed."""
+        ``conv_dma_price``). ``terms``: those of some candidates, a tuple or the rows of an
+        array (default all: ``self.terms``); each candidate's value is the same whichever
+        others are weighed."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
         load_t = load_b / bw
         load_t += dma * dma_cycles
@@ -528,11 +613,13 @@ def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, 
     ``skip``: a fused residual Add loads a skip tile per output chunk (``ops/conv_add.py``);
     ``pool``: a fused pool's (kernel, strides, pads, output (PH, PW)) (``ops/conv_pool.py``); the
     weight words one (cin block, tap) loads over all N tiles (``min(cout, NB * C)``: a tile's
-    columns past ``cout`` are not loaded, ``conv.weight_cols``)."""
+    columns past ``cout`` are not loaded, ``conv.weight_cols``); whether no weight batch exists
+    (``weight_batch_tiles`` 1: the search may drop candidates for good, ``_first_largest_groups``,
+    ``_SearchSet``)."""
     return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
             cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
             cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip), pool,
-            min(cout, out_tiles(cout, cfg) * cfg.array_cols))
+            min(cout, out_tiles(cout, cfg) * cfg.array_cols), weight_batch_tiles(cfg) == 1)
 
 
 def _product(*axes: np.ndarray) -> list:
@@ -545,7 +632,7 @@ def _product(*axes: np.ndarray) -> list:
 def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     """The part of ``conv_candidates`` that does not read the bank or SRAM size: ``skey`` is
     ``conv_candidates_key`` without them. Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool, wcols = skey
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool, wcols, no_batch = skey
     W, T = R, kh * kw
     # the (tw, th) pairs whose tile fits the accumulator, and what does not depend on the rest
     if pool is None:
@@ -574,6 +661,9 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
     nbg, kbg, ni = nbs[b], kbs[k], 2 - n
     keep = (M[i] * nbg <= acc_depth) & (((ntiles[i] == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
+    # of those, only the ones that may be chosen where no weight batch exists (``_first_largest_groups``)
+    if no_batch:
+        keep = _first_largest_groups(np.where(keep, nbg, -1).reshape(len(M), len(nbs), len(kbs), 2))
     i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
     wres = np.zeros(len(i), np.int64)
     multi = ntiles[i] > 1                        # the weights-resident copies (module docstring)
@@ -593,8 +683,9 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
                           n_dma, mxu, wait, wres, twin, pth, ptw,
-                          tuple(a.astype(np.float64) for a in (load_bytes, n_dma, mxu, wait)))
-    for a in (*out[:-1], *out.terms):
+                          tuple(a.astype(np.float64) for a in (load_bytes, n_dma, mxu, wait)),
+                          np.stack((load_bytes, n_dma, mxu, wait)).astype(np.float64))
+    for a in (*out[:-2], *out.terms, out.stacked):
         a.flags.writeable = False
     return out
 
@@ -620,7 +711,7 @@ class _ConvBankTable(NamedTuple):
 def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
     """The part of ``conv_candidates`` that does not read the SRAM size: ``bkey`` is
     ``conv_candidates_key`` without it. Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, acc_depth, max_nbg, skip, pool, wcols = bkey
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, acc_depth, max_nbg, skip, pool, wcols, _ = bkey
     t = _conv_shape_table(bkey[:12] + bkey[13:])
     n0 = int(np.searchsorted(t.wres, 1))                            # the streaming candidates come first
     tsw = mg * pw
@@ -650,18 +741,15 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     arrays, a weights-resident one when asked for). Cached (read-only arrays)."""
     sram_words = key[13]
     b = _conv_bank_table(key[:13] + key[14:])
-    t, n0 = b.table, b.nstream
-    fit = b.packed_words <= sram_words
-    aligned = b.aligned_words <= sram_words
-    peak = np.where(fit, b.peak, np.inf)
-    load_b, dma, mxu, wait_b = (a[:n0] for a in t.terms)
-    terms = (load_b, dma, peak, mxu, (~aligned).astype(np.float64), wait_b)
-    live = np.flatnonzero(fit)
-    out = ConvCandidates(t, n0, b.s_out, b.vpu, aligned, terms, live, tuple(a[live] for a in terms), b.fixed,
-                         b.pogrp, key, {})
-    for a in (aligned, *out.terms, live, *out.live_terms):
-        a.flags.writeable = False
-    return out
+    t = b.table
+    live = np.flatnonzero(b.packed_words <= sram_words)
+    terms = np.empty((6, len(live)))        # the live candidates' cost terms (``_SearchSet``'s rows)
+    np.take(t.stacked, live, axis=1, out=terms[:4])
+    np.take(b.peak, live, out=terms[4])
+    np.greater(np.take(b.aligned_words, live), sram_words, out=terms[5])
+    live.flags.writeable = False
+    terms.flags.writeable = False
+    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, {}, b.fixed, b.pogrp, key, {}, {})
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
@@ -685,9 +773,10 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
     if price is None:
         price = rough_dma_price(cfg) if pool else conv_dma_price(cfg)
-    pick = _PICKS.get((key, price, _batch_key(cfg)))
+    batch = _batch_key(cfg)
+    pick = _PICKS.get((key, price, batch))
     if pick is None:
-        pick = _pick(node, key, price, cfg, kernel, strides, cin, cout, oh, ow, pool)
+        pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool)
     i, est_i, nres, choice = pick
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
@@ -708,8 +797,8 @@ _PICKS: dict = {}
 _PICKS_MAX = 1 << 14
 
 
-def _pick(node: str, key: tuple, price: tuple, cfg: HwConfig, kernel, strides, cin: int, cout: int, oh: int, ow: int,
-          pool) -> tuple:
+def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kernel, strides, cin: int, cout: int,
+          oh: int, ow: int, pool) -> tuple:
     """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
     stored in ``_PICKS``. CompileError naming the conv ``node`` if no tiling fits."""
     c = conv_candidates(key)
@@ -725,20 +814,24 @@ def _pick(node: str, key: tuple, price: tuple, cfg: HwConfig, kernel, strides, c
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
     # the first streaming candidate of the least estimate (only those that fit are weighed)
     bw, dma_cycles, overlap = price
-    live_est = c.est_cycles(bw, _batched_terms(c, cfg, price), dma_cycles, overlap)
-    k = int(np.argmin(live_est))
-    i, est_i = int(c.live[k]), float(live_est[k])
-    choice = _conv_choice(node, key, c, i, cfg, price)
+    gb = batch[0]
+    if gb == 1:
+        i, est_i = _search_set(c, 1).pick(
+            lambda r: c.est_cycles(bw, (r[0], r[1], r[4], r[2], r[5], r[3]), dma_cycles, overlap))
+    else:
+        i, est_i = _search_set(c, gb).pick(
+            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, price, batch[1]), dma_cycles, overlap))
+    choice = _conv_choice(node, key, c, i, batch, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
         est_j = c.est_one(bw, j, dma_cycles, overlap)
         if est_j <= est_i:
-            twin = _conv_choice(node, key, c, j, cfg, price)
+            twin = _conv_choice(node, key, c, j, batch, cfg, price)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
                 i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
     if len(_PICKS) >= _PICKS_MAX:
         _PICKS.clear()
-    out = _PICKS[(key, price, _batch_key(cfg))] = (i, est_i, c.nres(i), choice)
+    out = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
     return out
 
 
@@ -768,16 +861,23 @@ def _saves_round_trips(wtiles, key: tuple, cfg: HwConfig, price: tuple):
     return (wtiles - -(-wtiles // gb)) * price[1] > (gb - 1) * key[7] * key[6] / price[0]
 
 
-def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
-    """The cost terms of the live streaming candidates of ``c`` (``c.live_terms``), their DMA
-    instructions counting one per batch of ``weight_batch_tiles`` weight tiles where
-    ``_conv_choice`` gives the candidate batches: batches pay (``_batch_pays``, at ``price``) and
-    the ring of two bank-started halves fits next to its tables, outputs and input slots (on
-    their own banks if the candidate's are). Where no batch is possible, ``c.live_terms``
-    itself."""
-    gb = weight_batch_tiles(cfg)
-    if gb == 1 or len(c.live) == 0:
-        return c.live_terms
+def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
+    """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use)."""
+    out = c.searches.get(gb)
+    if out is None:
+        rows = c.live_rows
+        if gb > 1:
+            rows = np.concatenate((rows, _batch_rows(c, gb)))
+            rows.flags.writeable = False
+        out = c.searches[gb] = _SearchSet(c.live, rows)
+    return out
+
+
+def _batch_rows(c: ConvCandidates, gb: int) -> np.ndarray:
+    """Per live streaming candidate of ``c`` (float64 rows): the DMA instructions batches of
+    ``gb`` weight tiles save where the ring of two bank-started halves fits next to its tables,
+    outputs and input slots (on their own banks if the candidate's are; else 0), those they save
+    if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6)."""
     t, key = c.table, c.key
     (kh, kw), KB, NB, R, C, bwd, sram_words = key[0], key[2], key[3], key[6], key[7], key[12], key[13]
     live = c.live
@@ -788,12 +888,20 @@ def _batched_terms(c: ConvCandidates, cfg: HwConfig, price: tuple) -> tuple:
     aligned = (round_up(ring, bwd) + c.pogrp[pair] + t.ni[live] * (-(-t.slot[live] // bwd) * bwd)
                <= sram_words)
     fits = np.where(c.aligned[live], aligned, packed)
-    load_b, dma, _, mxu, *_ = c.live_terms
     wtiles = t.ntiles[pair] * (NB * KB * kh * kw)
-    fast = (mxu_pair_cycles(t.M[pair], R, C) + 6 < tile_dma_cycles(cfg)) | (
-        (load_b / price[0] + dma * price[1] >= mxu) & _saves_round_trips(wtiles, key, cfg, price))
-    saved = np.where(fits & fast, wtiles - -(-wtiles // gb), 0)
-    return (load_b, dma - saved, *c.live_terms[2:])
+    full = wtiles - -(-wtiles // gb)
+    return np.stack((np.where(fits, full, 0), full, mxu_pair_cycles(t.M[pair], R, C) + 6)).astype(np.float64)
+
+
+def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma: float) -> tuple:
+    """The cost terms (``ConvCandidates.terms``' order) of the candidates of ``_SearchSet`` rows
+    at weight batch ``gb`` > 1, their DMA instructions counting one per batch where
+    ``_conv_choice`` gives the candidate batches: the ring fits (row 6) and batches pay
+    (``_batch_pays``, at ``price``; ``tile_dma``: ``tile_dma_cycles``)."""
+    load_b, dma, mxu = rows[0], rows[1], rows[2]
+    fast = (rows[8] < tile_dma) | (
+        (load_b / price[0] + dma * price[1] >= mxu) & (rows[7] * price[1] > (gb - 1) * key[7] * key[6] / price[0]))
+    return load_b, dma - np.where(fast, rows[6], 0.0), rows[4], mxu, rows[5], rows[3]
 
 
 #: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result
@@ -801,7 +909,8 @@ _CHOICES: dict = {}
 _CHOICES_MAX = 1 << 16
 
 
-def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> tuple:
+def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple, cfg: HwConfig,
+                 price: tuple) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
     s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
     weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
@@ -814,17 +923,30 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
     output slots of 3x and 2x the candidate's ``s_out`` (accumulator rows, capped at th*tw), and
     keeps the largest ``s_out`` its regions then fit (fewer, longer STOREs; docs/backend.md,
     "Deferred requantization").
-    Cached by ``key``, ``i`` and the batch (the DMA fields matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
+    ``batch``: ``_batch_key(cfg)``. Cached by ``key``, ``i`` and the weight batch (the DMA fields and ``price``
+    matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    t = c.table
-    th, tw = int(t.th[i]), int(t.tw[i])
-    gb = weight_batch_tiles(cfg)        # from DMA fields, not in ``key``
-    if gb > 1 and not _batch_pays(c, i, cfg, price):
-        gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
-    out = _CHOICES.get((key, i, gb))
+    out = c.choice_memo.get((i, batch, price))
     if out is not None:
         return out
+    gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
+    if gb > 1 and not _batch_pays(c, i, cfg, price):
+        gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
+    out = c.choice_memo.get((i, gb))
+    if out is None:
+        out = _CHOICES.get((key, i, gb))
+    if out is None:
+        out = _new_choice(node, key, c, i, gb, cfg)
+    c.choice_memo[(i, batch, price)] = c.choice_memo[(i, gb)] = out
+    return out
+
+
+def _new_choice(node: str, key: tuple, c: ConvCandidates, i: int, gb: int, cfg: HwConfig) -> tuple:
+    """``_conv_choice``'s regions for candidate ``i`` with weight batches of ``gb`` (1: none),
+    stored in ``_CHOICES``. CompileError naming the conv ``node`` if no region set fits."""
+    t = c.table
+    th, tw = int(t.th[i]), int(t.tw[i])
     nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.nbg, t.kbg, t.ni, t.ih, t.iw))
     s_out = int(c.s_out[t.pair[i]])
     slot = kbg * ih * iw
@@ -844,14 +966,8 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, cfg: HwConfig
         wb = gb if nw == 2 * gb and gb > 1 else 1
         regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
         if regs is not None and not (pth or skip):      # the largest output slots that fit
-            lo, hi = s_out, th * tw
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if conv_regions(cfg, nres + nw, mid, ni, slot, aligned, wbatch=wb) is None:
-                    hi = mid - 1
-                else:
-                    lo = mid
-            s_out, regs = lo, conv_regions(cfg, nres + nw, lo, ni, slot, aligned, wbatch=wb)
+            s_out = _largest_out_slot(cfg, nres + nw, s_out, th * tw, ni, slot, aligned, wb, regs["o"][0])
+            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, wbatch=wb)
         if regs is not None:
             return _store_choice(key, i, gb, c, cfg, nw, s_out, regs, aligned, wb)
     raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
@@ -902,6 +1018,33 @@ def _split_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig,
         regs = conv_regions(cfg, nres + nw, lo, ni, slot, True, skip=True, wbatch=wb, split=True)
         return _store_choice(key, i, gb, c, cfg, nw, lo, regs, True, wb)
     return None
+
+
+def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: int, aligned: bool, wbatch: int,
+                      base: int) -> int:
+    """The largest output slot (accumulator rows) in ``lo`` .. ``hi`` whose ``conv_regions`` (no
+    skip or pooled slots) fit, given that they fit at ``lo`` and that the output slots start at
+    word ``base`` (what comes before them does not depend on their size). The regions' end grows
+    with the slot, so the answer is where they stop fitting: worked out from the layout (two
+    output slots of ``requant_planes`` words a row, then ``ni`` input slots of ``slot`` words,
+    each from a bank's start if ``aligned``), checked with ``conv_regions`` at it and one past
+    it, else (never met) found by bisection."""
+    fits = lambda s: conv_regions(cfg, nw, s, ni, slot, aligned, wbatch=wbatch) is not None    # noqa: E731
+    bw, mp = cfg.bank_words, cfg.requant_planes
+    if aligned:         # the slots after the outputs start at round_up(end of outputs, bw)
+        end = (cfg.sram_words - (ni - 1) * round_up(slot, bw) - slot) // bw * bw
+    else:
+        end = cfg.sram_words - ni * slot
+    s = min(hi, max(lo, (end - base) // (2 * mp)))
+    if fits(s) and (s == hi or not fits(s + 1)):
+        return s
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @lru_cache(maxsize=None)

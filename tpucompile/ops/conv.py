@@ -48,6 +48,7 @@ conv over K channels; ``meta["input_transforms"]`` records it and
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
@@ -263,6 +264,30 @@ def tile_cols(op: QConv, nb: int, C: int) -> int:
     n = weight_cols(len(op.mult), nb, C)
     live = np.flatnonzero(np.asarray(op.mult[nb * C:nb * C + n]))
     return int(live[-1]) + 1 if live.size else n
+
+
+#: (id of a conv's multipliers, N tiles, array columns) -> (the multipliers, ``all_tile_cols``)
+_TILE_COLS: dict = {}
+_TILE_COLS_MAX = 4096
+
+
+def all_tile_cols(op: QConv, NB: int, C: int) -> list:
+    """``tile_cols`` of N tiles 0 .. NB - 1 (one scan of the multipliers; kept per multiplier
+    array, which the entry holds, so its id stays its own). A new list each call."""
+    hit = _TILE_COLS.get((id(op.mult), NB, C))
+    if hit is not None and hit[0] is op.mult:
+        return list(hit[1])
+    live = np.flatnonzero(np.asarray(op.mult)).tolist()
+    out = []
+    for nb in range(NB):
+        lo = nb * C
+        n = weight_cols(len(op.mult), nb, C)
+        k = bisect.bisect_left(live, lo + n) - 1          # the last live lane below the tile's end
+        out.append(live[k] - lo + 1 if k >= 0 and live[k] >= lo else n)
+    if len(_TILE_COLS) >= _TILE_COLS_MAX:
+        _TILE_COLS.clear()
+    _TILE_COLS[(id(op.mult), NB, C)] = (op.mult, tuple(out))
+    return out
 
 
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
@@ -528,9 +553,12 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     _, _, Ho, Wo = Y.shape
     # output blocks (N tiles / lane groups) and the planes each one's STOREs move
     blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
+    block_planes: dict = {}             # planes -> output blocks of that many, in order met
+    for planes in blocks:
+        block_planes[planes] = block_planes.get(planes, 0) + 1
     w = LayerWork(tiles=0)
     # per N tile: its weight tiles' loaded bytes (``tile_cols``), how many are resident
-    wbytes = [tile_cols(op, nb, C) * W for nb in range(NB)]
+    wbytes = [c * W for c in all_tile_cols(op, NB, C)]
     res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
     for nb in range(NB):
         w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once
@@ -544,10 +572,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     multi = sum(kinds.values()) > 1
     if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
-        order = [nb for g0 in range(0, NB, tl.nbg) for k0 in range(0, KB, tl.kbg)
-                 for kb in range(k0, min(KB, k0 + tl.kbg)) for nb in range(g0, min(NB, g0 + tl.nbg))
-                 for t in range((nb * KB + kb) * T, (nb * KB + kb + 1) * T) if t >= tl.nres]
-        wt = _batch_loads(w, [wbytes[nb] for nb in order] * sum(kinds.values()), tl.wbatch, bb)
+        wt = _batch_loads(w, np.tile(_streaming_sizes(wbytes, KB, T, tl), sum(kinds.values())), tl.wbatch, bb)
     for (th, tw, nrows, ncols, pool), n in kinds.items():
         M = th * tw
         w.tiles += n
@@ -564,20 +589,21 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         chunks = _store_chunks(th, tw, tl.s_out, ap)
         rq = [mg * (pw + mp * k * cols) for k, cols in chunks]        # one output block's REQUANTs
         for (k, cols), r in zip(chunks, rq):
-            for planes in blocks:
+            for planes, nbl in block_planes.items():       # nbl output blocks of ``planes`` planes
+                nn = n * nbl
                 if pool is not None:
                     prows, pcols, cyc, instrs = pool
-                    w.store(n, pcols * W, bb, runs=prows * planes)
-                    w.vpu_cycles += n * planes * cyc
-                    w.vpu_instrs += n * planes * instrs
-                    w.sram_words += n * planes * cyc
+                    w.store(nn, pcols * W, bb, runs=prows * planes)
+                    w.vpu_cycles += nn * planes * cyc
+                    w.vpu_instrs += nn * planes * instrs
+                    w.sram_words += nn * planes * cyc
                     continue
-                w.store(n, cols * W, bb, runs=k * planes)
+                w.store(nn, cols * W, bb, runs=k * planes)
                 if residual:
-                    w.load(n, cols * W, bb, runs=k * planes)
-                    w.vpu_cycles += n * 3 * planes * k * cols
-                    w.vpu_instrs += n
-                    w.sram_words += n * 3 * planes * k * cols
+                    w.load(nn, cols * W, bb, runs=k * planes)
+                    w.vpu_cycles += nn * 3 * planes * k * cols
+                    w.vpu_instrs += nn
+                    w.sram_words += nn * 3 * planes * k * cols
             w.vpu_cycles += n * len(blocks) * r
             w.vpu_instrs += n * len(blocks) * mg
             w.sram_words += n * len(blocks) * r
@@ -606,22 +632,37 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     return w
 
 
-def _batch_loads(w: LayerWork, sizes: list, batch: int, bb: int) -> int:
-    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (in MATMUL order), ``batch`` at
-    a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs`` starts a new
-    DMA at a tile of another size); returns the bursts of the first."""
-    first = None
-    for j0 in range(0, len(sizes), batch):
-        seg = sizes[j0:j0 + batch]
-        i = 0
-        while i < len(seg):
-            k = i
-            while k < len(seg) and seg[k] == seg[i]:
-                k += 1
-            b = w.load(1, seg[i], bb, runs=k - i)
-            first = b if first is None else first
-            i = k
-    return first or 0
+def _streaming_sizes(wbytes: list, KB: int, T: int, tl) -> np.ndarray:
+    """The bytes of one output tile's streaming weight tiles in MATMUL order (int64): per cout
+    group of ``tl.nbg`` N tiles, per cin block (``tl.kbg`` at a time: in order), per N tile of
+    the group, per tap; tile ``(nb * KB + kb) * T + tap`` streams if at least ``tl.nres``."""
+    NB, out = len(wbytes), []
+    kb, tap = np.arange(KB)[:, None, None], np.arange(T)[None, None, :]
+    for g0 in range(0, NB, tl.nbg):
+        nb = np.arange(g0, min(NB, g0 + tl.nbg))[None, :, None]
+        t = (nb * KB + kb) * T + tap
+        out.append(np.broadcast_to(np.asarray(wbytes, np.int64)[nb], t.shape)[t >= tl.nres])
+    return np.concatenate(out)
+
+
+def _batch_loads(w: LayerWork, sizes: np.ndarray, batch: int, bb: int) -> int:
+    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (int64, in MATMUL order),
+    ``batch`` at a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs``
+    starts a new DMA at a tile of another size), counted per (bytes, run length) in the order
+    first met; returns the bursts of the first."""
+    n = len(sizes)
+    if n == 0:
+        return 0
+    start = np.arange(n) % batch == 0          # a DMA starts each batch and each change of size
+    start[1:] |= sizes[1:] != sizes[:-1]
+    first = np.flatnonzero(start)
+    runs = np.diff(np.append(first, n))
+    kinds, at, counts = np.unique(sizes[first] * (batch + 1) + runs, return_index=True, return_counts=True)
+    out = None
+    for k in np.argsort(at, kind="stable"):
+        b = w.load(int(counts[k]), int(kinds[k] // (batch + 1)), bb, runs=int(kinds[k] % (batch + 1)))
+        out = b if out is None else out
+    return out
 
 
 def _remap_channels(op: QConv, maps: dict, blk: int):
