@@ -10,7 +10,8 @@
 // registers done_i at the completion edge c: retire_o is high during cycle c with retire_pc_o,
 // and the signal-mask tokens are sent at c. Without Overlap (MaxInflight = 1) f = c: free_i and
 // hold_i are unused and the engine is idle from c. With Overlap (the MXU, double-buffered
-// weights: docs/architecture.md "MXU") MaxInflight = 4, completions come in order, and hold_i
+// weights: docs/architecture.md "MXU") MaxInflight = MXU_MAX_INFLIGHT (tpu_isa_pkg, generated
+// from tpusim.arch.limits), completions come in order, and hold_i
 // (the engine's own start rule for the head: ports, weight planes) keeps the head from starting. NOP is executed here
 // (f = c = s + 1, no start_o). launch_o / launch_instr_o tell an engine that must act at s
 // itself (the DMA channels launch their first request at s) that the head starts at the coming
@@ -62,36 +63,40 @@ module tpu_engine_ctrl
   output      logic [7:0]             retired_gray_o
 );
 
-  localparam int unsigned MaxInflight = Overlap ? 4 : 1;
+  localparam int unsigned MaxInflight = Overlap ? MXU_MAX_INFLIGHT : 1;
+  // slots of in-flight records and counter widths: sized for the largest limit (every engine)
+  localparam int unsigned Slots    = MXU_MAX_INFLIGHT;
+  localparam int unsigned SlotBits = $clog2(Slots);
+  localparam int unsigned CntBits  = $clog2(Slots + 1);
 
   // In flight: slot 0 the oldest (completes next), then the younger ones (Overlap only).
   logic                   issue_q, nop_q, start_q, retire_q;
   logic                   busy_q;         // an instruction in flight (waves: tpu.<eng>.busy)
   logic [PcBits-1:0]      pc_q;           // PC of the last one started (waves: issue_pc)
-  logic [2:0]             cnt_q, cnt_d;
+  logic [CntBits-1:0]     cnt_q, cnt_d;
   logic [INSTR_BITS-1:0]  instr_q;
-  logic [PcBits-1:0]      slot_pc_q [4];
-  logic [NUM_ENGINES-1:0] slot_sig_q [4];
+  logic [PcBits-1:0]      slot_pc_q [Slots];
+  logic [NUM_ENGINES-1:0] slot_sig_q [Slots];
   logic [PcBits-1:0]      retire_pc_q;
   logic [63:0]            busy_cycles_q, token_wait_q, retired_q;
   logic [7:0]             retired_gray_q;
 
   logic [NUM_ENGINES-1:0] head_wait;
   logic                   head_nop, can_start, tokens_ok, start_now, done_now, free_now, free_ev;
-  logic [1:0]             wr_slot;
+  logic [SlotBits-1:0]    wr_slot;
 
   assign head_wait = wait_mask_of(q_instr_i);
   assign head_nop  = (opcode_of(q_instr_i) == OP_NOP) || head_err_i;
 
-  assign can_start = !issue_q && q_valid_i && (cnt_q < 3'(MaxInflight))
+  assign can_start = !issue_q && q_valid_i && (cnt_q < CntBits'(MaxInflight))
                      && (!head_nop || cnt_q == '0) && !(Overlap && hold_i);
   assign tokens_ok = &(tok_avail_i | ~head_wait);
   assign start_now = can_start && tokens_ok;
   assign done_now  = (cnt_q != '0) && (nop_q || done_i);
   assign free_ev   = Overlap ? free_i : done_i;
   assign free_now  = issue_q && (nop_q || free_ev);
-  assign cnt_d     = cnt_q + 3'(start_now) - 3'(done_now);
-  assign wr_slot   = 2'(cnt_q - 3'(done_now));   // slot index cnt - done (cnt = 4: no start)
+  assign cnt_d     = cnt_q + CntBits'(start_now) - CntBits'(done_now);
+  assign wr_slot   = SlotBits'(cnt_q - CntBits'(done_now));   // slot cnt - done (cnt = Slots: no start)
 
   assign q_pop_o        = start_now;
   assign tok_take_o     = start_now ? head_wait : '0;
@@ -112,7 +117,7 @@ module tpu_engine_ctrl
       busy_q         <= 1'b0;
       pc_q           <= '0;
       instr_q        <= '0;
-      for (int j = 0; j < 4; j++) begin
+      for (int j = 0; j < Slots; j++) begin
         slot_pc_q[j]  <= '0;
         slot_sig_q[j] <= '0;
       end
@@ -131,7 +136,7 @@ module tpu_engine_ctrl
       if (start_now)     nop_q   <= head_nop;
       else if (done_now) nop_q   <= 1'b0;
       if (done_now) begin
-        for (int j = 0; j < 3; j++) begin
+        for (int j = 0; j < Slots - 1; j++) begin
           slot_pc_q[j]  <= slot_pc_q[j+1];
           slot_sig_q[j] <= slot_sig_q[j+1];
         end

@@ -29,7 +29,7 @@
 //   hold_o: a MATMUL head waits for the activation port (A = g + M of the previous MATMUL: the
 //     head starts at >= A+1); a LOAD_WEIGHTS head waits until no MATMUL whose last vector has not
 //     passed row Rows-1 (edge g+M+Rows) uses the plane it would write.
-//   At most 4 in flight (tpu_engine_ctrl), completing in order.
+//   At most MXU_MAX_INFLIGHT in flight (tpu_engine_ctrl), completing in order.
 `default_nettype none
 
 module tpu_mxu
@@ -342,9 +342,11 @@ module tpu_mxu
 
   // ---------------------------------------------------------------- free and done
   // In-flight FIFO of kinds (1: LOAD_WEIGHTS), oldest at 0; lw_ready counts LOAD_WEIGHTS loaded
-  // but not yet done (they wait behind older MATMULs).
-  logic [3:0] kind_q;
-  logic [2:0] n_q, lw_ready_q;
+  // but not yet done (they wait behind older MATMULs). Sized by MXU_MAX_INFLIGHT.
+  localparam int unsigned FifoBits = $clog2(MXU_MAX_INFLIGHT);
+  localparam int unsigned NBits    = $clog2(MXU_MAX_INFLIGHT + 1);
+  logic [MXU_MAX_INFLIGHT-1:0] kind_q;
+  logic [NBits-1:0]            n_q, lw_ready_q;
   logic       lw_loaded, mm_done, other_done, oldest_lw, lw_done;
   assign lw_loaded  = wacc_on && wlast;
   assign mm_done    = tag_q[Chain - 1][17];
@@ -355,13 +357,13 @@ module tpu_mxu
   assign done_o     = lw_done || mm_done || other_done;
 
   logic       push, pop;
-  logic [1:0] wr_i;                 // FIFO index of a push: n - pop (n = 4 only with a pop)
-  logic [3:0] kind_d;
+  logic [FifoBits-1:0]         wr_i;     // FIFO index of a push: n - pop (n = max only with a pop)
+  logic [MXU_MAX_INFLIGHT-1:0] kind_d;
   assign push = start_i && (is_lw || is_mm);
   assign pop  = lw_done || mm_done;
-  assign wr_i = 2'(n_q - 3'(pop));
+  assign wr_i = FifoBits'(n_q - NBits'(pop));
   always_comb begin
-    kind_d = pop ? {1'b0, kind_q[3:1]} : kind_q;
+    kind_d = pop ? {1'b0, kind_q[MXU_MAX_INFLIGHT-1:1]} : kind_q;
     if (push) kind_d[wr_i] = is_lw;
   end
 
@@ -371,8 +373,8 @@ module tpu_mxu
       n_q        <= '0;
       lw_ready_q <= '0;
     end else begin
-      n_q        <= n_q + 3'(push) - 3'(pop);
-      lw_ready_q <= lw_ready_q + 3'(lw_loaded) - 3'(lw_done);
+      n_q        <= n_q + NBits'(push) - NBits'(pop);
+      lw_ready_q <= lw_ready_q + NBits'(lw_loaded) - NBits'(lw_done);
       kind_q     <= kind_d;
     end
   end

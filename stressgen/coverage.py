@@ -24,7 +24,7 @@ from tpusim.arch import arith
 from tpusim.arch.device_checks import ddr_align_bytes, start_fault
 from tpusim.arch.errors import IsaError
 from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, Engine, unused_bits
-from tpusim.arch.limits import DDR_ADDR_LIMIT
+from tpusim.arch.limits import DDR_ADDR_LIMIT, MXU_MAX_INFLIGHT
 from tpusim.arch.operands import dma_ddr_end
 from tpusim.arch.rowops import ROWOPS, rowop_accesses, rowop_ranges
 from tpusim.arch.timebase import Timebase
@@ -85,10 +85,11 @@ STATIC_BINS = (
 #: MATMUL completed; mm_lw_plane_busy: a LOAD_WEIGHTS started before the MATMUL that last used the
 #: plane it writes (two planes back) completed (its start waited for that MATMUL's last vector);
 #: mm_lw_shared_bank: a LOAD_WEIGHTS overlapping the preceding MATMUL whose tile shares an SRAM
-#: bank with that MATMUL's vectors (the weight and activation requesters conflict); mm_inflight_4:
-#: four MXU instructions in flight at once (the most the MXU allows)
+#: bank with that MATMUL's vectors (the weight and activation requesters conflict);
+#: mm_inflight_max: MXU_MAX_INFLIGHT (tpusim.arch.limits) MXU instructions in flight at once (the
+#: most the MXU allows)
 DRAIN_BINS = ("mm_drain_lw", "mm_drain_acc", "mm_plane_switch", "mm_lw_plane_busy", "mm_lw_shared_bank",
-              "mm_inflight_4")
+              "mm_inflight_max")
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait") + tuple(
     f"obs_queue_full_{e}" for e in ENGINE_KEYS) + DRAIN_BINS
 #: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
@@ -170,14 +171,15 @@ def drain_bins(prog, cfg, retire, timeline=None) -> dict[str, int]:
     mms = []                                      # (MATMUL args, completion ps, LOAD_WEIGHTS before it)
     lw_since = False                              # a LOAD_WEIGHTS since the last MATMUL
     done = []                                     # completion ps of the MXU instructions so far
+    older = MXU_MAX_INFLIGHT - 1                  # in flight with one started: the limit reached
     for pc, eng, t in sorted((r for r in retire if r[1] == "MXU"), key=lambda r: r[2]):
         ins = instrs[pc // INSTR_BYTES]
         op = getattr(ins, "op", None)
         a = getattr(ins, "args", {})
         latest = starts.get(pc, t - ((C + 1) if op == "LOAD_WEIGHTS" else
                                      (a.get("count_x", 0) * a.get("count_y", 0) + R + C + 1)) * period)
-        if op in ("LOAD_WEIGHTS", "MATMUL") and len(done) >= 3 and latest < done[-3]:
-            out["mm_inflight_4"] += 1
+        if op in ("LOAD_WEIGHTS", "MATMUL") and len(done) >= older and latest < done[-older]:
+            out["mm_inflight_max"] += 1
         if prev is not None and op == "LOAD_WEIGHTS":
             out["mm_drain_lw"] += latest < prev[1]
             pm = prev[0]["count_x"] * prev[0]["count_y"]

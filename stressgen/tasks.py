@@ -99,7 +99,7 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
     # lead: a long MATMUL (LEAD_M vectors, all the first word: stride 0) into scratch accumulator
     # rows before the pairs, so that the fetch fills the MXU queue behind it and the pairs run
     # back to back on the two weight planes (coverage bins mm_plane_switch, mm_lw_plane_busy,
-    # mm_inflight_4); from the shape, like ``twice``
+    # mm_inflight_max); from the shape, like ``twice``
     lead = (3 * K + 5 * M + 7 * N) % 3 == 0 and tn * tk >= 2 and M <= 16
     task = Task(ctx, 3 + tn * (2 * tk + 1) + nrq - tn + 2 + (3 if post else 0) + (tn * tk if twice else 0)
                 + (2 if lead else 0))

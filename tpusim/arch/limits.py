@@ -2,7 +2,7 @@
 
 The one source of these constants: the ISA (``tpusim.arch.isa`` re-exports them), the config
 check, the compiler's memory plan, the SimPy model, stressgen and the generated SystemVerilog
-package (``tpu_isa_pkg``: ``DDR_ADDR_BITS``, ``TOKEN_MAX``) all read them from here.
+package (``tpu_isa_pkg``: ``DDR_ADDR_BITS``, ``TOKEN_MAX``, ``MXU_MAX_INFLIGHT``) all read them from here.
 """
 from __future__ import annotations
 
@@ -15,5 +15,9 @@ TOKEN_COUNTER_BITS = 8
 #: Most tokens a sender may have sent to one receiver and not yet seen consumed (2^8 - 1);
 #: one more is a ``token_overflow`` device error.
 TOKEN_MAX = (1 << TOKEN_COUNTER_BITS) - 1
+#: Most MXU instructions in flight (started, not completed) with double-buffered weights
+#: (docs/architecture.md, "MXU"): the SimPy MXU, tpu_engine_ctrl (MaxInflight) and tpu_mxu's
+#: in-flight FIFO are sized by it.
+MXU_MAX_INFLIGHT = 4
 
-__all__ = ["DDR_ADDR_BITS", "DDR_ADDR_LIMIT", "TOKEN_COUNTER_BITS", "TOKEN_MAX"]
+__all__ = ["DDR_ADDR_BITS", "DDR_ADDR_LIMIT", "TOKEN_COUNTER_BITS", "TOKEN_MAX", "MXU_MAX_INFLIGHT"]

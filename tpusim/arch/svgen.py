@@ -140,6 +140,8 @@ def isa_pkg_text() -> str:
          _lp("int unsigned", "DDR_ADDR_BITS", isa.DDR_ADDR_BITS),
          _lp("int unsigned", "TOKEN_COUNTER_BITS", isa.TOKEN_COUNTER_BITS),
          _lp("int unsigned", "TOKEN_MAX", isa.TOKEN_MAX, comment="tokens a sender may have unconsumed"),
+         _lp("int unsigned", "MXU_MAX_INFLIGHT", isa.MXU_MAX_INFLIGHT,
+             comment="MXU instructions in flight, at most (double-buffered weights)"),
          "",
          "  // header",
          _lp("int unsigned", "OPCODE_LSB", 0),

@@ -13,8 +13,8 @@ Timing (docs/architecture.md, "MXU"), start edge ``s``:
 Start rules beyond the free edge (``head_ready_ps``): a MATMUL starts at s >= A + 1, A = g + M of
 the previous MATMUL (its last activation read; M = 0: s + 1); a LOAD_WEIGHTS starts at s >= P + 1,
 P = g + M + R of the last MATMUL that used the plane it writes (that MATMUL's last vector has
-passed every row). At most 4 MXU instructions in flight, completing in order; a NOP or an
-erroneous instruction starts only when none is in flight.
+passed every row). At most MXU_MAX_INFLIGHT (4, tpusim.arch.limits) MXU instructions in flight,
+completing in order; a NOP or an erroneous instruction starts only when none is in flight.
 Function: word n of a weight tile holds column n (W[0..R-1][n]), so a plane = words.T,
 int8 [R, C]. MATMUL vector i = y*count_x + x is word act_addr + x*stride_x + y*stride_y (int8[R]);
 accumulator row acc_addr + i = (accumulate ? row : 0) + x_i @ weights, int32 with wrap-around.
@@ -29,6 +29,7 @@ import numpy as np
 from tpusim.arch.arith import matmul_acc
 from tpusim.arch.device_checks import load_weights_fault, matmul_fault
 from tpusim.arch.errors import SimulationError
+from tpusim.arch.limits import MXU_MAX_INFLIGHT
 from tpusim.models import sram as sram_mod
 from tpusim.models.common import QueueEntry, raise_fault
 from tpusim.models.engine import EngineBase
@@ -43,9 +44,6 @@ class AccumulatorBuffer:
     @property
     def depth(self) -> int:
         return self.rows.shape[0]
-
-
-MAX_INFLIGHT = 4      # MXU instructions started and not completed, at most
 
 
 class Mxu(EngineBase):
@@ -64,7 +62,7 @@ class Mxu(EngineBase):
         self.mm_plane = 1              # plane the last MATMUL used (LOAD_WEIGHTS writes the other)
         self.act_free_ps = 0           # A: last activation read of the last MATMUL
         self.plane_free_ps = [0, 0]    # P per plane: its last MATMUL's last vector passed row R-1
-        self.max_inflight = MAX_INFLIGHT
+        self.max_inflight = MXU_MAX_INFLIGHT
         self._prev_c_ps = 0            # completion edge of the last MXU instruction started
         self._open_c_ps = []           # completion edges of the started, unretired LW/MATMULs
         self._owned = {}               # trace: completion ps -> [(first_row, vals, keep)]
@@ -189,4 +187,4 @@ class Mxu(EngineBase):
         self.plane_free_ps[self.mm_plane] = g_ps + (m + self.cfg.array_rows) * self.period
 
 
-__all__ = ["Mxu", "AccumulatorBuffer", "MAX_INFLIGHT"]
+__all__ = ["Mxu", "AccumulatorBuffer"]
