@@ -20,7 +20,6 @@ graph a deployment export of BertModel / ViTModel has) and the TorchScript expor
 """
 from __future__ import annotations
 
-
 import torch
 from fixture_args import fixture_args
 from transformers import BertConfig, BertModel, ViTConfig, ViTModel

@@ -12,9 +12,9 @@ from tpucompile.backend.estimate import estimate
 from tpucompile.backend.layout import ceil_div
 from tpucompile.backend.tiling import SKIP_SLOTS, tile_conv
 from tpucompile.golden import run_golden
+from tpucompile.ir import Node
 from tpucompile.ops import OP_TABLE
 from tpucompile.ops.conv_add import QConvAdd, fused_conv_add
-from tpucompile.ir import Node
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import CompileError
 

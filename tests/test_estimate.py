@@ -134,6 +134,7 @@ def test_layers_overlap_as_the_engines_allow():
     its drain, one that reads it under READ_OVERLAP of it; none ends before the one before it.
     ``last_producers`` follows views (ops without work) to the layers that made their inputs."""
     from types import SimpleNamespace
+
     from tpucompile.backend.estimate import READ_OVERLAP
     c, drain, ds, comp = (np.array(v, dtype=np.float64) for v in ([100, 80, 60], [40, 30, 20], [10, 10, 10],
                                                                   [50, 50, 50]))

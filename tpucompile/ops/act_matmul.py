@@ -48,10 +48,10 @@ from tpucompile.backend.channels import ChannelMap
 from tpucompile.backend.layout import out_tiles, param_tables, round_up
 from tpucompile.ops.common import bad_attr, no_input_transform
 from tpucompile.ops.const_act import QConstAct
-from tpucompile.ops.slice import QSlice
 from tpucompile.ops.conv import DEVICE as CONV
 from tpucompile.ops.conv import QConv, conv_int8, weight_cols
 from tpucompile.ops.registry import DeviceOp, OpDef
+from tpucompile.ops.slice import QSlice
 from tpucompile.qgraph import QTensor
 from tpusim.arch import arith
 from tpusim.arch.errors import CompileError

@@ -52,9 +52,9 @@ from tpucompile.backend.tiling import (
 from tpucompile.backend.work import elt_work
 from tpucompile.ir import Node, Tensor
 from tpucompile.ops.common import (
+    MAXPOOL_PAD,
     bad_attr,
     input_window,
-    MAXPOOL_PAD,
     lane_wise_channels,
     max_pool_int8,
     no_attrs,
