@@ -78,8 +78,10 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "Loads one `R × C` int8 weight tile into the systolic array: SRAM word `sram_addr + n` "
         "holds column `n`, i.e. `W[0..R−1][n]` (byte `k` of the word is `W[k][n]`). The weights "
         "stay in the array for the following MATMULs.",
-        "SRAM transaction of `D = C` words: request at `s` (visible `s + 1`), grant `g`, "
-        "completion `c = g + C` (core cycles).",
+        "SRAM transaction of `D = C` words on the MXU's weight requester: request at `s` (visible "
+        "`s + 1`), grant `g`, loaded (free edge) at `L = g + C`, completion `c = max(L, c_prev + 1)` "
+        "(core cycles; in order after the MXU instruction before it). It fills the weight plane the "
+        "running MATMULs do not use (double-buffered weights, docs/architecture.md \"MXU\").",
         {"sram_addr": "SRAM word address of the tile (`C` consecutive words)"}),
     "MATMUL": (
         "Multiplies `M = count_x × count_y` int8 activation vectors by the loaded weight tile. "
@@ -89,7 +91,9 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "(`tpusim.arch.arith.matmul_acc`).",
         "SRAM transaction of `D = M` words (bank mask from `act_addr` to the largest address "
         "read): request at `s`, grant `g`, completion `c = g + M + R + C` (fill and drain); the MXU "
-        "is free for its next instruction at `f = c − C` (drain overlap, docs/architecture.md).",
+        "is free for its next instruction at `f = g + 1`, a next MATMUL starts at `>= g + M + 1` "
+        "(double-buffered weights, docs/architecture.md \"MXU\"). Uses the weight plane of the last "
+        "LOAD_WEIGHTS.",
         {"act_addr": "SRAM word address of the first activation vector",
          "count_x": "vectors per row (>= 1)",
          "stride_x": "SRAM words between consecutive vectors of a row",
