@@ -434,6 +434,12 @@ def _first_largest_groups(nbg: np.ndarray) -> np.ndarray:
     return (nbg > np.concatenate((np.full_like(nbg[:, :1], -1), before), axis=1)).reshape(-1)
 
 
+def _rows_as_terms(rows) -> tuple:
+    """``_SearchSet``'s rows 0 to 5 (load bytes, DMA instructions, MXU, wait bytes, max(MXU, VPU),
+    unaligned) in ``ConvCandidates.terms``' order (load bytes, DMAs, peak, MXU, unaligned, wait)."""
+    return rows[0], rows[1], rows[4], rows[2], rows[5], rows[3]
+
+
 class _SearchSet:
     """The streaming candidates that fit (``ConvCandidates.live``) that ``tile_conv`` still
     weighs at one weight batch ``gb`` (``weight_batch_tiles``): ``state`` = (their indices, int64
@@ -520,8 +526,7 @@ class ConvCandidates(NamedTuple):
     @property
     def live_terms(self) -> tuple:
         """The live candidates' cost terms in ``terms``' order (rows of ``live_rows``)."""
-        r = self.live_rows
-        return r[0], r[1], r[4], r[2], r[5], r[3]
+        return _rows_as_terms(self.live_rows)
 
     def nres(self, i: int) -> int:
         """Resident weight tiles of candidate ``i`` (0: a streaming one)."""
@@ -817,7 +822,7 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
     gb = batch[0]
     if gb == 1:
         i, est_i = _search_set(c, 1).pick(
-            lambda r: c.est_cycles(bw, (r[0], r[1], r[4], r[2], r[5], r[3]), dma_cycles, overlap))
+            lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap))
     else:
         i, est_i = _search_set(c, gb).pick(
             lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, price, batch[1]), dma_cycles, overlap))
