@@ -1,4 +1,5 @@
-// tpu_systolic_array: Rows x Cols weight-stationary int8 PEs, generate-block wiring.
+// tpu_systolic_array: Rows x Cols weight-stationary int8 PEs with two weight planes each
+// (double-buffered weights: docs/architecture.md, "MXU").
 //
 // Ports:
 //   input  logic                 clk_i, rst_ni
@@ -12,7 +13,19 @@
 //   output logic [Cols*32-1:0]   psum_o      // bottom of column n, int32, bits [32n +: 32]
 // Timing: a vector on act_i during cycle t reaches PE(k, n) during cycle t+k+n (row k is skewed
 // by k registers here); column n's result for it is on psum_o during cycle t+Rows+n.
-// PE(k, n) holds W[k][n]; partial sums flow down, activations flow right.
+//
+// PE(k, n) holds weights w0_q[k][n] and w1_q[k][n], an activation register ap_q[k][n] (the int8
+// activation and the weight plane it travels with) and a partial sum psum_q[k][n]. At each enabled
+// edge it takes the activation of its left neighbour (row k's skew register at n = 0) and the
+// partial sum of the PE above (0 in row 0):
+//   ap_q[k][n]   <= ap_in(k, n)
+//   psum_q[k][n] <= psum_in(k, n) + a * w[p]      (a, p = ap_in(k, n); int32 wrap-around)
+// Partial sums flow down, activations right; the bottom row is psum_o.
+//
+// The PE grid is written as loops over arrays, not one module instance per PE: Verilator then
+// emits one loop body per row instead of straight-line code for every PE (16,384 on seed: 5.6 MB
+// of per-cycle machine code that did not fit the caches and ran ~7x slower per cycle; the build
+// was also minutes instead of seconds). The column loops are unrolled (one row of PEs inline).
 `default_nettype none
 
 module tpu_systolic_array #(
@@ -30,67 +43,97 @@ module tpu_systolic_array #(
   output logic [Cols*32-1:0]  psum_o
 );
 
-  // Per-generate-block links (no big unpacked 2-D arrays: Verilator memory, see notes).
+  typedef logic [8:0] ap_t;  // {weight plane, int8 activation}
+
+  logic signed [7:0]  w0_q   [Rows][Cols];
+  logic signed [7:0]  w1_q   [Rows][Cols];
+  ap_t                ap_q   [Rows][Cols];
+  logic signed [31:0] psum_q [Rows][Cols];
+  ap_t                row_in [Rows];      // row k's input to PE(k, 0): act_i lane k, k edges late
+
+  // ---------------------------------------------------------------- row skew
   for (genvar k = 0; k < Rows; k++) begin : g_row
-    // Row skew: k registers in front of PE(k, 0), each {plane bit, activation byte}.
-    logic [8:0] skew_in, skew_out;
+    ap_t skew_in;
     assign skew_in = {plane_i, act_i[k*8 +: 8]};
     if (k == 0) begin : g_noskew
-      assign skew_out = skew_in;
+      assign row_in[k] = skew_in;
     end else if (k == 1) begin : g_skew1
-      logic [8:0] sr_q;
+      ap_t sr_q;
       always_ff @(posedge clk_i or negedge rst_ni) begin
         if (!rst_ni)   sr_q <= '0;
         else if (en_i) sr_q <= skew_in;
       end
-      assign skew_out = sr_q;
+      assign row_in[k] = sr_q;
     end else begin : g_skew
       logic [k*9-1:0] sr_q;
       always_ff @(posedge clk_i or negedge rst_ni) begin
         if (!rst_ni)   sr_q <= '0;
         else if (en_i) sr_q <= {sr_q[(k-1)*9-1:0], skew_in};
       end
-      assign skew_out = sr_q[(k-1)*9 +: 9];
+      assign row_in[k] = sr_q[(k-1)*9 +: 9];
     end
+  end
 
-    for (genvar n = 0; n < Cols; n++) begin : g_col
-      logic signed [7:0]  a_out;
-      logic               p_out;
-      logic signed [31:0] psum_out;
-      logic signed [7:0]  a_in;
-      logic               p_in;
-      logic signed [31:0] psum_in;
-      if (n == 0) begin : g_left
-        assign a_in = skew_out[7:0];
-        assign p_in = skew_out[8];
-      end else begin : g_inner
-        assign a_in = g_row[k].g_col[n-1].a_out;
-        assign p_in = g_row[k].g_col[n-1].p_out;
+  // ---------------------------------------------------------------- weight planes
+  always_ff @(posedge clk_i or negedge rst_ni) begin : p_weights
+    if (!rst_ni) begin
+      for (int k = 0; k < int'(Rows); k++) begin
+        for (int n = 0; n < int'(Cols); n++) begin
+          w0_q[k][n] <= '0;
+          w1_q[k][n] <= '0;
+        end
       end
-      if (k == 0) begin : g_top
-        assign psum_in = '0;
-      end else begin : g_below
-        assign psum_in = g_row[k-1].g_col[n].psum_out;
+    end else begin
+      for (int n = 0; n < int'(Cols); n++) begin
+        if (w_load_i[n]) begin
+          for (int k = 0; k < int'(Rows); k++) begin
+            if (w_plane_i) w1_q[k][n] <= w_data_i[k*8 +: 8];
+            else           w0_q[k][n] <= w_data_i[k*8 +: 8];
+          end
+        end
       end
-      tpu_pe u_pe (
-        .clk_i,
-        .rst_ni,
-        .en_i,
-        .w_load_i (w_load_i[n]),
-        .w_plane_i,
-        .w_i      (w_data_i[k*8 +: 8]),
-        .a_i      (a_in),
-        .p_i      (p_in),
-        .psum_i   (psum_in),
-        .a_o      (a_out),
-        .p_o      (p_out),
-        .psum_o   (psum_out)
-      );
+    end
+  end
+
+  // ---------------------------------------------------------------- activations and partial sums
+  // ap_d / psum_d: the registers' next values, computed from the current ones and then assigned
+  // whole (no per-element non-blocking assignment: that would queue 32,768 updates per cycle).
+  // The multiply-add sits inside the enable so that a simulator skips it while the array idles.
+  always_ff @(posedge clk_i or negedge rst_ni) begin : p_pipe
+    ap_t                ap_d   [Rows][Cols];
+    logic signed [31:0] psum_d [Rows][Cols];
+    if (!rst_ni) begin
+      for (int k = 0; k < int'(Rows); k++) begin
+        for (int n = 0; n < int'(Cols); n++) begin
+          ap_d[k][n]   = '0;
+          psum_d[k][n] = '0;
+        end
+      end
+    end else if (en_i) begin
+      for (int k = 0; k < int'(Rows); k++) begin
+        ap_d[k][0] = row_in[k];
+        /* verilator unroll_full */
+        for (int n = 1; n < int'(Cols); n++) ap_d[k][n] = ap_q[k][n-1];
+      end
+      for (int n = 0; n < int'(Cols); n++) begin
+        psum_d[0][n] = 32'($signed(ap_d[0][n][7:0]) * 32'(ap_d[0][n][8] ? w1_q[0][n] : w0_q[0][n]));
+      end
+      for (int k = 1; k < int'(Rows); k++) begin
+        /* verilator unroll_full */
+        for (int n = 0; n < int'(Cols); n++) begin
+          psum_d[k][n] = psum_q[k-1][n]
+                       + 32'($signed(ap_d[k][n][7:0]) * 32'(ap_d[k][n][8] ? w1_q[k][n] : w0_q[k][n]));
+        end
+      end
+    end
+    if (!rst_ni || en_i) begin
+      ap_q   <= ap_d;
+      psum_q <= psum_d;
     end
   end
 
   for (genvar n = 0; n < Cols; n++) begin : g_out
-    assign psum_o[n*32 +: 32] = g_row[Rows-1].g_col[n].psum_out;
+    assign psum_o[n*32 +: 32] = psum_q[Rows-1][n];
   end
 
 endmodule

@@ -38,7 +38,7 @@ def write_packages(out: Path, cfg: HwConfig) -> list[Path]:
     return [isa_p, svgen.write_cfg_pkg(cfg, out)]
 
 
-DP_SOURCES = ["tpu_pe.sv", "tpu_systolic_array.sv", "tpu_acc_buffer.sv", "tpu_mxu.sv",
+DP_SOURCES = ["tpu_systolic_array.sv", "tpu_acc_buffer.sv", "tpu_mxu.sv",
               "tpu_quant_regs.sv", "tpu_vpu.sv", "tpu_sram_arbiter.sv", "tpu_sram.sv"]
 
 
