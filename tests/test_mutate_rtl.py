@@ -129,7 +129,7 @@ def test_draw_is_reproducible_and_tree_has_one_edit(tmp_path):
 def test_one_real_mutant_built_and_caught(tmp_path, capsys):
     """The MXU's last-access compare inverted (tpu_mxu.sv `last_acc`, == -> !=): built from
     its own tree (build folder -src-<id>, removed afterwards) and caught by the first programs."""
-    site = "tpu_mxu.sv:114:35 eq_ne"
+    site = "tpu_mxu.sv:123:35 eq_ne"
     rc = main(["--no-bugs", "--site", site, "--max-programs", "5", "--no-waves", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -137,7 +137,7 @@ def test_one_real_mutant_built_and_caught(tmp_path, capsys):
     rows = rec["mutants"]
     assert rec["max_programs"] == 5 and rows[0]["key"] == site and rows[0]["status"] == "caught" and rows[0]["programs"] <= 5
     assert "1 caught within 5 programs" in out
-    assert not list((REPO / "build" / "rtl").glob("*-src-tpu_mxu-l114c35-eq_ne"))   # build removed
+    assert not list((REPO / "build" / "rtl").glob("*-src-tpu_mxu-l123c35-eq_ne"))   # build removed
 
 
 def test_every_site_of_the_rtl_is_whole_tokens_of_code():
@@ -186,3 +186,13 @@ def test_report_of_saved_runs_uses_their_budget(tmp_path, capsys):
     assert "bad.json: not a random.json of python -m stressgen.mutants (TypeError" in err and err.count("\n") == 1
     assert main(["--no-bugs"]) == 2
     assert "--no-bugs leaves nothing to run: add --random N or --site KEY" in capsys.readouterr().err
+
+
+def test_every_reviewed_equivalent_mutant_is_a_site_of_today_s_rtl():
+    """stressgen/equivalent_mutants.yaml lists only mutants of the current RTL (same site key,
+    original and mutated text): an RTL edit that moves or removes a reviewed line must update
+    the list (and re-review it), not leave an entry that silently matches nothing."""
+    eqs = load_equivalents(REPO / "stressgen" / "equivalent_mutants.yaml")
+    current = {s.key: s for s in catalogue(RTL)}
+    stale = sorted(k for k, e in eqs.items() if k not in current or not is_equivalent(current[k], eqs))
+    assert not stale, f"stale entries in stressgen/equivalent_mutants.yaml: {stale}"
