@@ -207,7 +207,7 @@ class _Geometry:
 
 
 class _Flat:
-    """One LayerWork as ``_Geometry`` takes it: ``row`` (MXU and VPU cycles with issue, drain
+    """One LayerWork as ``_Geometry`` takes it: ``row`` (float64: MXU and VPU cycles with issue, drain
     cycles, load and store bytes, SRAM words, accumulator accesses, exposed cycles, load and
     store bursts), ``serial``, and per DMA channel its instructions (``_Channel``'s three
     sets: all, fill or drain, exposed) as (bursts int64, count float64, set int64) arrays."""
@@ -222,9 +222,9 @@ class _Flat:
 
     def __init__(self, w) -> None:
         self.work = w
-        self.row = (w.mxu_cycles + ISSUE_CYCLES * w.mxu_instrs, w.vpu_cycles + ISSUE_CYCLES * w.vpu_instrs,
-                    w.drain_cycles, w.load_bytes, w.store_bytes, w.sram_words, w.acc_accesses,
-                    w.exposed_cycles) + w.totals()
+        self.row = np.array((w.mxu_cycles + ISSUE_CYCLES * w.mxu_instrs, w.vpu_cycles + ISSUE_CYCLES * w.vpu_instrs,
+                             w.drain_cycles, w.load_bytes, w.store_bytes, w.sram_words, w.acc_accesses,
+                             w.exposed_cycles) + w.totals(), dtype=np.float64)
         self.serial = w.serial
         self.load = self._sets(w.loads, _counts(w.fill_bursts), w.exposed_loads)
         self.store = self._sets(w.stores, _counts(w.drain_bursts), w.exposed_stores)

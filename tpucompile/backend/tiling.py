@@ -152,12 +152,14 @@ def load_bw(cfg: HwConfig) -> float:
 
 
 class _Alloc:
-    """Sequential SRAM region allocator (word addresses)."""
+    """Sequential SRAM region allocator (word addresses). ``lists``: each region's slot bases a
+    list (else a range or tuple of them: enough to tell whether the regions fit, cheaper)."""
 
-    def __init__(self, cfg: HwConfig):
+    def __init__(self, cfg: HwConfig, lists: bool = True):
         self.cfg = cfg
         self.top = 0
         self.regions = {}
+        self.lists = lists
 
     def take(self, name: str, count: int, words: int, bank_align: bool = False) -> bool:
         """``count`` slots of ``words`` words from the top, each from a multiple of
@@ -166,7 +168,8 @@ class _Alloc:
         if count and bank_align:
             a = min(self.cfg.bank_words, words)
             self.top, step = round_up(self.top, a), round_up(words, a)
-        self.regions[name] = list(range(self.top, self.top + count * step, step)) if step else [self.top] * count
+        bases = range(self.top, self.top + count * step, step) if step else (self.top,) * count
+        self.regions[name] = list(bases) if self.lists else bases
         if count:
             self.top += (count - 1) * step + words
         return self.top <= self.cfg.sram_words
@@ -307,7 +310,7 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
-                 pooled: int = 0, wbatch: int = 1, split: bool = False):
+                 pooled: int = 0, wbatch: int = 1, split: bool = False, fit_only: bool = False):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
@@ -319,12 +322,12 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     skip): the output and skip slots in two parity groups, the second from a bank's start
     (output slot g with skip slots g and g + 2: chunk j's REQUANT and ADD touch only group
     j % 2), so the STORE of one chunk never waits for the VPU working on the next
-    (``_split_out_regions``)."""
-    a = _Alloc(cfg)
+    (``_split_out_regions``). ``fit_only``: True instead of the regions (no lists built)."""
+    a = _Alloc(cfg, lists=not fit_only)
     bw = cfg.bank_words
     if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
         a.take("w", nw - 2 * wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
-        ws = a.regions["w"]
+        ws = list(a.regions["w"])
         for _ in range(2):
             a.top = round_up(a.top, bw)
             a.take("h", wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
@@ -350,7 +353,7 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
         slots.append(a.top)
         a.top += slot
     a.regions["i"] = slots
-    return a.regions if a.top <= cfg.sram_words else None
+    return (True if fit_only else a.regions) if a.top <= cfg.sram_words else None
 
 
 def _split_out_regions(a: _Alloc, words: int, skip_slots: int) -> None:
@@ -395,7 +398,8 @@ class _ConvShapeTable(NamedTuple):
     and the bandwidth-free cost terms as float64 (load bytes, DMA instructions, MXU, wait bytes; ``stacked``:
     the same as the rows of one (4, n) array).
     With a fused pool, ``PTH`` x ``PTW`` (per pair) the pooled outputs of a tile, the conv tile
-    (th x tw) the rows and columns they read; 0 without."""
+    (th x tw) the rows and columns they read; 0 without. ``pair_cycles`` per pair: a LOAD_WEIGHTS +
+    MATMUL pair's cycles (``mxu_pair_cycles`` + 6)."""
     M: np.ndarray
     ntiles: np.ndarray
     pair: np.ndarray
@@ -416,6 +420,7 @@ class _ConvShapeTable(NamedTuple):
     twin: np.ndarray
     PTH: np.ndarray
     PTW: np.ndarray
+    pair_cycles: np.ndarray
     terms: tuple
     stacked: np.ndarray
 
@@ -495,7 +500,8 @@ class ConvCandidates(NamedTuple):
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
-    ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``."""
+    ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``,
+    ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -509,6 +515,7 @@ class ConvCandidates(NamedTuple):
     key: tuple
     resident_memo: dict
     choice_memo: dict
+    pays_memo: dict
 
     @property
     def aligned(self) -> np.ndarray:
@@ -684,10 +691,11 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
                   + (ntiles * (KB * T * wcols * W + NB * pw * W + skip * oblocks * M * W))[i])
     n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks))[i]
-    mxu = (ntiles * (NB * KB * T) * (mxu_pair_cycles(M, R, C) + 6))[i]
+    pair_cycles = mxu_pair_cycles(M, R, C) + 6
+    mxu = (ntiles * (NB * KB * T) * pair_cycles)[i]
     wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
     out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
-                          n_dma, mxu, wait, wres, twin, pth, ptw,
+                          n_dma, mxu, wait, wres, twin, pth, ptw, pair_cycles,
                           tuple(a.astype(np.float64) for a in (load_bytes, n_dma, mxu, wait)),
                           np.stack((load_bytes, n_dma, mxu, wait)).astype(np.float64))
     for a in (*out[:-2], *out.terms, out.stacked):
@@ -749,12 +757,12 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     t = b.table
     live = np.flatnonzero(b.packed_words <= sram_words)
     terms = np.empty((6, len(live)))        # the live candidates' cost terms (``_SearchSet``'s rows)
-    np.take(t.stacked, live, axis=1, out=terms[:4])
+    np.take(t.stacked, live, axis=1, out=terms[:4], mode="clip")      # (valid indices: clip, not buffered)
     np.take(b.peak, live, out=terms[4])
     np.greater(np.take(b.aligned_words, live), sram_words, out=terms[5])
     live.flags.writeable = False
     terms.flags.writeable = False
-    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, {}, b.fixed, b.pogrp, key, {}, {})
+    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, {}, b.fixed, b.pogrp, key, {}, {}, {})
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
@@ -840,7 +848,7 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
     return out
 
 
-def _batch_pays(c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> bool:
+def _batch_pays(c: ConvCandidates, i: int, batch: tuple, price: tuple) -> bool:
     """Candidate ``i``'s streaming weight tiles come in batches (where the ring fits): its
     LOAD_WEIGHTS + MATMUL pair (``mxu_pair_cycles`` + 6) is shorter than a one-tile DMA
     (``tile_dma_cycles``: the MXU waits for weight DMAs), or its LOAD time at ``price`` (one DMA
@@ -848,21 +856,30 @@ def _batch_pays(c: ConvCandidates, i: int, cfg: HwConfig, price: tuple) -> bool:
     share it with the weights, so fewer DMA instructions shorten it) and the round trips the
     batches save outweigh the first batch's wait (``_saves_round_trips``: bert-tiny's attention
     MatMuls, one batch each, lost ~480 cycles a layer). Else a batch only delays the first
-    MATMUL of each batch."""
-    t, key = c.table, c.key
-    if mxu_pair_cycles(int(t.M[t.pair[i]]), key[6], key[7]) + 6 < tile_dma_cycles(cfg):
+    MATMUL of each batch. ``batch``: ``_batch_key`` (the weight batch, ``tile_dma_cycles``)."""
+    pair, load_b, dma, mxu, wtiles = c.pays_memo.get(i) or _pays_terms(c, i)
+    if pair < batch[1]:
         return True
+    return load_b / price[0] + dma * price[1] >= mxu and bool(_saves_round_trips(wtiles, c.key, batch[0], price))
+
+
+def _pays_terms(c: ConvCandidates, i: int) -> tuple:
+    """What ``_batch_pays`` weighs of candidate ``i`` whatever the price (stored in
+    ``c.pays_memo``): its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6), its load
+    bytes, DMA instructions and MXU cycles (Python floats) and its streaming weight tiles."""
+    t, key = c.table, c.key
+    pair = int(t.pair_cycles[t.pair[i]])
     load_b, dma, _, mxu, *_ = (float(a[0]) for a in c.terms_at(i))
     (kh, kw), KB, NB = key[0], key[2], key[3]
     wtiles = int(t.ntiles[t.pair[i]]) * (NB * KB * kh * kw - c.nres(i))
-    return load_b / price[0] + dma * price[1] >= mxu and bool(_saves_round_trips(wtiles, key, cfg, price))
+    out = c.pays_memo[i] = (pair, load_b, dma, mxu, wtiles)
+    return out
 
 
-def _saves_round_trips(wtiles, key: tuple, cfg: HwConfig, price: tuple):
-    """Batches of ``weight_batch_tiles`` over ``wtiles`` streaming weight tiles (int or int64
-    array) save more DMA round trips (``price``'s cycles per DMA) than the first batch's other
-    tiles add before the first MATMUL (their ``C x W`` bytes at ``price``'s rate)."""
-    gb = weight_batch_tiles(cfg)
+def _saves_round_trips(wtiles, key: tuple, gb: int, price: tuple):
+    """Batches of ``gb`` (``weight_batch_tiles``) over ``wtiles`` streaming weight tiles (int or
+    int64 array) save more DMA round trips (``price``'s cycles per DMA) than the first batch's
+    other tiles add before the first MATMUL (their ``C x W`` bytes at ``price``'s rate)."""
     return (wtiles - -(-wtiles // gb)) * price[1] > (gb - 1) * key[7] * key[6] / price[0]
 
 
@@ -872,30 +889,37 @@ def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
     if out is None:
         rows = c.live_rows
         if gb > 1:
-            rows = np.concatenate((rows, _batch_rows(c, gb)))
+            rows = np.empty((9, len(c.live)))
+            rows[:6] = c.live_rows
+            _batch_rows(c, gb, out=rows[6:])
             rows.flags.writeable = False
         out = c.searches[gb] = _SearchSet(c.live, rows)
     return out
 
 
-def _batch_rows(c: ConvCandidates, gb: int) -> np.ndarray:
+def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np.ndarray:
     """Per live streaming candidate of ``c`` (float64 rows): the DMA instructions batches of
     ``gb`` weight tiles save where the ring of two bank-started halves fits next to its tables,
     outputs and input slots (on their own banks if the candidate's are; else 0), those they save
-    if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6)."""
-    t, key = c.table, c.key
-    (kh, kw), KB, NB, R, C, bwd, sram_words = key[0], key[2], key[3], key[6], key[7], key[12], key[13]
-    live = c.live
+    if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6), in ``out``
+    (a (3, live) float64 array) if given."""
+    t, b, key, live = c.table, c.bank, c.key, c.live
+    (kh, kw), KB, NB, C, bwd, sram_words = key[0], key[2], key[3], key[7], key[12], key[13]
     pair = t.pair[live]
     half = int(weight_region_words(gb, C, bwd))
     ring = round_up(half, bwd) + half
-    packed = ring + c.rest[pair] + t.ni_slot[live] <= sram_words
-    aligned = (round_up(ring, bwd) + c.pogrp[pair] + t.ni[live] * (-(-t.slot[live] // bwd) * bwd)
+    # the bank table's words with the ring instead of two weight slots (packed: 2 C words; on
+    # their own banks: ``weight_region_words(2)`` rounded to a bank)
+    packed = np.take(b.packed_words, live) + (ring - 2 * C) <= sram_words
+    aligned = (np.take(b.aligned_words, live) + (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
                <= sram_words)
-    fits = np.where(c.aligned[live], aligned, packed)
-    wtiles = t.ntiles[pair] * (NB * KB * kh * kw)
-    full = wtiles - -(-wtiles // gb)
-    return np.stack((np.where(fits, full, 0), full, mxu_pair_cycles(t.M[pair], R, C) + 6)).astype(np.float64)
+    fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
+    wtiles = t.ntiles * (NB * KB * kh * kw)
+    out = np.empty((3, len(live))) if out is None else out
+    out[1] = (wtiles - -(-wtiles // gb))[pair]
+    out[0] = np.where(fits, out[1], 0.0)
+    out[2] = t.pair_cycles[pair]
+    return out
 
 
 def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma: float) -> tuple:
@@ -936,7 +960,7 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     if out is not None:
         return out
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
-    if gb > 1 and not _batch_pays(c, i, cfg, price):
+    if gb > 1 and not _batch_pays(c, i, batch, price):
         gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = c.choice_memo.get((i, gb))
     if out is None:
@@ -1011,12 +1035,13 @@ def _split_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig,
     lo_min = max(1, int(s_out * SPLIT_MIN_SHARE))
     for nw in nws:
         wb = gb if nw == 2 * gb and gb > 1 else 1
-        if conv_regions(cfg, nres + nw, lo_min, ni, slot, True, skip=True, wbatch=wb, split=True) is None:
+        if conv_regions(cfg, nres + nw, lo_min, ni, slot, True, skip=True, wbatch=wb, split=True, fit_only=True) is None:
             continue
         lo, hi = lo_min, s_out
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if conv_regions(cfg, nres + nw, mid, ni, slot, True, skip=True, wbatch=wb, split=True) is None:
+            if conv_regions(cfg, nres + nw, mid, ni, slot, True, skip=True, wbatch=wb, split=True,
+                            fit_only=True) is None:
                 hi = mid - 1
             else:
                 lo = mid
@@ -1034,7 +1059,7 @@ def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: i
     output slots of ``requant_planes`` words a row, then ``ni`` input slots of ``slot`` words,
     each from a bank's start if ``aligned``), checked with ``conv_regions`` at it and one past
     it, else (never met) found by bisection."""
-    fits = lambda s: conv_regions(cfg, nw, s, ni, slot, aligned, wbatch=wbatch) is not None    # noqa: E731
+    fits = lambda s: conv_regions(cfg, nw, s, ni, slot, aligned, wbatch=wbatch, fit_only=True) is not None  # noqa: E731
     bw, mp = cfg.bank_words, cfg.requant_planes
     if aligned:         # the slots after the outputs start at round_up(end of outputs, bw)
         end = (cfg.sram_words - (ni - 1) * round_up(slot, bw) - slot) // bw * bw

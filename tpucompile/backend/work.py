@@ -79,7 +79,10 @@ def mxu_pair_cycles(M, R: int, C: int):
     words a cycle after its start; the MATMUL after it starts at L + 1) and
     ``(M + R + C + 4) / 2`` (a LOAD_WEIGHTS writes the plane of the MATMUL two pairs back, once
     its last vector has passed the ``R`` rows: two periods cover ``M + R + C + 4``). The last
-    MATMUL of a stream drains in full (``drain_cycles``)."""
+    MATMUL of a stream drains in full (``drain_cycles``). An int ``M`` gives an int (no numpy
+    scalar: the conv work hook and the tiler's batch test call it per tile shape)."""
+    if type(M) is int:
+        return max(M + 2, C + 5, (M + R + C + 5) // 2)
     return np.maximum(np.maximum(M + 2, C + 5), (M + R + C + 5) // 2)
 
 

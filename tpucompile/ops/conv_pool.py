@@ -57,16 +57,30 @@ class QConvPool(QConv):
         return conv_out_hw(x_shape[2], x_shape[3], self.kernel, self.strides, self.pads)
 
 
+#: (id(conv), id(pool)) -> (conv, pool, ``fused_conv_pool``'s result): the fusion hook asks again
+#: on every configuration whose DDR timing it has not weighed yet (the ops held: the ids stay theirs)
+_FUSED: dict = {}
+_FUSED_MAX = 256
+
+
 def fused_conv_pool(conv: QConv, pool) -> QConvPool | None:
     """The QConvPool of ``conv`` (exactly a QConv) and the ``pool.QMaxPool`` reading its output,
     or None if the pool does not fuse (a pad as large as its window on that axis, a window
-    wider than POOL's fields)."""
+    wider than POOL's fields). The same object for the same two ops (frozen: shared)."""
+    hit = _FUSED.get((id(conv), id(pool)))
+    if hit is not None and hit[0] is conv and hit[1] is pool:
+        return hit[2]
     (kh, kw), (t, l, b, r) = pool.kernel, pool.pads
     if max(t, b) >= kh or max(l, r) >= kw or kh > field_max("POOL", "win_h") or kw > field_max("POOL", "win_w"):
-        return None
-    fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(QConv)}
-    fields.update(name=f"{conv.name}+{pool.name}", out=pool.out)
-    return QConvPool(**fields, conv_name=conv.name, conv_out=conv.out, pool=pool)
+        out = None
+    else:
+        fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(QConv)}
+        fields.update(name=f"{conv.name}+{pool.name}", out=pool.out)
+        out = QConvPool(**fields, conv_name=conv.name, conv_out=conv.out, pool=pool)
+    if len(_FUSED) >= _FUSED_MAX:
+        _FUSED.clear()
+    _FUSED[(id(conv), id(pool))] = (conv, pool, out)
+    return out
 
 
 def _axis_runs(o0: int, o1: int, k: int, s: int, pad: int, n: int, c0: int) -> list:
