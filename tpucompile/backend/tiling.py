@@ -251,8 +251,9 @@ def _dma_price(cfg: HwConfig) -> tuple:
     instructions as ``tpusim.arch.dma_timing`` times them on an idle chip with
     ``PRICE_OUTSTANDING`` bursts in flight: the steady-state rate of a long instruction (bursts
     32 to 64) and what a one-burst instruction takes beyond it (its round trip). 'medium':
-    14.6 B/cycle (a burst's SRAM write, 8 words and two crossings, every 17.5 ns) and 42.5
-    cycles per instruction. Cached by the fields it reads (the estimator's config view is not
+    25.6 B/cycle (the DDR peak: the bursts' SRAM writes queue in the core domain, 9 cycles per
+    256 bytes; 14.6 B/cycle when each waited for the previous one's completion to cross back)
+    and 50 cycles per instruction. Cached by the fields it reads (the estimator's config view is not
     hashable and records those reads)."""
     key = (cfg.clk_core, cfg.clk_ddr, cfg.clk_dma, cfg.dma_burst_bytes, cfg.ddr_beat_bytes, cfg.word_bytes,
            cfg.ddr_latency_cycles)
