@@ -4,7 +4,7 @@
 // burst buffers live in tpu_ddr_arbiter (written in the DDR domain); the DMA write burst buffers
 // live in the STORE shim (written in the core domain). DDR requests cross as per-slot
 // address/size registers plus a gray-coded request counter, completions as a gray-coded
-// completion counter (both CntW bits).
+// completion counter (both CntW bits); SRAM requests cross to the shims the same way.
 
 `default_nettype none
 
@@ -53,11 +53,11 @@ module tpu_dma
   localparam int unsigned Wpb      = K * BURST_BYTES / WORD_BYTES;   // words in K buffers
   localparam int unsigned WIdxBits = (Wpb > 1) ? $clog2(Wpb) : 1;
 
-  logic [1:0]                 s_req_tgl, s_done_tgl;
-  logic [1:0][15:0]           s_word;
-  logic [1:0][16:0]           s_len;
-  logic [1:0][SRAM_BANKS-1:0] s_mask;
-  logic [1:0][WIdxBits-1:0]   s_buf_word;
+  logic [1:0][CntW-1:0]              s_req_cnt, s_done_cnt;   // gray
+  logic [1:0][K-1:0][15:0]           s_word;
+  logic [1:0][K-1:0][16:0]           s_len;
+  logic [1:0][K-1:0][SRAM_BANKS-1:0] s_mask;
+  logic [1:0][K-1:0][WIdxBits-1:0]   s_buf_word;
 
   // ---- LOAD ------------------------------------------------------------------------------
   tpu_dma_channel #(.IsStore(1'b0)) u_load (
@@ -70,24 +70,24 @@ module tpu_dma
     .ddr_addr_o     (rd_addr_o),
     .ddr_bytes_o    (rd_bytes_o),
     .ddr_done_cnt_i (rd_done_cnt_i),
-    .sram_req_tgl_o (s_req_tgl[0]),
+    .sram_req_cnt_o (s_req_cnt[0]),
     .sram_word_o    (s_word[0]),
     .sram_len_o     (s_len[0]),
     .sram_mask_o    (s_mask[0]),
     .buf_word_o     (s_buf_word[0]),
-    .sram_done_tgl_i(s_done_tgl[0])
+    .sram_done_cnt_i(s_done_cnt[0])
   );
 
   logic [K*LineBits-1:0] unused_ld_buf;
   tpu_dma_sram_shim #(.IsRead(1'b0)) u_load_shim (
     .clk_i       (clk_core_i),
     .rst_ni,
-    .req_tgl_i   (s_req_tgl[0]),
+    .req_cnt_i   (s_req_cnt[0]),
     .word_i      (s_word[0]),
     .len_i       (s_len[0]),
     .mask_i      (s_mask[0]),
     .buf_word_i  (s_buf_word[0]),
-    .done_tgl_o  (s_done_tgl[0]),
+    .done_cnt_o  (s_done_cnt[0]),
     .buf_i       (rd_buf_i),
     .buf_o       (unused_ld_buf),
     .sram_req_o  (sram_req_o[0]),
@@ -111,23 +111,23 @@ module tpu_dma
     .ddr_addr_o     (wr_addr_o),
     .ddr_bytes_o    (wr_bytes_o),
     .ddr_done_cnt_i (wr_done_cnt_i),
-    .sram_req_tgl_o (s_req_tgl[1]),
+    .sram_req_cnt_o (s_req_cnt[1]),
     .sram_word_o    (s_word[1]),
     .sram_len_o     (s_len[1]),
     .sram_mask_o    (s_mask[1]),
     .buf_word_o     (s_buf_word[1]),
-    .sram_done_tgl_i(s_done_tgl[1])
+    .sram_done_cnt_i(s_done_cnt[1])
   );
 
   tpu_dma_sram_shim #(.IsRead(1'b1)) u_store_shim (
     .clk_i       (clk_core_i),
     .rst_ni,
-    .req_tgl_i   (s_req_tgl[1]),
+    .req_cnt_i   (s_req_cnt[1]),
     .word_i      (s_word[1]),
     .len_i       (s_len[1]),
     .mask_i      (s_mask[1]),
     .buf_word_i  (s_buf_word[1]),
-    .done_tgl_o  (s_done_tgl[1]),
+    .done_cnt_o  (s_done_cnt[1]),
     .buf_i       ('0),
     .buf_o       (wr_buf_o),
     .sram_req_o  (sram_req_o[1]),

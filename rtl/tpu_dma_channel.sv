@@ -5,8 +5,9 @@
 // bursts at BURST_BYTES-aligned DDR boundaries. Burst j uses buffer (slot) j mod K. Every burst
 // has a first half A and a second half B:
 //   LOAD : A = DDR read request at r_j = max(r_{j-1}+1, f_{j-K}) (r_0 = s), completion seen at
-//          d_j = cdc(done_j -> dma); B = SRAM write request at e_j = max(d_j, f_{j-1}),
-//          finished at f_j = cdc(sram done -> dma).
+//          d_j = cdc(done_j -> dma); B = SRAM write request at e_j = max(d_j, e_{j-1}+1)
+//          (queued in the core-domain shim behind the previous one), finished at
+//          f_j = cdc(sram done -> dma).
 //   STORE: A = SRAM read request at r_j = max(d_{j-1}, f_{j-K}) (r_0 = s), seen done at d_j;
 //          B = DDR write request at d_j, finished at f_j = cdc(done_j -> dma).
 // The instruction completes at c = f_{N-1} (done_o high during the cycle before).
@@ -14,9 +15,11 @@
 // a_seen (A completions seen), b_cnt (B launches), b_seen (B completions seen, incl. this edge).
 // DDR requests: per-slot address/size registers plus a gray-coded request counter (the DDR
 // arbiter's in-order request queue, entry j visible at cdc(launch -> ddr)); DDR completions come
-// back as a gray-coded counter (tpu_cdc_sync, acted on at cdc(done -> dma)). The SRAM half is one
-// transaction at a time through the core-domain shim (toggle handshake). An instruction without
-// any byte (inner_bytes, count1 or count2 zero) completes at s + 1.
+// back as a gray-coded counter (tpu_cdc_sync, acted on at cdc(done -> dma)). SRAM requests go the
+// same way to the core-domain shim (tpu_dma_sram_shim): per-slot word/length/mask/buffer-word
+// registers plus a gray-coded request counter out, a gray-coded completion counter back; the
+// shim runs them one after another in order. An instruction without any byte (inner_bytes,
+// count1 or count2 zero) completes at s + 1.
 
 `default_nettype none
 
@@ -42,13 +45,13 @@ module tpu_dma_channel
   output      logic [K-1:0][DDR_ADDR_BITS-1:0]        ddr_addr_o,
   output      logic [K-1:0][SizeBits-1:0] ddr_bytes_o,
   input  wire logic [CntW-1:0]           ddr_done_cnt_i,  // gray, DDR domain
-  // SRAM shim (core domain)
-  output      logic                      sram_req_tgl_o,
-  output      logic [15:0]               sram_word_o,     // first word of the burst
-  output      logic [16:0]               sram_len_o,      // D = n / W
-  output      logic [SRAM_BANKS-1:0]     sram_mask_o,
-  output      logic [WIdxBits-1:0]       buf_word_o,      // first word in the K burst buffers
-  input  wire logic                      sram_done_tgl_i  // core domain
+  // SRAM shim (core domain): request queue (slot j mod K, gray request counter; gray completions)
+  output      logic [CntW-1:0]           sram_req_cnt_o,  // gray
+  output      logic [K-1:0][15:0]        sram_word_o,     // first word of the burst
+  output      logic [K-1:0][16:0]        sram_len_o,      // D = n / W
+  output      logic [K-1:0][SRAM_BANKS-1:0] sram_mask_o,
+  output      logic [K-1:0][WIdxBits-1:0] buf_word_o,     // first word in the K burst buffers
+  input  wire logic [CntW-1:0]           sram_done_cnt_i  // gray, core domain
 );
 
   localparam int unsigned BurstLog = $clog2(BURST_BYTES);
@@ -91,28 +94,21 @@ module tpu_dma_channel
   logic [K-1:0][SRAM_BANKS-1:0] slot_mask_q;
   logic [K-1:0][WIdxBits-1:0]   slot_bufw_q;
 
-  cnt_t a_cnt_q, b_cnt_q, a_done_q, b_done_q, ddr_req_gray_q;
-  cnt_t a_seen, b_seen, ddr_seen, ddr_done_s;
-
-  logic                  sram_req_tgl_q;
-  logic [15:0]           sram_word_q;
-  logic [16:0]           sram_len_q;
-  logic [SRAM_BANKS-1:0] sram_mask_q;
-  logic [WIdxBits-1:0]   buf_word_q;
+  cnt_t a_cnt_q, b_cnt_q, a_done_q, b_done_q, ddr_req_gray_q, sram_req_gray_q;
+  cnt_t a_seen, b_seen, ddr_seen, ddr_done_s, sram_seen, sram_done_s;
 
   // ---- completions ------------------------------------------------------------------------
-  logic sram_done_s, sram_ack_q, sram_arr;
   tpu_cdc_sync #(.Width(CntW)) u_sync_ddr (.clk_i, .rst_ni, .d_i(ddr_done_cnt_i), .q_o(ddr_done_s));
-  tpu_cdc_sync #(.Width(1)) u_sync_sram (.clk_i, .rst_ni, .d_i(sram_done_tgl_i), .q_o(sram_done_s));
-  assign ddr_seen = gray2bin(ddr_done_s);            // DDR completions acted on at this edge
-  assign sram_arr = sram_done_s != sram_ack_q;       // SRAM completion acted on at this edge
+  tpu_cdc_sync #(.Width(CntW)) u_sync_sram (.clk_i, .rst_ni, .d_i(sram_done_cnt_i), .q_o(sram_done_s));
+  assign ddr_seen  = gray2bin(ddr_done_s);           // DDR completions acted on at this edge
+  assign sram_seen = gray2bin(sram_done_s);          // SRAM completions acted on at this edge
 
   if (IsStore) begin : g_seen_st
-    assign a_seen = a_done_q + cnt_t'(sram_arr);     // SRAM reads completed (incl. this edge)
+    assign a_seen = sram_seen;                       // SRAM reads completed
     assign b_seen = ddr_seen;                        // DDR writes completed
   end else begin : g_seen_ld
     assign a_seen = ddr_seen;                        // DDR reads completed
-    assign b_seen = b_done_q + cnt_t'(sram_arr);     // SRAM writes completed
+    assign b_seen = sram_seen;                       // SRAM writes completed
   end
 
   // ---- next burst -----------------------------------------------------------------------------
@@ -199,8 +195,8 @@ module tpu_dma_channel
   end else begin : g_rules_ld
     // A (DDR read): one per edge, buffer free (f_{j-K})
     assign a_gate   = buf_free;
-    // B (SRAM write): DDR read seen done (d_j) and the previous SRAM write seen done (f_{j-1})
-    assign b_launch = (b_cnt_q != a_seen) && (b_cnt_q == b_seen);
+    // B (SRAM write): DDR read seen done (d_j), one per edge (queued in the shim)
+    assign b_launch = (b_cnt_q != a_seen);
   end
   assign a_launch = (launch_i && !f_empty) || (active_q && !empty_q && !is_last && a_gate);
 
@@ -217,11 +213,8 @@ module tpu_dma_channel
       slot_ddr_q <= '0;  slot_bytes_q <= '0;  slot_word_q <= '0;  slot_len_q <= '0;
       slot_mask_q <= '0;  slot_bufw_q <= '0;
       a_cnt_q <= '0;  b_cnt_q <= '0;  a_done_q <= '0;  b_done_q <= '0;  ddr_req_gray_q <= '0;
-      sram_req_tgl_q <= 1'b0;
-      sram_word_q <= '0;  sram_len_q <= '0;  sram_mask_q <= '0;  buf_word_q <= '0;
-      sram_ack_q <= 1'b0;
+      sram_req_gray_q <= '0;
     end else begin
-      sram_ack_q <= sram_done_s;
       a_done_q   <= a_seen;
       b_done_q   <= b_seen;
       if (launch_i) begin
@@ -255,11 +248,7 @@ module tpu_dma_channel
         slot_bufw_q[slot_of(a_cnt_q)]  <= b_bufw;
         a_cnt_q <= a_cnt_q + 1'b1;
         if (IsStore) begin
-          sram_word_q    <= 16'(b_first_word);
-          sram_len_q     <= 17'(32'(b_n) / WORD_BYTES);
-          sram_mask_q    <= b_mask;
-          buf_word_q     <= b_bufw;
-          sram_req_tgl_q <= !sram_req_tgl_q;
+          sram_req_gray_q <= bin2gray(a_cnt_q + 1'b1);
         end else begin
           ddr_req_gray_q <= bin2gray(a_cnt_q + 1'b1);
         end
@@ -269,29 +258,24 @@ module tpu_dma_channel
         if (IsStore) begin
           ddr_req_gray_q <= bin2gray(b_cnt_q + 1'b1);
         end else begin
-          sram_word_q    <= slot_word_q[slot_of(b_cnt_q)];
-          sram_len_q     <= slot_len_q[slot_of(b_cnt_q)];
-          sram_mask_q    <= slot_mask_q[slot_of(b_cnt_q)];
-          buf_word_q     <= slot_bufw_q[slot_of(b_cnt_q)];
-          sram_req_tgl_q <= !sram_req_tgl_q;
+          sram_req_gray_q <= bin2gray(b_cnt_q + 1'b1);
         end
       end
     end
   end
 
-  // LOAD does not use a_done_q (its A completions are the DDR counter itself); STORE does not
-  // use the SRAM fields of the slots (its SRAM request is issued at the A launch).
+  // a_done_q (the A completions seen, registered) is kept for the architectural probes.
   logic unused_ch;
-  assign unused_ch = ^{a_done_q, slot_word_q, slot_len_q, slot_mask_q, slot_bufw_q};
+  assign unused_ch = ^a_done_q;
 
   assign ddr_req_cnt_o  = ddr_req_gray_q;
   assign ddr_addr_o     = slot_ddr_q;
   assign ddr_bytes_o    = slot_bytes_q;
-  assign sram_req_tgl_o = sram_req_tgl_q;
-  assign sram_word_o    = sram_word_q;
-  assign sram_len_o     = sram_len_q;
-  assign sram_mask_o    = sram_mask_q;
-  assign buf_word_o     = buf_word_q;
+  assign sram_req_cnt_o = sram_req_gray_q;
+  assign sram_word_o    = slot_word_q;
+  assign sram_len_o     = slot_len_q;
+  assign sram_mask_o    = slot_mask_q;
+  assign buf_word_o     = slot_bufw_q;
 
 endmodule
 

@@ -90,8 +90,13 @@ STATIC_BINS = (
 #: most the MXU allows)
 DRAIN_BINS = ("mm_drain_lw", "mm_drain_acc", "mm_plane_switch", "mm_lw_plane_busy", "mm_lw_shared_bank",
               "mm_inflight_max")
+#: DMA LOAD SRAM write queue (docs/architecture.md, "DMA"), from SimPy's SRAM grant log
+#: (``dma_bins``): dma_load_sram_back_to_back: a LOAD burst's SRAM write granted at w + D + 1 of
+#: the channel's previous one (queued in the core-domain shim behind it: the earliest its port
+#: allows; never reached when each write waited for the previous one's completion to cross back)
+DMA_BINS = ("dma_load_sram_back_to_back",)
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait") + tuple(
-    f"obs_queue_full_{e}" for e in ENGINE_KEYS) + DRAIN_BINS
+    f"obs_queue_full_{e}" for e in ENGINE_KEYS) + DRAIN_BINS + DMA_BINS
 #: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
 #: passes; a report lists them among the bins hit outside ALL_BINS): ``err_<kind>`` per device
 #: error a program is refused with (``validate``'s StressError kind: one per checker path of
@@ -147,6 +152,20 @@ def observed_bins(counters: dict) -> dict[str, int]:
         if counters.get(f"{e}_queue_full_cycles", 0) > 0:
             out[f"obs_queue_full_{e}"] = int(counters[f"{e}_queue_full_cycles"])
     return out
+
+
+def dma_bins(cfg, sram_grants) -> dict[str, int]:
+    """DMA_BINS hit by a SimPy run on ``cfg`` (HwConfig) with SRAM grant log ``sram_grants``
+    [(requester, grant ps, accesses)] (tpusim.sim.SimResult.sram_grants). Returns bin -> hits
+    (only bins hit)."""
+    period = Timebase(cfg).core.period_ps
+    hits, port_ps = 0, None                       # port_ps: previous LOAD write's w + D + 1
+    for requester, g_ps, accesses in sram_grants:
+        if requester != 0:                        # SRAM requester 0: DMA LOAD
+            continue
+        hits += g_ps == port_ps
+        port_ps = g_ps + (accesses + 1) * period
+    return {"dma_load_sram_back_to_back": hits} if hits else {}
 
 
 def _mm_banks(a: dict, bank_words: int) -> set:
@@ -597,4 +616,4 @@ def bins_of(prog, cfg=None) -> dict[str, int]:
 
 __all__ = ["ALL_BINS", "STATIC_BINS", "DYNAMIC_BINS", "INVALID_BINS", "WIDE_BINS", "TALL_BINS", "shape_bins", "ERROR_BINS", "ERROR_KINDS", "EDGE_BINS",
            "required_bins", "bins_of", "error_bins", "path_bin", "edge_bins", "observed_bins", "tie_mask",
-           "DRAIN_BINS", "drain_bins"]
+           "DRAIN_BINS", "drain_bins", "DMA_BINS", "dma_bins"]

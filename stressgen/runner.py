@@ -32,7 +32,8 @@ same way: the same ``tpusim.arch.errors.flag_of`` tuple, e.g. ("error", code, pc
 performance counters (reason ``counters``: a decoder that keeps fetching after an error).
 
 Dynamic coverage (``Outcome.bins``): ``stressgen.coverage.observed_bins`` of the SimPy
-performance counters and ``drain_bins`` of its retire trace (of the RTL's when SimPy stopped).
+performance counters, ``drain_bins`` of its retire trace (of the RTL's when SimPy stopped) and
+``dma_bins`` of its SRAM grant log.
 
 ``Outcome.status``: "pass", "fail" (a check failed) or "error" (a tool raised: reason
 ``exception in <step>``). Files in ``out_dir``: program.asm, program.tpubin, model.vcd, rtl/
@@ -59,7 +60,7 @@ from cocotb_tests import rtl_server
 from cocotb_tests.build import build
 from cocotb_tests.harness import DEFAULT_STALL_CYCLES, run_rtl
 from cocotb_tests.rtl_dump import dump_request
-from stressgen.coverage import drain_bins, observed_bins
+from stressgen.coverage import dma_bins, drain_bins, observed_bins
 from stressgen.gen import generate
 from stressgen.golden import run_golden
 from stressgen.invalid import assembler_rejects
@@ -261,7 +262,8 @@ def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome,
     else:
         sb = {r.name: sim.read_ddr(r.ddr_addr, r.size_bytes) for r in prog.outputs}
         o.details.update(cycles_simpy=sim.cycles, retired_simpy=len(sim.retire))
-        o.bins = observed_bins(sim.counters) | drain_bins(prog, cfg, sim.retire, sim.timeline)
+        o.bins = (observed_bins(sim.counters) | drain_bins(prog, cfg, sim.retire, sim.timeline)
+                  | dma_bins(cfg, sim.sram_grants))
         d = compare_regions(gold, sb, "golden", "simpy")
         if d:
             o.fail("golden_vs_simpy", d)

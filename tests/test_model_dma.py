@@ -125,26 +125,29 @@ def test_load_k_limited_more_bursts_than_buffers():
     burst 1: r_1 = max(r_0 + 1, s) = DMA 11 = 27550 -> visible DDR 22 = 27600, 23, 24 -> 24; the bus
              carries burst 0's commands until g_0 + B_0 = 26 -> g_1 = 26 (wait 2; burst 0 still in
              flight: the two overlap); done_1 = 26 + 11 = DDR 37 = 46350; d_1 = cdc(46350) = DMA
-             19, 20, 21 -> DMA 21 = 52550; e_1 = max(d_1, f_0) = DMA 26 = 65050 (SRAM writes one
-             after another) -> visible core 66, 67, 68: w_1 = 68, +D = 76; f_1 = cdc(76000) =
-             DMA 31, 32, 33 -> DMA 33 = 82550.
+             19, 20, 21 -> DMA 21 = 52550; e_1 = max(d_1, e_0 + 1) = DMA 21 (SRAM writes queue in
+             the core domain) -> cdc: core 53, 54, 55, but the port is busy with burst 0 until
+             w_0 + D + 1 = 59: visible at 59, w_1 = 59, +D = 67; f_1 = cdc(67000) = DMA 27, 28,
+             29 -> DMA 29 = 72550.
     burst 2: r_2 = max(r_1 + 1, f_0) = f_0 = DMA 26 = 65050 (buffer 0 free) -> visible DDR 52
              (65100), 53, 54 -> g_2 = 54; done_2 = DDR 65 = 81350; d_2 = cdc(81350) = DMA 33, 34,
-             35 -> DMA 35 = 87550; e_2 = max(d_2, f_1) = DMA 35 -> core 88, 89, 90: w_2 = 90,
+             35 -> DMA 35 = 87550; e_2 = max(d_2, e_1 + 1) = DMA 35 -> core 88, 89, 90: w_2 = 90,
              +D = 98; f_2 = cdc(98000) = DMA 40, 41, 42 -> DMA 42 = 105050.
-    burst 3: r_3 = max(r_2 + 1, f_1) = f_1 = DMA 33 = 82550 -> visible DDR 66 (82600), 67, 68 ->
-             g_3 = 68; done_3 = DDR 79 = 98850; d_3 = cdc(98850) = DMA 40, 41, 42 -> DMA 42;
-             e_3 = max(d_3, f_2) = DMA 42 = 105050 -> core 106, 107, 108: w_3 = 108, +D = 116;
-             f_3 = cdc(116000) = DMA 47, 48, 49 -> c = DMA 49 = 122550.
-    HALT: LOAD retire visible at cdc(122550 -> core) = core 125 -> 125 cycles.
+    burst 3: r_3 = max(r_2 + 1, f_1) = f_1 = DMA 29 = 72550 -> visible DDR 58 (72600), 59, 60 ->
+             g_3 = 60; done_3 = DDR 71 = 88850; d_3 = cdc(88850) = DMA 36, 37, 38 -> DMA 38 =
+             95050; e_3 = DMA 38 -> core 96, 97, 98, port free at w_2 + D + 1 = 99: w_3 = 99,
+             +D = 107; f_3 = cdc(107000) = DMA 43, 44, 45 -> c = DMA 45 = 112550.
+    HALT: LOAD retire visible at cdc(112550 -> core) = core 115 -> 115 cycles (one SRAM write
+    at a time through the DMA domain, e_j = max(d_j, f_{j-1}), gave 125).
     """
     data = bytes(range(256))
     run, tpu, log = _run_logged(assemble(LOAD4), CFG, [(0x1000, data)])
     assert CFG.dma_outstanding == 2
-    assert log == [(2, 0), (18, 0), (22, 1), (26, 1), (54, 1), (68, 1)]
-    assert run.retire == [(0, "LOAD", 122550), (32, "HALT", 125000)]
+    assert log == [(2, 0), (18, 0), (22, 1), (26, 1), (54, 1), (60, 1)]
+    assert run.retire == [(0, "LOAD", 112550), (32, "HALT", 115000)]
     assert run.counters["ddr_arb_wait_cycles"] == 2
-    assert run.counters["load_busy_cycles"] == 49 - 10
+    assert run.counters["load_busy_cycles"] == 45 - 10
+    assert run.counters["sram_conflicts"] == 0       # a write queued behind the port is no conflict
     assert run.counters["ddr_busy_cycles"] == 6 * 4
     assert tpu.sram.read_bytes(0, 256) == data
 

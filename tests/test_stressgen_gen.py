@@ -4,7 +4,7 @@ import random
 import pytest
 
 from stressgen import generate, parse_asm, validate
-from stressgen.coverage import DYNAMIC_BINS, STATIC_BINS, drain_bins, observed_bins, tie_mask
+from stressgen.coverage import DYNAMIC_BINS, STATIC_BINS, dma_bins, drain_bins, observed_bins, tie_mask
 from stressgen.invalid import CLASS_KINDS, INVALID_CLASSES, assembler_rejects, make_invalid
 from stressgen.program import CODE_ADDR, RawWord, StressError, StressProgram, config
 from tpusim.arch.errors import IsaError, SimulationError
@@ -35,7 +35,8 @@ def test_every_bin_hit_in_30_small_programs():
         p = generate(s, SMALL)
         static |= set(p.bins)
         res = run_binary(p.to_binary(SMALL), SMALL, {})
-        dynamic |= set(observed_bins(res.counters)) | set(drain_bins(p, SMALL, res.retire))
+        dynamic |= (set(observed_bins(res.counters)) | set(drain_bins(p, SMALL, res.retire))
+                    | set(dma_bins(SMALL, res.sram_grants)))
     assert not set(STATIC_BINS) - static
     assert not set(DYNAMIC_BINS) - dynamic
 

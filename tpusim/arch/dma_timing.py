@@ -66,15 +66,20 @@ class DmaTiming:
         s = self._start()
         f: list[int] = []
         regs: list[tuple] = []
-        r = g = None
+        r = g = e = w = None
+        core = self.core.period_ps
         for j in range(EXACT_BURSTS):
             free = f[j - self.k] if j >= self.k else s
             r = s if j == 0 else max(r + self.dma.period_ps, free)
             g, done = self._ddr_done(r, g)
             d = self._cdc(done, self.dma)
-            e = d if j == 0 else max(d, f[j - 1])
-            f.append(self._sram_done(e))
-            regs.append((r, g))
+            # SRAM writes queue in the core domain: launch e_j = max(d_j, e_{j-1} + 1), grant
+            # w_j = max(cdc(e_j), w_{j-1} + D + 1) (no bank conflict)
+            e = d if j == 0 else max(d, e + self.dma.period_ps)
+            v = self._cdc(e, self.core)
+            w = v if j == 0 else max(v, w + (self.words + 1) * core)
+            f.append(self._cdc(w + self.words * core, self.dma))
+            regs.append((r, g, e, w))
             if self._repeat(f, regs):
                 break
         return [t - s for t in f]

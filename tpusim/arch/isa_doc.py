@@ -63,16 +63,20 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         {}),
     "DMA_LOAD": (
         "DDR → SRAM copy (LOAD engine, DMA clock). " + _DMA_TEXT,
-        "Bursts strictly one after another. Burst `j`: DDR read request at `r_j` (`r_0 = s`), "
-        "grant `g_j`, `done_j = g_j + L + B_j − 1`; SRAM write request at "
-        "`d_j = cdc(done_j → dma)`, grant `w_j`; finished at `f_j = cdc(w_j + D_j → dma)` with "
-        "`D_j = n_j / W`; `r_{j+1} = f_j`. Completion `c = f_last` (DMA cycles).",
+        "`K = dma.outstanding` bursts in flight (burst `j` in buffer `j mod K`). Burst `j`: DDR "
+        "read request at `r_j = max(r_{j−1} + 1, f_{j−K})` (`r_0 = s`), grant `g_j`, "
+        "`done_j = g_j + L + B_j − 1`, seen at `d_j = cdc(done_j → dma)`; SRAM write request "
+        "at `e_j = max(d_j, e_{j−1} + 1)`, queued in the core domain: visible at "
+        "`max(cdc(e_j → core), w_{j−1} + D_{j−1} + 1)`, grant `w_j`; finished at "
+        "`f_j = cdc(w_j + D_j → dma)` with `D_j = n_j / W`. Completion `c = f_last` (DMA "
+        "cycles; docs/architecture.md, \"DMA\").",
         _DMA_FIELDS),
     "DMA_STORE": (
         "SRAM → DDR copy (STORE engine, DMA clock). " + _DMA_TEXT,
-        "Per burst: SRAM read request at `r_j` (`r_0 = s`), grant `w_j`; DDR write request at "
+        "`K = dma.outstanding` bursts in flight. Burst `j`: SRAM read request at "
+        "`r_j = max(d_{j−1}, f_{j−K})` (`r_0 = s`), grant `w_j`; DDR write request at "
         "`d_j = cdc(w_j + D_j → dma)`, grant `g_j`; finished at "
-        "`f_j = cdc(g_j + L + B_j − 1 → dma)`; `r_{j+1} = f_j`. Completion `c = f_last`.",
+        "`f_j = cdc(g_j + L + B_j − 1 → dma)`. Completion `c = f_last`.",
         _DMA_FIELDS),
     "LOAD_WEIGHTS": (
         "Loads one `R × C` int8 weight tile into the systolic array: SRAM word `sram_addr + n` "

@@ -10,7 +10,8 @@ Burst timing (spec v2), ``K = dma.outstanding`` burst buffers per channel, burst
 buffer ``j mod K``; all times DMA edges unless named; ``f_{j-K}`` is taken as ``s`` for ``j < K``:
   LOAD : DDR read request at r_0 = s, r_j = max(r_{j-1} + 1, f_{j-K});
          grant g_j, done_j = g_j + L + B_j - 1, d_j = cdc(done_j -> dma);
-         SRAM write request at e_j = max(d_j, f_{j-1}) (e_0 = d_0) -> grant w_j;
+         SRAM write request at e_j = max(d_j, e_{j-1} + 1) (e_0 = d_0), queued in the core
+         domain: visible at max(cdc(e_j -> core), w_{j-1} + D_{j-1} + 1) -> grant w_j;
          f_j = cdc(w_j + D_j -> dma) frees the buffer; c = f_{N-1}.
   STORE: SRAM read request at r_0 = s, r_j = max(d_{j-1}, f_{j-K}) -> grant w_j;
          d_j = cdc(w_j + D_j -> dma): DDR write request -> grant g_j;
@@ -72,6 +73,8 @@ class DmaChannel(EngineBase):
         self._s = 0
         self._r, self._d, self._f, self._data = [], [], [], []
         self._sram_posted = 0
+        self._e_ps = 0                   # LOAD: e_{j-1}, the last SRAM write launch
+        self._port_ps = 0                # LOAD: w_{j-1} + D_{j-1} + 1 core cycles (port free)
         self._finished: simpy.Event | None = None
         if self.is_load:
             self._ddr_rid, self._sram_rid = ddr_arbiter.DMA_READ, sram_mod.LOAD
@@ -108,10 +111,10 @@ class DmaChannel(EngineBase):
         """Post this channel's DDR request."""
         self.ddr_arb.request(self._ddr_rid, launch_ps, self.dom, ddr_addr, nbytes, self._on_ddr)
 
-    def _post_sram(self, launch_ps: int, sram_addr: int, nbytes: int) -> None:
-        """Post this channel's SRAM request."""
+    def _post_sram(self, launch_ps: int, sram_addr: int, nbytes: int, port_free_ps: int = 0) -> None:
+        """Post this channel's SRAM request (visible no earlier than ``port_free_ps``)."""
         self.sram.request_banks(self._sram_rid, launch_ps, self.dom, self._banks(sram_addr, nbytes),
-                                self._accesses(nbytes), self._on_sram)
+                                self._accesses(nbytes), self._on_sram, port_free_ps)
 
     def _banks(self, sram_addr: int, nbytes: int) -> tuple[int, ...]:
         """Bank mask of a burst (ranges_to_banks of its one word range)."""
@@ -150,14 +153,16 @@ class DmaChannel(EngineBase):
         self._load_launch_sram()
 
     def _load_launch_sram(self) -> None:
-        """Step 3: SRAM write j at e_j = max(d_j, f_{j-1}) once both are known."""
+        """Step 3: SRAM write j launched at e_j = max(d_j, e_{j-1} + 1), visible in the core
+        domain at max(cdc(e_j), w_{j-1} + D_{j-1} + 1); posted once d_j and w_{j-1} are known."""
         j = self._sram_posted
         if j >= len(self._d) or j > len(self._f):
             return
-        e_ps = self._d[j] if j == 0 else max(self._d[j], self._f[j - 1])
+        e_ps = self._d[j] if j == 0 else max(self._d[j], self._e_ps + self.period)
+        self._e_ps = e_ps
         self._sram_posted = j + 1
         _, sram_addr, n = self._bursts[j]
-        self._post_sram(e_ps, sram_addr, n)
+        self._post_sram(e_ps, sram_addr, n, self._port_ps if j else 0)
 
     def _load_sram_granted(self, w_ps: int) -> None:
         """Step 4: SRAM write j granted at w, completes w + D; f_j = cdc(w + D -> dma)."""
@@ -169,6 +174,7 @@ class DmaChannel(EngineBase):
         self._data[j] = None
         c = self.clocks
         f_ps = c.cdc(w_ps + self._accesses(n) * self.core_period, c.core, self.dom)
+        self._port_ps = w_ps + (self._accesses(n) + 1) * self.core_period
         self._f.append(f_ps)
         if self.trace is not None:
             self.trace.dma_seen(self.engine, "b", f_ps)

@@ -75,6 +75,7 @@ class _Run:
         # LOAD channel state
         l_b, l_n, l_s = ld._bursts, len(ld._bursts), ld._s
         l_r, l_d, l_f, l_data, l_ns = ld._r, ld._d, ld._f, ld._data, ld._sram_posted
+        l_e, l_port = ld._e_ps, ld._port_ps       # e_{j-1}; w_{j-1} + D_{j-1} + 1 (port free)
         l_on_ddr, l_on_sram = ld._on_ddr, ld._on_sram
         # STORE channel state
         s_b, s_n, s_s = st._bursts, len(st._bursts), st._s
@@ -183,6 +184,7 @@ class _Run:
                         blob = l_data[j]
                         mem[sram_addr:sram_addr + len(blob)] = blob
                         l_data[j] = None
+                        l_port = end_ps + p_core
                         f_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
                         l_f.append(f_ps)                  # buffer j free; the last: c = f_{N-1}
                         n_lf += 1
@@ -218,16 +220,20 @@ class _Run:
                         dq_w.append(DdrRequest(DMA_WRITE, ddr_addr, n, v, None, s_on_ddr))
                 else:
                     break
-                # LOAD step 3: SRAM write j at e_j = max(d_j, f_{j-1}) once both are known
+                # LOAD step 3: SRAM write j at e_j = max(d_j, e_{j-1} + 1) once d_j and w_{j-1}
+                # are known, visible at max(cdc(e_j), w_{j-1} + D_{j-1} + 1)
                 j = l_ns
                 if j < n_ld and j <= n_lf:
-                    e = l_d[j] if j == 0 else max(l_d[j], l_f[j - 1])
+                    e = l_d[j] if j == 0 else max(l_d[j], l_e + p_dma)
+                    l_e = e
                     l_ns = j + 1
                     _, sram_addr, n = l_b[j]
                     b0, b1 = sram_addr // bank_bytes, (sram_addr + n - 1) // bank_bytes
                     l_banks = one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1))
                     l_acc = -(-n // w)
                     l_vis = ph_core + ((e - ph_core) // p_core + 1 + sync) * p_core
+                    if j and l_vis < l_port:
+                        l_vis = l_port
                 # STORE step 1: SRAM read j at r_j = max(d_{j-1}, f_{j-K}) once both are known
                 j = s_ns
                 if j < s_n and j <= n_sd and (j < k or j - k < n_sf):
@@ -247,6 +253,7 @@ class _Run:
             pending[LOAD] = None if l_vis is None else SramRequest(LOAD, l_banks, l_acc, l_vis, None, l_on_sram)
             pending[STORE] = None if s_vis is None else SramRequest(STORE, s_banks, s_acc, s_vis, None, s_on_sram)
             ld._sram_posted, st._sram_posted = l_ns, s_ns
+            ld._e_ps, ld._port_ps = l_e, l_port
             ddr.free_ps, ddr.last_granted = free_ps, last
             counters = ld.perf.values
             counters["ddr_read_bytes"] += read_bytes

@@ -6,7 +6,8 @@ Rules (docs/architecture.md, "SRAM and the bank arbiter"):
   * requesters in fixed priority 0 DMA LOAD, 1 DMA STORE, 2 MXU (activations), 3 VPU, 4 MXU
     weights (LOAD_WEIGHTS); each has <= 1 request;
     a request carries its bank mask (ranges_to_banks) and its access count ``D``;
-  * a request launched at ``t`` is visible at ``v = cdc(t -> core)`` (MXU/VPU: ``t + 1``);
+  * a request launched at ``t`` is visible at ``v = cdc(t -> core)`` (MXU/VPU: ``t + 1``); a DMA
+    LOAD write queued behind the channel's previous one at ``max(v, w' + D' + 1)``;
   * at each core edge ``e`` the arbiter walks the visible, ungranted requests in priority order
     and grants each whose banks are all free, taking them for the rest of that edge;
   * granted at ``g`` with ``D`` accesses: banks busy at edges ``g+1 .. g+D``, free for a grant at
@@ -80,9 +81,12 @@ class Sram:
                                   accesses, on_grant)
 
     def request_banks(self, requester: int, launch_ps: int, src: ClockDomain, banks: tuple,
-                      accesses: int, on_grant=None) -> simpy.Event | None:
-        """:meth:`request` with the bank mask already computed (``ranges_to_banks``)."""
-        req = self.enqueue(requester, launch_ps, src, banks, accesses, on_grant)
+                      accesses: int, on_grant=None, port_free_ps: int = 0) -> simpy.Event | None:
+        """:meth:`request` with the bank mask already computed (``ranges_to_banks``).
+        ``port_free_ps``: the first edge the requester's port can be granted again (a DMA LOAD
+        write queued behind the previous one, docs/architecture.md "DMA"); the request is visible
+        at the later of that and ``cdc(launch_ps)``."""
+        req = self.enqueue(requester, launch_ps, src, banks, accesses, on_grant, port_free_ps)
         free = self.bank_free_ps
         t_ps = req.visible_ps
         for b in banks:
@@ -92,11 +96,11 @@ class Sram:
         return req.event
 
     def enqueue(self, requester: int, launch_ps: int, src: ClockDomain, banks: tuple, accesses: int,
-                on_grant=None) -> SramRequest:
+                on_grant=None, port_free_ps: int = 0) -> SramRequest:
         """:meth:`request_banks` without waking the arbiter (a burst train wakes it when it ends)."""
         assert self.pending[requester] is None, f"SRAM requester {requester} has two requests"
         assert accesses >= 1
-        visible_ps = self.clocks.cdc(launch_ps, src, self.dom)
+        visible_ps = max(self.clocks.cdc(launch_ps, src, self.dom), port_free_ps)
         req = SramRequest(requester, banks, accesses, visible_ps, None if on_grant else self.env.event(), on_grant)
         self.pending[requester] = req
         if self.trace is not None:
