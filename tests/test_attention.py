@@ -157,6 +157,31 @@ def test_bad_token_ids_are_refused_naming_the_array(tmp_path, change, message):
         driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
 
 
+def _save_npy(path, a):
+    """An .npy file's bytes under ``path`` whatever its suffix (np.save would append .npy)."""
+    with open(path, "wb") as f:
+        np.save(f, a)
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda p, x: _save_npy(p, x["input_ids"]), r"a single array; a token-id model takes an \.npz of one integer array "
+                                              r"per input \['input_ids', 'token_type_ids', 'attention_mask'\]"),
+    (lambda p, x: p.write_bytes(b"garbage\n"), r"not a readable \.npy/\.npz file \(it starts with b'garbag'"),
+    (lambda p, x: np.savez(p, **x, foo=x["input_ids"]), r"unknown arrays \['foo'\]; the model's inputs are "
+                                                        r"\['input_ids', 'token_type_ids', 'attention_mask'\]"),
+])
+def test_a_token_input_file_that_is_no_npz_of_its_inputs_is_refused(tmp_path, write, message):
+    """--input of a token-id model: a bare .npy, a file that is no NumPy file, or an .npz with an
+    array of no input's name: one CompileError naming the file (were an AttributeError and a
+    ValueError traceback, and an array silently ignored)."""
+    m, path = _small_bert(tmp_path)
+    x = _ones_mask(m)
+    f = tmp_path / "tokens.npz"
+    write(f, x)
+    with pytest.raises(CompileError, match=r"--input '.*tokens.npz': " + message):
+        driver.load_model_and_data(str(path), input_path=f)
+
+
 def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
     """An extended mask that does not fold to zeros (a padded constant mask, no run-time input) is
     refused by name."""
