@@ -182,6 +182,18 @@ def test_a_token_input_file_that_is_no_npz_of_its_inputs_is_refused(tmp_path, wr
         driver.load_model_and_data(str(path), input_path=f)
 
 
+def test_a_dynamic_sequence_axis_is_refused_naming_the_input(tmp_path):
+    """An export with dynamic axes (torch.onnx.export's dynamic_axes: the sequence a dim_param) is
+    refused naming the token input and the axis (was an onnxruntime Gather traceback, exit 1)."""
+    m, _ = _small_bert(tmp_path)
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "sequence"
+    path = tmp_path / "bert_dynamic.onnx"
+    onnx.save(m, path)
+    with pytest.raises(CompileError, match=r"tensor 'input_ids' has a dynamic/unknown dimension \(sequence\); "
+                                           r"only static shapes are supported"):
+        driver.load_model_and_data(str(path))
+
+
 def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
     """An extended mask that does not fold to zeros (a padded constant mask, no run-time input) is
     refused by name."""
