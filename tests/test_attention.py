@@ -157,6 +157,43 @@ def test_bad_token_ids_are_refused_naming_the_array(tmp_path, change, message):
         driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
 
 
+def _save_npy(path, a):
+    """An .npy file's bytes under ``path`` whatever its suffix (np.save would append .npy)."""
+    with open(path, "wb") as f:
+        np.save(f, a)
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda p, x: _save_npy(p, x["input_ids"]), r"a single array; a token-id model takes an \.npz of one integer array "
+                                              r"per input \['input_ids', 'token_type_ids', 'attention_mask'\]"),
+    (lambda p, x: p.write_bytes(b"garbage\n"), r"not a readable \.npy/\.npz file \(it starts with b'garbag'"),
+    (lambda p, x: np.savez(p, **x, foo=x["input_ids"]), r"unknown arrays \['foo'\]; the model's inputs are "
+                                                        r"\['input_ids', 'token_type_ids', 'attention_mask'\]"),
+])
+def test_a_token_input_file_that_is_no_npz_of_its_inputs_is_refused(tmp_path, write, message):
+    """--input of a token-id model: a bare .npy, a file that is no NumPy file, or an .npz with an
+    array of no input's name: one CompileError naming the file (were an AttributeError and a
+    ValueError traceback, and an array silently ignored)."""
+    m, path = _small_bert(tmp_path)
+    x = _ones_mask(m)
+    f = tmp_path / "tokens.npz"
+    write(f, x)
+    with pytest.raises(CompileError, match=r"--input '.*tokens.npz': " + message):
+        driver.load_model_and_data(str(path), input_path=f)
+
+
+def test_a_dynamic_sequence_axis_is_refused_naming_the_input(tmp_path):
+    """An export with dynamic axes (torch.onnx.export's dynamic_axes: the sequence a dim_param) is
+    refused naming the token input and the axis (was an onnxruntime Gather traceback, exit 1)."""
+    m, _ = _small_bert(tmp_path)
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "sequence"
+    path = tmp_path / "bert_dynamic.onnx"
+    onnx.save(m, path)
+    with pytest.raises(CompileError, match=r"tensor 'input_ids' has a dynamic/unknown dimension \(sequence\); "
+                                           r"only static shapes are supported"):
+        driver.load_model_and_data(str(path))
+
+
 def test_a_mask_that_is_not_all_zeros_is_refused_naming_the_add(tmp_path):
     """An extended mask that does not fold to zeros (a padded constant mask, no run-time input) is
     refused by name."""

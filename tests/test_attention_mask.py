@@ -187,6 +187,20 @@ def test_a_real_hf_bert_export_with_a_run_time_mask(tmp_path, real):
     assert any("/model/Where_1_output_0__key_mask" in n for n in v.notes), v.notes
 
 
+def test_cosim_with_an_all_zero_mask_compares_no_masked_scores(tmp_path):
+    """`cosim --model bert_tiny_32.ts.onnx --input tokens.npz` with every token masked: golden ==
+    SimPy on every layer, the score layers left out of the per-layer report (no attended key; was
+    a numpy ValueError traceback from the report, exit 1)."""
+    path = Path(__file__).resolve().parent / "fixtures" / "bert_tiny_32.ts.onnx"
+    x = {"input_ids": np.random.default_rng(1).integers(0, 64, (1, 32)), "attention_mask": _mask(0),
+         "token_type_ids": np.zeros((1, 32), np.int64)}
+    np.savez(tmp_path / "tokens.npz", **x)
+    v = run(str(path), "small", tmp_path / "run", rtl=False, input_path=tmp_path / "tokens.npz", calib=2)
+    assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+    layers = (tmp_path / "run" / "layers_accuracy.csv").read_text().splitlines()
+    assert len(layers) > 40 and not [r for r in layers if "__raw," in r], layers
+
+
 def test_a_bad_key_mask_transform_in_a_binary_is_refused_naming_the_input():
     meta = {"input_transforms": [{"name": "m", "kind": "key_mask_bias", "orig_shape": [1, 4, 1, 1],
                                   "device_shape": [1, 8, 1, "2"]}]}

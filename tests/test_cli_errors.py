@@ -16,6 +16,12 @@ def test_cosim_argument_ranges(capsys):
     assert "--input-size must be a positive multiple of 32, got -5" in capsys.readouterr().err
 
 
+def test_cosim_waves_without_the_rtl_is_refused(capsys):
+    """--waves with --no-rtl: one line naming both options (the waveforms were silently not written)."""
+    assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--waves"]) == 2
+    assert "cosim: error: --waves dumps the RTL's waveforms; it cannot go with --no-rtl" in capsys.readouterr().err
+
+
 def test_cosim_out_is_a_file(tmp_path, capsys):
     f = tmp_path / "afile"
     f.write_text("x")

@@ -135,14 +135,14 @@ def token_data(head, input_path, calib, model=None) -> tuple:
         rng = np.random.default_rng(seed)
         return {n: rng.integers(0, vocab.get(n, 2), shape, dtype=np.int64) for n, shape in head.token_inputs}
     if input_path is not None:
-        data = np.load(input_path)
+        data = inputs.load_token_arrays(input_path, [t for t, _ in head.token_inputs] + list(head.masks))
         feeds = {}
         for n, shape in head.token_inputs:
-            if n not in data.files:
+            if n not in data:
                 raise CompileError(f"--input {input_path}: no array {n!r} (token inputs: "
                                    f"{[t for t, _ in head.token_inputs]})")
             feeds[n] = _token_ids(f"--input {input_path}", n, np.asarray(data[n]), shape, vocab.get(n))
-        feeds.update(check_mask_feeds(head, {k: data[k] for k in data.files}, f"--input {input_path}"))
+        feeds.update(check_mask_feeds(head, data, f"--input {input_path}"))
     else:
         feeds = draw(1)
     if not isinstance(calib, (int, np.integer)):

@@ -114,7 +114,8 @@ def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) 
     tensor holds other values (a Relu after the Concat moved before it by fuse_relu: the part
     holds the clamped values); ``onnx_tensor`` then names the slice, e.g. ``cat[:, 0:4]``. The
     scores of a run-time attention mask (a QActMatMul with ``key_bias``: -128 for a masked key,
-    the FP32 tensor before the mask) compare on their attended keys (channels) only. Ops
+    the FP32 tensor before the mask) compare on their attended keys (channels) only, and are
+    left out when every key is masked (an all-zero mask). Ops
     without an FP32 tensor holding their values (a Gemm's internal (1, N, 1, 1) view) are left
     out. Raises ValueError if a tensor's sizes disagree.
     """
@@ -132,6 +133,8 @@ def layer_accuracy(qg, golden_env: dict, model: onnx.ModelProto, x: np.ndarray) 
         d = (q.astype(np.float64) - t.zero_point) * t.scale
         if getattr(op, "key_bias", ""):       # masked scores: compared on the attended keys only
             keep = np.asarray(golden_env[op.key_bias]).reshape(-1) == 0
+            if not keep.any():                # an all-zero mask: no attended key to compare
+                continue
             d, f = d.reshape(keep.size, -1)[keep], f.reshape(keep.size, -1)[keep]
         m = error_metrics(d, f)
         rows.append({"index": i, "layer": op.name, "op": type(op).__name__, "onnx_tensor": fname,

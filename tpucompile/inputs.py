@@ -32,7 +32,7 @@ from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.quantize.calibrate import CALIB_METHODS, HOST_MEMORY_SHARE, available_memory_bytes
 from tpusim.arch.errors import CompileError
 
-__all__ = ["input_spec", "input_specs", "load_input", "load_inputs", "load_calib", "load_calibs", "model_data", "check_data_memory", "calib_arg", "add_calib_options", "IMAGE_SUFFIXES", "MAX_CALIB"]
+__all__ = ["input_spec", "input_specs", "load_input", "load_inputs", "load_calib", "load_calibs", "model_data", "check_data_memory", "calib_arg", "add_calib_options", "load_token_arrays", "IMAGE_SUFFIXES", "MAX_CALIB"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 #: most calibration samples taken from a file or folder (calibration runs onnxruntime on each)
@@ -128,6 +128,22 @@ def _read(path: Path, what: str):
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             return {k: data[k] for k in data.files}
+    return data
+
+
+def load_token_arrays(path: str | Path, names: list[str]) -> dict:
+    """The arrays of a token-id model's ``--input`` file: an .npz of one array per name in
+    ``names`` (its token-id inputs and attention masks), {name: array}; CompileError naming the
+    file for an unreadable file, a bare .npy array or an array of no such name (a missing one is
+    refused by the caller, which knows what it holds)."""
+    p = Path(path)
+    data = _read(p, "--input")
+    if not isinstance(data, dict):
+        raise CompileError(f"--input {str(p)!r}: a single array; a token-id model takes an .npz of one integer "
+                           f"array per input {names}")
+    extra = sorted(set(data) - set(names))
+    if extra:
+        raise CompileError(f"--input {str(p)!r}: unknown arrays {extra}; the model's inputs are {names}")
     return data
 
 

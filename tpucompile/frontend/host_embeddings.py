@@ -33,7 +33,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from tpucompile.frontend.model_inputs import inferred_shapes, runtime_inputs
+from tpucompile.frontend.model_inputs import inferred_shapes, runtime_inputs, static_shape
 from tpusim.arch.errors import CompileError
 
 __all__ = ["split_host_embeddings", "HostHead", "check_mask_feeds", "HEAD_OPS", "KEY_MASK_SUFFIX"]
@@ -110,6 +110,8 @@ def split_host_embeddings(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Host
     ints = [vi for vi in runtime_inputs(model) if vi.type.tensor_type.elem_type in _INT_TYPES]
     if not ints:
         return model, None
+    for vi in ints:                 # an exporter's dynamic batch / sequence: before onnxruntime sees it
+        static_shape(vi, vi.name)
     g = model.graph
     inits = {t.name for t in g.initializer}
     gather_idx = {n.input[1] for n in g.node if n.op_type == "Gather" and len(n.input) > 1}

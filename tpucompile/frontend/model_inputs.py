@@ -6,7 +6,9 @@ import numpy as np
 import onnx
 from onnx import helper, shape_inference
 
-__all__ = ["runtime_inputs", "without_big_weights", "inferred_shapes", "BIG_WEIGHT_ELEMENTS"]
+from tpusim.arch.errors import CompileError
+
+__all__ = ["runtime_inputs", "without_big_weights", "inferred_shapes", "static_shape", "BIG_WEIGHT_ELEMENTS"]
 
 
 def runtime_inputs(model: onnx.ModelProto) -> list:
@@ -63,3 +65,19 @@ def inferred_shapes(model: onnx.ModelProto, **options) -> onnx.ModelProto:
     if len(inferred.graph.input) > n_inputs:
         del inferred.graph.input[n_inputs:]
     return inferred
+
+
+def static_shape(vi, name: str) -> tuple:
+    """The static shape of value info ``vi`` (tensor ``name``); CompileError naming the tensor for a
+    missing shape or a dynamic / unknown dimension (a ``dim_param`` such as an exporter's
+    ``sequence``)."""
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        raise CompileError(f"tensor {name!r} has no static shape (shape inference failed)")
+    dims = []
+    for d in tt.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value <= 0:
+            raise CompileError(f"tensor {name!r} has a dynamic/unknown dimension "
+                               f"({d.dim_param or '?'}); only static shapes are supported")
+        dims.append(int(d.dim_value))
+    return tuple(dims)

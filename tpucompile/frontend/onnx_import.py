@@ -17,7 +17,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from tpucompile.frontend.lift_1d import input_dims, lift_sequence_model
-from tpucompile.frontend.model_inputs import BIG_WEIGHT_ELEMENTS, runtime_inputs, without_big_weights
+from tpucompile.frontend.model_inputs import BIG_WEIGHT_ELEMENTS, runtime_inputs, static_shape, without_big_weights
 from tpucompile.frontend.torch_lrn import fuse_torch_lrn
 from tpucompile.ir import Graph, Node, Tensor, prune, verify
 from tpucompile.ops import OP_TABLE
@@ -65,19 +65,6 @@ def unsupported_report(errors: list) -> CompileError:
         (ops,) = lists
         return grouped_report(errors, "cannot be compiled", ops, f"supported ops: {ops[len(tail):]}")
     return grouped_report(errors, "cannot be compiled")
-
-
-def _shape_of(vi, name: str) -> tuple:
-    tt = vi.type.tensor_type
-    if not tt.HasField("shape"):
-        raise CompileError(f"tensor {name!r} has no static shape (shape inference failed)")
-    dims = []
-    for d in tt.shape.dim:
-        if not d.HasField("dim_value") or d.dim_value <= 0:
-            raise CompileError(f"tensor {name!r} has a dynamic/unknown dimension "
-                               f"({d.dim_param or '?'}); only static shapes are supported")
-        dims.append(int(d.dim_value))
-    return tuple(dims)
 
 
 def read_onnx(path: Union[str, Path]) -> onnx.ModelProto:
@@ -186,7 +173,7 @@ def _import(model: onnx.ModelProto, weights: dict | None = None) -> Graph:
             raise CompileError(f"tensor {name!r} has no shape after shape inference")
         elem = infos[name].type.tensor_type.elem_type
         dtype = str(helper.tensor_dtype_to_np_dtype(elem)) if elem else "float32"
-        tensors[name] = Tensor(name, _shape_of(infos[name], name), dtype)
+        tensors[name] = Tensor(name, static_shape(infos[name], name), dtype)
     for nd in nodes:
         if nd.attrs.get("auto_pad") is not None:
             nd.attrs = resolve_auto_pad(nd, tensors)

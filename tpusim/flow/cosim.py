@@ -344,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     a.calib = inputs.calib_arg(a.calib)
     if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
+    if a.waves and a.no_rtl:
+        raise TpuError("--waves dumps the RTL's waveforms; it cannot go with --no-rtl")
     out = writable_dir(a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}", "--out")
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
