@@ -126,9 +126,7 @@ def test_memoised_stages_give_a_fresh_estimators_numbers(models):
     for c, a, b in zip(cfgs[::17], ahead[::17], behind[::17]):
         assert _same(a, b) and _same(a, _direct(qg, c)), c.name
     assert all(_same(a, b) for a, b in zip(ahead, behind))
-    # the tilings were shared (the DMA-priced conv tilings only across configs of one DMA depth:
-    # "outstanding" doubles them, tiling._dma_price; 1,123 tilings of 192 x 16 on this grid)
-    assert len(forward._tilings) < len(cfgs) * len(qg.ops) / 2
+    assert len(forward._tilings) < len(cfgs) * len(qg.ops) / 4      # the tilings were shared
 
 
 def test_layers_overlap_as_the_engines_allow():

@@ -292,9 +292,8 @@ def _prices(cfg: HwConfig) -> tuple:
     return e.mac_pj, cfg.sram_pj_per_byte, e.acc_pj_per_access, e.ddr_pj_per_byte, cfg.word_bytes
 
 
-#: config fields that change neither a tiling nor a LayerWork (only the costs; ``dma.outstanding``
-#: sets the conv tiler's DMA price, tiling._dma_price)
-_TIMING_ONLY = ("name", "energy", "area")
+#: config fields that change neither a tiling nor a LayerWork (only the DMA timing or the costs)
+_TIMING_ONLY = ("name", "dma_outstanding", "energy", "area")
 
 
 _GEOMETRY_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(HwConfig) if f.name not in _TIMING_ONLY))

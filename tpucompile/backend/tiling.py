@@ -235,6 +235,10 @@ DMA_INSTR_CYCLES = 40
 #: the DMA fields ``_dma_price`` reads -> its result
 _DMA_PRICES: dict = {}
 
+#: bursts in flight the conv tiler's DMA price assumes (the seed family's ``dma.outstanding``):
+#: the tilers never read ``dma.outstanding``, so the estimator shares tilings across it
+PRICE_OUTSTANDING = 8
+
 
 #: share of the lesser of a conv candidate's LOAD and MXU times added to its estimate at the
 #: idle-chip DMA price (``_dma_price``): the engines wait for each other (tokens, banks, the
@@ -248,23 +252,19 @@ OVERLAP_SHARE = 0.15
 def _dma_price(cfg: HwConfig) -> tuple:
     """(bytes per core cycle, core cycles per instruction, ``OVERLAP_SHARE``) of LOAD
     instructions as ``tpusim.arch.dma_timing`` times them on an idle chip with
-    the chip's ``dma.outstanding`` bursts in flight: the steady-state rate of a long instruction (bursts
+    ``PRICE_OUTSTANDING`` bursts in flight: the steady-state rate of a long instruction (bursts
     32 to 64) and what a one-burst instruction takes beyond it (its round trip). 'medium':
     25.6 B/cycle (the DDR peak: the bursts' SRAM writes queue in the core domain, 9 cycles per
     256 bytes; 14.6 B/cycle when each waited for the previous one's completion to cross back)
-    and 50 cycles per instruction. It was priced at 8 bursts in flight whatever the chip (the
-    estimator shared tilings across ``dma.outstanding``); once the SRAM writes stopped capping
-    the rate, that priced the small chips' 2-deep channel (3.2 B/cycle) at 7.1 and made their
-    tiler trade MXU time for bytes (reduced ResNet-50 on 'small' 374,323 -> 382,093 cycles; at
-    the chip's depth 372,253). Cached by the fields it reads (the estimator's config view is not
+    and 50 cycles per instruction. Cached by the fields it reads (the estimator's config view is not
     hashable and records those reads)."""
     key = (cfg.clk_core, cfg.clk_ddr, cfg.clk_dma, cfg.dma_burst_bytes, cfg.ddr_beat_bytes, cfg.word_bytes,
-           cfg.ddr_latency_cycles, cfg.dma_outstanding)
+           cfg.ddr_latency_cycles)
     out = _DMA_PRICES.get(key)
     if out is None:
         fields = ("clk_core", "clk_ddr", "clk_dma", "dma_burst_bytes", "ddr_beat_bytes", "word_bytes",
-                  "ddr_latency_cycles", "dma_outstanding")
-        d = DmaTiming(SimpleNamespace(name="price", **dict(zip(fields, key))))
+                  "ddr_latency_cycles")
+        d = DmaTiming(SimpleNamespace(name="price", dma_outstanding=PRICE_OUTSTANDING, **dict(zip(fields, key))))
         core_ps = 1e6 / cfg.clk_core.freq_mhz
         steady = (d.load_ps(64) - d.load_ps(32)) / 32 / core_ps
         out = _DMA_PRICES[key] = (cfg.dma_burst_bytes / steady, d.load_ps(1) / core_ps - steady, OVERLAP_SHARE)
