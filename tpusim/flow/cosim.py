@@ -344,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     a.calib = inputs.calib_arg(a.calib)
     if a.input_size is not None and (a.input_size < 32 or a.input_size % 32):
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
+    for opt, n in (("--dataset-simpy", a.dataset_simpy), ("--dataset-rtl", a.dataset_rtl)):
+        if n is not None and n < 0:
+            raise TpuError(f"{opt} must be 0 or more held-out images, got {n}")
     out = writable_dir(a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}", "--out")
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
