@@ -19,6 +19,10 @@ def test_cosim_argument_ranges(capsys):
     assert "cosim: error: --dataset-simpy must be 0 or more held-out images, got -5" in capsys.readouterr().err
     assert cosim.main(["--model", "digits", "--hw", "small", "--dataset-rtl", "-1"]) == 2
     assert "cosim: error: --dataset-rtl must be 0 or more held-out images, got -1" in capsys.readouterr().err
+    # --input-size on a model of static shape (all are): the calibrator's shape error did not name the option
+    assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--input-size", "64"]) == 2
+    assert ("cosim: error: --input-size 64: the model's input 'gpu_0/data_0' has the static shape (1, 3, 32, 32), "
+            "its height and width are fixed at 32x32; leave --input-size out") in capsys.readouterr().err
 
 
 def test_cosim_out_is_a_file(tmp_path, capsys):

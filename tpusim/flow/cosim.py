@@ -328,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="dataset models (digits): held-out images run on SimPy (default all)")
     ap.add_argument("--dataset-rtl", type=int, default=10, metavar="N",
                     help="dataset models: held-out images run on the RTL too (default 10)")
-    ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
+    ap.add_argument("--input-size", type=int, default=None,
+                    help="the input height/width the model has (its input shape is static: a check, "
+                         "another size is refused)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
     ap.add_argument("--fresh", action="store_true",
                     help="recompute every stage (default: resume the SimPy/RTL results an earlier run "
