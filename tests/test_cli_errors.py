@@ -14,6 +14,15 @@ def test_cosim_argument_ranges(capsys):
     assert "cosim: error: --calib must be between 1 and 25 built-in calibration images (or a folder / .npy/.npz file), got 0" in capsys.readouterr().err
     assert cosim.main(["--model", "resnet50-reduced", "--no-rtl", "--input-size", "-5"]) == 2
     assert "--input-size must be a positive multiple of 32, got -5" in capsys.readouterr().err
+    # a negative count of held-out images was taken as a slice end: "SimPy -0.00% on -5", PASS
+    assert cosim.main(["--model", "digits", "--hw", "small", "--no-rtl", "--dataset-simpy", "-5"]) == 2
+    assert "cosim: error: --dataset-simpy must be 0 or more held-out images, got -5" in capsys.readouterr().err
+    assert cosim.main(["--model", "digits", "--hw", "small", "--dataset-rtl", "-1"]) == 2
+    assert "cosim: error: --dataset-rtl must be 0 or more held-out images, got -1" in capsys.readouterr().err
+    # --input-size on a model of static shape (all are): the calibrator's shape error did not name the option
+    assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--input-size", "64"]) == 2
+    assert ("cosim: error: --input-size 64: the model's input 'gpu_0/data_0' has the static shape (1, 3, 32, 32), "
+            "its height and width are fixed at 32x32; leave --input-size out") in capsys.readouterr().err
 
 
 def test_cosim_waves_without_the_rtl_is_refused(capsys):

@@ -96,6 +96,18 @@ def test_input_size_on_a_sequence_model_is_a_note():
     assert x.shape == (1, 4, 48) and any("--input-size 32 ignored" in n for n in notes), notes
 
 
+def test_input_size_must_be_an_image_models_static_size():
+    """A graph's input shape is static, so --input-size can only name it: the size it has is
+    taken without a note; another is refused naming the option (it used to make photographs of
+    that size, which the calibrator then refused without naming --input-size)."""
+    x, cal, notes = model_data(qnets.conv_bn_relu(), size=16)
+    assert x.shape == (1, 3, 16, 16) and cal[0].shape == (1, 3, 16, 16) and not notes, notes
+    with pytest.raises(CompileError, match=re.escape(
+            "--input-size 32: the model's input 'x' has the static shape (1, 3, 16, 16), its height and "
+            "width are fixed at 16x16; leave --input-size out")):
+        model_data(qnets.conv_bn_relu(), size=32)
+
+
 def test_global_pool_longer_than_the_pool_window_runs_in_two_stages(tmp_path):
     """300 columns > POOL's 255: partial averages over 150 columns, then over 2; golden = SimPy."""
     model = qnets.long_sequence_gap()

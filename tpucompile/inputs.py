@@ -314,16 +314,20 @@ def _multi_data(model, specs: list, input_path, calib, size) -> tuple:
 
 def model_data(model, input_path=None, calib=4, size=None) -> tuple:
     """(test input, calibration samples, notes) for ``model``: ``input_path`` a file or None;
-    ``calib`` a count of built-in photographs (int) or a file/folder path; ``size`` overrides the
-    H, W of an image model's photographs. A model with several run-time inputs gets dicts
-    {input name: array} (the test input, and each calibration sample) instead of arrays."""
+    ``calib`` a count of built-in photographs (int) or a file/folder path; ``size``: the H, W the
+    user expects of an image model (CompileError if its static input shape differs). A model with
+    several run-time inputs gets dicts {input name: array} (the test input, and each calibration sample) instead of arrays."""
     specs = input_specs(model)
     if len(specs) > 1:
         return _multi_data(model, specs, input_path, calib, size)
     name, shape = specs[0]
     notes = []
     if size and _is_image(shape):
-        shape = (1, 3, size, size)
+        if tuple(shape[2:]) != (size, size):
+            h, w = shape[2:]
+            raise CompileError(f"--input-size {size}: the model's input {name!r} has the static shape "
+                               f"{tuple(shape)}, its height and width are fixed at {h}x{w}; leave "
+                               "--input-size out")
     elif size:
         notes.append(f"--input-size {size} ignored: it resizes 3-channel images of at least 16x16, and "
                      f"the model's input {name!r} has shape {tuple(shape)}")

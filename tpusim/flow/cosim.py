@@ -328,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="dataset models (digits): held-out images run on SimPy (default all)")
     ap.add_argument("--dataset-rtl", type=int, default=10, metavar="N",
                     help="dataset models: held-out images run on the RTL too (default 10)")
-    ap.add_argument("--input-size", type=int, default=None, help="input height/width (default: the model's)")
+    ap.add_argument("--input-size", type=int, default=None,
+                    help="the input height/width the model has (its input shape is static: a check, "
+                         "another size is refused)")
     ap.add_argument("--waves", action="store_true", help="dump RTL waveforms (slow)")
     ap.add_argument("--fresh", action="store_true",
                     help="recompute every stage (default: resume the SimPy/RTL results an earlier run "
@@ -346,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         raise TpuError(f"--input-size must be a positive multiple of 32, got {a.input_size}")
     if a.waves and a.no_rtl:
         raise TpuError("--waves dumps the RTL's waveforms; it cannot go with --no-rtl")
+    for opt, n in (("--dataset-simpy", a.dataset_simpy), ("--dataset-rtl", a.dataset_rtl)):
+        if n is not None and n < 0:
+            raise TpuError(f"{opt} must be 0 or more held-out images, got {n}")
     out = writable_dir(a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}", "--out")
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,
