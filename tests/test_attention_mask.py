@@ -211,3 +211,38 @@ def test_a_bad_key_mask_transform_in_a_binary_is_refused_naming_the_input():
     got = host_input_transform(meta, "m", np.array([0, -128, 0, -128], np.int8).reshape(1, 4, 1, 1))
     assert got.shape == (1, 8, 1, 2) and got[0, :, 0, :].T.reshape(-1).view("<i4").tolist() == [0, KEY_MASK_BIAS, 0,
                                                                                                  KEY_MASK_BIAS]
+
+
+def _softmax_sqnrs(run_dir: Path) -> list:
+    import csv
+    with open(run_dir / "layers_accuracy.csv") as f:
+        return [float(r["sqnr_db"]) for r in csv.DictReader(f) if r["op"] == "QSoftmax"]
+
+
+def test_calibration_masks_pad_from_none_to_three_quarters():
+    _, head = split_host_embeddings(bert_model(**MASKED, seed=3, name="bert_masked"))
+    for n, want in ((1, [32]), (2, [32, 8]), (4, [32, 24, 16, 8])):
+        got = [driver.calib_masks(head, i, n)["attention_mask"] for i in range(n)]
+        assert [int(m.sum()) for m in got] == want, (n, got)
+        assert all(m.shape == (1, 32) and np.all(m[0, :r] == 1) for m, r in zip(got, want))
+
+
+def test_a_padded_mask_does_not_saturate_the_softmax(tmp_path, monkeypatch):
+    """The transformers 5.25 BertModel export with 20 real tokens of 32 (`cosim --input tokens.npz
+    --calib 2`): calibrated on all-ones masks only (CALIB_MASK_MIN_REAL = 1, as before) its
+    attention rows, concentrated on 20 keys, exceed the Softmax outputs' calibrated range [0, max
+    p] of 32-key rows: every Softmax layer near 9 dB SQNR against FP32 in the per-layer report.
+    Calibrated on samples padded down to 8 real tokens (driver.calib_masks), every Softmax layer
+    above 25 dB; golden == SimPy either way."""
+    path = Path(__file__).resolve().parent / "fixtures" / "bert_tiny_32.ts.onnx"
+    x = {"input_ids": np.random.default_rng(1).integers(0, 64, (1, 32)), "attention_mask": _mask(REAL),
+         "token_type_ids": np.zeros((1, 32), np.int64)}
+    np.savez(tmp_path / "tokens.npz", **x)
+    got, new = {}, driver.CALIB_MASK_MIN_REAL
+    for share in (1.0, new):
+        monkeypatch.setattr(driver, "CALIB_MASK_MIN_REAL", share)
+        v = run(str(path), "small", tmp_path / str(share), rtl=False, input_path=tmp_path / "tokens.npz", calib=2)
+        assert v.passed and sum(v.layer_mismatches.values()) == 0, (v.notes, v.mismatches)
+        got[share] = _softmax_sqnrs(tmp_path / str(share))
+    assert len(got[1.0]) == 4 and max(got[1.0]) < 12, got          # saturated: the old calibration
+    assert new < 1.0 and min(got[new]) > 25, got

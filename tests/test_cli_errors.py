@@ -25,6 +25,44 @@ def test_cosim_argument_ranges(capsys):
             "its height and width are fixed at 32x32; leave --input-size out") in capsys.readouterr().err
 
 
+BERT_FIXTURE = "tests/fixtures/bert_tiny_32.ts.onnx"
+VIT_FIXTURE = "tests/fixtures/vit_tiny_32.ts.onnx"
+
+
+@pytest.mark.parametrize("model, opts, want", [
+    # silently ignored for token-id models before
+    (BERT_FIXTURE, ["--input-size", "64"], "--input-size 64: the model's inputs are token ids and masks (input_ids "
+                                           "(1, 32), token_type_ids (1, 32), attention_mask (1, 32)), not an image; "
+                                           "their length is fixed by the model: leave --input-size out"),
+    ("bert-tiny", ["--dataset-rtl", "3"], "--dataset-rtl runs the held-out images of a dataset model (digits); "
+                                          "'bert-tiny' has none: leave --dataset-rtl out"),
+    (BERT_FIXTURE, ["--dataset-simpy", "3"], "--dataset-simpy runs the held-out images of a dataset model (digits); "
+                                             f"'{BERT_FIXTURE}' has none: leave --dataset-simpy out"),
+    # a vision transformer's image size is checked like an image model's
+    (VIT_FIXTURE, ["--input-size", "64"], "--input-size 64: the model's input 'pixel_values' has the static shape "
+                                          "(1, 3, 32, 32), its height and width are fixed at 32x32"),
+    # was a KeyError on the mask's ConstantOfShape ("cannot give it synthetic weights (KeyError: ...)")
+    (BERT_FIXTURE, ["--synthetic-weights", "3"], f"{BERT_FIXTURE}: --synthetic-weights: the model is a transformer "
+                                                 "(node '/model/embeddings/word_embeddings/Gather' is an embedding "
+                                                 "lookup (a Gather of a constant table by a run-time input)); synthetic "
+                                                 "weights are drawn for Conv, Gemm and BatchNormalization parameters"),
+    (VIT_FIXTURE, ["--synthetic-weights", "3"], "(node '/model/layers.0/layernorm_before/LayerNormalization' is a "
+                                                "LayerNormalization)"),
+])
+def test_cosim_options_a_transformer_cannot_use_are_refused(tmp_path, capsys, model, opts, want):
+    assert cosim.main(["--model", model, "--hw", "small", "--no-rtl", "--out", str(tmp_path), *opts]) == 2
+    err = capsys.readouterr().err
+    assert want in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_cosim_dataset_options_with_an_input_file_are_refused(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8), np.float32))
+    assert cosim.main(["--model", "digits", "--hw", "small", "--no-rtl", "--out", str(tmp_path / "o"),
+                       "--input", str(tmp_path / "x.npy"), "--dataset-rtl", "2"]) == 2
+    assert (f"cosim: error: --dataset-rtl runs the held-out images of a dataset model (digits) without --input; "
+            f"--input {tmp_path / 'x.npy'} replaces them: leave --dataset-rtl out") in capsys.readouterr().err
+
+
 def test_cosim_waves_without_the_rtl_is_refused(capsys):
     """--waves with --no-rtl: one line naming both options (the waveforms were silently not written)."""
     assert cosim.main(["--model", "resnet50-reduced", "--hw", "small", "--no-rtl", "--waves"]) == 2

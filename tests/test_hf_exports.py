@@ -29,3 +29,14 @@ def test_a_real_hf_vit_export_golden_equals_simpy_close_to_fp32(tmp_path):
 def test_a_real_hf_vit_export_three_way_on_the_small_rtl(tmp_path):
     v = run(str(VIT), "small", tmp_path / "run", rtl=True, calib=2)
     qnets.assert_three_way(v)
+
+
+def test_input_size_of_a_vit_export_is_its_image_size():
+    """--input-size on a vision transformer is checked like an image model's (it was ignored): the
+    model's own 32 is taken, another size refused naming the option."""
+    from tpucompile import driver
+    from tpusim.arch.errors import CompileError
+    _, x, cal = driver.load_model_and_data(str(VIT), calib=1, size=32)
+    assert len(cal) == 1
+    with pytest.raises(CompileError, match=r"--input-size 64: the model's input 'pixel_values' has the static shape"):
+        driver.load_model_and_data(str(VIT), calib=1, size=64)

@@ -139,3 +139,38 @@ def test_foreign_timeline_is_refused_naming_the_pc(residual_run):
     for fn in (profile.layer_rows, profile.chrome_trace):
         with pytest.raises(TpuError, match=rf"pc {n * INSTR_BYTES:#x} is outside the binary's {n} instructions"):
             fn(binary, cfg, bad)
+
+
+def test_the_layer_table_folds_long_layer_names_whole(tmp_path):
+    """`make bench`'s per-layer table (profile.layer_table) of a reduced BERT: every layer name is
+    whole in its column, folded over lines if need be (was cut to '/encoder.layer.0.att…', the
+    same for every attention layer)."""
+    import io
+
+    import onnx
+    from rich.console import Console
+
+    from tpucompile import driver
+    from tpucompile.transformer_models import bert_model
+    cfg = load_config("small")
+    path = tmp_path / "bert.onnx"
+    onnx.save(bert_model(layers=1, hidden=16, heads=2, ffn=32, seq=32, vocab=64, seed=3, name="bert_x"), path)
+    model, x, cal = driver.load_model_and_data(str(path), calib=1)
+    res = compile_onnx(model, cfg, cal)
+    feeds = {d.name: host_input_transform(res.binary.meta, d.name, v)
+             for d, v in zip(res.binary.inputs, [golden.quantize_input(res.qgraph, x)[d.name]
+                                                 for d in res.binary.inputs])}
+    rows = profile.layer_rows(res.binary, cfg, run_binary(res.binary, cfg, feeds).timeline)
+    buf = io.StringIO()
+    Console(width=150, file=buf).print(profile.layer_table(rows, "t"))
+    names, cur = [], None
+    for line in buf.getvalue().splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells[2]:                     # a row's first line (its cycles)
+            names.append(cells[0])
+        else:
+            names[-1] += cells[0]
+    assert len(rows) > 10 and max(len(r["layer"]) for r in rows) > 40
+    assert names == [r["layer"] for r in rows], names

@@ -68,3 +68,31 @@ def test_synthetic_weights_flag_of_the_compiler_cli(tmp_path, capsys):
         outs.append(TpuBinary.read(out))
     assert [L["op"] for L in outs[0].meta["layers"]] == [L["op"] for L in outs[1].meta["layers"]]
     assert outs[0].ddr_segments() != outs[1].ddr_segments()                 # other weights
+
+
+def test_the_zoo_table_never_cuts_a_model_name():
+    """`make bench-zoo`'s table (bench_zoo.zoo_table) on a narrow console: every built-in name
+    whole on one line (a 120-column console cut 'bert-base-linears' to 'bert-base-li…'), a
+    refusal's reason folded, not cut."""
+    import io
+
+    from rich.console import Console
+
+    from tpusim.flow.bench_zoo import zoo_table
+    ok = {"passed": True, "load_s": 10.1, "compile_s": 11.0, "simpy_s": 123.8, "cycles": 117_122_300,
+          "utilisation": 0.67, "cosine": 0.9995, "sqnr_db": 29.8, "top1": None, "top5": None, "dataset_top1": None}
+    why = "the compiler refuses node 'x' (Conv): a reason long enough to need several lines in a narrow column"
+    rows = [{"model": m, **ok} for m in driver.MODELS] + [{"model": "bert-base-linears", "error": why}]
+    buf = io.StringIO()
+    Console(width=120, file=buf).print(zoo_table(rows, "seed"))
+    text = buf.getvalue()
+    got = []                             # (model cell, verdict cells joined) per table row
+    for line in text.splitlines():
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.split("│")[1:-1]]
+            if cells[0]:
+                got.append([cells[0], cells[-1]])
+            else:
+                got[-1][1] += " " + cells[-1]
+    assert "…" not in text and [m for m, _ in got] == [r["model"] for r in rows], text
+    assert " ".join(got[-1][1].split()) == f"refused: {why}", got[-1]

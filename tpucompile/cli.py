@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     inputs.add_calib_options(ap)
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
-                    help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
+                    help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones (a "
+                         "transformer is refused)")
     ap.add_argument("--host-tail", action="store_true",
                     help="run the graph's post-processing tail without a device mapping on the host (onnxruntime)")
     a = ap.parse_args(argv)

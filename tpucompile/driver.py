@@ -5,6 +5,7 @@ Used by the `tpucompile` command line and by the co-simulation driver (`tpusim.f
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -98,6 +99,8 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     if synthetic_seed is not None:
         try:
             m = realdata.synthetic_weights(m, synthetic_seed)
+        except CompileError as e:
+            raise CompileError(f"{p}: {e}") from None
         except (KeyError, ValueError, onnx.checker.ValidationError) as e:
             raise CompileError(f"{p}: cannot give it synthetic weights ({type(e).__name__}: {e})") from None
     return _device_model(m)
@@ -113,18 +116,25 @@ def _device_model(m: onnx.ModelProto):
     return channels_first_tokens_model(nchw_input_model(m)), head
 
 
-def token_data(head, input_path, calib, model=None) -> tuple:
+def token_data(head, input_path, calib, model=None, size: int | None = None) -> tuple:
     """(test input, calibration samples, notes) of a model with a host head: a token-id model's
     (HostHead) run on token ids (``input_path``: an .npz of one int array per token input; default
     seeded ids, all-ones masks, token types 0 then 1; a mask is required in the file and may pad:
-    ``host_embeddings.check_mask_feeds``) and on ``calib`` seeded id samples (all-ones masks); a vision
+    ``host_embeddings.check_mask_feeds``) and on ``calib`` seeded id samples, their masks padded
+    from none to three quarters of the tokens (``calib_masks``); a vision
     transformer's (HostPatches) on its image input's data (``inputs.model_data``: the built-in
-    photographs, or ``input_path`` / ``calib`` files)."""
+    photographs, or ``input_path`` / ``calib`` files). ``size`` (``--input-size``): checked against a
+    vision transformer's image size; CompileError naming the option for a token-id model (its
+    inputs are token sequences of a fixed length, not images)."""
     if isinstance(head, HostPatches):
-        img, cal_img, notes = inputs.model_data(head.model, input_path, calib)
+        img, cal_img, notes = inputs.model_data(head.model, input_path, calib, size)
         x = head.run({head.image[0]: img})
         cal = [head.run({head.image[0]: c}) for c in cal_img]
         return _device_data(x, cal, model) + ([head.describe()] + notes,)
+    if size:
+        ins = ", ".join(f"{n} {tuple(shape)}" for n, shape in [*head.token_inputs, *head.masks.items()])
+        raise CompileError(f"--input-size {size}: the model's inputs are token ids and masks ({ins}), not an image; "
+                           "their length is fixed by the model: leave --input-size out")
     vocab = {}
     inits = {t.name: t for t in head.model.graph.initializer}
     for n in head.model.graph.node:
@@ -147,9 +157,35 @@ def token_data(head, input_path, calib, model=None) -> tuple:
         feeds = draw(1)
     if not isinstance(calib, (int, np.integer)):
         raise CompileError("--calib: a token-id model is calibrated on seeded token ids (give a count)")
-    x, cal = _device_data(head.run(feeds), [head.run(draw(100 + i)) for i in range(int(calib))], model)
+    n = int(calib)
+    x, cal = _device_data(head.run(feeds), [head.run({**draw(100 + i), **calib_masks(head, i, n)}) for i in range(n)],
+                          model)
     notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
     return x, cal, notes
+
+
+#: the fewest real tokens a calibration sample's attention mask keeps, as a share of the sequence
+CALIB_MASK_MIN_REAL = 0.25
+
+
+def calib_masks(head, i: int, n: int) -> dict:
+    """{mask name: int64 0/1 array} of calibration sample ``i`` of ``n`` of a token-id model
+    (HostHead ``head``): the first ``real`` tokens 1, the rest padding 0, ``real`` from the whole
+    sequence T (sample 0: no padding) down evenly to ``ceil(CALIB_MASK_MIN_REAL * T)`` (the last
+    sample; one sample: no padding). Why: a padded mask concentrates each attention row's
+    probability on fewer keys, so the Softmax outputs (and the P·V products after them) reach
+    values no all-ones sample shows; calibrated on all-ones masks only, they saturated with a
+    padded mask (the transformers 5.25 BertModel fixture, 20 real tokens of 32: Softmax SQNR 9 dB
+    against FP32 in the per-layer report; docs/backend.md "Run-time attention masks")."""
+    out = {}
+    for name, shape in head.masks.items():
+        t = int(shape[-1])
+        low = max(1, math.ceil(CALIB_MASK_MIN_REAL * t))
+        real = t if n <= 1 else t - round(i * (t - low) / (n - 1))
+        m = np.zeros(shape, np.int64)
+        m[..., :real] = 1
+        out[name] = m
+    return out
 
 
 def _token_ids(where: str, name: str, a: np.ndarray, shape: tuple, vocab: int | None) -> np.ndarray:
@@ -189,7 +225,7 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
     one. Notes about the data (noise) are appended to ``notes``."""
     m, head = load_model_head(model, synthetic_seed)
     if head is not None:
-        x, cal, n = token_data(head, input_path, calib, m)
+        x, cal, n = token_data(head, input_path, calib, m, size)
         if notes is not None:
             notes.extend(n)
         return m, x, cal

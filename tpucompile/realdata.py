@@ -88,18 +88,44 @@ def _parameter_roles(g) -> dict:
     return roles
 
 
+def _refuse_transformer(g) -> None:
+    """CompileError naming the node when graph ``g`` is a transformer's: a LayerNormalization, an
+    embedding Gather (a constant table indexed by a run-time input) or a MatMul of two activations
+    (attention). Its weights are MatMul, LayerNormalization and embedding constants, which
+    ``synthetic_weights`` has no rule for, and its Mul / Add rules would redraw the constants of
+    its bias Adds and attention mask (a Hugging Face BertModel export: a KeyError on the mask's
+    ConstantOfShape before this check)."""
+    consts = {t.name for t in g.initializer} | {o for n in g.node if n.op_type == "Constant" for o in n.output}
+    runtime = {vi.name for vi in g.input} - consts
+    for n in g.node:
+        why = ("a LayerNormalization" if n.op_type == "LayerNormalization" else
+               "an embedding lookup (a Gather of a constant table by a run-time input)"
+               if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in consts and n.input[1] in runtime else
+               "a MatMul of two activations (attention)"
+               if n.op_type == "MatMul" and not {i for i in n.input if i} & consts else None)
+        if why:
+            raise CompileError(f"--synthetic-weights: the model is a transformer (node {n.name!r} is {why}); "
+                               "synthetic weights are drawn for Conv, Gemm and BatchNormalization parameters and "
+                               "per-channel Mul / Add operands only, not for MatMul, LayerNormalization or "
+                               "embedding weights: run it with the weights of its export (leave --synthetic-weights "
+                               "out)")
+
+
 def synthetic_weights(model: onnx.ModelProto, seed: int = 0, damp=lambda name: False,
                       graph_name: str | None = None, ir_version: int = 7) -> onnx.ModelProto:
     """``model`` with every Conv/Gemm/BatchNormalization parameter replaced by a seeded constant
     initializer (module doc; ``numpy.random.default_rng(seed)``, parameters visited in graph order,
     so one seed always gives one model). A parameter may be an initializer or the output of a
-    ConstantOfShape (the onnx wheel's placeholder weights); the ConstantOfShape nodes are dropped.
+    ConstantOfShape whose shape is an initializer (the onnx wheel's placeholder weights; one of a
+    computed shape is left alone); the ConstantOfShape nodes are dropped. CompileError naming the
+    node for a transformer (``_refuse_transformer``).
     ``damp(name)``: BatchNorm gammas also multiplied by U(0.2, 0.5) (the last BN of a residual
     branch keeps the residual stream bounded). Returns a checked model (same opset, one input:
     the run-time input)."""
     g = model.graph
+    _refuse_transformer(g)
     inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
-    cos = {n.output[0]: n for n in g.node if n.op_type == "ConstantOfShape"}
+    cos = {n.output[0]: n for n in g.node if n.op_type == "ConstantOfShape" and n.input and n.input[0] in inits}
     roles = {k: r for k, r in _parameter_roles(g).items() if k in inits or k in cos}  # others: computed
     rng = np.random.default_rng(seed)
     new_inits = []

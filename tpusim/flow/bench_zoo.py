@@ -38,6 +38,36 @@ def _row(name: str, hw: str, out: Path) -> dict:
             "dataset_top1": (v.dataset or {}).get("golden_top1"), "wall_s": time.perf_counter() - t}
 
 
+#: the zoo table's console width (the terminal's is not asked: the table goes to logs too)
+ZOO_TABLE_WIDTH = 200
+
+
+def zoo_table(rows: list, hw: str):
+    """The rich Table of ``_row`` rows: the model column as wide as the longest name and never
+    wrapped or cut, whatever the console's width (on a 120-column console it was cut to
+    'bert-base-li…'); the other columns fold what does not fit over lines."""
+    from rich.table import Table
+    t = Table(title=f"zoo on '{hw}' (SimPy; budgets compile <= {BUDGETS_S['compile']:g} s, "
+                    f"SimPy <= {BUDGETS_S['simpy']:g} s)")
+    for c in ("model", "load s", "compile s", "SimPy s", "cycles", "util.", "cosine", "SQNR dB", "top-1", "top-5", "verdict"):
+        if c == "model":
+            t.add_column(c, no_wrap=True, min_width=max([len(r["model"]) for r in rows] + [len(c)]))
+        else:
+            t.add_column(c, justify="left" if c == "verdict" else "right", overflow="fold")
+    f = lambda x, fmt: "-" if x is None else format(x, fmt)  # noqa: E731
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["model"], "", "", "", "", "", "", "", "", "", f"refused: {r['error']}")
+            continue
+        t.add_row(r["model"], f(r["load_s"], ".1f"), f(r["compile_s"], ".1f"), f(r["simpy_s"], ".1f"), f(r["cycles"], ","),
+                  f(r["utilisation"], ".1%"), f(r["cosine"], ".4f"), f(r["sqnr_db"], ".1f"),
+                  "-" if r["top1"] is None else ("agree" if r["top1"] else "differ"),
+                  "-" if r["top5"] is None else f"{r['top5']}/5",
+                  ("PASS" if r["passed"] else "FAIL") + ("" if r["dataset_top1"] is None
+                                                        else f" (held-out top-1 {r['dataset_top1']:.1%})"))
+    return t
+
+
 @user_errors("bench-zoo")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-zoo", description=__doc__.split("\n\n")[0])
@@ -57,23 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_row(name, a.hw, a.out))
 
     from rich.console import Console
-    from rich.table import Table
-    t = Table(title=f"zoo on '{a.hw}' (SimPy; budgets compile <= {BUDGETS_S['compile']:g} s, "
-                    f"SimPy <= {BUDGETS_S['simpy']:g} s)")
-    for c in ("model", "load s", "compile s", "SimPy s", "cycles", "util.", "cosine", "SQNR dB", "top-1", "top-5", "verdict"):
-        t.add_column(c, justify="left" if c in ("model", "verdict") else "right")
-    f = lambda x, fmt: "-" if x is None else format(x, fmt)  # noqa: E731
-    for r in rows:
-        if "error" in r:
-            t.add_row(r["model"], "", "", "", "", "", "", "", "", "", f"refused: {r['error'][:90]}")
-            continue
-        t.add_row(r["model"], f(r["load_s"], ".1f"), f(r["compile_s"], ".1f"), f(r["simpy_s"], ".1f"), f(r["cycles"], ","),
-                  f(r["utilisation"], ".1%"), f(r["cosine"], ".4f"), f(r["sqnr_db"], ".1f"),
-                  "-" if r["top1"] is None else ("agree" if r["top1"] else "differ"),
-                  "-" if r["top5"] is None else f"{r['top5']}/5",
-                  ("PASS" if r["passed"] else "FAIL") + ("" if r["dataset_top1"] is None
-                                                        else f" (held-out top-1 {r['dataset_top1']:.1%})"))
-    Console(width=200).print(t)
+    Console(width=ZOO_TABLE_WIDTH).print(zoo_table(rows, a.hw))
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0 if all(r.get("passed", True) for r in rows) else 1

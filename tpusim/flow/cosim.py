@@ -89,10 +89,14 @@ def _stage_keys(binary_bytes: bytes, x_dev, waves: bool) -> tuple[str, str]:
     return simpy, rtl
 
 
+#: --dataset-rtl's default: held-out images of a dataset model run on the RTL too
+DATASET_RTL_IMAGES = 10
+
+
 def run(model, hw: str, out: Path, rtl: bool = True, calib: int = 4, input_hw: int | None = None,
         waves: bool = False, data: tuple | None = None, name: str | None = None,
         resume: bool = True, synthetic_seed: int | None = None, input_path=None,
-        calib_method: str = "minmax", dataset_simpy: int | None = None, dataset_rtl: int = 10,
+        calib_method: str = "minmax", dataset_simpy: int | None = None, dataset_rtl: int = DATASET_RTL_IMAGES,
         profile_layers: bool = False, host_tail: bool = False) -> Verdict:
     """Run the whole co-simulation and return the Verdict (also written to out/verdict.json).
 
@@ -326,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     inputs.add_calib_options(ap)
     ap.add_argument("--dataset-simpy", type=int, default=None, metavar="N",
                     help="dataset models (digits): held-out images run on SimPy (default all)")
-    ap.add_argument("--dataset-rtl", type=int, default=10, metavar="N",
-                    help="dataset models: held-out images run on the RTL too (default 10)")
+    ap.add_argument("--dataset-rtl", type=int, default=None, metavar="N",
+                    help=f"dataset models: held-out images run on the RTL too (default {DATASET_RTL_IMAGES})")
     ap.add_argument("--input-size", type=int, default=None,
                     help="the input height/width the model has (its input shape is static: a check, "
                          "another size is refused)")
@@ -336,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="recompute every stage (default: resume the SimPy/RTL results an earlier run "
                          "in --out finished for the same binary, input and source)")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
-                    help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones")
+                    help="replace a model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones (a "
+                         "transformer is refused)")
     ap.add_argument("--host-tail", action="store_true",
                     help="run the graph's post-processing tail without a device mapping (a detector's box "
                          "decoding) on the host, by onnxruntime, instead of refusing it")
@@ -351,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     for opt, n in (("--dataset-simpy", a.dataset_simpy), ("--dataset-rtl", a.dataset_rtl)):
         if n is not None and n < 0:
             raise TpuError(f"{opt} must be 0 or more held-out images, got {n}")
+        if n is not None and (a.model not in driver.DATASETS or a.input is not None):
+            raise TpuError(f"{opt} runs the held-out images of a dataset model ({', '.join(driver.DATASETS)})"
+                           + (f" without --input; --input {a.input} replaces them" if a.model in driver.DATASETS
+                              else f"; {a.model!r} has none") + f": leave {opt} out")
+    if a.dataset_rtl is None:
+        a.dataset_rtl = DATASET_RTL_IMAGES
     out = writable_dir(a.out or Path("runs") / f"{Path(a.model).stem}-{Path(a.hw).stem}", "--out")
     try:
         v = run(a.model, a.hw, out, rtl=not a.no_rtl, calib=a.calib, input_hw=a.input_size, waves=a.waves,

@@ -310,21 +310,29 @@ def write_profile(binary: TpuBinary, cfg, timeline: list, out: Path, sram_grants
     return rows
 
 
-def print_table(rows: list[dict], title: str) -> None:
-    """The per-layer table on the terminal (rich)."""
-    from rich.console import Console
+def layer_table(rows: list[dict], title: str):
+    """The per-layer rich Table of ``layer_rows``: a layer name that does not fit its column is
+    folded over lines, never cut (was cut to '/encoder.layer.0.att…' for every attention layer of
+    bert-tiny, so they could not be told apart)."""
     from rich.table import Table
     t = Table(title=title)
     for c in ("layer", "op", "cycles", "util.", "DDR B/cyc", "floor", "ratio", "bound", "load", "mxu", "vpu",
               "uJ", "cause"):
-        t.add_column(c, justify="left" if c in ("layer", "op", "cause") else "right")
+        t.add_column(c, justify="left" if c in ("layer", "op", "cause") else "right",
+                     overflow="fold" if c in ("layer", "op") else "ellipsis")
     for r in rows:
         t.add_row(r["layer"], r["op"], f"{r['cycles']:,}", f"{r['utilisation']:.1%}",
                   f"{r['ddr_bytes_per_cycle']:.1f}", f"{r['floor']:,.0f}", f"{r['ratio']:.2f}", r["bound"],
                   f"{r['load_busy']:.0%}", f"{r['mxu_busy']:.0%}", f"{r['vpu_busy']:.0%}", f"{r['energy_uj']:.1f}",
                   r["cause"])
+    return t
+
+
+def print_table(rows: list[dict], title: str) -> None:
+    """The per-layer table (``layer_table``) on the terminal, at least 150 columns wide."""
+    from rich.console import Console
     con = Console()
-    (con if con.width >= 150 else Console(width=150)).print(t)
+    (con if con.width >= 150 else Console(width=150)).print(layer_table(rows, title))
 
 
 #: op kinds whose share of the cycles ``op_shares`` reports (the transformer's vector-unit work and
