@@ -47,7 +47,10 @@ def add_calib_options(ap) -> None:
                     help="N built-in photographs (1..25, default 4; seeded noise for a non-image model), "
                          "a folder of images, or an .npy/.npz stack of samples")
     ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
-                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
+                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL). With "
+                         "every method a calibration sample's isolated outliers (values beyond 256x its largest "
+                         "|x| after its largest max(4, 0.1 %%) values, e.g. one 1e30) are first clipped to the range of "
+                         "its other values, with a warning naming the input")
 
 
 def calib_arg(text: str):
