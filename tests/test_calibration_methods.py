@@ -1,5 +1,5 @@
 """--calib-method: minmax, percentile, mse, entropy (tpucompile.quantize.calibrate) on a small net;
-one outlier value in the calibration data wrecks minmax, not percentile, mse or entropy."""
+one outlier value in the calibration data is clipped, with a warning, before any method sees it."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +16,7 @@ from tpucompile.quantize.calibrate import (
     _expanded_levels,
     _without_big_weights,
     calibrate,
+    clip_input_outliers,
     session_with_outputs,
 )
 from tpusim.arch.config import load_config
@@ -48,21 +49,80 @@ def test_ranges_stay_inside_min_max_and_percentile_clips():
     assert p[1] < full["x"][1] and p[0] > full["x"][0]
 
 
-def test_one_outlier_wrecks_minmax_only(tmp_path):
-    """A single 1e30 in one of four calibration images: with minmax the input's scale swallows
-    the test image (the int8 output no longer tracks FP32); percentile's median over the images
-    ignores that image; mse and entropy leave values beyond 16x the median of the samples' peaks
-    out of their error and histogram (calibrate.OUTLIER_FACTOR), so neither lets it set a range."""
+#: the warning for one 1e30 in one of ``n`` calibration samples of input 'x'
+OUTLIER_WARNING = ("warning: calibration input 'x': 1 isolated outlier value clipped to the range of its sample's "
+                   "other values, in 1 of {n} sample{s} (largest 1e+30, more than 256x {ref}, the sample's largest "
+                   "|x| after its top 4); kept, it would set the range of every tensor after it\n")
+
+
+@pytest.mark.parametrize("samples", [4, 1])
+def test_one_outlier_is_clipped_for_every_method(samples, tmp_path, capsys):
+    """A single 1e30 in one calibration image: before any method it is clipped to the range of
+    its image's other values (calibrate.clip_input_outliers), with one warning naming the input,
+    the count and the value, so no method lets it set a range. Before, with minmax (the default)
+    the input's scale swallowed the test image: cosine 0; with one calibration image every method
+    gave cosine 0 (percentile's median over the images and mse / entropy's OUTLIER_FACTOR need
+    other images to outvote it)."""
     model = qnets.conv_bn_relu()
-    xs = qnets.inputs(qnets.in_shape(model), 5, seed=3)
-    xs[2][0, 0, 3, 3] = 1e30
+    xs = qnets.inputs(qnets.in_shape(model), samples + 1, seed=3)
+    xs[1 + samples // 2][0, 0, 3, 3] = 1e30
+    ref = np.sort(np.abs(np.where(np.abs(xs[1 + samples // 2]) > 1e29, 0, xs[1 + samples // 2])).ravel())[-4]
     cos = {}
     for method in CALIB_METHODS:
+        capsys.readouterr()
         v = run(model, "small", tmp_path / method, rtl=False, data=(xs[0], xs[1:]), name=method, calib_method=method)
         assert v.passed
         cos[method] = v.accuracy.get("cosine", 0.0)
-    assert cos["minmax"] < 0.9, cos
-    assert all(cos[m] > FLOORS[m] for m in ("percentile", "mse", "entropy")), cos
+        err = capsys.readouterr().err
+        want = OUTLIER_WARNING.format(n=samples, s="s" if samples > 1 else "", ref=f"{ref:.4g}")
+        assert [ln + "\n" for ln in err.splitlines() if ln.startswith("warning:")] == [want], err
+    floors = FLOORS if samples > 1 else {**FLOORS, "entropy": 0.9}    # one image: 0.949 (0.966 without the 1e30)
+    assert all(cos[m] > floors[m] for m in CALIB_METHODS), cos
+
+
+def test_clipping_leaves_ordinary_data_alone():
+    """clip_input_outliers returns the very arrays of samples without isolated outliers (so no
+    normal model's ranges change): photographs' and noise's tails, a heavy-tailed Laplace sample,
+    a sparse one (its reference magnitude is 0: a large value is not known to be an outlier), up
+    to 256x the reference, and a tiny array. An outlier is clipped to the other values' range on
+    its side, and a negative one named with its sign; several in one input give one warning."""
+    rng = np.random.default_rng(4)
+    plain = [rng.normal(0, 1, (1, 3, 32, 32)).astype(np.float32), rng.laplace(0, 1, (1, 8, 16, 16)).astype(np.float32),
+             np.where(rng.random((1, 4, 16, 16)) < 0.0005, 1e6, 0.0).astype(np.float32),
+             np.full((1, 3), 1e30, np.float32)]
+    edge = rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)
+    edge.ravel()[:4] = 255 * np.sort(np.abs(edge.ravel()))[-5]            # within 256x: kept
+    feeds = [{"x": a} for a in plain + [edge]]
+    out = clip_input_outliers(feeds)
+    assert all(o["x"] is f["x"] for o, f in zip(out, feeds))
+    bad = rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)
+    bad[0, 1, 2, 2], bad[0, 2, 5, 5] = -3e6, 1e9
+    with pytest.MonkeyPatch.context() as mp:
+        lines = []
+        mp.setattr("sys.stderr", type("E", (), {"write": lambda self, t: lines.append(t), "flush": lambda self: None})())
+        got = clip_input_outliers([{"x": bad}, {"x": plain[0]}])
+    rest = np.delete(bad.ravel(), [bad.ravel().argmin(), bad.ravel().argmax()])
+    want = bad.copy()
+    want[0, 1, 2, 2], want[0, 2, 5, 5] = rest.min(), rest.max()
+    assert np.array_equal(got[0]["x"], want) and got[1]["x"] is plain[0]
+    text = "".join(lines)
+    assert text.count("\n") == 1 and text.startswith("warning: calibration input 'x': 2 isolated outlier values "
+                                                      "clipped to the range of their sample's other values, in 1 "
+                                                      "of 2 samples (largest 1e+09, more than 256x "), text
+
+
+def test_a_sample_that_overflows_float32_is_refused():
+    """A calibration sample of finite float32 values whose FP32 run overflows (every value about
+    1e38: not an isolated outlier) is refused naming the sample, the tensor and the values'
+    size; before, it failed later with an unsupported requantization multiplier."""
+    model = qnets.conv_bn_relu()
+    xs = qnets.inputs(qnets.in_shape(model), 3, seed=3)
+    xs[1] = xs[1] * np.float32(1e38)
+    with pytest.raises(CompileError, match=r"^calibration sample #1: onnxruntime's FP32 tensor '\w+' has \d+ "
+                                           r"infinite or NaN values \(float32 overflows on this sample, whose values "
+                                           r"reach 3\.\d+e\+38\); scale the calibration data to the model's input "
+                                           r"range$"):
+        driver.compile_onnx(model, load_config("small"), xs)
 
 
 def test_bad_method_and_percentile():

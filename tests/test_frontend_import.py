@@ -280,7 +280,7 @@ def test_average_pool_excluding_column_pads_on_small(tmp_path):
 
 def test_weights_listed_as_graph_inputs_calibrate_on_the_image():
     """IR-3 style: every initializer also a graph input, and listed before the image."""
-    from tpucompile.cli import _calib_samples
+    from tpucompile.cli import _model_data
     from tpucompile.fp32 import run_fp32
     from tpucompile.quantize import compile_model
     m = qnets.conv_stride2()
@@ -292,7 +292,7 @@ def test_weights_listed_as_graph_inputs_calibrate_on_the_image():
     for init in g.initializer:
         g.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
     g.input.append(image)
-    assert [c.shape for c in _calib_samples(m, 2)] == [(1, 4, 15, 13)] * 2
+    assert [c.shape for c in _model_data(m, 2)[1]] == [(1, 4, 15, 13)] * 2
     x = qnets.inputs((1, 4, 15, 13), 1, seed=4)[0]
     qg, _ = compile_model(m, [x])
     ref, t = run_fp32(m, x)["y"], qg.tensor("y")

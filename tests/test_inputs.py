@@ -12,6 +12,7 @@ import qnets
 from onnx import helper
 
 from tpucompile import inputs
+from tpusim.arch.binary import TpuBinary
 from tpusim.arch.errors import CompileError
 from tpusim.flow.cosim import main as cosim_main
 
@@ -94,7 +95,7 @@ def test_cosim_on_user_files_and_noise_note(tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.zeros((1, 3, 8, 8)))
     assert cosim_main(["--model", str(tmp_path / "one.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "b"),
                        "--input", str(tmp_path / "bad.npy")]) == 2
-    assert "array of shape (1, 3, 8, 8) does not fit the input of shape (1, 1, 8, 8)" in capsys.readouterr().err
+    assert "array of shape (1, 3, 8, 8) does not fit the input 'x' of shape (1, 1, 8, 8)" in capsys.readouterr().err
 
 
 def test_huge_input_refused_in_cosim_before_allocating(tmp_path, capsys):
@@ -116,3 +117,65 @@ def test_huge_input_refused_in_cosim_before_allocating(tmp_path, capsys):
     with pytest.raises(CompileError, match=r"input 'b' of shape \(1, 2048, 512, 512\) is 2\.00 GiB as float32: 5 "
                                            r"of each of the 2 inputs .* need about 21\.0 GiB"):
         inputs.check_data_memory(two, 5, available=32 << 30)
+
+
+def test_tpucompile_input_writes_the_outputs_a_run_must_give(tmp_path, capsys):
+    """``tpucompile --input x.npy``: the same binary as without it, plus OUT.input_q.npy (the
+    input quantized as cosim quantizes it: cosim's input_q.npy) and OUT.golden.npz, the golden
+    int8 model's outputs, which ``tpusim run`` of the binary on that input gives bit for bit (and
+    cosim's SimPy run)."""
+    from tpucompile.cli import main as tpucompile_main
+    from tpusim.flow.cli import main as tpusim_main
+    onnx.save(qnets.conv_bn_relu(), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", qnets.inputs((1, 3, 16, 16), 1, seed=9)[0][0])        # batch dimension added
+    assert tpucompile_main([str(tmp_path / "m.onnx"), "--hw", "small", "-o", str(tmp_path / "a" / "m.tpubin"),
+                            "--input", str(tmp_path / "x.npy")]) == 0
+    out = capsys.readouterr().out
+    assert f"golden int8 outputs -> {tmp_path / 'a' / 'm.golden.npz'}; `tpusim run {tmp_path / 'a' / 'm.tpubin'} " \
+           f"--input {tmp_path / 'a' / 'm.input_q.npy'} --out DIR` gives them" in out, out
+    assert tpucompile_main([str(tmp_path / "m.onnx"), "--hw", "small", "-o", str(tmp_path / "b.tpubin")]) == 0
+    with_input, without = TpuBinary.read(tmp_path / "a" / "m.tpubin"), TpuBinary.read(tmp_path / "b.tpubin")
+    for b in (with_input, without):
+        del b.meta["stats"]["compile_seconds"]          # the only field that differs between two compiles
+    assert with_input.to_bytes() == without.to_bytes()
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["m.golden.npz", "m.input_q.npy", "m.tpubin"]
+    x_q = np.load(tmp_path / "a" / "m.input_q.npy")
+    assert x_q.dtype == np.int8 and x_q.shape == (1, 3, 16, 16) and len(np.unique(x_q)) > 100
+    gold = dict(np.load(tmp_path / "a" / "m.golden.npz"))
+    assert list(gold) == ["y"] and gold["y"].dtype == np.int8 and gold["y"].std() > 10
+    assert tpusim_main(["run", str(tmp_path / "a" / "m.tpubin"), "--input", str(tmp_path / "a" / "m.input_q.npy"),
+                        "--out", str(tmp_path / "run")]) == 0
+    assert np.array_equal(np.load(tmp_path / "run" / "y.npy"), gold["y"])
+    assert cosim_main(["--model", str(tmp_path / "m.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "r"),
+                       "--input", str(tmp_path / "x.npy")]) == 0
+    assert np.array_equal(np.load(tmp_path / "r" / "input_q.npy"), x_q)
+    assert np.array_equal(np.load(tmp_path / "r" / "out_y_simpy.npy"), gold["y"])
+
+
+@pytest.mark.parametrize("arrays,msg", [
+    ({"x": np.zeros((1, 3, 8, 8))}, "--input '{f}': array of shape (1, 3, 8, 8) does not fit the input 'x' of shape "
+                                    "(1, 3, 16, 16)"),
+    ({"a": np.zeros((1, 3, 16, 16)), "b": np.zeros(3)}, "--input '{f}': holds arrays ['a', 'b'], none named 'x' "
+                                                        "(the model's input)"),
+    ({"x": np.full((1, 3, 16, 16), "abc")}, "--input '{f}': array of dtype <U3, expected real numbers"),
+    ({"x": np.full((1, 3, 16, 16), np.inf)}, "--input '{f}': 768 values are NaN or infinite"),
+])
+def test_tpucompile_and_cosim_refuse_an_input_file_alike(arrays, msg, tmp_path, capsys):
+    """A misshaped array, an .npz without the input's name, a non-numeric or a non-finite array:
+    tpucompile --input and cosim --input (one reader, tpucompile.inputs) print the same one-line
+    message naming the file (and the input), exit 2, and tpucompile writes nothing."""
+    from tpucompile.cli import main as tpucompile_main
+    onnx.save(qnets.conv_bn_relu(), tmp_path / "m.onnx")
+    f = tmp_path / "in.npz"
+    np.savez(f, **arrays)
+    if len(arrays) == 1:                          # one array: also as an .npy
+        f = tmp_path / "in.npy"
+        np.save(f, next(iter(arrays.values())))
+    capsys.readouterr()
+    assert tpucompile_main([str(tmp_path / "m.onnx"), "--hw", "small", "-o", str(tmp_path / "o" / "m.tpubin"),
+                            "--input", str(f)]) == 2
+    assert capsys.readouterr().err == f"tpucompile: error: {msg.format(f=f)}\n"
+    assert not any((tmp_path / "o").iterdir())
+    assert cosim_main(["--model", str(tmp_path / "m.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "r"),
+                       "--input", str(f)]) == 2
+    assert capsys.readouterr().err.endswith(f"cosim: error: {msg.format(f=f)}\n")

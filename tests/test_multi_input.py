@@ -112,7 +112,35 @@ def test_two_inputs_errors(tmp_path, capsys):
     assert cosim_main(["--model", str(tmp_path / "m.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "b"),
                        "--input", str(tmp_path / "bad.npz")]) == 2
     err = capsys.readouterr().err
-    assert "array 'b': array of shape (1, 4, 4, 4) does not fit the input of shape (1, 4, 8, 8)" in err, err
+    assert "array 'b': array of shape (1, 4, 4, 4) does not fit the input 'b' of shape (1, 4, 8, 8)" in err, err
+
+
+def test_two_inputs_tpucompile_input(tmp_path, capsys):
+    """``tpucompile --input x.npz``: one quantized input file per input name and the golden
+    outputs, which ``tpusim run`` given both inputs by name reproduces; an .npz missing an
+    input's name is refused by tpucompile with cosim's message, before anything is written."""
+    from tpucompile.cli import main as tpucompile_main
+    from tpusim.flow.cli import main as tpusim_main
+    m, shapes = _two_input_model("add")
+    onnx.save(m, tmp_path / "m.onnx")
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "x.npz", **{n: rng.normal(0, 1, s).astype(np.float32) for n, s in shapes.items()})
+    assert tpucompile_main([str(tmp_path / "m.onnx"), "--hw", "small", "-o", str(tmp_path / "o" / "m.tpubin"),
+                            "--input", str(tmp_path / "x.npz")]) == 0
+    gold = np.load(tmp_path / "o" / "m.golden.npz")
+    assert tpusim_main(["run", str(tmp_path / "o" / "m.tpubin"), "--out", str(tmp_path / "run")]
+                       + [f"--input={n}={tmp_path / 'o' / f'm.input_q_{n}.npy'}" for n in shapes]) == 0
+    assert list(gold) == ["y"] and np.array_equal(np.load(tmp_path / "run" / "y.npy"), gold["y"])
+    np.savez(tmp_path / "miss.npz", a=np.zeros(shapes["a"]))
+    capsys.readouterr()
+    assert tpucompile_main([str(tmp_path / "m.onnx"), "--hw", "small", "-o", str(tmp_path / "p" / "m.tpubin"),
+                            "--input", str(tmp_path / "miss.npz")]) == 2
+    msg = f"--input '{tmp_path / 'miss.npz'}': the model's run-time inputs are ['a', 'b']; missing ['b']\n"
+    assert capsys.readouterr().err == "tpucompile: error: " + msg
+    assert not any((tmp_path / "p").iterdir())
+    assert cosim_main(["--model", str(tmp_path / "m.onnx"), "--hw", "small", "--no-rtl", "--out", str(tmp_path / "r"),
+                       "--input", str(tmp_path / "miss.npz")]) == 2
+    assert capsys.readouterr().err.endswith("cosim: error: " + msg)
 
 
 @pytest.mark.rtl

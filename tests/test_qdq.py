@@ -166,3 +166,28 @@ def test_int16_activations_are_refused_naming_the_node():
     z.CopyFrom(numpy_helper.from_array(np.int16(0), "z0"))
     with pytest.raises(CompileError, match=r"node 'dq0' \(DequantizeLinear\): int16 activations unsupported"):
         compile_model(m, qnets.inputs((1, 3, 6, 6), 1))
+
+
+def test_quantize_static_advice_is_dropped_and_nothing_else(tmp_path, caplog):
+    """realdata._quiet_quantize_advice (around the built-in resnet50-qdq's quantize_static):
+    onnxruntime.quantization's advice to pre-process (logged as root WARNINGs, printed in every
+    compile of resnet50-qdq with its 53 per-channel axis notes) is dropped; the same messages at
+    ERROR level, and other warnings, pass."""
+    import logging
+
+    from tpucompile.realdata import _QuantizeAdvice, _quiet_quantize_advice
+    advice = "Please consider"
+    with caplog.at_level(logging.WARNING):
+        _qdq(tmp_path, qnets.conv_bn_relu)
+    assert any(advice in r.getMessage() for r in caplog.records)            # what the filter is for
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), _quiet_quantize_advice():
+        _qdq(tmp_path, qnets.conv_bn_relu)
+        logging.warning("another warning")
+    assert [r.getMessage() for r in caplog.records] == ["another warning"]
+    where = quantize_static.__code__.co_filename
+    rec = lambda level, msg: logging.LogRecord("root", level, where, 1, msg, None, None)  # noqa: E731
+    f = _QuantizeAdvice()
+    assert not f.filter(rec(logging.WARNING, "Axis 1 is out-of-range for weight 'w' with rank 1"))
+    assert f.filter(rec(logging.ERROR, "Axis 1 is out-of-range for weight 'w' with rank 1"))
+    assert f.filter(rec(logging.WARNING, "Calibration failed"))

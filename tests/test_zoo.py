@@ -96,3 +96,26 @@ def test_the_zoo_table_never_cuts_a_model_name():
                 got[-1][1] += " " + cells[-1]
     assert "…" not in text and [m for m, _ in got] == [r["model"] for r in rows], text
     assert " ".join(got[-1][1].split()) == f"refused: {why}", got[-1]
+
+
+def test_bench_zoo_marks_each_budget(tmp_path, capsys):
+    """`make bench-zoo`'s table marks compile and SimPy seconds within / over their budgets
+    (compile <= 5 s, SimPy <= 30 s), its JSON rows carry the same verdicts and a line names
+    every figure over budget; a real run of resnet50-reduced on small, then rows over budget."""
+    import json
+
+    from tpusim.flow import bench_zoo
+    assert bench_zoo.main(["--hw", "small", "--models", "resnet50-reduced", "--out", str(tmp_path / "z"),
+                           "--json", str(tmp_path / "zoo.json")]) == 0
+    out = capsys.readouterr().out
+    (row,) = json.loads((tmp_path / "zoo.json").read_text())
+    for stage, budget in (("compile", 5.0), ("simpy", 30.0)):
+        assert row[f"{stage}_within"] == (row[f"{stage}_s"] <= budget), row
+        assert bench_zoo.budget_cell(row[f"{stage}_s"], stage) in out, out
+    assert out.rstrip().endswith("every figure within budget" if row["compile_within"] and row["simpy_within"]
+                                 else "s")
+    assert bench_zoo.budget_cell(6.24, "compile") == "6.2 over" and bench_zoo.budget_cell(30.0, "simpy") == "30.0 within"
+    assert bench_zoo.budget_cell(None, "simpy") == "-"
+    rows = [{"model": "vgg19", "compile_s": 6.2, "simpy_s": 12.0}, {"model": "a", "compile_s": 1.0, "simpy_s": 31.5},
+            {"model": "refused", "error": "x"}]
+    assert bench_zoo.over_budget(rows) == ["vgg19 compile 6.2 s > 5 s", "a simpy 31.5 s > 30 s"]

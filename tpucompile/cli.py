@@ -1,11 +1,16 @@
-"""tpucompile MODEL.onnx --hw CONFIG -o OUT.tpubin [--dump-ir DIR] [--calib N|DIR|FILE]
+"""tpucompile MODEL.onnx --hw CONFIG -o OUT.tpubin [--dump-ir DIR] [--calib N|DIR|FILE] [--input FILE]
 
 Front end (import -> passes -> calibrate/quantize, tpucompile.quantize.compile_model) and back end
 (tpucompile.backend.compile.compile_qgraph). Calibration samples (tpucompile.inputs): the real
 photographs of tpucompile.realdata at the model's input size (``--calib N`` of them, default 4;
 for a model whose input is not a 3-channel image, seeded normal noise), a folder of images or an
 .npy/.npz stack (a model with several run-time inputs: seeded noise for each, or an .npz of one
-stack per input name). Every TpuError -> one line on stderr, exit 2.
+stack per input name). ``--input FILE.npy|.npz``: a test input, read and checked as cosim's
+(tpucompile.inputs: the same messages); the golden int8 model runs it on the compiled graph and
+its device outputs go next to the binary (OUT.golden.npz, one int8 array per output name) with
+the quantized input (OUT.input_q.npy, or OUT.input_q_<name>.npy per input) that ``tpusim run
+OUT.tpubin --input ...`` takes: the outputs a run of the binary must give. The binary is the same
+with or without it. Every TpuError -> one line on stderr, exit 2.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from tpusim.arch.cliutil import quiet_interrupt
 
 quiet_interrupt("tpucompile")        # a Ctrl-C while the modules below load (seconds): one line
 
-from tpucompile import inputs
+from tpucompile import golden, inputs
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.driver import MODELS, load_model_head, missing_model_error, token_data
 from tpucompile.quantize import compile_model
@@ -27,15 +32,34 @@ from tpucompile.stages import IrDumps
 from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
+from tpusim.arch.fileio import file_part, save_npy_atomic, save_npz_atomic
 from tpusim.arch.isa import decode_program
 
 
-def _calib_samples(model, calib, head=None):
-    """``--calib``: a count of built-in photographs (noise for a non-image model) or a path; a
-    token-id model (``head``): its host embeddings of seeded token ids."""
+def _model_data(model, calib, head=None, input_path=None) -> tuple:
+    """(test input, calibration samples, notes): ``--calib`` a count of built-in photographs
+    (noise for a non-image model) or a path, ``--input`` a file or None (cosim's reading and
+    checks); a token-id model (``head``): its host embeddings of seeded token ids (or of the
+    file's)."""
     if head is not None:
-        return token_data(head, None, calib, model)[1]
-    return inputs.model_data(model, None, calib)[1]
+        return token_data(head, input_path, calib, model)
+    return inputs.model_data(model, input_path, calib)
+
+
+def _write_golden(qg, b, x, output: str) -> tuple[Path, list[str]]:
+    """``--input``: the quantized test input and the golden int8 model's device outputs on it,
+    next to ``output`` (OUT.input_q.npy, or OUT.input_q_<name>.npy per input of a model with
+    several; OUT.golden.npz by output name): (the .npz, the ``tpusim run`` --input arguments)."""
+    stem = Path(output).with_suffix("")
+    x_q = golden.quantize_input(qg, x)
+    env = golden.run_golden(qg, x_q)
+    args = []
+    for name, q in (x_q.items() if isinstance(x_q, dict) else [(None, x_q)]):
+        path = Path(f"{stem}.input_q{'' if name is None else '_' + file_part(name)}.npy")
+        save_npy_atomic(path, q)
+        args.append(f"--input {path}" if name is None else f"--input '{name}={path}'")
+    save_npz_atomic(Path(f"{stem}.golden.npz"), {d.name: env[qg.resolve(d.name)] for d in b.outputs})
+    return Path(f"{stem}.golden.npz"), args
 
 
 def _check_destinations(a) -> None:
@@ -59,6 +83,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dump-ir", metavar="DIR", help="write the IR after every front-end and back-end "
                                                      "pass (NN_<pass>.mlir/.txt), the program and meta")
     inputs.add_calib_options(ap)
+    ap.add_argument("--input", metavar="FILE.npy|.npz",
+                    help="a test input (float32 of the model's input shape; an .npz of one array per input "
+                         "name): writes OUT.golden.npz, the golden int8 model's outputs on it, and the quantized "
+                         "input OUT.input_q.npy (OUT.input_q_<name>.npy per input) for tpusim run")
     ap.add_argument("--no-im2col", action="store_true", help="compute the first conv directly on the image")
     ap.add_argument("--synthetic-weights", type=int, default=None, metavar="SEED",
                     help="replace the model file's Conv/Gemm/BatchNorm weights by seeded synthetic ones (a "
@@ -80,12 +108,17 @@ def main(argv=None) -> int:
             model, head = load_model_head(p, a.synthetic_weights)
         t1 = time.perf_counter()
         dumps = IrDumps.open(a.dump_ir)
-        qg, _ = compile_model(model, lambda: _calib_samples(model, calib, head), dumps, calib_method=a.calib_method,
-                              host_tail=a.host_tail, cfg=cfg)
+        data = []
+
+        def samples():
+            data[:] = _model_data(model, calib, head, a.input)
+            return data[1]
+        qg, _ = compile_model(model, samples, dumps, calib_method=a.calib_method, host_tail=a.host_tail, cfg=cfg)
         t2 = time.perf_counter()
         b = compile_qgraph(qg, cfg, im2col=not a.no_im2col, model_name=p.stem, dump_ir=dumps)
         t3 = time.perf_counter()
         b.write(a.output)
+        written = _write_golden(qg, b, data[0], a.output) if a.input else None
         if a.dump_ir:
             d = Path(a.dump_ir)
             d.mkdir(parents=True, exist_ok=True)
@@ -100,6 +133,11 @@ def main(argv=None) -> int:
           f"DDR footprint {s['ddr_footprint'] / 2**20:.2f} MiB (weights {s['const_bytes'] / 2**20:.2f} MiB), "
           f"DDR traffic {s['ddr_load_bytes'] / 2**20:.2f} MiB in / {s['ddr_store_bytes'] / 2**20:.2f} MiB out; "
           f"compile {t3 - t0:.2f} s (front end {t2 - t1:.2f} s, back end {t3 - t2:.2f} s)")
+    if written:
+        for note in data[2]:
+            print(f"note: {note}")
+        print(f"--input {a.input}: golden int8 outputs -> {written[0]}; `tpusim run {a.output} {' '.join(written[1])} "
+              "--out DIR` gives them")
     return 0
 
 

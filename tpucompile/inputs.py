@@ -47,7 +47,10 @@ def add_calib_options(ap) -> None:
                     help="N built-in photographs (1..25, default 4; seeded noise for a non-image model), "
                          "a folder of images, or an .npy/.npz stack of samples")
     ap.add_argument("--calib-method", default="minmax", choices=CALIB_METHODS,
-                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL)")
+                    help="activation ranges: minmax (default), percentile (99.99), mse, entropy (KL). With "
+                         "every method a calibration sample's isolated outliers (values beyond 256x its largest "
+                         "|x| after its largest max(4, 0.1 %%) values, e.g. one 1e30) are first clipped to the range of "
+                         "its other values, with a warning naming the input")
 
 
 def calib_arg(text: str):
@@ -90,14 +93,18 @@ def input_spec(model) -> tuple[str, tuple]:
     return specs[0]
 
 
-def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None) -> np.ndarray:
+def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None, name: str | None = None) -> np.ndarray:
+    """``a`` as float32 of ``shape`` (a missing leading batch dimension of 1 added; a channels-last
+    model's NHWC array transposed); CompileError starting with ``what`` for a non-numeric dtype, a
+    shape that does not fit (naming the input ``name`` when given) or a non-finite value."""
     if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
         raise CompileError(f"{what}: array of dtype {a.dtype}, expected real numbers")
     a = to_model_layout(a, layout)          # a channels-last model's NHWC array (frontend/nhwc_input)
     if tuple(a.shape) == tuple(shape[1:]) and shape[0] == 1:
         a = a[None]
     if tuple(a.shape) != tuple(shape):
-        raise CompileError(f"{what}: array of shape {tuple(a.shape)} does not fit the input of shape {tuple(shape)}")
+        raise CompileError(f"{what}: array of shape {tuple(a.shape)} does not fit the input "
+                           f"{'' if name is None else repr(name) + ' '}of shape {tuple(shape)}")
     a = a.astype(np.float32)
     if not np.isfinite(a).all():
         raise CompileError(f"{what}: {int((~np.isfinite(a)).sum())} values are NaN or infinite")
@@ -159,7 +166,7 @@ def load_input(path: str | Path, name: str, shape: tuple, layout: dict | None = 
             data = next(iter(data.values()))
         else:
             raise CompileError(f"--input {str(p)!r}: holds arrays {sorted(data)}, none named {name!r} (the model's input)")
-    return _fit(np.asarray(data), shape, f"--input {str(p)!r}", layout)
+    return _fit(np.asarray(data), shape, f"--input {str(p)!r}", layout, name)
 
 
 def _image(path: Path, shape: tuple) -> np.ndarray:
@@ -265,7 +272,7 @@ def load_inputs(path: str | Path, specs: list, model=None) -> dict:
     p = Path(path)
     data = _npz_names(p, _read(p, "--input"), specs, "--input", "one array")
     return {n: _fit(np.asarray(data[n]), shape, f"--input {str(p)!r} array {n!r}",
-                    input_layout(model, n) if model is not None else None) for n, shape in specs}
+                    input_layout(model, n) if model is not None else None, n) for n, shape in specs}
 
 
 def load_calibs(path: str | Path, specs: list, model=None) -> list[dict]:

@@ -16,8 +16,9 @@ from tpucompile.frontend.onnx_import import runtime_inputs
 from tpucompile.ops.common import activation_params, one_line
 from tpusim.arch.errors import CompileError
 
-__all__ = ["calibrate", "check_host_memory", "session_input", "session_feed", "session_with_outputs", "CALIB_METHODS",
-           "DEFAULT_PERCENTILE"]
+__all__ = ["calibrate", "clip_input_outliers", "check_host_memory", "session_input", "session_feed", "session_with_outputs", "CALIB_METHODS",
+           "DEFAULT_PERCENTILE", "OUTLIER_INPUT_FACTOR", "OUTLIER_INPUT_SHARE",
+           "OUTLIER_INPUT_MIN"]
 
 
 #: initializers of at least this many bytes reach onnxruntime as arrays, not serialized
@@ -172,7 +173,7 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     """Run `model` on every image (float32 NCHW arrays) and return {name: (lo, hi)} (floats) for
     each ONNX tensor in `names`, by ``method``:
 
-    * ``minmax``: min and max over all images (one outlier value sets the range);
+    * ``minmax``: min and max over all images;
     * ``percentile``: per image the (100 - p) and p percentiles (data points, not interpolated),
       then the median over the images: one bad image (an outlier, a saturated sensor) does not set
       the range, as it would with minmax or TensorRT's mean over batches;
@@ -195,9 +196,15 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     the samples' mid-ranges ``max - min of (min_s + max_s) / 2`` (``widen_by_offset_spread``;
     nothing with one sample).
 
+    Before any method, each sample's isolated outliers are clipped (``clip_input_outliers``, one
+    warning per input on stderr): a handful of values far beyond the rest of their sample would
+    otherwise set the range of every tensor after them, with every method when there is one
+    sample and with minmax always.
+
     ``weights``: {initializer name: read-only array} of ``model`` already read (``import_onnx``).
 
-    Raises CompileError if `images` is empty or ``method`` is unknown."""
+    Raises CompileError if `images` is empty or ``method`` is unknown, or if onnxruntime's FP32
+    run of a sample overflows (an infinite or NaN value in a calibrated tensor)."""
     names = list(dict.fromkeys(names))
     if method not in CALIB_METHODS:
         raise CompileError(f"calibration method {method!r} unknown; known: {', '.join(CALIB_METHODS)}")
@@ -212,6 +219,7 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     else:
         meta = session_input(sess, model)
         feeds = [{meta.name: _check_image(i, x, meta.name, meta.shape)} for i, x in enumerate(images)]
+    feeds = clip_input_outliers(feeds)
     lo = {n: np.inf for n in names}
     hi = {n: -np.inf for n in names}
     pct = {n: [] for n in names}
@@ -220,12 +228,15 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     rng = np.random.default_rng(0)
     offset_free = set(row_offset_free)
     mids = {n: [] for n in names if n in offset_free}     # per sample (min + max) / 2
-    for feed in feeds:
+    for i, feed in enumerate(feeds):
         for n, v in zip(names, sess.run(names, feed)):
-            lo[n] = min(lo[n], float(v.min()))
-            hi[n] = max(hi[n], float(v.max()))
+            v_lo, v_hi = float(v.min()), float(v.max())
+            if not (np.isfinite(v_lo) and np.isfinite(v_hi)):
+                raise _overflow_error(i, n, v, feed)
+            lo[n] = min(lo[n], v_lo)
+            hi[n] = max(hi[n], v_hi)
             if n in mids:
-                mids[n].append((float(v.min()) + float(v.max())) / 2)
+                mids[n].append((v_lo + v_hi) / 2)
             if method == "minmax":
                 continue
             v = np.asarray(v, np.float64).ravel()
@@ -247,6 +258,82 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     return out
 
 
+#: a calibration sample's value is an isolated outlier when its magnitude is more than
+#: OUTLIER_INPUT_FACTOR times the sample's reference magnitude: its (K + 1)-th largest |x|, K =
+#: the most outliers a sample may have, OUTLIER_INPUT_SHARE of its values but at least
+#: OUTLIER_INPUT_MIN (a 16x16 image's 768 values: 4). Kept, such a value would leave all other
+#: values but K within one int8 step of the tensor's range (255 steps span it): every layer after
+#: it reads zeros. Clipped, they keep their resolution. Data whose largest values lie within 256x
+#: of that reference (photographs, noise, embeddings: every built-in model's samples) is untouched
+OUTLIER_INPUT_FACTOR = 256.0
+OUTLIER_INPUT_SHARE = 0.001
+OUTLIER_INPUT_MIN = 4
+
+
+def _sample_outliers(a: np.ndarray):
+    """(outlier count, largest outlier, (reference magnitude, K), clipped array) of one
+    calibration array ``a``, or None when it has no isolated outlier, or too few values to tell
+    (at most OUTLIER_INPUT_MIN), or a reference of 0 (a sparse array, where a large value is not
+    known to be an outlier)."""
+    mag = np.abs(a).ravel()
+    k = max(OUTLIER_INPUT_MIN, int(OUTLIER_INPUT_SHARE * mag.size))
+    if mag.size <= k:
+        return None
+    peak = float(mag.max())
+    ref = float(np.partition(mag, mag.size - 1 - k)[mag.size - 1 - k])
+    cut = OUTLIER_INPUT_FACTOR * ref
+    if not (ref > 0.0 and peak > cut):
+        return None
+    far = np.abs(a) > cut
+    kept = a[~far]
+    return (int(far.sum()), float(a.ravel()[int(np.argmax(mag))]), (ref, k),
+            np.clip(a, kept.min(), kept.max()).astype(a.dtype))
+
+
+def clip_input_outliers(feeds: list[dict]) -> list[dict]:
+    """The calibration feeds ({input name: float32 array} per sample) with each sample's
+    isolated outliers clipped to the range of that sample's other values: at most K values
+    (OUTLIER_INPUT_SHARE of the sample, at least OUTLIER_INPUT_MIN) of magnitude more than
+    OUTLIER_INPUT_FACTOR x the sample's (K + 1)-th largest |x| (one 1e30 in an image). Clipped
+    at the input, they reach no tensor of onnxruntime's FP32 run, so no calibrated range
+    downstream sees them. Prints one warning
+    line per input that had any on stderr, naming the input, the count, the samples and the
+    largest value."""
+    found = {}                      # input name -> [values, samples, largest, its sample's reference]
+    out = []
+    for feed in feeds:
+        clipped = {}
+        for name, a in feed.items():
+            hit = _sample_outliers(a)
+            if hit is None:
+                clipped[name] = a
+                continue
+            count, largest, ref, clipped[name] = hit
+            f = found.setdefault(name, [0, 0, largest, ref])
+            f[0] += count
+            f[1] += 1
+            if abs(largest) > abs(f[2]):
+                f[2], f[3] = largest, ref
+        out.append(clipped)
+    for name, (count, samples, largest, ref) in found.items():
+        print(f"warning: calibration input {name!r}: {count} isolated outlier value{'s' if count != 1 else ''} "
+              f"clipped to the range of {'their' if count != 1 else 'its'} sample's other values, in {samples} of "
+              f"{len(feeds)} sample{'s' if len(feeds) != 1 else ''} (largest {largest:.6g}, more than "
+              f"{OUTLIER_INPUT_FACTOR:g}x {ref[0]:.4g}, the sample's largest |x| after its top {ref[1]}); kept, "
+              "it would set the range of every tensor after it", file=sys.stderr)
+    return out
+
+
+def _overflow_error(i: int, name: str, v: np.ndarray, feed: dict) -> CompileError:
+    """The CompileError for calibration sample #i whose FP32 tensor ``name`` (values ``v``) holds
+    infinities or NaN: float32 overflowed on the sample's data."""
+    bad = int((~np.isfinite(v)).sum())
+    peak = max(float(np.abs(a).max(initial=0.0)) for a in feed.values())
+    return CompileError(f"calibration sample #{i}: onnxruntime's FP32 tensor {name!r} has {bad} infinite or NaN "
+                        f"values (float32 overflows on this sample, whose values reach {peak:.4g}); scale the "
+                        "calibration data to the model's input range")
+
+
 def widen_by_offset_spread(rng: tuple, mids: list) -> tuple:
     """``rng`` (lo, hi) widened on each side by ``max(mids) - min(mids)``: ``mids`` are the
     calibration samples' mid-ranges ``(min_s + max_s) / 2`` of a tensor whose consumer cancels a
@@ -266,7 +353,8 @@ def _qdq(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 #: ``mse`` / ``entropy``: a value more than this many times the median over the calibration
 #: samples of their max |x| is an outlier: left out of the MSE and of the histogram, so one 1e30
-#: in one sample cannot set a range (``minmax`` keeps it by definition)
+#: in one sample cannot set a range (an isolated outlier within its sample is clipped before any
+#: method: ``clip_input_outliers``)
 OUTLIER_FACTOR = 16.0
 
 

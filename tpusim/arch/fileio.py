@@ -40,8 +40,21 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode())
 
 
+def file_part(name: str) -> str:
+    """A tensor or input name as part of a file name (characters other than letters, digits and
+    ``-_.`` replaced by ``_``)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
 def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
     """np.save, atomically (``path`` should end in .npy)."""
     buf = io.BytesIO()
     np.save(buf, array, allow_pickle=False)
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def save_npz_atomic(path: str | Path, arrays: dict) -> None:
+    """np.savez of {name: array}, atomically (``path`` should end in .npz)."""
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
     write_bytes_atomic(path, buf.getvalue())

@@ -6,7 +6,9 @@ Per model: load s (the ONNX file, or a built-in's seeded weights or its quantize
 version, and its images), compile s (compile_onnx with its IR dumps, the binary written), SimPy s, cycles, utilisation, cosine / SQNR of the int8 output against
 onnxruntime FP32, top-1 / top-5 agreement, and the verdict (golden = SimPy on every layer); a
 model the compiler refuses gets its one-line reason instead. Budgets (issue 9): compile <= 5 s and
-SimPy <= 30 s per model on seed; the figures are printed, not asserted.
+SimPy <= 30 s per model on seed; the figures are printed, not asserted: each is marked within or
+over its budget (and the JSON rows carry ``compile_within`` / ``simpy_within``), and a line after
+the table names every figure over budget.
 """
 from __future__ import annotations
 
@@ -24,6 +26,24 @@ from tpusim.flow.cosim import run
 BUDGETS_S = {"compile": 5.0, "simpy": 30.0}
 
 
+def within_budget(seconds: float | None, stage: str) -> bool | None:
+    """Whether ``seconds`` of ``stage`` ("compile" or "simpy") is within BUDGETS_S; None without a
+    figure."""
+    return None if seconds is None else seconds <= BUDGETS_S[stage]
+
+
+def budget_cell(seconds: float | None, stage: str) -> str:
+    """A table cell: "3.1 within" / "6.2 over" (the budget of ``stage``), "-" without a figure."""
+    ok = within_budget(seconds, stage)
+    return "-" if ok is None else f"{seconds:.1f} {'within' if ok else 'over'}"
+
+
+def over_budget(rows: list[dict]) -> list[str]:
+    """"model stage 6.2 s > 5 s" for every figure of ``rows`` over its budget."""
+    return [f"{r['model']} {stage} {r[f'{stage}_s']:.1f} s > {BUDGETS_S[stage]:g} s" for r in rows
+            for stage in BUDGETS_S if within_budget(r.get(f"{stage}_s"), stage) is False]
+
+
 def _row(name: str, hw: str, out: Path) -> dict:
     t = time.perf_counter()
     try:
@@ -35,7 +55,8 @@ def _row(name: str, hw: str, out: Path) -> dict:
             "simpy_s": v.times_s.get("simpy"),
             "cycles": v.cycles_simpy, "utilisation": v.utilisation, "cosine": a.get("cosine"), "sqnr_db": a.get("sqnr_db"),
             "top1": a.get("top1_agree"), "top5": a.get("top5_overlap"),
-            "dataset_top1": (v.dataset or {}).get("golden_top1"), "wall_s": time.perf_counter() - t}
+            "dataset_top1": (v.dataset or {}).get("golden_top1"), "wall_s": time.perf_counter() - t,
+            **{f"{stage}_within": within_budget(v.times_s.get(stage), stage) for stage in BUDGETS_S}}
 
 
 #: the zoo table's console width (the terminal's is not asked: the table goes to logs too)
@@ -59,8 +80,9 @@ def zoo_table(rows: list, hw: str):
         if "error" in r:
             t.add_row(r["model"], "", "", "", "", "", "", "", "", "", f"refused: {r['error']}")
             continue
-        t.add_row(r["model"], f(r["load_s"], ".1f"), f(r["compile_s"], ".1f"), f(r["simpy_s"], ".1f"), f(r["cycles"], ","),
-                  f(r["utilisation"], ".1%"), f(r["cosine"], ".4f"), f(r["sqnr_db"], ".1f"),
+        t.add_row(r["model"], f(r["load_s"], ".1f"), budget_cell(r["compile_s"], "compile"),
+                  budget_cell(r["simpy_s"], "simpy"), f(r["cycles"], ","), f(r["utilisation"], ".1%"),
+                  f(r["cosine"], ".4f"), f(r["sqnr_db"], ".1f"),
                   "-" if r["top1"] is None else ("agree" if r["top1"] else "differ"),
                   "-" if r["top5"] is None else f"{r['top5']}/5",
                   ("PASS" if r["passed"] else "FAIL") + ("" if r["dataset_top1"] is None
@@ -88,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
     Console(width=ZOO_TABLE_WIDTH).print(zoo_table(rows, a.hw))
+    over = over_budget(rows)
+    print(f"over budget: {'; '.join(over)}" if over else "every figure within budget")
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0 if all(r.get("passed", True) for r in rows) else 1

@@ -24,7 +24,7 @@ from tpucompile import driver, fp32, golden, inputs
 from tpusim.arch.cliutil import user_errors, writable_dir
 from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
-from tpusim.arch.fileio import save_npy_atomic
+from tpusim.arch.fileio import file_part, save_npy_atomic
 from tpusim.arch.host_transforms import host_feeds
 from tpusim.arch.retire import first_retire_difference
 from tpusim.flow import dataset_eval, layer_report
@@ -165,8 +165,8 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         feeds = host_feeds(res.binary, x_q)
         if isinstance(x_q, dict):          # several run-time inputs: one file of each per input
             for n in x_q:
-                save_npy_atomic(out / f"input_q_{_file_part(n)}.npy", x_q[n])
-                save_npy_atomic(out / f"input_device_{_file_part(n)}.npy", feeds[n])
+                save_npy_atomic(out / f"input_q_{file_part(n)}.npy", x_q[n])
+                save_npy_atomic(out / f"input_device_{file_part(n)}.npy", feeds[n])
             key_in = feeds
         else:
             save_npy_atomic(out / "input_q.npy", x_q)
@@ -242,7 +242,7 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         if rtl_res is not None:
             m["simpy_vs_rtl"] = count_mismatch(s, rtl_res.outputs.get(desc.name))
         v.mismatches[desc.name] = m
-        save_npy_atomic(out / f"out_{_file_part(desc.name)}_simpy.npy", s)
+        save_npy_atomic(out / f"out_{file_part(desc.name)}_simpy.npy", s)
 
     # accuracy layer by layer: the golden int8 tensors (= SimPy's, checked above) vs FP32
     t = time.perf_counter()
@@ -293,11 +293,6 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         v.traffic = traffic_figures(meta, c)
     v.write(out / "verdict.json")
     return v
-
-
-def _file_part(name: str) -> str:
-    """An input name as part of a file name."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _host_tail_accuracy(qg, gold: dict, onnx_model, x_float, h: dict, out: Path) -> list[str]:
