@@ -4,7 +4,8 @@
 // burst buffers live in tpu_ddr_arbiter (written in the DDR domain); the DMA write burst buffers
 // live in the STORE shim (written in the core domain). DDR requests cross as per-slot
 // address/size registers plus a gray-coded request counter, completions as a gray-coded
-// completion counter (both CntW bits); SRAM requests cross to the shims the same way.
+// completion counter (both CntW bits); SRAM requests cross to the shims the same way. Up to
+// DMA_MAX_INFLIGHT instructions per channel are in flight (free/hold to the engine controller).
 
 `default_nettype none
 
@@ -25,9 +26,13 @@ module tpu_dma
   input  wire logic                             ld_launch_i,
   input  wire logic [INSTR_BITS-1:0]            ld_instr_i,
   output      logic                             ld_done_o,
+  output      logic                             ld_free_o,
+  output      logic                             ld_hold_o,
   input  wire logic                             st_launch_i,
   input  wire logic [INSTR_BITS-1:0]            st_instr_i,
   output      logic                             st_done_o,
+  output      logic                             st_free_o,
+  output      logic                             st_hold_o,
   // DDR arbiter: requester 1 (read), 2 (write)
   output      logic [CntW-1:0]                  rd_req_cnt_o,    // gray
   output      logic [K-1:0][DDR_ADDR_BITS-1:0]               rd_addr_o,
@@ -66,6 +71,8 @@ module tpu_dma
     .launch_i       (ld_launch_i),
     .launch_instr_i (ld_instr_i),
     .done_o         (ld_done_o),
+    .free_o         (ld_free_o),
+    .hold_o         (ld_hold_o),
     .ddr_req_cnt_o  (rd_req_cnt_o),
     .ddr_addr_o     (rd_addr_o),
     .ddr_bytes_o    (rd_bytes_o),
@@ -107,6 +114,8 @@ module tpu_dma
     .launch_i       (st_launch_i),
     .launch_instr_i (st_instr_i),
     .done_o         (st_done_o),
+    .free_o         (st_free_o),
+    .hold_o         (st_hold_o),
     .ddr_req_cnt_o  (wr_req_cnt_o),
     .ddr_addr_o     (wr_addr_o),
     .ddr_bytes_o    (wr_bytes_o),

@@ -10,7 +10,13 @@
 //          f_j = cdc(sram done -> dma).
 //   STORE: A = SRAM read request at r_j = max(d_{j-1}, f_{j-K}) (r_0 = s), seen done at d_j;
 //          B = DDR write request at d_j, finished at f_j = cdc(done_j -> dma).
-// The instruction completes at c = f_{N-1} (done_o high during the cycle before).
+// The instruction completes at c = max(f_{N-1}, c_prev + 1) (done_o high during the cycle
+// before; c_prev: the previous instruction's completion, in order). Up to DMA_MAX_INFLIGHT
+// instructions are in flight: the walker is free (free_o high during the cycle before the free
+// edge f = r_{N-1} + 1) one edge after the last A launch, and the next instruction may start at
+// s >= f + 1 if its first A launch may happen at s (hold_o low: buffer of burst a_cnt free, and
+// STORE: the previous SRAM read seen done); burst numbers and the K buffers continue across
+// instructions as one ring. Per in-flight instruction a record holds a_cnt past its last burst.
 // Counters (global, CntW bits, same order on both sides of every crossing): a_cnt (A launches),
 // a_seen (A completions seen), b_cnt (B launches), b_seen (B completions seen, incl. this edge).
 // DDR requests: per-slot address/size registers plus a gray-coded request counter (the DDR
@@ -19,7 +25,8 @@
 // same way to the core-domain shim (tpu_dma_sram_shim): per-slot word/length/mask/buffer-word
 // registers plus a gray-coded request counter out, a gray-coded completion counter back; the
 // shim runs them one after another in order. An instruction without any byte (inner_bytes,
-// count1 or count2 zero) completes at s + 1.
+// count1 or count2 zero; never launched on the chip: tpu_dma_check flags it dma_zero_length and
+// it runs as a NOP) frees the channel at s + 1 and completes at s + 1 if none is in flight.
 
 `default_nettype none
 
@@ -39,7 +46,9 @@ module tpu_dma_channel
   // engine controller
   input  wire logic                      launch_i,        // instruction starts at the coming edge
   input  wire logic [INSTR_BITS-1:0]     launch_instr_i,
-  output      logic                      done_o,          // completes at the coming edge
+  output      logic                      done_o,          // oldest completes at the coming edge
+  output      logic                      free_o,          // all A launched: free at the coming edge
+  output      logic                      hold_o,          // a start at the coming edge may not launch
   // DDR arbiter (request queue: slot j mod K, gray request counter; gray completion counter)
   output      logic [CntW-1:0]           ddr_req_cnt_o,   // gray
   output      logic [K-1:0][DDR_ADDR_BITS-1:0]        ddr_addr_o,
@@ -56,6 +65,8 @@ module tpu_dma_channel
 
   localparam int unsigned BurstLog = $clog2(BURST_BYTES);
   localparam int unsigned SlotBits = (K > 1) ? $clog2(K) : 1;
+  localparam int unsigned Recs     = DMA_MAX_INFLIGHT;
+  localparam int unsigned RecBits  = $clog2(Recs + 1);
 
   typedef logic [CntW-1:0] cnt_t;
 
@@ -78,7 +89,7 @@ module tpu_dma_channel
   assign f_empty = (desc.inner_bytes == '0 || desc.count1 == '0 || desc.count2 == '0);
 
   // ---- walker state (the last A-launched burst) ----------------------------------------------
-  logic        active_q, empty_q;
+  logic        walk_q, empty_q;    // walking an instruction's bursts; an empty one started
   logic [19:0] inner_q, sstride1_q, sstride2_q;
   logic [15:0] count1_q, count2_q, o1_q, o2_q;
   logic [31:0] dstride1_q, dstride2_q;
@@ -184,6 +195,15 @@ module tpu_dma_channel
     b_bufw = WIdxBits'(32'(slot_of(a_cnt_q)) * Wpb + 32'(b_ddr[BurstLog-1:0]) / WORD_BYTES);
   end
 
+  // ---- in-flight instructions: rec_end_q[i] = a_cnt past the last burst (i = 0 the oldest) ----
+  logic [RecBits-1:0] rec_n_q;
+  cnt_t               rec_end_q [Recs];
+  logic               oldest_closed, rec_push, rec_pop;
+  // the youngest record is open (end not known) while the walker walks it
+  assign oldest_closed = (rec_n_q != '0) && !(walk_q && rec_n_q == RecBits'(1));
+  assign rec_push      = launch_i;
+  assign rec_pop       = done_o;
+
   // ---- launch rules ---------------------------------------------------------------------------
   logic buf_free, a_gate, a_launch, b_launch;
   assign buf_free = 32'(cnt_t'(a_cnt_q - b_seen)) < K;   // buffer of burst a_cnt is free
@@ -198,13 +218,22 @@ module tpu_dma_channel
     // B (SRAM write): DDR read seen done (d_j), one per edge (queued in the shim)
     assign b_launch = (b_cnt_q != a_seen);
   end
-  assign a_launch = (launch_i && !f_empty) || (active_q && !empty_q && !is_last && a_gate);
-
-  assign done_o = active_q && (empty_q || (is_last && (b_seen == a_cnt_q) && (b_seen != b_done_q)));
+  assign a_launch = (launch_i && !f_empty) || (walk_q && !is_last && a_gate);
+  // a start at the coming edge launches its first A there: the same gate as any A launch
+  if (IsStore) begin : g_hold_st
+    assign hold_o = !((a_cnt_q == a_seen) && buf_free);
+  end else begin : g_hold_ld
+    assign hold_o = !buf_free;
+  end
+  assign free_o = (walk_q && is_last) || empty_q;
+  // oldest done: every burst up to its end seen completed (a_cnt - b_seen <= a_cnt - end)
+  assign done_o = oldest_closed
+                  && (cnt_t'(a_cnt_q - b_seen) <= cnt_t'(a_cnt_q - rec_end_q[0]));
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      active_q <= 1'b0;  empty_q <= 1'b0;
+      walk_q <= 1'b0;  empty_q <= 1'b0;  rec_n_q <= '0;
+      for (int i = 0; i < Recs; i++) rec_end_q[i] <= '0;
       inner_q <= '0;  sstride1_q <= '0;  sstride2_q <= '0;
       count1_q <= '0;  count2_q <= '0;  o1_q <= '0;  o2_q <= '0;
       dstride1_q <= '0;  dstride2_q <= '0;
@@ -217,8 +246,9 @@ module tpu_dma_channel
     end else begin
       a_done_q   <= a_seen;
       b_done_q   <= b_seen;
+      empty_q <= 1'b0;
       if (launch_i) begin
-        active_q   <= 1'b1;
+        walk_q     <= !f_empty;
         empty_q    <= f_empty;
         count1_q   <= desc.count1;
         count2_q   <= desc.count2;
@@ -227,10 +257,18 @@ module tpu_dma_channel
         sstride1_q <= desc.sram_stride1;
         sstride2_q <= desc.sram_stride2;
         inner_q    <= desc.inner_bytes;
-      end else if (done_o) begin
-        active_q <= 1'b0;
-        empty_q  <= 1'b0;
+      end else if (walk_q && is_last) begin
+        walk_q <= 1'b0;
       end
+      // records: pop the oldest at its completion; close the youngest when its walk ends
+      // (end = a_cnt, all its bursts launched); push one at a start (end = a_cnt: an empty
+      // instruction is closed at once, another one is closed when its walk ends)
+      if (rec_pop) begin
+        for (int i = 0; i < Recs - 1; i++) rec_end_q[i] <= rec_end_q[i+1];
+      end
+      if (!launch_i && walk_q && is_last) rec_end_q[32'(rec_n_q) - 32'(rec_pop) - 1] <= a_cnt_q;
+      if (rec_push) rec_end_q[32'(rec_n_q) - 32'(rec_pop)] <= a_cnt_q;
+      rec_n_q <= rec_n_q + RecBits'(rec_push) - RecBits'(rec_pop);
       if (a_launch) begin
         off_q      <= nx_off;
         o1_q       <= nx_o1;
@@ -264,9 +302,9 @@ module tpu_dma_channel
     end
   end
 
-  // a_done_q (the A completions seen, registered) is kept for the architectural probes.
+  // a_done_q, b_done_q (the completions seen, registered) are kept for the architectural probes.
   logic unused_ch;
-  assign unused_ch = ^a_done_q;
+  assign unused_ch = ^{a_done_q, b_done_q};
 
   assign ddr_req_cnt_o  = ddr_req_gray_q;
   assign ddr_addr_o     = slot_ddr_q;

@@ -9,10 +9,11 @@
 // edge f and done_i during the last cycle of the oldest instruction in flight; the controller
 // registers done_i at the completion edge c: retire_o is high during cycle c with retire_pc_o,
 // and the signal-mask tokens are sent at c. Without Overlap (MaxInflight = 1) f = c: free_i and
-// hold_i are unused and the engine is idle from c. With Overlap (the MXU, double-buffered
-// weights: docs/architecture.md "MXU") MaxInflight = MXU_MAX_INFLIGHT (tpu_isa_pkg, generated
-// from tpusim.arch.limits), completions come in order, and hold_i
-// (the engine's own start rule for the head: ports, weight planes) keeps the head from starting. NOP is executed here
+// hold_i are unused and the engine is idle from c. With Overlap (MaxInflight > 1: the MXU,
+// double-buffered weights, docs/architecture.md "MXU", MXU_MAX_INFLIGHT; the DMA channels, one
+// burst-buffer ring, "DMA", DMA_MAX_INFLIGHT; both in tpu_isa_pkg, generated from
+// tpusim.arch.limits), completions come in order, and hold_i (the engine's own start rule for
+// the head: ports, weight planes, burst buffers) keeps the head from starting. NOP is executed here
 // (f = c = s + 1, no start_o). launch_o / launch_instr_o tell an engine that must act at s
 // itself (the DMA channels launch their first request at s) that the head starts at the coming
 // edge. An erroneous head (head_err_i, from the engine's device-error check) is executed as a
@@ -29,8 +30,8 @@
 module tpu_engine_ctrl
   import tpu_isa_pkg::*;
 #(
-  parameter int unsigned PcBits  = DDR_ADDR_BITS,
-  parameter bit          Overlap = 1'b0
+  parameter int unsigned PcBits      = DDR_ADDR_BITS,
+  parameter int unsigned MaxInflight = 1     // 1, MXU_MAX_INFLIGHT or DMA_MAX_INFLIGHT
 ) (
   input  wire logic                   clk_i,
   input  wire logic                   rst_ni,
@@ -63,9 +64,10 @@ module tpu_engine_ctrl
   output      logic [7:0]             retired_gray_o
 );
 
-  localparam int unsigned MaxInflight = Overlap ? MXU_MAX_INFLIGHT : 1;
+  localparam bit          Overlap = MaxInflight > 1;
   // slots of in-flight records and counter widths: sized for the largest limit (every engine)
-  localparam int unsigned Slots    = MXU_MAX_INFLIGHT;
+  localparam int unsigned Slots    = (MXU_MAX_INFLIGHT > DMA_MAX_INFLIGHT) ? MXU_MAX_INFLIGHT
+                                                                           : DMA_MAX_INFLIGHT;
   localparam int unsigned SlotBits = $clog2(Slots);
   localparam int unsigned CntBits  = $clog2(Slots + 1);
 

@@ -23,6 +23,7 @@ package tpu_isa_pkg;
   localparam int unsigned TOKEN_COUNTER_BITS                 = 8;
   localparam int unsigned TOKEN_MAX                          = 255;  // tokens a sender may have unconsumed
   localparam int unsigned MXU_MAX_INFLIGHT                   = 4;  // MXU instructions in flight, at most (double-buffered weights)
+  localparam int unsigned DMA_MAX_INFLIGHT                   = 2;  // DMA instructions in flight per channel, at most (one burst-buffer ring)
 
   // header
   localparam int unsigned OPCODE_LSB                         = 0;

@@ -156,8 +156,10 @@ module tpu_top
   logic [NE-1:0]                 tok_ovf, head_bad;
   logic [NE-1:0][7:0]            head_code;
   logic [NE-1:0]                 launch, start, done, retire;
-  logic                          mxu_free;    // the MXU's free edge (overlap)
-  logic                          mxu_hold;    // the MXU head waits for its port / weight plane
+  logic [NE-1:0]                 eng_free;    // an engine's free edge (overlap: MXU, LOAD, STORE)
+  logic [NE-1:0]                 eng_hold;    // its head waits (MXU: port / weight plane; DMA: buffer)
+  assign eng_free[ENG_VPU] = 1'b0;
+  assign eng_hold[ENG_VPU] = 1'b0;
   logic [NE-1:0][INSTR_BITS-1:0] launch_instr, instr;
   logic [NE-1:0][DDR_ADDR_BITS-1:0]           cur_pc, retire_pc;
   logic [NE-1:0][63:0]           busy_cycles, token_wait_cycles, retired;
@@ -237,7 +239,10 @@ module tpu_top
       assign eng_err[e] = eng_err_src;
     end
 
-    tpu_engine_ctrl #(.Overlap(e == ENG_MXU)) u_ctrl (
+    tpu_engine_ctrl #(
+      .MaxInflight((e == ENG_MXU) ? MXU_MAX_INFLIGHT
+                   : (e == ENG_LOAD || e == ENG_STORE) ? DMA_MAX_INFLIGHT : 1)
+    ) u_ctrl (
       .clk_i              (clk_eng),
       .rst_ni,
       .q_valid_i          (q_valid[e]),
@@ -253,8 +258,8 @@ module tpu_top
       .start_o            (start[e]),
       .instr_o            (instr[e]),
       .pc_o               (cur_pc[e]),
-      .free_i             ((e == ENG_MXU) ? mxu_free : 1'b0),
-      .hold_i             ((e == ENG_MXU) ? mxu_hold : 1'b0),
+      .free_i             (eng_free[e]),
+      .hold_i             (eng_hold[e]),
       .done_i             (done[e]),
       .retire_o           (retire[e]),
       .retire_pc_o        (retire_pc[e]),
@@ -315,9 +320,13 @@ module tpu_top
     .ld_launch_i  (launch[ENG_LOAD]),
     .ld_instr_i   (launch_instr[ENG_LOAD]),
     .ld_done_o    (done[ENG_LOAD]),
+    .ld_free_o    (eng_free[ENG_LOAD]),
+    .ld_hold_o    (eng_hold[ENG_LOAD]),
     .st_launch_i  (launch[ENG_STORE]),
     .st_instr_i   (launch_instr[ENG_STORE]),
     .st_done_o    (done[ENG_STORE]),
+    .st_free_o    (eng_free[ENG_STORE]),
+    .st_hold_o    (eng_hold[ENG_STORE]),
     .rd_req_cnt_o (rd_req_cnt),
     .rd_addr_o    (rd_addr),
     .rd_bytes_o   (rd_bytes),
@@ -350,8 +359,8 @@ module tpu_top
     .start_i      (start[ENG_MXU]),
     .instr_i      (instr[ENG_MXU]),
     .head_op_i    (opcode_of(q_entry[ENG_MXU][INSTR_BITS-1:0])),
-    .hold_o       (mxu_hold),
-    .free_o       (mxu_free),
+    .hold_o       (eng_hold[ENG_MXU]),
+    .free_o       (eng_free[ENG_MXU]),
     .done_o       (done[ENG_MXU]),
     .sram_req_o   (sram_req[2]),
     .sram_len_o   (sram_len[2]),

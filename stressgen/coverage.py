@@ -94,7 +94,12 @@ DRAIN_BINS = ("mm_drain_lw", "mm_drain_acc", "mm_plane_switch", "mm_lw_plane_bus
 #: (``dma_bins``): dma_load_sram_back_to_back: a LOAD burst's SRAM write granted at w + D + 1 of
 #: the channel's previous one (queued in the core-domain shim behind it: the earliest its port
 #: allows; never reached when each write waited for the previous one's completion to cross back)
-DMA_BINS = ("dma_load_sram_back_to_back",)
+#: DMA instructions in flight (DMA_MAX_INFLIGHT per channel, tpusim.arch.limits), from SimPy's
+#: timeline: dma_load_overlap / dma_store_overlap: a DMA_LOAD / DMA_STORE started before the
+#: channel's previous instruction completed (its bursts share the burst-buffer ring);
+#: dma_overlap_done_clip: an overlapped DMA instruction completed at c_prev + 1 (its last burst
+#: was done no later than the previous instruction's completion: completions stay in order)
+DMA_BINS = ("dma_load_sram_back_to_back", "dma_load_overlap", "dma_store_overlap", "dma_overlap_done_clip")
 DYNAMIC_BINS = ("obs_sram_conflict", "obs_ddr_arb_wait", "obs_token_wait") + tuple(
     f"obs_queue_full_{e}" for e in ENGINE_KEYS) + DRAIN_BINS + DMA_BINS
 #: Error paths, of invalid programs only (so not in ALL_BINS: a campaign without invalid programs
@@ -154,18 +159,29 @@ def observed_bins(counters: dict) -> dict[str, int]:
     return out
 
 
-def dma_bins(cfg, sram_grants) -> dict[str, int]:
+def dma_bins(cfg, sram_grants, timeline=()) -> dict[str, int]:
     """DMA_BINS hit by a SimPy run on ``cfg`` (HwConfig) with SRAM grant log ``sram_grants``
-    [(requester, grant ps, accesses)] (tpusim.sim.SimResult.sram_grants). Returns bin -> hits
-    (only bins hit)."""
-    period = Timebase(cfg).core.period_ps
-    hits, port_ps = 0, None                       # port_ps: previous LOAD write's w + D + 1
+    [(requester, grant ps, accesses)] (tpusim.sim.SimResult.sram_grants) and ``timeline``
+    [(engine, pc, ready, start, completion) ps] (tpusim.sim.SimResult.timeline). Returns bin ->
+    hits (only bins hit)."""
+    tb = Timebase(cfg)
+    period = tb.core.period_ps
+    out: Counter = Counter()
+    port_ps = None                                # port_ps: previous LOAD write's w + D + 1
     for requester, g_ps, accesses in sram_grants:
         if requester != 0:                        # SRAM requester 0: DMA LOAD
             continue
-        hits += g_ps == port_ps
+        out["dma_load_sram_back_to_back"] += g_ps == port_ps
         port_ps = g_ps + (accesses + 1) * period
-    return {"dma_load_sram_back_to_back": hits} if hits else {}
+    dma_period = tb.dma.period_ps
+    for eng, name in ((Engine.LOAD, "dma_load_overlap"), (Engine.STORE, "dma_store_overlap")):
+        prev_c = None
+        for s_ps, c_ps in sorted((s, c) for e, _pc, _r, s, c in timeline if e == eng):
+            if prev_c is not None and s_ps < prev_c:
+                out[name] += 1
+                out["dma_overlap_done_clip"] += c_ps == prev_c + dma_period
+            prev_c = c_ps
+    return {k: int(v) for k, v in out.items() if v}
 
 
 def _mm_banks(a: dict, bank_words: int) -> set:

@@ -263,7 +263,7 @@ def _check_valid(prog, cfg, out: Path, rtl: bool, bugs, waves: bool, o: Outcome,
         sb = {r.name: sim.read_ddr(r.ddr_addr, r.size_bytes) for r in prog.outputs}
         o.details.update(cycles_simpy=sim.cycles, retired_simpy=len(sim.retire))
         o.bins = (observed_bins(sim.counters) | drain_bins(prog, cfg, sim.retire, sim.timeline)
-                  | dma_bins(cfg, sim.sram_grants))
+                  | dma_bins(cfg, sim.sram_grants, sim.timeline))
         d = compare_regions(gold, sb, "golden", "simpy")
         if d:
             o.fail("golden_vs_simpy", d)

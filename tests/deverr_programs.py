@@ -138,18 +138,19 @@ ERROR_THEN_STUCK = [make("NOP", engine=0, wait=MXU),
                     make("MATMUL", act_addr=2047, count_x=2, stride_x=1, count_y=1),
                     make("NOP", engine=2, signal=LOAD)]
 
-#: the decoder held by a full MXU queue (Q = 4) when a VPU error stops dispatch. Three one-burst
-#: DMA_LOADs signal MXU (completions seen by the MXU at core 68, 110, 153); NOP a, b, c (pc 0x60,
-#: 0x80, 0xa0) wait for them, c signals the bad REQUANT (pc 0xc0), then eight MXU NOPs. Pushes
-#: 40, 59, 60, 80, 99; pops seen by the decoder at 69, 111, 154, 156. Stalls: pc 0x120 ready at 100
-#: (line 4 valid 99), room at 111: 11 edges; pc 0x140 ready 119 (line 5), room at 154: 35; pc 0x160
-#: ready 155, the REQUANT's error (detected 155) stops dispatch at 156: 1 edge. 47 in all.
+#: the decoder held by a full MXU queue (Q = 4) when a VPU error stops dispatch. Three two-burst
+#: DMA_LOADs signal MXU (each next one starts as the previous one's first burst buffer frees, K = 2,
+#: before that one completes: docs/architecture.md "DMA" v4; the MXU's NOPs start on their tokens
+#: at core 75, 115, 155); NOP a, b, c (pc 0x60, 0x80, 0xa0) wait for them, c signals the bad
+#: REQUANT (pc 0xc0, error flagged at core 158), then eight MXU NOPs, which the decoder cannot push while the
+#: MXU queue is full: 54 stall edges in all up to the error stop (47 with one-burst LOADs one at a
+#: time, before v4; with one-burst LOADs two in flight the queue never fills).
 QUEUE_FULL_AT_ERROR = (
-    [make("DMA_LOAD", ddr_addr=0x1000, sram_addr=0, inner_bytes=64, signal=MXU, **DMA)] * 3
+    [make("DMA_LOAD", ddr_addr=0x1000, sram_addr=0, inner_bytes=128, signal=MXU, **DMA)] * 3
     + [make("NOP", engine=2, wait=LOAD)] * 2 + [make("NOP", engine=2, wait=LOAD, signal=VPU)]
     + [make("REQUANT", wait=MXU, acc_addr=0, count=1, param_addr=2045, dst_addr=0, qreg=0)]
     + [make("NOP", engine=2)] * 8)
-QUEUE_FULL_AT_ERROR_CYCLES = 47
+QUEUE_FULL_AT_ERROR_CYCLES = 54
 
 __all__ = ["Case", "CASES", "code_of", "TIE_MXU_FIRST", "TIE_VPU_FIRST", "DEADLOCK",
            "DEADLOCK_WAITING", "ERROR_THEN_STUCK", "QUEUE_FULL_AT_ERROR", "QUEUE_FULL_AT_ERROR_CYCLES"]

@@ -231,7 +231,10 @@ def prog_qreg_wrap() -> tuple[Directed, np.ndarray, np.ndarray]:
 
 def prog_arb_starve() -> Directed:
     """A 2 KiB DMA_STORE runs while a 2 KiB DMA_LOAD streams: both channels compete for the DDR
-    bus. Outputs: 'st' (the stored copy of the first load) and 'ld' (a copy of the second)."""
+    bus. The three LOAD NOPs keep the second load from overlapping the first one (a NOP starts
+    with none in flight) and start it 6 DMA edges after the store, where their requests meet
+    at the bus (on the spec's round robin 10 arbitration wait cycles). Outputs: 'st' (the stored
+    copy of the first load) and 'ld' (a copy of the second)."""
     rng = np.random.default_rng(4)
     n = 2048
     a0 = rng.integers(-128, 128, n, dtype=np.int8)
@@ -241,7 +244,8 @@ def prog_arb_starve() -> Directed:
     instrs = [
         isa.make("DMA_LOAD", signal=_mask(M.STORE), ddr_addr=src0, sram_addr=8192, **dma),
         isa.make("DMA_STORE", wait=_mask(M.LOAD), ddr_addr=dst0, sram_addr=8192, **dma),  # pc 32
-        isa.make("DMA_LOAD", signal=_mask(M.STORE), ddr_addr=src1, sram_addr=0, **dma),    # pc 64
+        *[isa.make("NOP", engine=int(M.LOAD))] * 3,                                         # pc 64..128
+        isa.make("DMA_LOAD", signal=_mask(M.STORE), ddr_addr=src1, sram_addr=0, **dma),    # pc 160
         isa.make("DMA_STORE", wait=_mask(M.LOAD), ddr_addr=dst1, sram_addr=0, **dma),
         isa.make("HALT"),
     ]
@@ -400,7 +404,7 @@ def test_bug_arb_starve(tmp_path):
     for name in ("st", "ld"):
         np.testing.assert_array_equal(r.rtl.outputs[name], r.sim.outputs[name])
     st_rtl, st_sim = _retire_ps(r.rtl.retire, "STORE", 32), _retire_ps(r.sim.retire, "STORE", 32)
-    ld_rtl, ld_sim = _retire_ps(r.rtl.retire, "LOAD", 64), _retire_ps(r.sim.retire, "LOAD", 64)
+    ld_rtl, ld_sim = _retire_ps(r.rtl.retire, "LOAD", 160), _retire_ps(r.sim.retire, "LOAD", 160)
     assert st_rtl > st_sim and ld_rtl <= ld_sim
     assert r.rtl.counters["ddr_arb_wait_cycles"] != r.sim.counters["ddr_arb_wait_cycles"]
 

@@ -109,9 +109,9 @@ def test_error_then_stuck_reports_the_error_and_the_waiting_engines():
 
 def test_queue_full_stall_counted_up_to_the_error_stop():
     err = _error(P.QUEUE_FULL_AT_ERROR)
-    assert (err.code, err.pc, err.cycle) == ("vpu_sram_range", 0xc0, 156)
+    assert (err.code, err.pc, err.cycle) == ("vpu_sram_range", 0xc0, 158)
     assert err.run.counters["mxu_queue_full_cycles"] == P.QUEUE_FULL_AT_ERROR_CYCLES
-    assert err.run.retire[-1] == (0x160, "HALT", 163000)    # the first pc not dispatched
+    assert err.run.retire[-1] == (0x160, "HALT", 165000)    # the first pc not dispatched
 
 
 def test_token_not_overflowing_at_255():

@@ -234,3 +234,25 @@ def test_store_timing_is_mirror_of_load():
     run, tpu = run_program(prog, CFG)
     assert run.retire == [(0, "STORE", 65050), (32, "HALT", 68000)]
     assert run.counters["ddr_arb_wait_cycles"] == 0
+
+
+def test_two_instructions_in_flight_share_the_burst_ring():
+    """v4 (docs/architecture.md "DMA"): a LOAD starts 2 DMA edges after the previous one's last
+    DDR read launch (its free edge + 1) if the next burst's buffer is free, else when it frees
+    (K = 2: the ring continues across instructions); at most DMA_MAX_INFLIGHT = 2 in flight;
+    completions in order; an erroneous DMA_LOAD starts only with none in flight."""
+    one = dict(ddr_addr=0x1000, inner_bytes=64, count1=1, count2=1)       # one burst
+    prog = [make("DMA_LOAD", sram_addr=0x000, **one), make("DMA_LOAD", sram_addr=0x040, **one),
+            make("DMA_LOAD", sram_addr=0x080, **one), make("HALT")]
+    run, _ = run_program(prog, CFG, [(0x1000, bytes(range(64)))])
+    (r0, s0, c0), (r1, s1, c1), (r2, s2, c2) = [(r, s, c) for _e, _pc, r, s, c in run.timeline]
+    dma = 2500
+    assert s1 == s0 + 2 * dma and s1 < c0                # burst 1 in buffer 1: free, no wait
+    assert s2 >= c0 + dma and c0 < c1 < c2               # burst 2 in buffer 0 (or 2 in flight)
+    assert run.counters["load_busy_cycles"] == ((c0 - s0) + (c1 - s1) + (c2 - s2)) // dma
+    bad = dict(one, sram_addr=0x001)                     # misaligned: a device error
+    prog = [make("DMA_LOAD", sram_addr=0x000, **one), make("DMA_LOAD", **bad), make("HALT")]
+    with pytest.raises(SimulationError) as ei:
+        run_program(prog, CFG, [(0x1000, bytes(range(64)))])
+    (_, _, _, s0, c0), (_, pc, _, s1, c1) = ei.value.run.timeline
+    assert pc == 0x20 and s1 == c0 + dma and c1 == s1 + dma

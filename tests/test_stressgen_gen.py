@@ -36,7 +36,7 @@ def test_every_bin_hit_in_30_small_programs():
         static |= set(p.bins)
         res = run_binary(p.to_binary(SMALL), SMALL, {})
         dynamic |= (set(observed_bins(res.counters)) | set(drain_bins(p, SMALL, res.retire))
-                    | set(dma_bins(SMALL, res.sram_grants)))
+                    | set(dma_bins(SMALL, res.sram_grants, res.timeline)))
     assert not set(STATIC_BINS) - static
     assert not set(DYNAMIC_BINS) - dynamic
 

@@ -99,13 +99,15 @@ def test_reserved_opcode(tmp_path):
 def test_dma_strided_burst_split(tmp_path):
     """3-D walks with DDR runs that start mid-burst (split at 64-byte boundaries), SRAM ranges
     that straddle a bank boundary, and the DMA read/write channels and fetch all competing for
-    the DDR channel (LOAD #2 runs while STORE #1 runs)."""
+    the DDR channel (LOAD #2 runs while STORE #1 runs: the NOP before it starts only once LOAD #1
+    completed, so LOAD #2 does not overlap LOAD #1 and finish before STORE #1 starts)."""
     x = TensorDesc("x", (1, 8, 8, 8), 0.05, 0, 0x200000, 8)     # 512 bytes
     y = TensorDesc("y", (1, 8, 6, 8), 0.05, 0, 0x300000, 8)     # 384 bytes
     z = TensorDesc("z", (1, 8, 8, 8), 0.05, 0, 0x400000, 8)     # 512 bytes
     b = _binary(f"""
         DMA_LOAD  ddr_addr={x.ddr_addr + 32:#x} sram_addr=0xfc0 inner_bytes=96 count1=2 ddr_stride1=128 sram_stride1=96 count2=2 ddr_stride2=256 sram_stride2=192 signal=STORE
         DMA_STORE ddr_addr={y.ddr_addr:#x} sram_addr=0xfc0 inner_bytes=96 count1=4 ddr_stride1=96 sram_stride1=96 count2=1 wait=LOAD
+        NOP engine=0
         DMA_LOAD  ddr_addr={x.ddr_addr:#x} sram_addr=0x2000 inner_bytes=512 count1=1 count2=1 signal=STORE
         DMA_STORE ddr_addr={z.ddr_addr:#x} sram_addr=0x2000 inner_bytes=64 count1=2 ddr_stride1=64 sram_stride1=64 count2=4 ddr_stride2=128 sram_stride2=128 wait=LOAD
         HALT

@@ -17,7 +17,14 @@ from functools import lru_cache
 
 from tpusim.arch.device_errors import DEVICE_ERROR_TEXT, DEVICE_ERRORS, ERROR_NAMES, DeviceErrorSpec  # noqa: F401
 from tpusim.arch.errors import IsaError
-from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, MXU_MAX_INFLIGHT, TOKEN_COUNTER_BITS, TOKEN_MAX  # noqa: F401 (the ISA's limits)
+from tpusim.arch.limits import (  # noqa: F401 (the ISA's limits)
+    DDR_ADDR_BITS,
+    DDR_ADDR_LIMIT,
+    DMA_MAX_INFLIGHT,
+    MXU_MAX_INFLIGHT,
+    TOKEN_COUNTER_BITS,
+    TOKEN_MAX,
+)
 
 INSTR_BYTES = 32
 INSTR_BITS = 256

@@ -142,6 +142,8 @@ def isa_pkg_text() -> str:
          _lp("int unsigned", "TOKEN_MAX", isa.TOKEN_MAX, comment="tokens a sender may have unconsumed"),
          _lp("int unsigned", "MXU_MAX_INFLIGHT", isa.MXU_MAX_INFLIGHT,
              comment="MXU instructions in flight, at most (double-buffered weights)"),
+         _lp("int unsigned", "DMA_MAX_INFLIGHT", isa.DMA_MAX_INFLIGHT,
+             comment="DMA instructions in flight per channel, at most (one burst-buffer ring)"),
          "",
          "  // header",
          _lp("int unsigned", "OPCODE_LSB", 0),

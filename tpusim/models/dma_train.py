@@ -73,12 +73,12 @@ class _Run:
         ddr_pages = ld.ddr_mem.pages
         free_ps, last = ddr.free_ps, ddr.last_granted
         # LOAD channel state
-        l_b, l_n, l_s = ld._bursts, len(ld._bursts), ld._s
+        l_b, l_n, l_s, l_j0, l_end = ld._bursts, len(ld._bursts), ld._s, ld._j0, ld._end
         l_r, l_d, l_f, l_data, l_ns = ld._r, ld._d, ld._f, ld._data, ld._sram_posted
         l_e, l_port = ld._e_ps, ld._port_ps       # e_{j-1}; w_{j-1} + D_{j-1} + 1 (port free)
         l_on_ddr, l_on_sram = ld._on_ddr, ld._on_sram
         # STORE channel state
-        s_b, s_n, s_s = st._bursts, len(st._bursts), st._s
+        s_b, s_n, s_s, s_j0, s_end = st._bursts, len(st._bursts), st._s, st._j0, st._end
         s_r, s_d, s_f, s_data, s_ns = st._r, st._d, st._f, st._data, st._sram_posted
         s_on_ddr, s_on_sram = st._on_ddr, st._on_sram
         # each channel's pending SRAM request as locals (visible edge or None, banks, accesses),
@@ -154,10 +154,10 @@ class _Run:
                             page[off:off + nb] = s_data[n_sf]
                         s_data[n_sf] = None
                         f_ps = ph_dma + ((done_ps - ph_dma) // p_dma + 1 + sync) * p_dma
-                        s_f.append(f_ps)                  # buffer j free; the last: c = f_{N-1}
+                        s_f.append(f_ps)                  # buffer j free; an end: c
                         n_sf += 1
-                        if n_sf == s_n:
-                            st._finished.succeed(f_ps)
+                        if n_sf == s_end:
+                            st._complete(f_ps)
                             finished = True
                 elif t_sram is not None and t_sram <= horizon:
                     g = t_sram
@@ -186,27 +186,26 @@ class _Run:
                         l_data[j] = None
                         l_port = end_ps + p_core
                         f_ps = ph_dma + ((end_ps - ph_dma) // p_dma + 1 + sync) * p_dma
-                        l_f.append(f_ps)                  # buffer j free; the last: c = f_{N-1}
+                        l_f.append(f_ps)                  # buffer j free; an end: c
                         n_lf += 1
-                        if n_lf == l_n:
-                            ld._finished.succeed(f_ps)
+                        if n_lf == l_end:
+                            ld._complete(f_ps)
                             finished = True
-                        else:
-                            while n_lr < l_n:                                 # LOAD step 1
-                                i = n_lr - k
-                                if i < 0:
-                                    free = l_s
-                                elif i < n_lf:
-                                    free = l_f[i]
-                                else:
-                                    break
-                                r_ps = l_s if n_lr == 0 else max(l_r[-1] + p_dma, free)
-                                l_r.append(r_ps)
-                                l_data.append(None)
-                                ddr_addr, _, n = l_b[n_lr]
-                                n_lr += 1
-                                v = ph_ddr + ((r_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
-                                dq_r.append(DdrRequest(DMA_READ, ddr_addr, n, v, None, l_on_ddr))
+                        while n_lr < l_n:                                     # LOAD step 1
+                            i = n_lr - k
+                            if i < 0:
+                                free = l_s
+                            elif i < n_lf:
+                                free = l_f[i]
+                            else:
+                                break
+                            r_ps = l_s if n_lr == l_j0 else max(l_r[-1] + p_dma, free)
+                            l_r.append(r_ps)
+                            l_data.append(None)
+                            ddr_addr, _, n = l_b[n_lr]
+                            n_lr += 1
+                            v = ph_ddr + ((r_ps - ph_ddr) // p_ddr + 1 + sync) * p_ddr
+                            dq_r.append(DdrRequest(DMA_READ, ddr_addr, n, v, None, l_on_ddr))
                     if take_s:                                                # STORE step 2
                         end_ps = g + s_acc * p_core
                         s_vis = None
@@ -238,7 +237,7 @@ class _Run:
                 j = s_ns
                 if j < s_n and j <= n_sd and (j < k or j - k < n_sf):
                     free = s_s if j < k else s_f[j - k]
-                    r_ps = s_s if j == 0 else max(s_d[j - 1], free)
+                    r_ps = s_s if j == s_j0 else max(s_d[j - 1], free)
                     s_ns = j + 1
                     s_r.append(r_ps)
                     s_data.append(None)
@@ -247,6 +246,10 @@ class _Run:
                     s_banks = one_bank[b0] if b0 == b1 else tuple(range(b0, b1 + 1))
                     s_acc = -(-n // w)
                     s_vis = ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core
+                # an engine waits for a list to grow (its walk's end, a buffer): it goes on now
+                if ld._want is not None or st._want is not None:
+                    if ld._poke() | st._poke():
+                        finished = True
         finally:
             if g is not None:
                 loop.now_ps = g

@@ -2,12 +2,15 @@
 
 Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's own domain:
   * idle from its free edge ``f`` on; may start the next instruction at ``s >= f + 1`` (the first
-    instruction at any edge). ``f = c`` (the completion edge) except on the MXU, whose
-    instructions free it before their completion (docs/architecture.md, "MXU");
+    instruction at any edge). ``f = c`` (the completion edge) except on the MXU and the DMA
+    channels, whose instructions free them before their completion (docs/architecture.md,
+    "MXU", "DMA");
   * at most ``max_inflight`` instructions started and not completed: ``s >= c[k-max_inflight] + 1``;
     a NOP or an erroneous head starts only with none in flight (``s >= c[k-1] + 1``);
   * ``head_ready_ps``: an engine's own start rules for the head (the MXU's ports and weight
     planes), part of the edge ``r`` below;
+  * ``wait_head_ready``: the same for a rule whose edge may not be known yet when the engine is
+    free (the DMA channels' burst buffers): a generator returning the edge, 0 by default.
   * starts at the first edge ``s`` at which it is idle, the queue head is visible and a token from
     every engine in the head's ``wait`` mask is visible; at ``s`` it pops the head (visible to the
     decoder at ``cdc(s -> core)``) and consumes the tokens;
@@ -16,7 +19,9 @@ Rules (docs/architecture.md, "Engines and tokens"), all edges in the engine's ow
     logic at ``cdc(c -> core)``) and a token goes to each engine in ``signal``;
   * ``busy_cycles`` += ``c - s``.
 Subclasses implement ``execute(entry, s_ps)``: a generator that returns the completion edge
-``c_ps`` with the simulation clock at the free edge (``c_ps`` itself without overlap); it raises DeviceError for an erroneous
+``c_ps`` with the simulation clock at the free edge (``c_ps`` itself without overlap), or, if
+the completion is not known yet at the free edge (the DMA channels), a SimPy event whose value
+is ``c_ps`` (completions still in order); it raises DeviceError for an erroneous
 instruction at ``s``, before waiting for anything. NOP completes at ``s + 1`` on every engine,
 and so does an erroneous instruction (docs/architecture.md, "Device errors").
 """
@@ -61,6 +66,13 @@ class EngineBase(abc.ABC):
         (beyond the free edge and the in-flight limit): 0 unless a subclass says otherwise."""
         return 0
 
+    def wait_head_ready(self, entry: QueueEntry):
+        """Generator: the earliest edge (ps) at which ``entry`` may start by a rule whose edge the
+        engine may have to wait to learn (after the free edge and the in-flight limit): 0 unless
+        a subclass says otherwise."""
+        return 0
+        yield  # pragma: no cover (a generator)
+
     def starts_alone(self, entry: QueueEntry) -> bool:
         """True if ``entry`` runs as a NOP (a NOP, or a device error found at its start), which
         starts only once every earlier instruction of the engine has completed."""
@@ -84,9 +96,19 @@ class EngineBase(abc.ABC):
             r_ps = max(next_ps, entry.visible_ps, self.head_ready_ps(entry))
             if done_ps:
                 if len(done_ps) >= self.max_inflight:
-                    r_ps = max(r_ps, done_ps[-self.max_inflight] + self.period)
+                    c = done_ps[-self.max_inflight]
+                    if not isinstance(c, int):
+                        self.waiting_for = "an instruction in flight to complete"
+                        c = c.value if c.triggered else (yield c)
+                    r_ps = max(r_ps, c + self.period)
                 if self.max_inflight > 1 and self.starts_alone(entry):
-                    r_ps = max(r_ps, done_ps[-1] + self.period)
+                    c = done_ps[-1]
+                    if not isinstance(c, int):
+                        self.waiting_for = "the instructions in flight to complete"
+                        c = c.value if c.triggered else (yield c)
+                    r_ps = max(r_ps, c + self.period)
+            if self.max_inflight > 1:
+                r_ps = max(r_ps, (yield from self.wait_head_ready(entry)))
             s_ps = r_ps
             wait = entry.instr.wait
             for x in range(len(ENGINE_NAMES)):
@@ -110,18 +132,29 @@ class EngineBase(abc.ABC):
                 c_ps = yield from self._nop(s_ps)
             else:
                 c_ps = yield from self._execute_or_flag(entry, s_ps)
-            if env.now == c_ps:
+            if not isinstance(c_ps, int):   # completion not known yet (DMA): retires when it is
+                env.process(self._retire_when(entry, r_ps, s_ps, c_ps))
+            elif env.now == c_ps:
                 self._retire(entry, s_ps, c_ps)
             else:       # freed before its completion (overlap): it retires at c_ps, in order
                 assert s_ps < env.now < c_ps, (self.name, s_ps, env.now, c_ps)
                 env.process(self._retire_at(entry, s_ps, c_ps))
-            if self.timeline is not None:
+            if self.timeline is not None and isinstance(c_ps, int):
                 self.timeline.append((self.engine, entry.pc, r_ps, s_ps, c_ps))
-            if done_ps:
+            if done_ps and isinstance(c_ps, int) and isinstance(done_ps[-1], int):
                 assert c_ps > done_ps[-1], (self.name, "completions out of order", done_ps[-1], c_ps)
             done_ps = (done_ps + [c_ps])[-self.max_inflight:]
             next_ps = env.now + self.period
             k += 1
+
+    def _retire_when(self, entry: QueueEntry, r_ps: int, s_ps: int, done: simpy.Event):
+        """SimPy process: retire ``entry`` at its completion edge, the value of ``done``."""
+        c_ps = yield done
+        if self.timeline is not None:
+            self.timeline.append((self.engine, entry.pc, r_ps, s_ps, c_ps))
+        if c_ps > self.env.now:
+            yield self.env.timeout(c_ps - self.env.now)
+        self._retire(entry, s_ps, c_ps)
 
     def _retire_at(self, entry: QueueEntry, s_ps: int, c_ps: int):
         """SimPy process: retire ``entry`` at its completion edge ``c_ps`` (after its free edge)."""

@@ -166,6 +166,9 @@ class Trace:
         self.events: list[tuple[int, int, str, int, object]] = []   # (t, seq, sig, op, value)
         self.table: dict[str, tuple[int, int]] = {}
         self._writes: list[list] = [[] for _ in ENGINES]   # writes of the running instructions
+        # DMA writes with their edges (time ps, kind, byte address, bytes): an instruction's digest
+        # takes those before its completion (the next instruction of the channel may be writing)
+        self._timed: list[list] = [[] for _ in ENGINES]
         self._inflight = [0] * len(ENGINES)                 # started, not yet retired
         self.end_ps = 0
 
@@ -200,11 +203,16 @@ class Trace:
         self._set(c_ps, f"tpu.{e}.busy", int(self._inflight[engine] > 0))
         self._set(c_ps, f"tpu.{e}.retire_pc", pc)
         self._add(c_ps, f"tpu.{e}.retired")
-        self._set(c_ps, f"tpu.{e}.retire_digest", fold32(self._digest(engine)))
+        self._set(c_ps, f"tpu.{e}.retire_digest", fold32(self._digest(engine, c_ps)))
 
-    def _digest(self, engine: int) -> int:
-        """Hash sum of the writes recorded since the engine's previous retire (then cleared)."""
+    def _digest(self, engine: int, c_ps: int) -> int:
+        """Hash sum of the writes recorded since the engine's previous retire (then cleared), and
+        of the timed ones before ``c_ps``."""
         writes, self._writes[engine] = self._writes[engine], []
+        timed = self._timed[engine]
+        if timed:
+            writes += [(k, a, d) for t, k, a, d in timed if t < c_ps]
+            self._timed[engine] = [w for w in timed if w[0] >= c_ps]
         if not writes:
             return 0
         if writes[0][0] == ACC_KIND:
@@ -216,6 +224,18 @@ class Trace:
 
     def wrote_sram(self, engine: int, byte_addr: int, data) -> None:
         self._writes[engine].append((SRAM_KIND, byte_addr, bytes(data)))
+
+    def wrote_timed(self, engine: int, kind: int, byte_addr: int, data, t0_ps: int, step_ps: int,
+                    unit_bytes: int) -> None:
+        """A DMA burst's writes: the bytes of its ``i``-th ``unit_bytes``-aligned unit (an SRAM
+        word, a DDR beat) counted at ``t0_ps + i * step_ps``."""
+        data = bytes(data)
+        base = byte_addr - byte_addr % unit_bytes
+        ends = list(range(base + unit_bytes, byte_addr + len(data), unit_bytes)) + [byte_addr + len(data)]
+        a = byte_addr
+        for i, e in enumerate(ends):
+            self._timed[engine].append((t0_ps + i * step_ps, kind, a, data[a - byte_addr:e - byte_addr]))
+            a = e
 
     def wrote_ddr(self, engine: int, byte_addr: int, data) -> None:
         self._writes[engine].append((DDR_KIND, byte_addr, bytes(data)))
