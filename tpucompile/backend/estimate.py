@@ -495,14 +495,18 @@ class Estimator:
         mid-run; its scans of the many small objects a build allocates cost 5 to 9 % of the
         1,512-point grid's time)."""
         groups: dict = {}
+        met: dict = {}                     # id(config) -> its group (a config met again: one of a cycled list)
         for n, cfg in enumerate(cfgs):
-            groups.setdefault(_timing_group(cfg), []).append(n)
+            g = met.get(id(cfg))
+            if g is None:
+                g = met[id(cfg)] = _timing_group(cfg)
+            groups.setdefault(g, []).append(n)
         out: list = [None] * len(cfgs)
         collecting = gc.isenabled()
         gc.disable()
         try:
             for members in groups.values():
-                with prices_ahead([cfgs[n] for n in members]):
+                with prices_ahead(list({id(cfgs[n]): cfgs[n] for n in members}.values())):
                     for n in members:
                         try:
                             out[n] = self.estimate(cfgs[n])
