@@ -1,6 +1,7 @@
 """Bit-identity of the fast estimator across two trees: every number of every point of the
 bench_sweep grids (``tpusim.flow.bench_sweep``: shared geometry, mixed, TIMING_GRID, LARGE_GRID,
-NEW_GEOMETRY_GRID), one fresh Estimator per grid as the bench runs them.
+NEW_GEOMETRY_GRID), one fresh Estimator per grid as the bench runs them (``estimate_many`` where
+the tree has it).
 
     PYTHONPATH=/path/to/main python scripts/estimator_identity.py dump resnet50 /tmp/main.json
     python scripts/estimator_identity.py check resnet50 /tmp/main.json
@@ -42,20 +43,32 @@ def _digest(e) -> str:
     return h.hexdigest()[:20]
 
 
+def _estimate_all(est: Estimator, cfgs: list) -> list:
+    """Each config's Estimate or CompileError: ``estimate_many`` (the sweep's and the bench's
+    path) where the tree has it, else one ``estimate`` at a time (a tree from before it)."""
+    if hasattr(est, "estimate_many"):
+        return est.estimate_many(cfgs)
+    out = []
+    for cfg in cfgs:
+        try:
+            out.append(est.estimate(cfg))
+        except CompileError as x:
+            out.append(x)
+    return out
+
+
 def estimates(model: str) -> dict:
     """{grid: {point name: its numbers}} on this tree."""
     qg = sweep.load_model(model, None, 2).qg
     out = {}
     for name, grid in grids().items():
-        est, rows = Estimator(qg), {}
-        for c in sweep.candidates("seed", grid, []):
-            if not c.cfg:
-                continue
-            try:
-                e = est.estimate(c.cfg)
+        rows = {}
+        cands = [c for c in sweep.candidates("seed", grid, []) if c.cfg]
+        for c, e in zip(cands, _estimate_all(Estimator(qg), [c.cfg for c in cands])):
+            if isinstance(e, CompileError):
+                rows[c.name] = ["refused", str(e)]
+            else:
                 rows[c.name] = [repr(e.total_cycles), e.cycles, e.ddr_bytes, repr(e.energy_uj), _digest(e)]
-            except CompileError as x:
-                rows[c.name] = ["refused", str(x)]
         out[name] = rows
     return out
 

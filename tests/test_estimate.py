@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpucompile.backend import pipeline
+from tpucompile.backend import pipeline, tiling
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.estimate import BOUNDS, Estimator, _Geometry, _prices, last_producers
 from tpucompile.backend.work import generic_work
@@ -148,3 +148,34 @@ def test_layers_overlap_as_the_engines_allow():
     ops = [(op("a", "x"), True), (op("v", "a"), False), (op("b", "x"), True), (op("c", "v"), True),
            (op("d", "b", "c"), True)]
     assert last_producers(ops) == (-1, -1, 0, 2)
+
+
+def test_estimate_many_gives_one_estimate_at_a_time(models):
+    """``estimate_many`` (the sweep's path: configs differing only in DDR timing and clocks
+    grouped, the conv tiler weighing a group's prices at once) gives each config what a fresh
+    Estimator gives it one at a time with the tiler's caches emptied, refusals as the same
+    CompileError; in the order given, whatever the order of the groups."""
+    qg = models["resnet50-reduced"].qg
+    grid = {"array": ["8x8", "8x32"], "sram": ["32K", "64K"], "acc_depth": [256, 1024],
+            "ddr_latency": [10, 40, 80], "core_mhz": [250, 500, 1000], "outstanding": [2, 4]}
+    cfgs = [c.cfg for c in sweep.candidates("small", grid, []) if c.cfg]
+    tiny = dataclasses.replace(load_config("small"), acc_depth_rows=1, name="tiny-acc")
+    cfgs = cfgs[1::2] + [tiny] + cfgs[::2]                   # groups interleaved, one refusal
+    tiling.conv_candidates.cache_clear()
+    tiling._PICKS.clear()
+    many = Estimator(qg).estimate_many(cfgs)
+    ahead = dict(tiling._PICKS)
+    tiling.conv_candidates.cache_clear()
+    tiling._PICKS.clear()
+    one = Estimator(qg)
+    for cfg, got in zip(cfgs, many):
+        try:
+            want = one.estimate(cfg)
+        except CompileError as e:
+            assert isinstance(got, CompileError) and str(got) == str(e) and "cannot be tiled" in str(e), cfg.name
+            continue
+        assert not isinstance(got, CompileError) and got.config == cfg.name and _same(got, want), cfg.name
+    # every pick one at a time made was made (alike) by estimate_many, ahead or in turn (ahead also a
+    # few at prices of the group no config of it needed at that table)
+    assert tiling._PICKS and all(ahead.get(k) == v for k, v in tiling._PICKS.items())
+    assert all(_same(many[n], _direct(qg, cfgs[n])) for n in (0, len(cfgs) // 3, -1))

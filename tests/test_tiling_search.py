@@ -123,9 +123,33 @@ def test_tile_conv_at_many_ddr_timings_chooses_what_a_plain_search_chooses():
     _check_plain_search("medium", cfgs + cfgs[::-1])
 
 
-def _check_plain_search(hw, cfgs):
-    for cfg in cfgs:
+@pytest.mark.parametrize("hw", ["medium", "seed", "small"])
+def test_tile_conv_weighing_the_prices_ahead_at_once_chooses_what_a_plain_search_chooses(hw):
+    """Under ``prices_ahead`` (``Estimator.estimate_many``: DDR timings and clocks turned on one
+    chip), a table's first search also weighs the other configs' prices in one evaluation and
+    stores their picks; each config's tiling is still the plain search's (picks stored ahead
+    for all but the first config of each table; weight batches where the array has them)."""
+    tiling.conv_candidates.cache_clear()        # fresh search sets, no picks met before
+    tiling._PICKS.clear()
+    base = load_config(hw)
+    cfgs = [dataclasses.replace(base, ddr_latency_cycles=max(2, base.ddr_latency_cycles * f // 4),
+                                clk_core=dataclasses.replace(base.clk_core, freq_mhz=mhz))
+            for f in (1, 4, 16) for mhz in (base.clk_core.freq_mhz, base.clk_core.freq_mhz // 2)]
+    searched = []
+    with tiling.prices_ahead(cfgs):
         for shape in SHAPES:
+            for cfg in cfgs:
+                key = tiling.conv_candidates_key(*shape, cfg)
+                if tiling.conv_candidates(key).live.size:
+                    searched.append((key, tiling.conv_dma_price(cfg), tiling._batch_key(cfg)) in tiling._PICKS)
+                _check_plain_search(hw, [cfg], [shape])
+    assert searched and sum(searched) == len(searched) - len(searched) // len(cfgs)    # all but the first ahead
+    assert not tiling._AHEAD                     # (left as found)
+
+
+def _check_plain_search(hw, cfgs, shapes=SHAPES):
+    for cfg in cfgs:
+        for shape in shapes:
             want = _plain_search(*shape, cfg)
             if want is None:
                 with pytest.raises(CompileError, match="cannot be tiled"):

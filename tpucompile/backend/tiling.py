@@ -485,6 +485,14 @@ class _SearchSet:
                 self.state = (idx[keep], rows[:, keep])
         return i, float(e[k])
 
+    def pick_many(self, est) -> list:
+        """``pick`` at several prices at once: ``est(rows)`` a (prices, candidates) array, a
+        price a row (per element the same IEEE operations as one price at a time: the same
+        values); per price (candidate, its estimate). Drops nothing."""
+        idx, rows = self.state
+        e = est(rows)
+        return [(int(idx[k]), float(e[p, k])) for p, k in enumerate(e.argmin(axis=1).tolist())]
+
 
 class ConvCandidates(NamedTuple):
     """The conv tilings ``tile_conv`` weighs: the candidates of ``table`` (``_ConvShapeTable``,
@@ -785,12 +793,16 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     ``conv_dma_price`` (``rough_dma_price`` with a fused pool).
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
+    ahead = None
     if price is None:
         price = rough_dma_price(cfg) if pool else conv_dma_price(cfg)
+        ahead = _AHEAD.get("rough" if pool else "conv")
+    elif _AHEAD and price == rough_dma_price(cfg):        # (a fused pool's weighing, ``ops/pool.py``)
+        ahead = _AHEAD.get("rough")
     batch = _batch_key(cfg)
     pick = _PICKS.get((key, price, batch))
     if pick is None:
-        pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool)
+        pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool, ahead)
     i, est_i, nres, choice = pick
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
@@ -810,11 +822,40 @@ def _batch_key(cfg: HwConfig) -> tuple:
 _PICKS: dict = {}
 _PICKS_MAX = 1 << 14
 
+#: the prices the configs about to be tiled weigh candidates at (``prices_ahead``): per kind ("conv":
+#: ``conv_dma_price``, "rough": ``rough_dma_price``, a fused pool's) {(price, ``_batch_key``): None}
+_AHEAD: dict = {}
+
+
+class prices_ahead:
+    """``with prices_ahead(cfgs):`` the conv tiler, at a table's first search at one of the
+    prices of ``cfgs`` (HwConfigs), weighs the table at all of them at once (one numpy
+    evaluation of (prices, candidates) instead of one per price: ``_SearchSet.pick_many``) and
+    stores each pick in ``_PICKS``, where the later configs find it (``Estimator.estimate_many``
+    runs a DDR timing sweep over one array, SRAM and accumulator in one). Each pick is the one
+    the search at that price alone makes (the same values, the first of the least)."""
+
+    def __init__(self, cfgs: list) -> None:
+        self.ahead = {"conv": dict.fromkeys((conv_dma_price(c), _batch_key(c)) for c in cfgs),
+                      "rough": dict.fromkeys((rough_dma_price(c), _batch_key(c)) for c in cfgs)}
+
+    def __enter__(self) -> prices_ahead:
+        self.saved = dict(_AHEAD)
+        _AHEAD.clear()
+        _AHEAD.update({k: v for k, v in self.ahead.items() if len(v) > 1})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _AHEAD.clear()
+        _AHEAD.update(self.saved)
+
 
 def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kernel, strides, cin: int, cout: int,
-          oh: int, ow: int, pool) -> tuple:
+          oh: int, ow: int, pool, ahead: dict | None = None) -> tuple:
     """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
-    stored in ``_PICKS``. CompileError naming the conv ``node`` if no tiling fits."""
+    stored in ``_PICKS``; with ``ahead`` (``_AHEAD``'s prices of this kind) holding ``(price,
+    batch)``, also the picks at its other prices of the same weight batch and overlap share
+    (``_pick_ahead``). CompileError naming the conv ``node`` if no tiling fits."""
     c = conv_candidates(key)
     if len(c.live) == 0:                                # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
@@ -835,6 +876,41 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
     else:
         i, est_i = _search_set(c, gb).pick(
             lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, price, batch[1]), dma_cycles, overlap))
+    out = _picked(node, key, c, i, est_i, price, batch, cfg)
+    if ahead and (price, batch) in ahead:
+        _pick_ahead(node, key, c, price, batch, cfg, ahead)
+    return out
+
+
+def _pick_ahead(node: str, key: tuple, c: ConvCandidates, price: tuple, batch: tuple, cfg: HwConfig,
+                ahead: dict) -> None:
+    """After ``_pick`` at ``price`` (which dropped the candidates its pick dominates): the picks
+    at the prices of ``ahead`` of the same weight batch and overlap share not met yet, weighed at
+    once (``_SearchSet.pick_many``), each stored in ``_PICKS`` (one whose regions do not fit is
+    left to its own search, which names its node)."""
+    gb, overlap = batch[0], price[2]
+    todo = [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (key, p, b) not in _PICKS]
+    if not todo:
+        return
+    col = np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+    bw, dma_cycles = col[0], col[1]
+    if gb == 1:
+        picks = _search_set(c, 1).pick_many(lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap))
+    else:
+        picks = _search_set(c, gb).pick_many(
+            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, (bw, dma_cycles), col[2]), dma_cycles, overlap))
+    for (p, b), (i, est_i) in zip(todo, picks):
+        try:
+            _picked(node, key, c, i, est_i, p, b, cfg)
+        except CompileError:
+            pass
+
+
+def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, price: tuple, batch: tuple,
+            cfg: HwConfig) -> tuple:
+    """``_pick``'s result from its search's pick ``i`` (estimate ``est_i``) at ``price``:
+    the same tile with weights resident where that is no worse; stored in ``_PICKS``."""
+    bw, dma_cycles, overlap = price
     choice = _conv_choice(node, key, c, i, batch, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):

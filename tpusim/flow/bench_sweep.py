@@ -48,17 +48,14 @@ NEW_GEOMETRY_GRID = {"array": ("16x16", "32x32", "64x64", "128x128", "256x256", 
 
 
 def _rate(est: Estimator, cands: list) -> dict:
-    """Points per second of ``est`` over ``cands`` per core (by this process's CPU time, which
+    """Points per second of ``est`` over ``cands`` per core (``Estimator.estimate_many``, as
+    the sweep estimates; by this process's CPU time, which
     other jobs on a shared machine do not inflate; the wall-clock rate beside it). A config that
     does not fit counts: the sweep reports it as a compile error."""
-    refused = 0
     t, cpu = time.perf_counter(), time.process_time()
-    for c in cands:
-        try:
-            est.estimate(c.cfg)
-        except CompileError:
-            refused += 1
+    out = est.estimate_many([c.cfg for c in cands])
     s, cpu = time.perf_counter() - t, time.process_time() - cpu
+    refused = sum(isinstance(e, CompileError) for e in out)
     return {"points": len(cands), "refused": refused, "cpu_seconds": round(cpu, 3),
             "points_per_s": round(len(cands) / max(cpu, 1e-9)), "wall_points_per_s": round(len(cands) / s)}
 

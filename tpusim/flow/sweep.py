@@ -341,8 +341,11 @@ def estimate_rows(models: list, cands: list) -> tuple[list, float]:
     gc.collect()
     gc.freeze()
     rows, t = [], 0.0
+    valid = [c for c in cands if c.cfg is not None]
     for md in models:
-        est = Estimator(md.qg)
+        t0 = time.perf_counter()
+        estimates = dict(zip(map(id, valid), Estimator(md.qg).estimate_many([c.cfg for c in valid])))
+        t += time.perf_counter() - t0
         for c in cands:
             r = _row(md.name, c)
             rows.append(r)
@@ -350,14 +353,10 @@ def estimate_rows(models: list, cands: list) -> tuple[list, float]:
                 r["status"], r["reason"] = "refused", c.refusal
                 continue
             r["area_mm2"] = area_mm2(c.cfg)["total"]
-            t0 = time.perf_counter()
-            try:
-                e = est.estimate(c.cfg)
-            except CompileError as ex:
-                r["status"], r["reason"] = "compile error", str(ex)
+            e = estimates[id(c)]
+            if isinstance(e, CompileError):
+                r["status"], r["reason"] = "compile error", str(e)
                 continue
-            finally:
-                t += time.perf_counter() - t0
             r["_estimate"] = e          # kept in memory (per-layer comparison), not written
             r.update(status="estimated", estimated_cycles=e.cycles, estimated_ddr_bytes=e.ddr_bytes,
                      estimated_energy_uj=e.energy_uj, utilisation=e.macs / (e.cycles * c.cfg.pes) if e.cycles else 0.0,
