@@ -411,15 +411,18 @@ def test_bug_arb_starve(tmp_path):
 
 @slow_bug
 def test_bug_bank_off1(tmp_path):
-    """Same bytes and the same conflicts, but every waiting transaction is granted at least one
-    core cycle late (a wait behind two holders loses two): more conflict cycles, later retires."""
+    """Same bytes, but every waiting transaction is granted at least one core cycle late (a wait
+    behind two holders loses two): at least one more conflict cycle per conflict, later retires.
+    A late grant can also make a requester wait that would not have waited (since the
+    double-buffered MXU's own LOAD_WEIGHTS requester: 3 conflicts on the RTL against 2), so the RTL
+    may count more conflicts."""
     r = _run(tmp_path, prog_bank_off1(), bugs=("bank_off1",), tag="bug")
     assert r.rtl.ok, r.rtl.message
     np.testing.assert_array_equal(r.rtl.outputs["y"], r.sim.outputs["y"])
     conf = r.sim.counters["sram_conflicts"]
-    assert r.rtl.counters["sram_conflicts"] == conf
+    assert conf >= 1 and r.rtl.counters["sram_conflicts"] >= conf
     extra = r.rtl.counters["sram_conflict_cycles"] - r.sim.counters["sram_conflict_cycles"]
-    assert conf <= extra <= 2 * conf
+    assert extra >= conf
     assert r.rtl.cycles > r.sim.cycles and r.rtl.retire != r.sim.retire
 
 
