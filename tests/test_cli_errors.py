@@ -169,3 +169,51 @@ def test_tpusim_run_on_another_config_names_both(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"tpusim: error: {b}: built for hardware config 'seed' (")
     assert "but --hw small is config 'small' (" in err and "recompile for this config (tpucompile --hw small)" in err
+
+
+def test_broken_npz_files_are_refused_by_name(tmp_path, capsys):
+    """A file that starts like a zip but is none, and an .npz whose member is cut short, gave a
+    zipfile / numpy traceback (exit 1) on --input and --calib (new-user trial, 2026-12-07)."""
+    from tpucompile import cli as tpucompile_cli
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"PK\x03\x04garbage")
+    buf = tmp_path / "good.npz"
+    np.savez(buf, x=np.zeros((1, 3, 32, 32), np.float32))
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(buf.read_bytes()[:-200])
+    for opt in ("--input", "--calib"):
+        for f in (junk, cut):
+            assert tpucompile_cli.main(["resnet50-reduced", "--hw", "small", "-o", str(tmp_path / "o.tpubin"),
+                                        opt, str(f)]) == 2
+            err = capsys.readouterr().err
+            assert f"{opt} {str(f)!r}: not a readable .npy/.npz file (" in err and "Traceback" not in err, err
+
+
+def test_sweep_calib_range_and_spec_shape(tmp_path, capsys):
+    """--calib beyond the built-in photographs, a binary --spec and `models: name` (a string)
+    gave a ValueError / UnicodeDecodeError traceback or 'model 's' is not a built-in model'."""
+    out = str(tmp_path / "s")
+    assert sweep.main(["--estimate-only", "--models", "squeezenet", "--calib", "99", "--out", out]) == 2
+    assert "--calib must be between 1 and 25 built-in calibration images, got 99" in capsys.readouterr().err
+    binary = tmp_path / "spec.npy"
+    np.save(binary, np.arange(4))
+    assert sweep.main(["--estimate-only", "--spec", str(binary), "--out", out]) == 2
+    assert f"--spec {binary}: not a text (YAML) file" in capsys.readouterr().err
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("models: squeezenet\n")
+    assert sweep.main(["--estimate-only", "--spec", str(spec), "--out", out]) == 2
+    assert (f"--spec {spec}: models: expected a list of model names, got the string 'squeezenet' "
+            "(write models: [squeezenet])") in capsys.readouterr().err
+
+
+def test_synthetic_weights_on_a_built_in_model_is_refused(tmp_path, capsys):
+    """It was silently ignored (exit 0, PASS) on a built-in model (new-user trial, 2026-12-07)."""
+    from tpucompile import cli as tpucompile_cli
+    want = ("--synthetic-weights 1: 'squeezenet' is a built-in model, whose weights are fixed (seeded where "
+            "synthetic); the option applies to a model file: leave it out")
+    assert tpucompile_cli.main(["squeezenet", "--hw", "small", "-o", str(tmp_path / "o.tpubin"),
+                                "--synthetic-weights", "1"]) == 2
+    assert want in capsys.readouterr().err
+    assert cosim.main(["--model", "squeezenet", "--hw", "small", "--no-rtl", "--synthetic-weights", "1",
+                       "--out", str(tmp_path / "c")]) == 2
+    assert want in capsys.readouterr().err

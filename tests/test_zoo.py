@@ -119,3 +119,18 @@ def test_bench_zoo_marks_each_budget(tmp_path, capsys):
     rows = [{"model": "vgg19", "compile_s": 6.2, "simpy_s": 12.0}, {"model": "a", "compile_s": 1.0, "simpy_s": 31.5},
             {"model": "refused", "error": "x"}]
     assert bench_zoo.over_budget(rows) == ["vgg19 compile 6.2 s > 5 s", "a simpy 31.5 s > 30 s"]
+
+
+def test_bench_zoo_refuses_bad_options_before_running(tmp_path, capsys):
+    """A bad --hw ran every model into a 'refused' row (exit 0, 'every figure within budget'), an
+    empty --models printed an empty table, a missing --json folder was refused after the runs
+    (new-user trial, 2026-12-07)."""
+    from tpusim.flow import bench_zoo
+    out = str(tmp_path / "z")
+    assert bench_zoo.main(["--hw", "nosuch", "--models", "digits", "--out", out]) == 2
+    assert "bench-zoo: error: " in (err := capsys.readouterr().err) and "nosuch" in err, err
+    assert bench_zoo.main(["--models", ",", "--out", out]) == 2
+    assert "bench-zoo: error: --models: no model named in ','" in capsys.readouterr().err
+    assert bench_zoo.main(["--models", "digits", "--json", str(tmp_path / "no" / "z.json"), "--out", out]) == 2
+    assert f"--json {tmp_path / 'no' / 'z.json'}: no such folder" in capsys.readouterr().err
+    assert not (tmp_path / "z" / "digits").exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -57,7 +58,7 @@ def _write_golden(qg, b, x, output: str) -> tuple[Path, list[str]]:
     for name, q in (x_q.items() if isinstance(x_q, dict) else [(None, x_q)]):
         path = Path(f"{stem}.input_q{'' if name is None else '_' + file_part(name)}.npy")
         save_npy_atomic(path, q)
-        args.append(f"--input {path}" if name is None else f"--input '{name}={path}'")
+        args.append(f"--input {shlex.quote(str(path))}" if name is None else f"--input {shlex.quote(f'{name}={path}')}")
     save_npz_atomic(Path(f"{stem}.golden.npz"), {d.name: env[qg.resolve(d.name)] for d in b.outputs})
     return Path(f"{stem}.golden.npz"), args
 
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
         _check_destinations(a)
         p = Path(a.model)
         if a.model in MODELS and not p.exists():
-            model, head = load_model_head(a.model)
+            model, head = load_model_head(a.model, a.synthetic_weights)
         else:
             if not p.exists():
                 raise missing_model_error(a.model)
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
     if written:
         for note in data[2]:
             print(f"note: {note}")
-        print(f"--input {a.input}: golden int8 outputs -> {written[0]}; `tpusim run {a.output} {' '.join(written[1])} "
+        print(f"--input {a.input}: golden int8 outputs -> {written[0]}; `tpusim run {shlex.quote(a.output)} {' '.join(written[1])} "
               "--out DIR` gives them")
     return 0
 

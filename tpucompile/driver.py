@@ -89,8 +89,13 @@ def load_model_head(model: str | Path, synthetic_seed: int | None = None):
     input as its (1, C, T) model (``frontend.token_input``). Returns (model, HostHead / HostPatches
     or None): a model with integer token-id inputs has its embedding lookups cut off into a host
     head (``frontend.host_embeddings``), a vision transformer its patch extraction
-    (``frontend.host_patches``)."""
+    (``frontend.host_patches``). CompileError for ``synthetic_seed`` with a built-in model (it
+    was ignored: the built-in models' weights are fixed, seeded where synthetic)."""
     if str(model) in MODELS:
+        if synthetic_seed is not None:
+            raise CompileError(f"--synthetic-weights {synthetic_seed}: {str(model)!r} is a built-in model, whose "
+                               "weights are fixed (seeded where synthetic); the option applies to a model file: "
+                               "leave it out")
         return _device_model(MODELS[str(model)][0]())
     p = Path(model)
     if not p.exists():

@@ -22,6 +22,7 @@ Errors (CompileError) name the option, the file and the shapes.
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -60,8 +61,8 @@ def calib_arg(text: str):
         n = int(text)
     except ValueError:
         return Path(text)
-    if not 1 <= n <= 25:
-        raise CompileError(f"--calib must be between 1 and 25 built-in calibration images (or a folder / "
+    if not 1 <= n <= realdata.CALIB_IMAGES_MAX:
+        raise CompileError(f"--calib must be between 1 and {realdata.CALIB_IMAGES_MAX} built-in calibration images (or a folder / "
                            f".npy/.npz file), got {n}")
     return n
 
@@ -130,11 +131,11 @@ def _read(path: Path, what: str):
                            f"neither NumPy's {NPY_MAGIC!r} nor a zip archive's {ZIP_MAGIC!r})")
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:       # members are read here: a truncated one fails here
+                return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise CompileError(f"{what} {str(path)!r}: not a readable .npy/.npz file ({e})") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            return {k: data[k] for k in data.files}
     return data
 
 

@@ -42,6 +42,8 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 TEST_PHOTO = "astronaut"
 CALIB_PHOTOS = ("chelsea", "coffee", "rocket", "china", "flower")
+#: built-in calibration images: each photograph's centre and four corner crops
+CALIB_IMAGES_MAX = 5 * len(CALIB_PHOTOS)
 
 
 def _param(rng, name: str, shape: tuple, role: str, damp) -> np.ndarray:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tpucompile import driver
 from tpusim.arch.cliutil import user_errors, writable_dir
+from tpusim.arch.config import load_config
 from tpusim.arch.errors import TpuError
 from tpusim.flow.cosim import run
 
@@ -98,10 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/zoo"))
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     a = ap.parse_args(argv)
-    names = [m for m in a.models.split(",") if m]
+    names = list(dict.fromkeys(m.strip() for m in a.models.split(",") if m.strip()))     # each once
+    if not names:
+        raise TpuError(f"--models: no model named in {a.models!r}; known: {', '.join(driver.MODELS)}")
     unknown = [m for m in names if m not in driver.MODELS]
     if unknown:
         raise TpuError(f"--models: unknown {unknown}; known: {', '.join(driver.MODELS)}")
+    load_config(a.hw)                   # a bad --hw is refused once, before any model runs
+    if a.json and not a.json.parent.is_dir():
+        raise TpuError(f"--json {a.json}: no such folder {str(a.json.parent)!r}")
     a.out = writable_dir(a.out, "--out")
     rows = []
     for name in names:

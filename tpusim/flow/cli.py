@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import zipfile
 from pathlib import Path
 
 from tpusim.arch.cliutil import quiet_interrupt
@@ -52,7 +53,7 @@ def _parse_inputs(specs: list[str], binary) -> dict:
             raise TpuError(f"input {name!r} is given twice (--input)")
         try:
             arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
             raise TpuError(f"cannot load input {name!r} from {path}: {e or type(e).__name__}") from None
         if not isinstance(arr, np.ndarray):
             raise TpuError(f"input {name!r}: {path} holds several arrays (.npz); give one .npy file")

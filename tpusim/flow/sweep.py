@@ -53,7 +53,7 @@ import yaml
 from distributed import as_completed
 
 from stressgen.cluster import ClusterSpec, connect
-from tpucompile import driver, golden
+from tpucompile import driver, golden, realdata
 from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.estimate import Estimator
 from tpusim.arch.cliutil import user_errors, writable_dir
@@ -100,6 +100,8 @@ def read_spec_yaml(path, keys: tuple) -> dict:
     SweepError naming the file for unreadable YAML, a non-mapping or an unknown key."""
     try:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise SweepError(f"--spec {path}: not a text (YAML) file") from None
     except (OSError, yaml.YAMLError) as e:
         raise SweepError(f"--spec {path}: {' '.join(str(e).split())}") from None
     if not isinstance(spec, dict):
@@ -658,6 +660,9 @@ def spec_from_args(a) -> tuple[list, str, dict, list]:
     spec = {}
     if a.spec:
         spec = read_spec_yaml(a.spec, ("base", "models", "grid", "points"))
+    if isinstance(spec.get("models"), str):
+        raise SweepError(f"--spec {a.spec}: models: expected a list of model names, got the string "
+                         f"{spec['models']!r} (write models: [{spec['models']}])")
     models = _split(a.models) or list(spec.get("models") or [])
     if not models:
         raise SweepError("no models: give --models a,b or a spec with models: [...]")
@@ -677,8 +682,9 @@ def run_args(a: argparse.Namespace) -> int:
         raise SweepError(f"--refine must be at least 1, got {a.refine}")
     if a.workers < 1:
         raise SweepError(f"--workers must be at least 1, got {a.workers}")
-    if a.calib < 1:
-        raise SweepError(f"--calib must be at least 1, got {a.calib}")
+    if not 1 <= a.calib <= realdata.CALIB_IMAGES_MAX:
+        raise SweepError(f"--calib must be between 1 and {realdata.CALIB_IMAGES_MAX} built-in calibration images, "
+                         f"got {a.calib}")
     models, base, grid, points = spec_from_args(a)
     out = writable_dir(a.out, "--out", SweepError)
     cands = candidates(base, grid, points)
