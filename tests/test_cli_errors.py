@@ -217,3 +217,13 @@ def test_synthetic_weights_on_a_built_in_model_is_refused(tmp_path, capsys):
     assert cosim.main(["--model", "squeezenet", "--hw", "small", "--no-rtl", "--synthetic-weights", "1",
                        "--out", str(tmp_path / "c")]) == 2
     assert want in capsys.readouterr().err
+
+
+def test_python_m_tpucompile_and_the_sweep_help():
+    """`python -m tpucompile` had no __main__ (only the console script worked); the sweep's help
+    description was cut mid-sentence at the docstring's first line break."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "tpucompile", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("usage: tpucompile"), r.stderr
+    assert sweep.build_parser().description.endswith("measured on the cycle-accurate SimPy model.")

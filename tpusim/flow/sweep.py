@@ -639,7 +639,7 @@ def _split(text: str | None) -> list:
 
 
 def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    p = p or argparse.ArgumentParser(prog="python -m tpusim.sweep", description=__doc__.split("\n")[0])
+    p = p or argparse.ArgumentParser(prog="python -m tpusim.sweep", description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--spec", help="YAML spec: base, models, grid (knob -> list), points (list of knob maps)")
     p.add_argument("--models", help="comma-separated built-in model names or .onnx paths")
     p.add_argument("--base", help="base hardware config name or YAML path (default seed)")
