@@ -199,6 +199,9 @@ def test_sweep_calib_range_and_spec_shape(tmp_path, capsys):
     np.save(binary, np.arange(4))
     assert sweep.main(["--estimate-only", "--spec", str(binary), "--out", out]) == 2
     assert f"--spec {binary}: not a text (YAML) file" in capsys.readouterr().err
+    assert sweep.main(["--estimate-only", "--refine", "2", "--models", "squeezenet", "--out", out]) == 2
+    assert ("--refine 2 runs SimPy on the 2 best points, --estimate-only on none: give one of them"
+            in capsys.readouterr().err)
     spec = tmp_path / "spec.yaml"
     spec.write_text("models: squeezenet\n")
     assert sweep.main(["--estimate-only", "--spec", str(spec), "--out", out]) == 2

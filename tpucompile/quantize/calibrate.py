@@ -321,7 +321,26 @@ def clip_input_outliers(feeds: list[dict]) -> list[dict]:
               f"{len(feeds)} sample{'s' if len(feeds) != 1 else ''} (largest {largest:.6g}, more than "
               f"{OUTLIER_INPUT_FACTOR:g}x {ref[0]:.4g}, the sample's largest |x| after its top {ref[1]}); kept, "
               "it would set the range of every tensor after it", file=sys.stderr)
+    _warn_outlier_samples(out)
     return out
+
+
+def _warn_outlier_samples(feeds: list[dict]) -> None:
+    """One warning line on stderr per input whose largest |x| in one calibration sample is more
+    than OUTLIER_INPUT_FACTOR x the median of the other samples' (a sample of huge values, or more
+    outliers than ``clip_input_outliers`` clips): nothing is changed (the values are not known to
+    be wrong), but with minmax that sample sets the range of every tensor after it."""
+    if len(feeds) < 2:
+        return
+    for name in feeds[0]:
+        peaks = [float(np.abs(f[name]).max(initial=0.0)) for f in feeds]
+        i = int(np.argmax(peaks))
+        rest = float(np.median(peaks[:i] + peaks[i + 1:]))
+        if rest > 0.0 and peaks[i] > OUTLIER_INPUT_FACTOR * rest:
+            print(f"warning: calibration input {name!r}: sample #{i}'s values reach {peaks[i]:.4g}, more than "
+                  f"{OUTLIER_INPUT_FACTOR:g}x the other samples' (median largest |x| {rest:.4g}); with "
+                  "--calib-method minmax it sets the range of every tensor after it (percentile, mse and "
+                  "entropy weigh the samples): check that sample", file=sys.stderr)
 
 
 def _overflow_error(i: int, name: str, v: np.ndarray, feed: dict) -> CompileError:

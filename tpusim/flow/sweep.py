@@ -680,6 +680,9 @@ def run_args(a: argparse.Namespace) -> int:
     """The sweep of parsed ``build_parser`` arguments (``main`` and ``tpusim sweep``)."""
     if a.refine is not None and a.refine < 1:
         raise SweepError(f"--refine must be at least 1, got {a.refine}")
+    if a.refine is not None and a.estimate_only:
+        raise SweepError(f"--refine {a.refine} runs SimPy on the {a.refine} best points, --estimate-only on none: "
+                         "give one of them")
     if a.workers < 1:
         raise SweepError(f"--workers must be at least 1, got {a.workers}")
     if not 1 <= a.calib <= realdata.CALIB_IMAGES_MAX:
