@@ -145,6 +145,21 @@ def test_a_missing_or_bad_mask_in_the_input_file_is_refused(compiled, tmp_path, 
         driver.load_model_and_data(str(path), input_path=tmp_path / "tokens.npz")
 
 
+def test_a_bool_mask_is_taken_as_0_1_and_an_all_zero_mask_gets_a_note(compiled, tmp_path):
+    """A tokenizer's boolean mask reads as 1 for True (the same device input as the 0/1 int
+    mask); an all-zero mask is run but named in a note (every key masked)."""
+    m, path = compiled[0], compiled[1]
+    x = bert_inputs(m, seed=4)
+    got = {}
+    for kind, mask in (("int", _mask(REAL)), ("bool", _mask(REAL).astype(bool)), ("zero", _mask(0))):
+        np.savez(tmp_path / f"{kind}.npz", **{**x, "attention_mask": mask})
+        notes = []
+        got[kind] = driver.load_model_and_data(str(path), input_path=tmp_path / f"{kind}.npz", notes=notes)[1]
+        assert any("has no real token (all 0)" in n for n in notes) == (kind == "zero"), notes
+    assert all(np.array_equal(got["int"][n], got["bool"][n]) for n in got["int"])
+    assert not all(np.array_equal(got["int"][n], got["zero"][n]) for n in got["int"])
+
+
 @pytest.mark.rtl
 def test_a_padded_mask_three_way_on_the_small_rtl(compiled, tmp_path):
     """`cosim --model bert.onnx --input tokens.npz` with 20 real tokens of 32: golden == SimPy ==

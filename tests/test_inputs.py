@@ -4,6 +4,7 @@ errors naming the option, the file and the shapes."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import onnx
@@ -35,6 +36,15 @@ def test_input_file_forms(tmp_path):
     np.save(tmp_path / "nan.npy", np.full((1, 3, 4, 4), np.nan))
     with pytest.raises(CompileError, match=r"--input '.*nan.npy': 48 values are NaN or infinite"):
         inputs.load_input(tmp_path / "nan.npy", "x", (1, 3, 4, 4))
+    np.save(tmp_path / "huge.npy", np.full((1, 3, 4, 4), 1e300))          # float64 beyond float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                  # no numpy overflow warning first
+        with pytest.raises(CompileError, match=r"--input '.*huge.npy': 48 values are outside float32's range "
+                                               r"\(largest \|x\| 1e\+300\)"):
+            inputs.load_input(tmp_path / "huge.npy", "x", (1, 3, 4, 4))
+    np.save(tmp_path / "q.npy", np.zeros((1, 3, 4, 4), np.int8))          # a quantized OUT.input_q.npy
+    with pytest.raises(CompileError, match=r"--input '.*q.npy': array of dtype int8 \(a quantized input"):
+        inputs.load_input(tmp_path / "q.npy", "x", (1, 3, 4, 4))
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
     with pytest.raises(CompileError, match=r"--input '.*junk.npy': not a readable .npy/.npz file \(it starts "
                                            r"with b'not nu', neither NumPy's b'\\x93NUMPY' nor a zip archive's "

@@ -166,6 +166,9 @@ def token_data(head, input_path, calib, model=None, size: int | None = None) -> 
     x, cal = _device_data(head.run(feeds), [head.run({**draw(100 + i), **calib_masks(head, i, n)}) for i in range(n)],
                           model)
     notes = [head.describe()] + ([] if input_path is not None else ["test input: seeded token ids"])
+    notes += [f"--input's attention mask {m!r} has no real token (all 0): every key is masked, so the outputs are "
+              "those of an all-padding sequence (FP32 and int8 may then differ widely)"
+              for m in head.masks if m in feeds and not feeds[m].any()]
     return x, cal, notes
 
 

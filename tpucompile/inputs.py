@@ -106,10 +106,17 @@ def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None, nam
     if tuple(a.shape) != tuple(shape):
         raise CompileError(f"{what}: array of shape {tuple(a.shape)} does not fit the input "
                            f"{'' if name is None else repr(name) + ' '}of shape {tuple(shape)}")
-    a = a.astype(np.float32)
+    if a.dtype == np.int8:
+        raise CompileError(f"{what}: array of dtype int8 (a quantized input such as tpucompile's OUT.input_q.npy?); "
+                           "this takes the model's float input values (run a quantized input on the binary with "
+                           "`tpusim run BIN --input`)")
     if not np.isfinite(a).all():
         raise CompileError(f"{what}: {int((~np.isfinite(a)).sum())} values are NaN or infinite")
-    return a
+    big = np.abs(a) > np.finfo(np.float32).max if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+    if big.any():
+        raise CompileError(f"{what}: {int(big.sum())} values are outside float32's range (largest |x| "
+                           f"{float(np.abs(a).max()):.4g}); the model's input is float32")
+    return a.astype(np.float32)
 
 
 #: the first bytes of an .npy file (numpy.lib.format) and of an .npz (a zip archive)

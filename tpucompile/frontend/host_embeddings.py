@@ -81,7 +81,7 @@ class HostHead:
 def check_mask_feeds(head: HostHead, feeds: dict, where: str) -> dict:
     """{mask name: int64 array of its shape} of the masks in ``feeds``; CompileError naming the
     input (and ``where``, e.g. the --input file) when one is missing, has another number of values
-    than its tokens or a value other than 0 and 1."""
+    than its tokens or a value other than 0 and 1 (a bool mask is taken as 1 for True)."""
     out = {}
     for name, shape in head.masks.items():
         if name not in feeds:
@@ -91,6 +91,8 @@ def check_mask_feeds(head: HostHead, feeds: dict, where: str) -> dict:
         if m.size != int(np.prod(shape)):
             raise CompileError(f"{where}: attention mask {name!r} has shape {tuple(m.shape)}, the model's is "
                                f"{tuple(shape)}")
+        if m.dtype == np.bool_:     # True = real token, as a tokenizer's boolean mask
+            m = m.astype(np.int64)
         bad = m[(m != 0) & (m != 1)]
         if bad.size or not np.issubdtype(m.dtype, np.number):
             raise CompileError(f"{where}: attention mask {name!r} holds {bad.reshape(-1)[0] if bad.size else m.dtype}; "
