@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from tpucompile import driver, realdata
 from tpucompile.frontend.onnx_import import import_onnx
@@ -29,6 +29,23 @@ def test_synthetic_weights_replace_every_placeholder_and_are_seeded():
     assert m.SerializeToString() == again.SerializeToString()
     other = realdata.synthetic_weights(onnx.load(str(realdata.LIGHT_RESNET50.parent / "light_squeezenet.onnx")), seed=1)
     assert not np.array_equal(numpy_helper.to_array(other.graph.initializer[-1]), w[other.graph.initializer[-1].name])
+
+
+def test_single_number_mul_add_constants_are_kept():
+    """A hard swish's scalar operands (x * (relu6(x + 3) / 6) as Add 3, Mul 1/6) are the export's
+    own constants, kept; a per-channel Mul operand is redrawn like a BN scale."""
+    inits = [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w"),
+             numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+             numpy_helper.from_array(np.array([1 / 6], np.float32), "sixth"),
+             numpy_helper.from_array(np.ones((1, 4, 1, 1), np.float32), "gain")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "three"], ["a"]),
+             helper.make_node("Mul", ["a", "sixth"], ["m"]), helper.make_node("Mul", ["m", "gain"], ["y"])]
+    g = helper.make_graph(nodes, "hs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    m = realdata.synthetic_weights(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), seed=2)
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    assert float(w["three"]) == 3.0 and w["sixth"].tolist() == [np.float32(1 / 6)]
+    assert not np.array_equal(w["gain"], np.ones((1, 4, 1, 1))) and not np.array_equal(w["w"], np.ones((4, 3, 3, 3)))
 
 
 def test_a_reshaped_classifier_weight_is_replaced_too():

@@ -125,16 +125,21 @@ def synthetic_weights(model: onnx.ModelProto, seed: int = 0, damp=lambda name: F
     node for a transformer (``_refuse_transformer``).
     ``damp(name)``: BatchNorm gammas also multiplied by U(0.2, 0.5) (the last BN of a residual
     branch keeps the residual stream bounded). Returns a checked model (same opset, one input:
-    the run-time input)."""
+    the run-time input). A single-number Mul / Add operand (a hard swish's 3 and 1/6) is kept."""
     g = model.graph
     _refuse_transformer(g)
     inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
     cos = {n.output[0]: n for n in g.node if n.op_type == "ConstantOfShape" and n.input and n.input[0] in inits}
-    roles = {k: r for k, r in _parameter_roles(g).items() if k in inits or k in cos}  # others: computed
+    def shape_of(name):
+        return tuple(int(d) for d in inits[cos[name].input[0]]) if name in cos else inits[name].shape
+    # others: computed; a single-number Mul / Add operand is the export's own constant (a hard
+    # swish's 3 and 1/6, a rescale), not a per-channel parameter: kept
+    roles = {k: r for k, r in _parameter_roles(g).items() if (k in inits or k in cos)
+             and not (r in ("scale", "shift") and int(np.prod(shape_of(k), dtype=np.int64)) == 1)}
     rng = np.random.default_rng(seed)
     new_inits = []
     for name, role in roles.items():
-        shape = tuple(int(d) for d in inits[cos[name].input[0]]) if name in cos else inits[name].shape
+        shape = shape_of(name)
         new_inits.append(numpy_helper.from_array(_param(rng, name, shape, role, damp).astype(np.float32), name))
     keep = [n for n in g.node if n.op_type != "ConstantOfShape" or n.output[0] not in roles]
     used = {i for n in keep for i in n.input}
