@@ -22,8 +22,8 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     ``conv_dma_price``: load_bw + 40 per DMA, or on arrays with weight batches the idle-chip DMA
     rate + its round trip per DMA, one per batch of weight tiles where the candidate gets batches),
     MXU, VPU; + the price's overlap share of min(LOAD, MXU); + 0.3 x min(LOAD, MXU) off the banks; + the
-    exposed window loads with one input slot. Then, of the candidates of the chosen tile (th x tw),
-    the first cheapest with the VPU cycles the MXU waits for added to max(MXU, VPU): of min(MXU,
+    exposed window loads with one input slot. Then, of the candidates of the chosen tile (th x tw)
+    that load no more DDR bytes than the chosen one, the first cheapest with the VPU cycles the MXU waits for added to max(MXU, VPU): of min(MXU,
     VPU) over the layer's groups (tiles x cout groups), each but the last group's share whose
     accumulator rows the next group overwrites (0 where two groups fit, one-block groups the rows
     the bottom and the top share, else all). ``twin``: None, or (nres, est, on its own banks, the streaming one
@@ -102,16 +102,22 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
                 continue
             yield th, tw, nbg, kbg, ni, rest, (nt, windows, M, ih, iw, tw, kbg, ni, s_out)
 
+    def nbytes(nt, windows, M, ih, iw, tw, *_):
+        """DDR bytes a streaming candidate loads."""
+        return nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + nt * KB * T * wcols * W + nt * NB * pw * W
+
     wgrp = round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd)
     tile = None
     for th, tw, nbg, kbg, ni, rest, args in candidates(None):
         est, _ = cost(*args, 0, wgrp)
         if tile is None or est < tile[2]:
-            tile = (th, tw, est)
+            tile = (th, tw, est, nbytes(*args))
     if tile is None:
         return None
     best = None
     for th, tw, nbg, kbg, ni, rest, args in candidates(tile[:2]):
+        if nbytes(*args) > tile[3]:
+            continue
         est, aligned = cost(*args, 0, wgrp, nbg)
         if best is not None and est >= best[5]:
             continue

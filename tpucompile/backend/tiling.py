@@ -977,16 +977,18 @@ def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, pric
 
 def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tuple:
     """(candidate, its estimate): of the live streaming candidates of candidate ``i``'s tile
-    (th x tw), the first of the least ``est_cycles`` at ``price`` (weight batches as ``_pick``
-    weighs them) with each one's ``serial_at`` cycles added to its max(MXU, VPU): the cout group
-    (and with it the cin group, input and weight slots) that lets a group's REQUANTs overlap the
-    next group's MATMULs where that pays. Only the tile ``_pick`` chose: weighing every tile
-    so made medium ResNet-50's LOAD-bound layers take tiles whose loads the price underrates
-    (n86+n88 124.7 k -> 151.3 k cycles)."""
+    (th x tw) that load no more DDR bytes than ``i``, the first of the least ``est_cycles`` at
+    ``price`` (weight batches as ``_pick`` weighs them) with each one's ``serial_at`` cycles added
+    to its max(MXU, VPU): the cout group (and with it the cin group, input and weight slots) that
+    lets a group's REQUANTs overlap the next group's MATMULs where that pays. Only the tile
+    ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
+    every tile took medium ResNet-50's LOAD-bound layers to tiles that load more (n86+n88
+    124.7 k -> 151.3 k cycles), and every group of the tile took medium densenet121's 14x14 1x1
+    convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
     bw, dma_cycles, overlap = price
     gb = batch[0]
     t = c.table
-    sel = np.flatnonzero(np.take(t.pair, c.live) == t.pair[i])
+    sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
     rows = np.array(c.live_rows[:, sel])
     rows[4] += np.take(c.bank.serial, c.live[sel])
     if gb == 1:
