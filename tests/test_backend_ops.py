@@ -17,6 +17,7 @@ from tpucompile.selfcheck import run_on_executor
 from tpusim.arch import arith
 from tpusim.arch.config import load_config
 from tpusim.arch.host_transforms import host_input_transform
+from tpusim.arch.isa import decode_program
 from tpusim.flow.cosim import run
 from tpusim.sim import run_binary
 
@@ -156,6 +157,22 @@ def test_conv_many_tiles():
     b = check(g.graph([y]), g.input(), interleavings=(0,))
     t = b.meta["layers"][0]["tiling"]
     assert t["th"] * t["tw"] < 40 * 36 and t["kbg"] * t["nbg"] < 9
+
+
+def test_cout_groups_of_a_tile_alternate_accumulator_halves():
+    """A 1x1 conv 16 -> 64 over 12 x 12 on 'small' (one tile of 144 rows, 8 one-block cout
+    groups, two fit the 512-row accumulator): each group's MATMULs write the other half from the
+    one before (its REQUANTs then overlap them), golden = SimPy = the executor's interleavings."""
+    g = B((1, 16, 12, 12), seed=7)
+    y = g.conv(g.x, 64, 1, relu=True)
+    b = check(g.graph([y]), g.input())
+    t = b.meta["layers"][0]["tiling"]
+    assert (t["th"], t["tw"], t["nbg"], t["acc_halves"]) == (12, 12, 1, True)
+    firsts = []     # the accumulator row of each group's first MATMUL (accumulate 0, cin block 0)
+    for ins in decode_program(b.code):
+        if ins.op == "MATMUL" and not ins.args["accumulate"]:
+            firsts.append(ins.args["acc_addr"])
+    assert firsts == [0, 256] * 4
 
 
 def test_first_conv_im2col_and_direct():

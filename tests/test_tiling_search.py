@@ -22,7 +22,11 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
     ``conv_dma_price``: load_bw + 40 per DMA, or on arrays with weight batches the idle-chip DMA
     rate + its round trip per DMA, one per batch of weight tiles where the candidate gets batches),
     MXU, VPU; + the price's overlap share of min(LOAD, MXU); + 0.3 x min(LOAD, MXU) off the banks; + the
-    exposed window loads with one input slot. ``twin``: None, or (nres, est, on its own banks, the streaming one
+    exposed window loads with one input slot. Then, of the candidates of the chosen tile (th x tw)
+    that load no more DDR bytes than the chosen one, the first cheapest with the VPU cycles the MXU waits for added to max(MXU, VPU): of min(MXU,
+    VPU) over the layer's groups (tiles x cout groups), each but the last group's share whose
+    accumulator rows the next group overwrites (0 where two groups fit, one-block groups the rows
+    the bottom and the top share, else all). ``twin``: None, or (nres, est, on its own banks, the streaming one
     on its own banks) of the same tile with nres weight tiles resident (several output tiles
     only): each loaded once instead of once per output tile (a tile: its columns holding output
     channels, the N tiles' mean for the resident ones), all of them if their slots fit,
@@ -57,7 +61,15 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
                 <= cfg.sram_words
         return ring + 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw <= cfg.sram_words
 
-    def cost(nt, windows, M, ih, iw, tw, kbg, ni, s_out, nres, wgrp):
+    def serial(nt, M, nbg, mxu, vpu):
+        """The VPU cycles on the MXU's path (accumulator rows shared by consecutive groups)."""
+        rows, depth = M * nbg, cfg.acc_depth_rows
+        share = 0.0 if 2 * rows <= depth else min(1.0, max(0.0, (2 * rows - depth) / rows)) \
+            if nbg <= cfg.lane_groups else 1.0
+        groups = nt * ceil_div(NB, nbg)
+        return float(min(mxu, vpu)) * (share * (groups - 1)) / groups
+
+    def cost(nt, windows, M, ih, iw, tw, kbg, ni, s_out, nres, wgrp, nbg=None):
         loads = nres + (total - nres) * nt          # weight tile DMAs
         wbytes = nt * KB * T * wcols * W - nres * (nt - 1) * wcols * W // NB     # columns past cout: not loaded
         load = (nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + wbytes + nt * NB * pw * W) / bw
@@ -67,7 +79,8 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
         if nres == 0 and batched(M, kbg, ih, iw, ni, s_out, aligned, load + per_dma * (others + loads) >= mxu, loads):
             loads = ceil_div(loads, gb)
         load += per_dma * (others + loads)
-        est = max(load, mxu, nt * NB * (mp * M + pw * ceil_div(M, s_out)))
+        vpu = nt * NB * (mp * M + pw * ceil_div(M, s_out))
+        est = max(load, max(mxu, vpu) + (0.0 if nbg is None else serial(nt, M, nbg, mxu, vpu)))
         if overlap:
             est += overlap * min(load, mxu)
         if not aligned:
@@ -76,25 +89,43 @@ def _plain_search(kernel, strides, cin, cout, oh, ow, cfg):
             est += nt * windows * KB * ih * iw * W / bw
         return est, aligned
 
+    def candidates(tiles):
+        for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling.nbg_cands(NB),
+                                                      tiling._pow_cands(KB), (2, 1)):
+            M, ih, iw = th * tw, th if kh == 1 else (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
+            s_out = tiling.out_slot_words(cfg, M)
+            rest = 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw
+            nt, windows = ceil_div(oh, th) * ceil_div(ow, tw), 1 if ceil_div(KB, kbg) == 1 else ceil_div(NB, nbg)
+            if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
+                    or 2 * C + rest > cfg.sram_words or ((nt > 1 or oh > 1) and nbg not in tiling._pow_cands(NB))
+                    or (tiles is not None and (th, tw) != tiles)):
+                continue
+            yield th, tw, nbg, kbg, ni, rest, (nt, windows, M, ih, iw, tw, kbg, ni, s_out)
+
+    def nbytes(nt, windows, M, ih, iw, tw, *_):
+        """DDR bytes a streaming candidate loads."""
+        return nt * windows * KB * ih * ((tw - 1) * sw + kw) * W + nt * KB * T * wcols * W + nt * NB * pw * W
+
+    wgrp = round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd)
+    tile = None
+    for th, tw, nbg, kbg, ni, rest, args in candidates(None):
+        est, _ = cost(*args, 0, wgrp)
+        if tile is None or est < tile[2]:
+            tile = (th, tw, est, nbytes(*args))
+    if tile is None:
+        return None
     best = None
-    for tw, th, nbg, kbg, ni in itertools.product(tiling._cands(ow, ap), tiling._cands(oh), tiling.nbg_cands(NB),
-                                                  tiling._pow_cands(KB), (2, 1)):
-        M, ih, iw = th * tw, th if kh == 1 else (th - 1) * sh + kh, (tw - 1) * sw + kw + ap - 1
-        s_out = tiling.out_slot_words(cfg, M)
-        rest = 2 * tsw + 2 * mp * s_out + ni * kbg * ih * iw
-        nt, windows = ceil_div(oh, th) * ceil_div(ow, tw), 1 if ceil_div(KB, kbg) == 1 else ceil_div(NB, nbg)
-        if (M * nbg > cfg.acc_depth_rows or nbg > tiling.max_cout_blocks_per_group(cfg) or nbg % cfg.lane_groups
-                or 2 * C + rest > cfg.sram_words or ((nt > 1 or oh > 1) and nbg not in tiling._pow_cands(NB))):
+    for th, tw, nbg, kbg, ni, rest, args in candidates(tile[:2]):
+        if nbytes(*args) > tile[3]:
             continue
-        args = (nt, windows, M, ih, iw, tw, kbg, ni, s_out)
-        est, aligned = cost(*args, 0, round_up(2 * (round_up(C, bwd) if 2 * C > bwd else C), bwd))
+        est, aligned = cost(*args, 0, wgrp, nbg)
         if best is not None and est >= best[5]:
             continue
         twin = None
         nres = total if wwords[total] + rest <= cfg.sram_words else \
             max(0, bisect.bisect_right(wwords, cfg.sram_words - rest) - 1 - 2)
-        if nt > 1 and nres > 0:
-            est_r, aligned_r = cost(*args, nres, round_up(wwords[nres + (0 if nres == total else 2)], bwd))
+        if args[0] > 1 and nres > 0:
+            est_r, aligned_r = cost(*args, nres, round_up(wwords[nres + (0 if nres == total else 2)], bwd), nbg)
             twin = (nres, est_r, aligned_r, aligned)
         best = (th, tw, nbg, kbg, ni, est, twin)
     return best

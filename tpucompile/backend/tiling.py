@@ -384,6 +384,33 @@ def max_cout_blocks_per_group(cfg: HwConfig) -> int:
     return TOKEN_MAX - cfg.queue_depth - 1 - TOKEN_MARGIN
 
 
+def acc_serial_share(M, nbg, acc_depth: int, mg: int):
+    """Share of a conv group's VPU work (REQUANTs, a fused Add's ADDs) the MXU waits for (int64
+    arrays or ints ``M`` rows a block, ``nbg`` blocks a group; float64 or float): the next group's
+    MATMULs overwrite the accumulator rows those read (``ops/conv.py`` ``_emit``). 0 where two
+    groups fit (``2 * nbg * M <= acc_depth``: groups alternate between the halves, a group's
+    REQUANTs overlap the next one's MATMULs); a one-block group (``nbg <= mg``) alternately at
+    the bottom and the top shares the rows both use, ``(2 * nbg * M - depth) / (nbg * M)``; a
+    group of several blocks stays at the bottom and shares all of them (1). ``_group_refine``
+    weighs it (``_serial_cycles``): medium ResNet-50's 1x1 convs with a fused Add at 28x28, 4
+    blocks of 196 rows a group, took 111 k cycles where max(LOAD, MXU, VPU) said 59.7 k (a group's
+    ADDs and STOREs, ~3.2 k cycles, before the next group's MATMULs, 4.2 k, 16 groups)."""
+    rows = M * nbg
+    part = np.clip((2 * rows - acc_depth) / np.maximum(rows, 1), 0.0, 1.0)
+    return np.where(2 * rows <= acc_depth, 0.0, np.where(nbg <= mg, part, 1.0))
+
+
+def _serial_cycles(mxu, vpu, share, groups):
+    """What the tiler adds to max(MXU, VPU) when it weighs the cout groups of a tile
+    (``_group_refine``), float64: of min(MXU, VPU) spread over the layer's ``groups`` (output
+    tiles x cout groups) the ``share`` (``acc_serial_share``) of each group but the last, which
+    the next group's MATMULs wait for (the last group's follows the layer's last MATMUL whatever
+    the groups, and the next layer's first LOADs overlap it; counting it as well made medium
+    ResNet-50 slower: 4,951,435 against 4,939,798 cycles)."""
+    lesser = np.minimum(np.asarray(mxu, np.float64), np.asarray(vpu, np.float64))
+    return lesser * (share * (groups - 1)) / groups
+
+
 class _ConvShapeTable(NamedTuple):
     """What ``conv_candidates`` shares across the bank and SRAM sizes: the (tw, th, nbg, kbg, ni)
     whose accumulator tile and token count fit, where no weight batch exists (the key's last
@@ -503,7 +530,8 @@ class ConvCandidates(NamedTuple):
     SRAM), MXU, unaligned 0/1, wait bytes), both worked out when asked for from ``bank`` (the
     ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
-    ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``). A weights-resident
+    ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
+    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
@@ -556,15 +584,29 @@ class ConvCandidates(NamedTuple):
         """DDR bytes candidate ``i`` loads."""
         return int(self.table.load_bytes[i]) if i < self.nstream else self.resident(i)[2]
 
-    def est_one(self, bw: float, i: int, dma_cycles: float = DMA_INSTR_CYCLES, overlap: float = 0.0) -> float:
+    def est_one(self, bw: float, i: int, dma_cycles: float = DMA_INSTR_CYCLES, overlap: float = 0.0,
+                serial: bool = False) -> float:
         """``est_cycles`` of candidate ``i`` alone, in Python floats (the same IEEE double
-        operations in the same order, so the same value)."""
+        operations in the same order, so the same value); ``serial``: its peak plus
+        ``serial_at(i)`` (as ``_group_refine`` weighs it)."""
         load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
+        if serial:
+            peak += self.serial_at(i)
         load_t = load_b / bw + dma * dma_cycles
         est = max(load_t, peak)
         if overlap:
             est += overlap * min(load_t, mxu)
         return est + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+
+    def serial_at(self, i: int) -> float:
+        """Candidate ``i``'s VPU cycles on the MXU's path (``_serial_cycles``)."""
+        if i < self.nstream:
+            return float(self.bank.serial[i])
+        t, key = self.table, self.key
+        p = int(t.pair[i])
+        share = acc_serial_share(int(t.M[p]), int(t.nbg[i]), key[14], key[10])
+        return float(_serial_cycles(int(t.mxu_cycles[i]), int(self.vpu[p]), share,
+                                    int(t.ntiles[p]) * -(-key[3] // int(t.nbg[i]))))
 
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
@@ -683,8 +725,11 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     nbg, kbg, ni = nbs[b], kbs[k], 2 - n
     keep = (M[i] * nbg <= acc_depth) & (((ntiles[i] == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
     # of those, only the ones that may be chosen where no weight batch exists (``_first_largest_groups``)
-    if no_batch:
-        keep = _first_largest_groups(np.where(keep, nbg, -1).reshape(len(M), len(nbs), len(kbs), 2))
+    if no_batch:      # (per share of the VPU work on the MXU's path: a fuller group may have more)
+        share = acc_serial_share(M[i], nbg, acc_depth, mg)
+        shape = (len(M), len(nbs), len(kbs), 2)
+        keep = np.logical_or.reduce([_first_largest_groups(np.where(keep & (share == v), nbg, -1).reshape(shape))
+                                     for v in np.unique(share[keep])] or [np.zeros(keep.size, bool)])
     i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
     wres = np.zeros(len(i), np.int64)
     multi = ntiles[i] > 1                        # the weights-resident copies (module docstring)
@@ -717,7 +762,8 @@ class _ConvBankTable(NamedTuple):
     ``nstream`` streaming candidates of ``table`` (its first): per (tw, th) pair ``s_out``, ``vpu``
     (VPU cycles), ``fixed`` (words of the tables and output (skip, pooled) slots) and ``pogrp``
     (those rounded to banks); per streaming candidate the SRAM words it needs packed
-    (``packed_words``) and bank-aligned (``aligned_words``), and ``peak`` (max(MXU, VPU), float64)."""
+    (``packed_words``) and bank-aligned (``aligned_words``), ``peak`` (max(MXU, VPU), float64) and
+    ``serial`` (the VPU cycles on the MXU's path, ``_serial_cycles``)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -727,6 +773,7 @@ class _ConvBankTable(NamedTuple):
     packed_words: np.ndarray
     aligned_words: np.ndarray
     peak: np.ndarray
+    serial: np.ndarray
 
 
 @lru_cache(maxsize=512)
@@ -748,7 +795,9 @@ def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
     taps = pool[0][0] * pool[0][1] + 1 if pool else 0
     vpu = t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
     peak = np.maximum(t.mxu_cycles[:n0], vpu[pair]).astype(np.float64)
-    out = _ConvBankTable(t, n0, s_out, vpu, fixed, pogrp, packed, aligned, peak)
+    serial = _serial_cycles(t.mxu_cycles[:n0], vpu[pair], acc_serial_share(t.M[pair], t.nbg[:n0], acc_depth, mg),
+                            t.ntiles[pair] * -(-NB // t.nbg[:n0]))
+    out = _ConvBankTable(t, n0, s_out, vpu, fixed, pogrp, packed, aligned, peak, serial)
     for a in out[2:]:
         a.flags.writeable = False
     return out
@@ -911,10 +960,11 @@ def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, pric
     """``_pick``'s result from its search's pick ``i`` (estimate ``est_i``) at ``price``:
     the same tile with weights resident where that is no worse; stored in ``_PICKS``."""
     bw, dma_cycles, overlap = price
+    i, est_i = _group_refine(c, i, price, batch)
     choice = _conv_choice(node, key, c, i, batch, cfg, price)
     j = int(c.table.twin[i])
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
-        est_j = c.est_one(bw, j, dma_cycles, overlap)
+        est_j = c.est_one(bw, j, dma_cycles, overlap, serial=True)
         if est_j <= est_i:
             twin = _conv_choice(node, key, c, j, batch, cfg, price)
             if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
@@ -923,6 +973,34 @@ def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, pric
         _PICKS.clear()
     out = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
     return out
+
+
+def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tuple:
+    """(candidate, its estimate): of the live streaming candidates of candidate ``i``'s tile
+    (th x tw) that load no more DDR bytes than ``i``, the first of the least ``est_cycles`` at
+    ``price`` (weight batches as ``_pick`` weighs them) with each one's ``serial_at`` cycles added
+    to its max(MXU, VPU): the cout group (and with it the cin group, input and weight slots) that
+    lets a group's REQUANTs overlap the next group's MATMULs where that pays. Only the tile
+    ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
+    every tile took medium ResNet-50's LOAD-bound layers to tiles that load more (n86+n88
+    124.7 k -> 151.3 k cycles), and every group of the tile took medium densenet121's 14x14 1x1
+    convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
+    bw, dma_cycles, overlap = price
+    gb = batch[0]
+    t = c.table
+    sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
+    rows = np.array(c.live_rows[:, sel])
+    rows[4] += np.take(c.bank.serial, c.live[sel])
+    if gb == 1:
+        e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
+    else:
+        brows = c.searches.get(("rows", gb))
+        if brows is None:
+            brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
+        e = c.est_cycles(bw, _batched_terms(np.concatenate((rows, brows[:, sel])), gb, c.key, price, batch[1]),
+                         dma_cycles, overlap)
+    k = int(e.argmin())
+    return int(c.live[sel[k]]), float(e[k])
 
 
 def _batch_pays(c: ConvCandidates, i: int, batch: tuple, price: tuple) -> bool:

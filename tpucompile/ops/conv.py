@@ -23,8 +23,9 @@ picks the tiling; the loop nest (docs/backend.md)::
 
 The chunks of a group are emitted during the next group (docs/backend.md, "Deferred
 requantization"): those reading accumulator rows its first MATMUL writes before that MATMUL, the
-rest spread over its later MATMULs; without two accumulator halves, tiles alternate between the
-bottom and the top of the accumulator.
+rest spread over its later MATMULs. Consecutive groups (of one tile or the next) alternate
+between the two accumulator halves where two groups fit, else one-block groups between the bottom
+and the top of the accumulator.
 
 With weights resident (``tl.nres`` > 0, chosen by the tiler's cost model: weight tiles
 ``t < nres`` have their own SRAM slots, all of the layer's if they fit) each resident tile is
@@ -426,14 +427,16 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
         win = input_window(op, X, oy0, th, ox0, tw, ap, skip_rows=True)
         nrows, ncols = win.nrows, win.ncols
         ystep = sh // win.row_step * ncols           # words between the window rows of two output rows
-        if tl.acc_halves:
-            acc0 = half * (depth // 2)
-        else:       # a one-block tile alternately at the bottom and the top: only the rows both
-            # use are shared (tiles of several blocks stay at the bottom: alexnet was slower)
-            acc0 = half * (depth - tl.acc_rows) if tl.nbg <= mg else 0
-        half ^= 1
         resident = None
         for g0 in range(0, NB, tl.nbg):
+            # each cout group (not each tile: a tile of several groups would have each one wait
+            # for the REQUANTs of the one before) in the other accumulator half
+            if tl.acc_halves:
+                acc0 = half * (depth // 2)
+            else:       # a one-block group alternately at the bottom and the top: only the rows
+                # both use are shared (groups of several blocks stay at the bottom: alexnet was slower)
+                acc0 = half * (depth - tl.acc_rows) if tl.nbg <= mg else 0
+            half ^= 1
             gnb = range(g0, min(NB, g0 + tl.nbg))
             started = set()
             lo, hi = acc0, acc0 + len(gnb) * mstride       # this group's accumulator rows
@@ -490,7 +493,7 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
                                 flush(rest - ceil_div(rest * max(0, mm - skew), nmm - skew))
             # this group's chunks: its first output block's tables loaded now, the chunks during
             # the next group. A one-block group at the bottom shares its last rows with the next
-            # tile (at the top): its chunks go last row first, so the next tile's first MATMUL
+            # group (at the top): its chunks go last row first, so the next group's first MATMUL
             # waits for a few of them only (reversing a group of several blocks: slower, measured
             # on 'medium' and shufflenet)
             rev = not tl.acc_halves and acc0 == 0 and tl.acc_rows < depth and len(gnb) <= mg
