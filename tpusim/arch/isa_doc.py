@@ -153,7 +153,8 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
         "another buffer when the skip does not overlap the destination.",
         "SRAM transaction `D = param_words + 2*m*count` (per write: read the skip word, write; "
         "ranges: the table, each destination plane and each skip plane): request at `s`, grant "
-        "`g`, completion `c = g + D` (core). Checks: REQUANT's, then (count > 0) the skip's last "
+        "`g`, completion `c = g + D` (core); `D` must fit 17 bits (the SRAM `len`). Checks: "
+        "REQUANT's, then (count > 0) the skip's last "
         "word `skip_addr + (m-1)*dst_plane_stride + count - 1` (`vpu_sram_range`), then "
         "`qreg`, `qreg_b`, `qreg_out` (`qreg_unloaded`, also for count 0).",
         {"acc_addr": "first accumulator row",
