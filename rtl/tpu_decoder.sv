@@ -111,6 +111,7 @@ module tpu_decoder
       OP_MATMUL:       engine = 2'(ENG_MXU);
       OP_LOAD_QREG,
       OP_REQUANT,
+      OP_REQUANT_ADD,
       OP_POOL,
       OP_ADD,
       OP_MUL,

@@ -87,6 +87,7 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_MATMUL                     = 8'h06;
   localparam logic [7:0] OP_LOAD_QREG                  = 8'h07;
   localparam logic [7:0] OP_REQUANT                    = 8'h08;
+  localparam logic [7:0] OP_REQUANT_ADD                = 8'h10;
   localparam logic [7:0] OP_POOL                       = 8'h09;
   localparam logic [7:0] OP_ADD                        = 8'h0A;
   localparam logic [7:0] OP_MUL                        = 8'h0C;
@@ -290,6 +291,51 @@ package tpu_isa_pkg;
   } requant_t;
   function automatic requant_t requant_fields(input logic [INSTR_BITS-1:0] w);
     return requant_t'(w[REQUANT_USED_BITS-1:HEADER_BITS]);
+  endfunction
+
+  // REQUANT_ADD (opcode 0x10, VPU)
+  localparam int unsigned REQUANT_ADD_ACC_ADDR_LSB           = 16;  // [31:16]
+  localparam int unsigned REQUANT_ADD_ACC_ADDR_BITS          = 16;
+  localparam int unsigned REQUANT_ADD_COUNT_LSB              = 32;  // [47:32]
+  localparam int unsigned REQUANT_ADD_COUNT_BITS             = 16;
+  localparam int unsigned REQUANT_ADD_PARAM_ADDR_LSB         = 48;  // [63:48]
+  localparam int unsigned REQUANT_ADD_PARAM_ADDR_BITS        = 16;
+  localparam int unsigned REQUANT_ADD_DST_ADDR_LSB           = 64;  // [79:64]
+  localparam int unsigned REQUANT_ADD_DST_ADDR_BITS          = 16;
+  localparam int unsigned REQUANT_ADD_QREG_LSB               = 80;  // [85:80]
+  localparam int unsigned REQUANT_ADD_QREG_BITS              = 6;
+  localparam int unsigned REQUANT_ADD_RELU_LSB               = 86;  // [86:86]
+  localparam int unsigned REQUANT_ADD_RELU_BITS              = 1;
+  localparam int unsigned REQUANT_ADD_DST_PLANE_STRIDE_LSB   = 87;  // [102:87]
+  localparam int unsigned REQUANT_ADD_DST_PLANE_STRIDE_BITS  = 16;
+  localparam int unsigned REQUANT_ADD_LANE_GROUP_LSB         = 103;  // [110:103]
+  localparam int unsigned REQUANT_ADD_LANE_GROUP_BITS        = 8;
+  localparam int unsigned REQUANT_ADD_SKIP_ADDR_LSB          = 111;  // [126:111]
+  localparam int unsigned REQUANT_ADD_SKIP_ADDR_BITS         = 16;
+  localparam int unsigned REQUANT_ADD_QREG_B_LSB             = 127;  // [132:127]
+  localparam int unsigned REQUANT_ADD_QREG_B_BITS            = 6;
+  localparam int unsigned REQUANT_ADD_QREG_OUT_LSB           = 133;  // [138:133]
+  localparam int unsigned REQUANT_ADD_QREG_OUT_BITS          = 6;
+  localparam int unsigned REQUANT_ADD_ADD_RELU_LSB           = 139;  // [139:139]
+  localparam int unsigned REQUANT_ADD_ADD_RELU_BITS          = 1;
+  localparam int unsigned REQUANT_ADD_USED_BITS              = 140;  // bits above are zero
+  // requant_add_t = requant_add_fields(instr): the fields from the highest bit down
+  typedef struct packed {
+    logic        add_relu;          // [139:139]
+    logic [5:0]  qreg_out;          // [138:133]
+    logic [5:0]  qreg_b;            // [132:127]
+    logic [15:0] skip_addr;         // [126:111]
+    logic [7:0]  lane_group;        // [110:103]
+    logic [15:0] dst_plane_stride;  // [102:87]
+    logic        relu;              // [86:86]
+    logic [5:0]  qreg;              // [85:80]
+    logic [15:0] dst_addr;          // [79:64]
+    logic [15:0] param_addr;        // [63:48]
+    logic [15:0] count;             // [47:32]
+    logic [15:0] acc_addr;          // [31:16]
+  } requant_add_t;
+  function automatic requant_add_t requant_add_fields(input logic [INSTR_BITS-1:0] w);
+    return requant_add_t'(w[REQUANT_ADD_USED_BITS-1:HEADER_BITS]);
   endfunction
 
   // POOL (opcode 0x09, VPU)
@@ -569,6 +615,7 @@ package tpu_isa_pkg;
       OP_MATMUL:       set = |w[INSTR_BITS-1:MATMUL_USED_BITS];
       OP_LOAD_QREG:    set = |w[INSTR_BITS-1:LOAD_QREG_USED_BITS];
       OP_REQUANT:      set = |w[INSTR_BITS-1:REQUANT_USED_BITS];
+      OP_REQUANT_ADD:  set = |w[INSTR_BITS-1:REQUANT_ADD_USED_BITS];
       OP_POOL:         set = |w[INSTR_BITS-1:POOL_USED_BITS];
       OP_ADD:          set = |w[INSTR_BITS-1:ADD_USED_BITS];
       OP_MUL:          set = |w[INSTR_BITS-1:MUL_USED_BITS];

@@ -1,4 +1,4 @@
-// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX and LAYERNORM
+// tpu_vpu: vector unit. Executes LOAD_QREG, REQUANT, REQUANT_ADD, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX and LAYERNORM
 // (start/done protocol), drives
 // SRAM requester 3, reads the accumulator through the MXU's read port, contains tpu_quant_regs.
 //
@@ -26,6 +26,10 @@
 //            Planes: write dst_addr + j*dst_plane_stride + i (k = P + i*Planes + j), channels
 //            j*WordBytes .. of row i (Cols > WordBytes); Cols < WordBytes: the row's Cols bytes
 //            go to lane group lane_group only (sram_wgrp_o), the other lanes keep their bytes.
+//   REQUANT_ADD: REQUANT's sequence (its fields at REQUANT's bits, decoded by requant_fields)
+//            with each write slot t = i*Planes + j two accesses: k = P + 2t reads the skip word
+//            skip_addr + j*dst_plane_stride + i, k = P + 2t + 1 writes the destination word with
+//            add_lane(REQUANT's byte, the skip byte that arrives in that cycle) of every lane.
 //   POOL:    per output (y, x): win_w*win_h tap reads (ty outer, tx inner), then 1 write.
 //   ADD:     per i: read src_a+i, read src_b+i, write dst_addr+i.
 //   MUL:     as ADD, reading src_b (stride_b = 0) or src_b+i (stride_b = 1).
@@ -204,9 +208,10 @@ module tpu_vpu
 
   // ================================================================ instruction fields
   logic [7:0] opcode;
-  logic       is_lq, is_rq, is_pool, is_add, is_mul, is_lut, is_ab, is_dw, is_win, is_sm, is_ln, is_ro;
+  logic       is_lq, is_rq, is_rqa, is_pool, is_add, is_mul, is_lut, is_ab, is_dw, is_win, is_sm, is_ln, is_ro;
   load_qreg_t lq;
-  requant_t   rq;
+  requant_t   rq;           // also REQUANT_ADD's first fields (at the same bits)
+  requant_add_t rqa;
   pool_t      pl;           // pl.mode: 0 max, 1 average
   add_t       ad;
   mul_t       mu;
@@ -216,7 +221,8 @@ module tpu_vpu
   layernorm_t ln;
   assign opcode  = opcode_of(instr_i);
   assign is_lq   = opcode == OP_LOAD_QREG;
-  assign is_rq   = opcode == OP_REQUANT;
+  assign is_rqa  = opcode == OP_REQUANT_ADD;
+  assign is_rq   = opcode == OP_REQUANT || is_rqa;   // REQUANT's sequencer and lanes
   assign is_pool = opcode == OP_POOL;
   assign is_add  = opcode == OP_ADD;
   assign is_mul  = opcode == OP_MUL;
@@ -229,6 +235,7 @@ module tpu_vpu
   assign is_ro   = is_sm || is_ln;         // row ops: the row sequencer
   assign lq      = load_qreg_fields(instr_i);
   assign rq      = requant_fields(instr_i);
+  assign rqa     = requant_add_fields(instr_i);
   assign pl      = pool_fields(instr_i);
   assign ad      = add_fields(instr_i);
   assign mu      = mul_fields(instr_i);
@@ -241,6 +248,9 @@ module tpu_vpu
                        ln.qreg_out};
   logic unused_rq;          // lane_group: only its low bits, and only on a tall array (Groups > 1)
   assign unused_rq = ^rq.lane_group;
+  logic unused_ra;          // REQUANT_ADD's REQUANT fields are read through rq
+  assign unused_ra = ^{rqa.acc_addr, rqa.count, rqa.param_addr, rqa.dst_addr, rqa.qreg, rqa.relu,
+                       rqa.dst_plane_stride, rqa.lane_group};
   logic unused_dw;          // DWCONV's window is read through pl
   assign unused_dw = ^{dw.src_addr, dw.win_w, dw.win_h, dw.win_stride_x, dw.win_stride_y, dw.out_w,
                        dw.out_stride_x, dw.out_h, dw.out_stride_y, dw.dst_addr, dw.qreg_in, dw.qreg_out};
@@ -255,7 +265,12 @@ module tpu_vpu
   always_comb begin
     q_en  = '0;
     q_idx = '0;
-    if (is_rq) begin
+    if (is_rqa) begin
+      q_en     = 3'b111;
+      q_idx[0] = rq.qreg;
+      q_idx[1] = rqa.qreg_b;
+      q_idx[2] = rqa.qreg_out;
+    end else if (is_rq) begin
       q_en     = 3'b001;
       q_idx[0] = rq.qreg;
     end else if ((is_pool && pl.mode) || is_dw) begin
@@ -340,12 +355,16 @@ module tpu_vpu
     len  = '0;
     mask = '0;
     if (is_rq) begin
-      len  = 17'(P) + (17'(rq.count) << PlaneSh);
+      len  = 17'(P) + (17'(rq.count) << (PlaneSh + (is_rqa ? 1 : 0)));
       mask = span(34'(rq.param_addr), 34'(rq.param_addr) + 34'(P - 1));
       if (rq.count != '0) begin
         for (int j = 0; j < int'(Planes); j++) begin
           mask |= span(34'(rq.dst_addr) + 34'(j) * 34'(rq.dst_plane_stride),
                        34'(rq.dst_addr) + 34'(j) * 34'(rq.dst_plane_stride) + 34'(rq.count) - 34'd1);
+          if (is_rqa) begin
+            mask |= span(34'(rqa.skip_addr) + 34'(j) * 34'(rq.dst_plane_stride),
+                         34'(rqa.skip_addr) + 34'(j) * 34'(rq.dst_plane_stride) + 34'(rq.count) - 34'd1);
+          end
         end
       end
     end else if (is_pool) begin
@@ -549,10 +568,12 @@ module tpu_vpu
     end
   end
 
+  logic [16:0] rq_u;          // REQUANT access after the table (REQUANT_ADD: 2t skip read, 2t+1 write)
   logic [16:0] rq_t;          // REQUANT write slot t = i*Planes + j
   logic [15:0] rq_i;          //   accumulator row i
   logic [PlaneW-1:0] rq_j;    //   plane j
-  assign rq_t = k_q - 17'(P);
+  assign rq_u = k_q - 17'(P);
+  assign rq_t = is_rqa ? rq_u >> 1 : rq_u;
   assign rq_i = 16'(rq_t >> PlaneSh);
   assign rq_j = PlaneW'((Planes > 1) ? rq_t : 17'd0);
   logic [16:0] lu_j;          // LUT access after the table: 2i read src[i], 2i+1 write dst[i]
@@ -562,9 +583,10 @@ module tpu_vpu
     sram_addr_o = '0;
     sram_we_o   = 1'b0;
     if (is_rq) begin
-      sram_we_o   = k_q >= 17'(P);
-      sram_addr_o = sram_we_o ? rq.dst_addr + 16'(32'(rq_j) * 32'(rq.dst_plane_stride)) + rq_i
-                              : rq.param_addr + 16'(k_q);
+      sram_we_o   = k_q >= 17'(P) && (!is_rqa || rq_u[0]);
+      if (k_q < 17'(P)) sram_addr_o = rq.param_addr + 16'(k_q);
+      else              sram_addr_o = (sram_we_o ? rq.dst_addr : rqa.skip_addr)
+                                      + 16'(32'(rq_j) * 32'(rq.dst_plane_stride)) + rq_i;
     end else if (is_pool) begin
       sram_we_o   = wph_q;
       sram_addr_o = wph_q ? waddr_q : taddr_q;
@@ -609,8 +631,9 @@ module tpu_vpu
     assign sram_wgrp_o = 1'b1;
   end
 
-  // Accumulator row needed by the next slot (registered read port): row (k+1-P) / Planes.
-  assign acc_rd_addr_o = rq.acc_addr + 16'((k_q + 17'd1 - 17'(P)) >> PlaneSh);
+  // Accumulator row needed by the next slot (registered read port): row (k+1-P) / Planes
+  // (REQUANT_ADD: presented in the skip read cycle of the slot, (k+1-P)/2 / Planes).
+  assign acc_rd_addr_o = rq.acc_addr + 16'(((k_q + 17'd1 - 17'(P)) >> (is_rqa ? 1 : 0)) >> PlaneSh);
 
   // ================================================================ read data side
   logic        rd_v_q;            // the previous cycle drove a read access
@@ -794,9 +817,14 @@ module tpu_vpu
         if (is_rq) begin
           // channel of lane n: plane j's block (Cols > WordBytes), or n within its lane group
           automatic int ch = (int'(rq_j) * int'(WordBytes) + n) % int'(Cols);
-          sram_wdata_o[n*8 +: 8] = rq_lane(acc_rd_data_i[ch*32 +: 32], tbl[ch*32 +: 32],
-                                           tbl[(Cols + ch)*32 +: 32], tbl[(8*Cols + ch)*8 +: 8],
-                                           zp0, rq.relu);
+          automatic logic [7:0] y = rq_lane(acc_rd_data_i[ch*32 +: 32], tbl[ch*32 +: 32],
+                                            tbl[(Cols + ch)*32 +: 32], tbl[(8*Cols + ch)*8 +: 8],
+                                            zp0, rq.relu);
+          // REQUANT_ADD: the skip word read in the previous cycle arrives now (operand b)
+          sram_wdata_o[n*8 +: 8] = is_rqa ? add_lane(y, sram_rdata_i[n*8 +: 8], zp0, zp1,
+                                                     q_mult[0], q_shift[0], q_mult[1], q_shift[1],
+                                                     q_mult[2], q_shift[2], zp2, rqa.add_relu)
+                                          : y;
         end else if (is_pool) begin
           sram_wdata_o[n*8 +: 8] = pl.mode ? avg_lane(fin_sum[n], pl_taps, zp0, q_mult[1],
                                                       q_shift[1], zp1)

@@ -8,6 +8,9 @@
 //                               plane's last word dst_addr + (RQ_PLANES - 1) * dst_plane_stride
 //                               + count - 1, >= SRAM_WORDS, or lane_group >= LANE_GROUPS;
 //            ERR_QREG_UNLOADED  qreg never loaded.
+//   REQUANT_ADD: REQUANT's (its fields at REQUANT's bits), the SRAM range also (count > 0) the
+//            skip's last word skip_addr + (RQ_PLANES - 1) * dst_plane_stride + count - 1;
+//            ERR_QREG_UNLOADED  qreg, qreg_b or qreg_out never loaded (also for count 0).
 //   POOL with out_w*out_h > 0:  ERR_VPU_SRAM_RANGE last tap (if the window has taps) or last
 //                               destination word >= SRAM_WORDS; average: ERR_QREG_UNLOADED if
 //                               qreg_in or qreg_out was never loaded.
@@ -44,7 +47,8 @@ module tpu_vpu_check
 
   logic [7:0] opcode;
   load_qreg_t lq;
-  requant_t   rq;
+  requant_t   rq;           // also REQUANT_ADD's first fields
+  requant_add_t rqa;
   pool_t      pl;
   add_t       ad;
   mul_t       mu;
@@ -55,6 +59,7 @@ module tpu_vpu_check
   assign opcode = opcode_of(instr_i);
   assign lq     = load_qreg_fields(instr_i);
   assign rq     = requant_fields(instr_i);
+  assign rqa    = requant_add_fields(instr_i);
   assign pl     = pool_fields(instr_i);
   assign ad     = add_fields(instr_i);
   assign mu     = mul_fields(instr_i);
@@ -64,7 +69,9 @@ module tpu_vpu_check
   assign ln     = layernorm_fields(instr_i);
 
   logic unused_fields;  // fields that cannot make an instruction an error
-  assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu, mu.relu, dw.relu,
+  assign unused_fields = ^{lq.multiplier, lq.shift, lq.zero_point, rq.relu, ad.relu, rqa.add_relu,
+                           rqa.acc_addr, rqa.count, rqa.param_addr, rqa.dst_addr, rqa.qreg, rqa.relu,
+                           rqa.dst_plane_stride, rqa.lane_group, mu.relu, dw.relu,
                            dw.src_addr, dw.win_w, dw.win_h, dw.win_stride_x, dw.win_stride_y, dw.out_w,
                            dw.out_stride_x, dw.out_h, dw.out_stride_y, dw.dst_addr, dw.qreg_in,
                            dw.qreg_out, ro.exp_mult, ro.mask, ln.eps, ln.src_addr, ln.dst_addr,
@@ -90,6 +97,10 @@ module tpu_vpu_check
                                                    * w_t'(rq.dst_plane_stride), w_t'(rq.count)))
                     || w_t'(rq.lane_group) >= w_t'(LANE_GROUPS);
   assign rq_q_bad    = !valid_q[rq.qreg];
+  logic ra_sram_bad, ra_q_bad;
+  assign ra_sram_bad = rq.count != '0 && past_end(w_t'(rqa.skip_addr) + (w_t'(RQ_PLANES) - w_t'(1))
+                                                  * w_t'(rq.dst_plane_stride), w_t'(rq.count));
+  assign ra_q_bad    = !(valid_q[rq.qreg] && valid_q[rqa.qreg_b] && valid_q[rqa.qreg_out]);
 
   w_t   pl_outs, pl_taps, pl_last_tap;
   logic pl_sram_bad, pl_q_bad;
@@ -144,6 +155,11 @@ module tpu_vpu_check
         if (rq_acc_bad)       code_o = ERR_VPU_ACC_RANGE;
         else if (rq_sram_bad) code_o = ERR_VPU_SRAM_RANGE;
         else if (rq_q_bad)    code_o = ERR_QREG_UNLOADED;
+      end
+      OP_REQUANT_ADD: begin
+        if (rq_acc_bad)                      code_o = ERR_VPU_ACC_RANGE;
+        else if (rq_sram_bad || ra_sram_bad) code_o = ERR_VPU_SRAM_RANGE;
+        else if (ra_q_bad)                   code_o = ERR_QREG_UNLOADED;
       end
       OP_POOL: begin
         if (pl_outs != '0) begin

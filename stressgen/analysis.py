@@ -70,7 +70,7 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
         else:
             acc += [("sram", lo, hi, False) for lo, hi in _word_ranges(matmul_words(a), w)]
         acc.append(("acc", a["acc_addr"], a["acc_addr"] + m, True))
-    elif op == "REQUANT":
+    elif op in ("REQUANT", "REQUANT_ADD"):
         n = a["count"]
         acc.append(("sram", a["param_addr"] * w, (a["param_addr"] + cfg.param_words) * w, False))
         if n:
@@ -78,6 +78,9 @@ def footprint(ins, cfg) -> list[tuple[str, int, int, bool]]:
             for j in range(cfg.requant_planes):     # a lane group's write: the whole words
                 d = a["dst_addr"] + j * a["dst_plane_stride"]
                 acc.append(("sram", d * w, (d + n) * w, True))
+                if op == "REQUANT_ADD":             # the skip: the destination's layout
+                    k = a["skip_addr"] + j * a["dst_plane_stride"]
+                    acc.append(("sram", k * w, (k + n) * w, False))
     elif op in ("POOL", "DWCONV"):
         outs = a["out_w"] * a["out_h"]
         if outs == 0:

@@ -50,6 +50,8 @@ STATIC_BINS = (
     "dma_both_directions", "dma_compute_overlap", "ddr_raw_chain", "long_chain",
     # operations
     "pool_max", "pool_avg", "add", "relu",
+    # REQUANT_ADD (count > 0): any, in place (skip_addr = dst_addr), the sum clamped (add_relu)
+    "requant_add", "requant_add_in_place", "requant_add_relu",
     # LUT: any, in place (dst = src), count 0 (table read only), two in a row through one output
     # lut_index_wrap: one LUT reads inputs -128, -1, 0 and 127 (docstring of _Observer._lut)
     "lut", "lut_in_place", "lut_count0", "lut_chain", "lut_index_wrap",
@@ -424,6 +426,10 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b["pool_stride0"] += a["out_w"] > 1 and a["out_h"] > 0 and a["out_stride_x"] == 0
         elif ins.op == "ADD":
             b["add"] += 1
+        elif ins.op == "REQUANT_ADD" and a["count"]:
+            b["requant_add"] += 1
+            b["requant_add_in_place"] += a["skip_addr"] == a["dst_addr"]
+            b["requant_add_relu"] += a["add_relu"]
         elif ins.op == "MUL":
             b["mul"] += 1
             b["mul_broadcast"] += a["count"] > 0 and not a["stride_b"]
@@ -450,9 +456,9 @@ def _static(prog, cfg, instrs, b: Counter) -> None:
             b[f"nop_{ENGINE_KEYS[a['engine']]}"] += 1
         if a.get("relu"):
             b["relu"] += 1
-        if ins.op == "REQUANT" and a["count"]:
+        if ins.op in ("REQUANT", "REQUANT_ADD") and a["count"]:
             _requant_shape(a, cfg, b, groups)
-        if ins.op in ("REQUANT", "ADD", "MUL", "DWCONV", *ROWOPS) or ins.op == "POOL" and a["mode"]:
+        if ins.op in ("REQUANT", "REQUANT_ADD", "ADD", "MUL", "DWCONV", *ROWOPS) or ins.op == "POOL" and a["mode"]:
             qbanks.update(a[f] // 16 for f in ("qreg", "qreg_a", "qreg_b", "qreg_out", "qreg_in") if f in a)
     b["sram_all_banks"] += len(banks) == cfg.sram_banks
     b["sram_full"] += len(loaded) == cfg.sram_words

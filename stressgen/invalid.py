@@ -76,7 +76,7 @@ def _pick(prog, r, ops=_DMA_OPS):
 #: a POOL of one 1x1 window, a DMA of one word
 _FRESH = {"DMA_LOAD": {"count1": 1, "count2": 1}, "DMA_STORE": {"count1": 1, "count2": 1},
           "LOAD_WEIGHTS": {}, "MATMUL": {"count_x": 1, "count_y": 1, "stride_x": 1},
-          "REQUANT": {"count": 1}, "ADD": {"count": 1}, "MUL": {"count": 1, "stride_b": 1},
+          "REQUANT": {"count": 1}, "REQUANT_ADD": {"count": 1}, "ADD": {"count": 1}, "MUL": {"count": 1, "stride_b": 1},
           "LUT": {"count": 1}, "POOL": {"win_w": 1, "win_h": 1, "out_w": 1, "out_h": 1},
           "DWCONV": {"win_w": 1, "win_h": 1, "out_w": 1, "out_h": 1},
           "SOFTMAX": {"row_len": 1, "rows": 1}, "LAYERNORM": {"row_len": 1, "rows": 1}}
@@ -157,7 +157,7 @@ def _ddr(prog, cfg, r, path):
 
 
 #: quant-register fields a VPU instruction reads (POOL: average mode only)
-_QREG_FIELDS = {"REQUANT": ("qreg",), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out"),
+_QREG_FIELDS = {"REQUANT": ("qreg",), "REQUANT_ADD": ("qreg", "qreg_b", "qreg_out"), "ADD": ("qreg_a", "qreg_b", "qreg_out"), "POOL": ("qreg_in", "qreg_out"),
                 "MUL": ("qreg_a", "qreg_b", "qreg_out"), "DWCONV": ("qreg_in", "qreg_out"),
                 "SOFTMAX": ("qreg_out",), "LAYERNORM": ("qreg_out",)}
 
@@ -167,10 +167,10 @@ QREG_PATHS = tuple((op, f) for op, fields in _QREG_FIELDS.items() for f in field
 
 
 def _reads_qregs(ins) -> bool:
-    """``ins`` reads its quant registers (REQUANT always; ADD, MUL with count > 0; POOL average
-    and DWCONV with outputs, SOFTMAX and LAYERNORM with rows)."""
+    """``ins`` reads its quant registers (REQUANT, REQUANT_ADD always; ADD, MUL with count > 0;
+    POOL average and DWCONV with outputs, SOFTMAX and LAYERNORM with rows)."""
     a = ins.args
-    return (ins.op == "REQUANT" or ins.op in ("ADD", "MUL") and a["count"] > 0
+    return (ins.op in ("REQUANT", "REQUANT_ADD") or ins.op in ("ADD", "MUL") and a["count"] > 0
             or ins.op == "POOL" and a["mode"] == 1 and _is_pool(ins) or _is_dw(ins) or _is_ro(ins))
 
 
@@ -284,7 +284,8 @@ def _ro_past(field: str):
 #: sram/acc). The instruction is changed so that only the named range check fails (the earlier
 #: checks of the same instruction still pass).
 SRAM_SUBKINDS = (
-    ("dma_sram", _DMA_OPS, lambda ins: ins.op in _DMA_OPS, _sram_dma),
+    ("dma_sram", ("DMA_LOAD",), lambda ins: ins.op == "DMA_LOAD", _sram_dma),
+    ("dma_sram_store", ("DMA_STORE",), lambda ins: ins.op == "DMA_STORE", _sram_dma),
     ("mxu_sram_lw", ("LOAD_WEIGHTS",), lambda ins: ins.op == "LOAD_WEIGHTS", _sram_lw),
     ("mxu_sram_act", ("MATMUL",), lambda ins: ins.op == "MATMUL", _sram_mm_act),
     ("mxu_acc", ("MATMUL",), lambda ins: ins.op == "MATMUL" and ins.args["count_x"] * ins.args["count_y"] > 0,
@@ -292,6 +293,9 @@ SRAM_SUBKINDS = (
     ("vpu_acc", ("REQUANT",), lambda ins: ins.op == "REQUANT", _acc_rq),
     ("vpu_sram_param", ("REQUANT",), lambda ins: ins.op == "REQUANT", _words_past("param_addr")),
     ("vpu_sram_rq_dst", ("REQUANT",), lambda ins: ins.op == "REQUANT", _words_past("dst_addr", "count")),
+    # REQUANT_ADD: its own range term (the skip); its accumulator, table and destination terms are
+    # REQUANT's (tpu_vpu_check: rq_acc_bad, rq_sram_bad), reached by the double faults
+    ("vpu_sram_rqa_skip", ("REQUANT_ADD",), lambda ins: ins.op == "REQUANT_ADD", _words_past("skip_addr", "count")),
     ("vpu_sram_add_a", ("ADD",), lambda ins: ins.op == "ADD", _words_past("src_a", "count")),
     ("vpu_sram_add_b", ("ADD",), lambda ins: ins.op == "ADD", _words_past("src_b", "count")),
     ("vpu_sram_add_dst", ("ADD",), lambda ins: ins.op == "ADD", _words_past("dst_addr", "count")),
@@ -342,7 +346,7 @@ def _deadlock(prog, cfg, r, path=None):
 
 #: one range fault per instruction kind, for ``double_fault``
 _FAULT_OF = {"DMA_LOAD": _sram_dma, "DMA_STORE": _sram_dma, "LOAD_WEIGHTS": _sram_lw, "MATMUL": _acc_mm,
-             "REQUANT": _acc_rq, "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst,
+             "REQUANT": _acc_rq, "REQUANT_ADD": _words_past("skip_addr", "count"), "ADD": _words_past("dst_addr", "count"), "POOL": _pool_dst,
              "LUT": _words_past("table_addr", table="lut_words"), "MUL": _words_past("dst_addr", "count"),
              "DWCONV": _pool_dst, "SOFTMAX": _ro_past("dst_addr"), "LAYERNORM": _ro_past("dst_addr")}
 

@@ -35,6 +35,7 @@ SIZE_FIELDS: dict[str, tuple[str, ...]] = {
     "DMA_STORE": ("count2", "count1", "inner_bytes"),
     "MATMUL": ("count_y", "count_x"),
     "REQUANT": ("count",),
+    "REQUANT_ADD": ("count",),
     "POOL": ("out_h", "out_w", "win_h", "win_w"),
     "DWCONV": ("out_h", "out_w", "win_h", "win_w"),
     "ADD": ("count",),
@@ -64,7 +65,7 @@ def _work(ins: Instruction) -> int:
         return a["inner_bytes"] * a["count1"] * a["count2"]
     if ins.op == "MATMUL":
         return a["count_x"] * a["count_y"]
-    if ins.op in ("REQUANT", "ADD", "MUL", "LUT"):
+    if ins.op in ("REQUANT", "REQUANT_ADD", "ADD", "MUL", "LUT"):
         return a["count"]
     if ins.op in ("POOL", "DWCONV"):
         return a["out_w"] * a["out_h"] * a["win_w"] * a["win_h"]

@@ -5,6 +5,7 @@ tokens, so any interleaving is race-free."""
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 
@@ -33,7 +34,9 @@ LEAD_M = 40
 def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
     """C[M, N] = X[M, K] @ W[K, N] over K tiles of R rows and N tiles of C columns, then
     REQUANT per N tile (random per-channel table), optional POOL, DMA_STORE. Output region: M
-    words per output channel block. Wide array (C = mp*R): tile n writes its mp planes at
+    words per output channel block. ``fused`` (30 %): REQUANT_ADDs instead of the REQUANTs, adding
+    a skip region of the output region's layout (random data), half of them in place (the skip
+    loaded into the output region itself). Wide array (C = mp*R): tile n writes its mp planes at
     obase + n*mp*ps + j*ps (plane stride ps = M + a random gap); tall (R = mg*C): tile n fills
     lane group n % mg of block n // mg (a short last block: the last tile again in the missing
     groups, so no lane of the stored region is left unwritten)."""
@@ -101,11 +104,19 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
     # back to back on the two weight planes (coverage bins mm_plane_switch, mm_lw_plane_busy,
     # mm_inflight_max); from the shape, like ``twice``
     lead = (3 * K + 5 * M + 7 * N) % 3 == 0 and tn * tk >= 2 and M <= 16
+    # fused: REQUANT_ADDs; drawn from a generator of the shape's own (as ``twice``), so that the
+    # program's other draws are those of a program without them
+    fr = random.Random(1_000_003 * K + 1009 * M + N)
+    fused = fr.random() < 0.3
+    in_place = fused and fr.random() < 0.5
+    if fused:
+        skip_data = rand_i8(np.random.default_rng(fr.getrandbits(32)), (out_words, W), dmode)
+        q_skip, q_sum, add_relu = rand_qreg(fr), rand_qreg(fr), int(fr.random() < 0.3)
     task = Task(ctx, 3 + tn * (2 * tk + 1) + nrq - tn + 2 + (3 if post else 0) + (tn * tk if twice else 0)
-                + (2 if lead else 0))
+                + (2 if lead else 0) + (3 if fused else 0))
 
     def loads():
-        nonlocal wbase, abase, pbase, obase, accs, dst
+        nonlocal wbase, abase, pbase, obase, accs, dst, sbase
         wbase = ctx.alloc(task, "sram", tn * tk * C)
         abase = ctx.alloc(task, "sram", words)
         pbase = ctx.alloc(task, "sram", tn * pw)
@@ -117,9 +128,23 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
         ctx.load(wbase, wblob)
         ctx.load(abase, blob)
         ctx.load(pbase, np.frombuffer(b"".join(t.ljust(pw * W, b"\0") for t in tables), np.int8))
+        if fused:
+            sbase = obase if in_place else ctx.alloc(task, "sram", out_words)
+            ctx.load(sbase, skip_data)
+
+    def requant(**a):
+        """REQUANT, or with ``fused`` REQUANT_ADD of the skip at the destination's offset."""
+        if fused:
+            ctx.em.emit("REQUANT_ADD", **a, skip_addr=sbase + a["dst_addr"] - obase, qreg_b=qs, qreg_out=qo,
+                        add_relu=add_relu)
+        else:
+            ctx.em.emit("REQUANT", **a)
 
     def compute():
+        nonlocal qs, qo
         q = ctx.ensure_qreg(zp_val)
+        if fused:
+            qs, qo = ctx.ensure_qreg(q_skip), ctx.ensure_qreg(q_sum)
         if lead:
             ctx.em.emit("LOAD_WEIGHTS", sram_addr=wbase)
             ctx.em.emit("MATMUL", act_addr=abase, count_x=LEAD_M, stride_x=0, count_y=1, stride_y=0,
@@ -133,17 +158,17 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
                     ctx.em.emit("MATMUL", act_addr=base_of(abase, t), acc_addr=accs[n],
                                 accumulate=1, **geo)
             if mp == mg == 1:
-                ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
-                            dst_addr=obase + n * M, qreg=q, relu=relu)
+                requant(acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                        dst_addr=obase + n * M, qreg=q, relu=relu)
             elif mp > 1:
-                ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
-                            dst_addr=obase + n * mp * pstride, dst_plane_stride=pstride, qreg=q, relu=relu)
+                requant(acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                        dst_addr=obase + n * mp * pstride, dst_plane_stride=pstride, qreg=q, relu=relu)
             else:
-                ctx.em.emit("REQUANT", acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
-                            dst_addr=obase + n // mg * M, lane_group=n % mg, qreg=q, relu=relu)
+                requant(acc_addr=accs[n], count=M, param_addr=pbase + n * pw,
+                        dst_addr=obase + n // mg * M, lane_group=n % mg, qreg=q, relu=relu)
         for g in range(tn, nrq):                        # tall: the last tile in a short block's groups
-            ctx.em.emit("REQUANT", acc_addr=accs[tn - 1], count=M, param_addr=pbase + (tn - 1) * pw,
-                        dst_addr=obase + g // mg * M, lane_group=g % mg, qreg=q, relu=relu)
+            requant(acc_addr=accs[tn - 1], count=M, param_addr=pbase + (tn - 1) * pw,
+                    dst_addr=obase + g // mg * M, lane_group=g % mg, qreg=q, relu=relu)
 
     def stores():
         ctx.store(obase, out_words * W)
@@ -158,7 +183,7 @@ def matmul_task(ctx, K: int, M: int, N: int, dmode: str):
                         qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(r.random() < 0.3))
             ctx.store(dst, M * W)
 
-    wbase = abase = pbase = obase = dst = 0
+    wbase = abase = pbase = obase = dst = sbase = qs = qo = 0
     accs = []
     task.phases = [loads, compute, stores]
     return task

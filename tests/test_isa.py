@@ -61,7 +61,7 @@ def test_opcode_codes_unique_and_in_byte():
     assert {n: s.code for n, s in OPCODES.items()} == {
         "NOP": 0x01, "HALT": 0x02, "DMA_LOAD": 0x03, "DMA_STORE": 0x04, "LOAD_WEIGHTS": 0x05,
         "MATMUL": 0x06, "LOAD_QREG": 0x07, "REQUANT": 0x08, "POOL": 0x09, "ADD": 0x0A, "LUT": 0x0B, "MUL": 0x0C,
-        "DWCONV": 0x0D, "SOFTMAX": 0x0E, "LAYERNORM": 0x0F}
+        "DWCONV": 0x0D, "SOFTMAX": 0x0E, "LAYERNORM": 0x0F, "REQUANT_ADD": 0x10}
     assert all(s.name == n for n, s in OPCODES.items())
 
 
@@ -251,7 +251,7 @@ def test_isa_error_is_tpu_error():
 
 
 # ---- decode errors --------------------------------------------------------------------------
-@pytest.mark.parametrize("code", [0x00, 0x10, 0x7F, 0xFF])
+@pytest.mark.parametrize("code", [0x00, 0x11, 0x7F, 0xFF])
 def test_reserved_opcode_names_pc(code):
     raw = bytes([code]) + bytes(31)
     with pytest.raises(IsaError, match=re.escape(f"reserved opcode {code:#04x} at pc 0x40")):
@@ -401,6 +401,14 @@ def test_dwconv_window_fields_lie_where_pools_do():
     assert DWCONV_POOL_FIELDS == len(pl)
     assert [(f.bits, lsb) for f, lsb in dw[:DWCONV_POOL_FIELDS]] == [(f.bits, lsb) for f, lsb in pl]
     assert [f.name for f, _ in dw[1:DWCONV_POOL_FIELDS]] == [f.name for f, _ in pl[1:]]
+
+
+def test_requant_add_fields_lie_where_requants_do():
+    """The RTL decodes REQUANT_ADD's first fields with requant_fields (tpu_vpu, tpu_vpu_check)."""
+    from tpusim.arch.isa import REQUANT_FIELDS
+    ra, rq = OPCODES["REQUANT_ADD"].layout(), OPCODES["REQUANT"].layout()
+    assert REQUANT_FIELDS == len(rq)
+    assert [(f.name, f.bits, lsb) for f, lsb in ra[:REQUANT_FIELDS]] == [(f.name, f.bits, lsb) for f, lsb in rq]
 
 
 def test_row_fields_lie_at_the_same_bits():

@@ -20,7 +20,7 @@ from tpusim.arch.rowops import ROWOPS
 from tpusim.sim import run_binary
 
 SMALL = load_config("small")
-EXPECT = {"dma_sram": "dma_sram_range", "mxu_sram_lw": "mxu_sram_range", "mxu_sram_act": "mxu_sram_range",
+EXPECT = {"dma_sram": "dma_sram_range", "dma_sram_store": "dma_sram_range", "mxu_sram_lw": "mxu_sram_range", "mxu_sram_act": "mxu_sram_range",
           "mxu_acc": "mxu_acc_range", "vpu_acc": "vpu_acc_range"}
 
 
@@ -131,7 +131,7 @@ def test_every_checker_path_within_200_consecutive_seeds():
     """At the mutant hunts' invalid rate (0.5), seeds 0..199 (a hunt's 200 programs) draw every
     checker path of INVALID_PATHS (invalid_path_of: the invalid seeds cycle through the paths, 1 to 2 seeds
     per path), and reach every SRAM / accumulator range
-    path and every quant-register path (27 + 13, the rare opcodes' on fresh instructions): a
+    path and every quant-register path (29 + 16, the rare opcodes' on fresh instructions): a
     checker mutant that drops one of those terms meets its path within 200 programs."""
     drawn = Counter(invalid_path_of(s, 0.5) for s in range(200))
     assert all(drawn[p] >= 1 for p in INVALID_PATHS), [p for p in INVALID_PATHS if not drawn[p]]
@@ -140,13 +140,14 @@ def test_every_checker_path_within_200_consecutive_seeds():
     for s in range(200):
         hits.update(b for b in generate(s, SMALL, invalid_rate=0.5).bins if b.startswith("path_"))
     want = {path_bin("qreg_unloaded", o, f) for o, f in QREG_PATHS}
-    fields = {"dma_sram": "sram_addr", "mxu_sram_lw": "sram_addr", "mxu_sram_act": "act_addr",
-              "mxu_acc": "acc_addr", "vpu_acc": "acc_addr", "param": "param_addr", "dst": "dst_addr",
+    fields = {"dma_sram": "sram_addr", "dma_sram_store": "sram_addr", "mxu_sram_lw": "sram_addr", "mxu_sram_act": "act_addr",
+              "mxu_acc": "acc_addr", "vpu_acc": "acc_addr", "param": "param_addr",
+              "dst": "dst_addr", "skip": "skip_addr",
               "a": "src_a", "b": "src_b", "table": "table_addr", "src": "src_addr", "wt": "wt_addr"}
     for name, ops, _, _ in SRAM_SUBKINDS:
         field = fields.get(name) or fields[name.split("_")[-1]]
         want.add(path_bin(EXPECT.get(name, "vpu_sram_range"), ops[0], field))
-    assert len(want) == 40
+    assert len(want) == 45
     assert not {b for b in want if not hits[b]}, sorted(b for b in want if not hits[b])
 
 

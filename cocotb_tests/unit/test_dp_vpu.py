@@ -1,4 +1,4 @@
-"""VPU (LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV) vs tpusim.arch.arith on random data, and its completion edges.
+"""VPU (LOAD_QREG, REQUANT, REQUANT_ADD, POOL, ADD, MUL, LUT, DWCONV) vs tpusim.arch.arith on random data, and its completion edges.
 
 Thousands of lanes per op, including INT32 extremes, saturating shifts, negative values and
 rounding ties. pytest builds dp_tb_top (8x8 'small' config). DP_SEED=<n> replays.
@@ -70,6 +70,13 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
     def _words(tb, arr):
         return [tb.word_int(r) for r in np.asarray(arr).reshape(-1, tb.W)]
 
+    async def _write_table(tb, addr, bias, mult, shift):
+        """A per-channel table (bias int32, mult int32, shift int8, packed) into SRAM words from
+        ``addr`` (ceil(9 * channels / W) words)."""
+        table = bias.astype("<i4").tobytes() + mult.astype("<i4").tobytes() + shift.astype("i1").tobytes()
+        n = -(-len(table) // tb.W)
+        await tb.write_words(addr, [int.from_bytes(table[j * tb.W:(j + 1) * tb.W], "little") for j in range(n)])
+
     @cocotb.test()
     async def requant_random(dut):
         tb = await _setup(dut)
@@ -86,11 +93,9 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
             relu = int(rng.integers(0, 2))
             qidx = int(rng.integers(0, 64))
             await _load_qreg(tb, qidx, int(rng.integers(INT32_MIN, INT32_MAX)), 5, zp)
-            table = (bias.astype("<i4").tobytes() + mult.astype("<i4").tobytes()
-                     + shift.astype("i1").tobytes())
             param = int(rng.integers(0, 200))
             dst = int(rng.integers(300, 1500))
-            await tb.write_words(param, [int.from_bytes(table[j * W:(j + 1) * W], "little") for j in range(P)])
+            await _write_table(tb, param, bias, mult, shift)
             await tb.write_accmem(acc)
             dut.tb_accsrc_i.value = 1
             s, g, c = await tb.run("vpu", isa.make("REQUANT", acc_addr=0, count=count, param_addr=param,
@@ -113,7 +118,7 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
         """Integration: MATMUL results in the real accumulator, then REQUANT."""
         tb = await _setup(dut)
         rng = _rng()
-        R, C, W = tb.W, tb.C, tb.W
+        R, C = tb.W, tb.C
         w = rng.integers(-128, 128, size=(R, C))
         x = rng.integers(-128, 128, size=(20, R))
         await tb.write_words(0, [tb.word_int(w[:, n]) for n in range(C)])
@@ -122,15 +127,61 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
         await tb.run("mxu", isa.make("MATMUL", act_addr=100, count_x=20, stride_x=1, count_y=1,
                                      acc_addr=5))
         bias, mult, shift = rng.integers(-3000, 3000, size=C), _mults(rng, C), rng.integers(-14, -4, size=C)
-        table = bias.astype("<i4").tobytes() + mult.astype("<i4").tobytes() + shift.astype("i1").tobytes()
-        P = 9 * C // W
-        await tb.write_words(200, [int.from_bytes(table[j * W:(j + 1) * W], "little") for j in range(P)])
+        await _write_table(tb, 200, bias, mult, shift)
         await _load_qreg(tb, 3, 0, 0, -7)
         s, g, c = await tb.run("vpu", isa.make("REQUANT", acc_addr=5, count=20, param_addr=200,
                                                dst_addr=300, qreg=3, relu=1))
         got = np.array([tb.int_word(v) for v in await tb.read_words(300, 20)])
         want = arith.requant_conv(arith.matmul_acc(x, w), bias, mult, shift, -7, True)
         assert np.array_equal(got, want), (got, want)
+
+    @cocotb.test()
+    async def requant_add_random(dut):
+        """REQUANT_ADD = REQUANT then ADD of its output (a) and the skip (b), bit for bit, in
+        param_words + 2*count accesses; also in place (skip_addr = dst_addr)."""
+        tb = await _setup(dut)
+        rng = _rng()
+        C, W = tb.C, tb.W
+        P = 9 * C // W
+        lanes = 0
+        for trial in range(8):
+            count = int(rng.integers(1, 48))
+            acc = _i32(rng, count * C).reshape(count, C) >> int(rng.integers(0, 24))
+            bias = rng.integers(-1000, 1000, size=C)
+            mult, shift = _mults(rng, C), _shifts(rng, C)
+            skip = rng.integers(-128, 128, size=(count, W))
+            if trial % 2:
+                sa, sb, so = rng.uniform(0.001, 0.2, size=3)
+                (ma, sha), (mb, shb), (mo, sho) = arith.add_multipliers(sa, sb, so)
+                za, zb, zo = (int(v) for v in rng.integers(-128, 128, size=3))
+            else:
+                (ma, sha, za), (mb, shb, zb), (mo, sho, zo) = _qreg(rng), _qreg(rng), _qreg(rng)
+            relu, add_relu = (int(v) for v in rng.integers(0, 2, size=2))
+            qa, qb, qo = (int(v) for v in rng.choice(64, size=3, replace=False))
+            await _load_qreg(tb, qa, ma, sha, za)
+            await _load_qreg(tb, qb, mb, shb, zb)
+            await _load_qreg(tb, qo, mo, sho, zo)
+            param, dst = 0, 300
+            sk = dst if trial % 4 == 3 else 700
+            await _write_table(tb, param, bias, mult, shift)
+            await tb.write_words(sk, _words(tb, skip))
+            await tb.write_accmem(acc)
+            dut.tb_accsrc_i.value = 1
+            s, g, c = await tb.run("vpu", isa.make("REQUANT_ADD", acc_addr=0, count=count, param_addr=param,
+                                                   dst_addr=dst, qreg=qa, relu=relu, skip_addr=sk,
+                                                   qreg_b=qb, qreg_out=qo, add_relu=add_relu))
+            dut.tb_accsrc_i.value = 0
+            assert tb.last_err == (0, 0), tb.last_err
+            assert g == s + 1 and c == g + P + 2 * count, (s, g, c, P, count)
+            got = np.array([tb.int_word(v) for v in await tb.read_words(dst, count)])
+            y = arith.requant_conv(acc, bias, mult, shift, za, bool(relu))
+            want = arith.add_int8(y, skip, za, ma, sha, zb, mb, shb, zo, mo, sho, bool(add_relu))
+            bad = np.argwhere(got != want)
+            assert bad.size == 0, (f"trial {trial}: {len(bad)} lanes differ, first at {bad[0]}: "
+                                   f"y={y[tuple(bad[0])]} skip={skip[tuple(bad[0])]} got={got[tuple(bad[0])]} "
+                                   f"want={want[tuple(bad[0])]}")
+            lanes += got.size
+        dut._log.info(f"requant_add_random: {lanes} lanes bit-exact")
 
     @cocotb.test()
     async def add_random(dut):
@@ -318,11 +369,10 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
                 ms = [arith.quantize_multiplier(float(r)) for r in rng.uniform(1e-4, 0.02, size=C)]
                 mult, shift = np.array([m for m, _ in ms]), np.array([s for _, s in ms])
             zo, relu = int(rng.integers(-128, 128)), int(rng.integers(0, 2))
-            table = bias.astype("<i4").tobytes() + mult.astype("<i4").tobytes() + shift.astype("i1").tobytes()
             src, wt, param, dst = int(rng.integers(0, 100)), 700 + trial, 800 + 3 * trial, 1200
             await tb.write_words(src, _words(tb, img))
             await tb.write_words(wt, _words(tb, wts))
-            await tb.write_words(param, [int.from_bytes(table[j * W:(j + 1) * W], "little") for j in range(P)])
+            await _write_table(tb, param, bias, mult, shift)
             await _load_qreg(tb, 20, int(rng.integers(0, 1 << 30)), 3, zin)
             await _load_qreg(tb, 33, 0, 0, zo)
             s, g, c = await tb.run("vpu", isa.make(

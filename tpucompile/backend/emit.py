@@ -19,7 +19,7 @@ counter, less the queue depth).
 
 The layer emitters are the ``emit`` hooks of the op modules (``tpucompile.ops``): they follow
 their tiling: LOAD (inputs, weights, tables) -> MXU (LOAD_WEIGHTS, MATMUL accumulating over taps
-and cin blocks) -> VPU (REQUANT with relu, POOL, ADD, LOAD_QREG) -> STORE, with buffer-free tokens
+and cin blocks) -> VPU (REQUANT with relu, REQUANT_ADD, POOL, ADD, LOAD_QREG) -> STORE, with buffer-free tokens
 flowing back through the same tracking.
 """
 from __future__ import annotations

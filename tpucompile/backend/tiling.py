@@ -291,8 +291,9 @@ def rough_dma_price(cfg: HwConfig) -> tuple:
     return load_bw(cfg), float(DMA_INSTR_CYCLES), 0.0
 
 
-#: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): the LOAD of chunk j + SKIP_SLOTS
-#: waits for chunk j's ADD
+#: slots of a fused residual Add's skip tiles (``ops/conv_add.py``): with the two output slots a
+#: ring of SKIP_SLOTS + 2 slots, the LOAD of chunk j + SKIP_SLOTS + 2 waits for chunk j's STORE
+#: (medium ResNet-50: 2 slots 5,045,695 cycles, 4 slots 5,035,545, 6 slots 5,071,628)
 SKIP_SLOTS = 4
 
 
@@ -312,6 +313,17 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
                  pooled: int = 0, wbatch: int = 1, split: bool = False, fit_only: bool = False):
+    """``_conv_regions`` with a fused Add's tables on a bank of their own when they fit there
+    (``own_bank``), else beside the output slots."""
+    if split and skip and aligned:
+        out = _conv_regions(cfg, nw, s_out, ni, slot, aligned, skip, pooled, wbatch, split, fit_only, True)
+        if out is not None:
+            return out
+    return _conv_regions(cfg, nw, s_out, ni, slot, aligned, skip, pooled, wbatch, split, fit_only, False)
+
+
+def _conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool,
+                  pooled: int, wbatch: int, split: bool, fit_only: bool, own_bank: bool):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
@@ -321,9 +333,12 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
     slots are the streaming ring's two halves, each starting a bank, so the DMA filling one half
     never waits for the LOAD_WEIGHTS reading the other (``ConvTiling.wbatch``). split (with
     skip): the output and skip slots in two parity groups, the second from a bank's start
-    (output slot g with skip slots g and g + 2: chunk j's REQUANT and ADD touch only group
+    (output slot g with skip slots g and g + 2: ``ops/conv_add.py``'s ring of these slots
+    alternates between the groups, so chunk j's LOAD, REQUANT_ADD and STORE touch only group
     j % 2), so the STORE of one chunk never waits for the VPU working on the next
-    (``_split_out_regions``). ``fit_only``: True instead of the regions (no lists built)."""
+    (``_split_out_regions``). ``fit_only``: True instead of the regions (no lists built).
+    ``own_bank``: the tables after the input slots, from a bank's start (a REQUANT_ADD holds its
+    table's bank for its whole transaction)."""
     a = _Alloc(cfg, lists=not fit_only)
     bw = cfg.bank_words
     if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
@@ -338,7 +353,8 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
         a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
     if aligned:
         a.top = round_up(a.top, bw)
-    a.take("p", 2, table_slot_words(cfg))
+    if not own_bank:
+        a.take("p", 2, table_slot_words(cfg))
     if split:
         _split_out_regions(a, cfg.requant_planes * s_out, SKIP_SLOTS if skip else 0)
     else:
@@ -354,6 +370,11 @@ def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned
         slots.append(a.top)
         a.top += slot
     a.regions["i"] = slots
+    if own_bank:
+        # a REQUANT_ADD holds its table's bank for its whole transaction: a table bank shared
+        # with the other parity group's slots would make that group's LOADs and STOREs wait
+        a.top = round_up(a.top, bw)
+        a.take("p", 2, table_slot_words(cfg))
     return (True if fit_only else a.regions) if a.top <= cfg.sram_words else None
 
 
@@ -793,7 +814,8 @@ def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
     pogrp = -(-fixed // bwd) * bwd
     aligned = round_up(weight_region_words(2, C, bwd), bwd) + pogrp[pair] + t.ni[:n0] * (-(-t.slot[:n0] // bwd) * bwd)
     taps = pool[0][0] * pool[0][1] + 1 if pool else 0
-    vpu = t.ntiles * NB * ((1 + 3 * skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
+    # per N tile and output word: REQUANT's write; a fused residual Add's REQUANT_ADD also reads the skip word
+    vpu = t.ntiles * NB * ((1 + skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
     peak = np.maximum(t.mxu_cycles[:n0], vpu[pair]).astype(np.float64)
     serial = _serial_cycles(t.mxu_cycles[:n0], vpu[pair], acc_serial_share(t.M[pair], t.nbg[:n0], acc_depth, mg),
                             t.ntiles[pair] * -(-NB // t.nbg[:n0]))

@@ -292,7 +292,7 @@ def all_tile_cols(op: QConv, NB: int, C: int) -> list:
 
 
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
-          store=None, table_load=None) -> None:
+          store=None, table_load=None, skip=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
     ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
     tile ``nb``, cin block ``kb``): default the constant tiles, only their ``weight_cols``
@@ -305,7 +305,12 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
     the chunk's STORE (``ops/conv_pool.py``: the fused pool; its tiles are one chunk each).
     ``table_load(P, ddr_addr, b0, slot)``: called instead of the DMA_LOAD of output block ``b0``'s
     requant tables (constant at ``ddr_addr``) into the SRAM slot at word ``slot``
-    (``ops/act_matmul.py``: the key mask's bias row from a run-time input)."""
+    (``ops/act_matmul.py``: the key mask's bias row from a run-time input). ``skip(P, blk, oy, ox,
+    rows, cols, planes) -> (slot, fields)``: called before a chunk's requantization (``epilogue``'s
+    arguments but the slot); it picks the chunk's output slot, brings the chunk's residual
+    operand into SRAM and returns the slot and REQUANT_ADD's own fields (``skip_addr``, ``qreg``,
+    ``qreg_b``, ``qreg_out``, ``add_relu``): the chunk is requantized with REQUANT_ADD instead of
+    REQUANT (``ops/conv_add.py``: in place, the skip loaded into the output slot)."""
     cfg = P.cfg
     X, Y = lays[op.inp], lays[op.out]
     par_addr, par_stride = consts["requant"], requant_table_stride(cfg)
@@ -403,9 +408,12 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
             ps_cur = load_table(b0)
         blk = b0 * mp // mg                   # first output channel block written
         planes = min(mp, Y.nblocks - blk)     # of them in the tensor (the rest: padding)
-        os_ = reg["o"][oslot]
-        oslot ^= 1
-        _requant_chunk(P, op, range(b0, b0 + mg), ps_cur, a, mstride, k * n, os_, qreg)
+        if skip is None:
+            os_, fused = reg["o"][oslot], None
+            oslot ^= 1
+        else:
+            os_, fused = skip(P, blk, oy0 + y, ox0 + x, k, n, planes)
+        _requant_chunk(P, op, range(b0, b0 + mg), ps_cur, a, mstride, k * n, os_, qreg, fused)
         if epilogue is not None:
             epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
         if store is not None:
@@ -504,20 +512,26 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
 
 
 def _requant_chunk(P, op: QConv, tiles: range, ps: int, a: int, mstride: int, count: int, os_: int,
-                   qreg: int) -> None:
+                   qreg: int, fused: dict | None = None) -> None:
     """The REQUANTs of ``count`` accumulator rows from row ``a`` of the first of ``tiles`` (the
     next ones ``mstride`` rows apart) into the output slot at word ``os_``: one N tile (R <= C;
     C > R: its C/R planes ``count`` words apart), or the lane groups of one output block (R > C:
-    tile g's table at ``ps + g*param_words``, lane group g)."""
+    tile g's table at ``ps + g*param_words``, lane group g). ``fused``: REQUANT_ADD's own fields
+    (``_emit``'s ``skip``; its ``qreg`` replaces ``qreg``): REQUANT_ADDs reading the skip in the
+    output slot's layout (``mp * count`` words from ``skip_addr``)."""
     cfg = P.cfg
     pw, mp, mg = cfg.param_words, cfg.requant_planes, cfg.lane_groups
+    op_name, rs_skip, more = "REQUANT", [], {"qreg": qreg}
+    if fused is not None:
+        op_name, more = "REQUANT_ADD", dict(fused)
+        rs_skip = [(fused["skip_addr"], fused["skip_addr"] + mp * count)]
     for g in range(len(tiles)):
         pa, ag = ps + g * pw, a + g * mstride
         extra = {"dst_plane_stride": count} if mp > 1 else {}
         if mg > 1:
             extra["lane_group"] = g
-        P.add("REQUANT", rs=[(pa, pa + pw)], ra=[(ag, ag + count)], ws=[(os_, os_ + mp * count)],
-              acc_addr=ag, count=count, param_addr=pa, dst_addr=os_, qreg=qreg, relu=int(op.relu), **extra)
+        P.add(op_name, rs=[(pa, pa + pw), *rs_skip], ra=[(ag, ag + count)], ws=[(os_, os_ + mp * count)],
+              acc_addr=ag, count=count, param_addr=pa, dst_addr=os_, relu=int(op.relu), **more, **extra)
 
 
 def _store_chunks(th: int, tw: int, s_out: int, ap: int) -> list:
@@ -537,10 +551,11 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     REQUANTs (``param_words + requant_planes * rows`` accesses each) and one STORE of its
     ``requant_planes`` planes (each weight tile its ``tile_cols`` words; ``tl.wbatch`` > 1: the
     streaming tiles in batches of that many, ``_batch_loads``). ``residual`` (a fused residual Add, ``ops/conv_add.py``): per
-    chunk and output block also the skip tile's LOAD (the STORE's shape) and one ADD (3
-    accesses per word); with more skip tiles per output tile than ``SKIP_SLOTS`` the next
+    chunk and output block also the skip tile's LOAD (the STORE's shape), and its REQUANTs are
+    REQUANT_ADDs (a skip read per word written: ``param_words + 2 * requant_planes * rows``
+    accesses each); with more skip tiles per output tile than ``SKIP_SLOTS + 2`` the next
     tile's window is on the MXU's path (queued on the in-order LOAD channel behind skip LOADs
-    that wait for this tile's ADDs), as with one input slot. ``tiles`` (``_emit``'s) and
+    that wait for this tile's STOREs), as with one input slot. ``tiles`` (``_emit``'s) and
     ``pooled(tile) -> (rows, cols, VPU cycles, instructions)`` (a fused pool,
     ``ops/conv_pool.py``): per tile and output block, instead of the chunk's STORE, the POOLs of
     each plane and the STORE of the rows x cols pooled tile. ``table_parts``: the bytes of each
@@ -590,7 +605,8 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         w.sram_words += n * NB * KB * T * (C + M)
         w.acc_accesses += n * NB * (2 * KB * T - 1) * M * C
         chunks = _store_chunks(th, tw, tl.s_out, ap)
-        rq = [mg * (pw + mp * k * cols) for k, cols in chunks]        # one output block's REQUANTs
+        per_word = 2 if residual else 1         # REQUANT_ADD: read the skip word, write
+        rq = [mg * (pw + per_word * mp * k * cols) for k, cols in chunks]   # one output block's REQUANT(_ADD)s
         for (k, cols), r in zip(chunks, rq):
             for planes, nbl in block_planes.items():       # nbl output blocks of ``planes`` planes
                 nn = n * nbl
@@ -604,9 +620,6 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
                 w.store(nn, cols * W, bb, runs=k * planes)
                 if residual:
                     w.load(nn, cols * W, bb, runs=k * planes)
-                    w.vpu_cycles += nn * 3 * planes * k * cols
-                    w.vpu_instrs += nn
-                    w.sram_words += nn * 3 * planes * k * cols
             w.vpu_cycles += n * len(blocks) * r
             w.vpu_instrs += n * len(blocks) * mg
             w.sram_words += n * len(blocks) * r
@@ -616,14 +629,14 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
         group = [ceil_div(k * cols * W, bb) * mp if pool is None else ceil_div(pool[1] * W, bb) * pool[0] * mp
                  for k, cols in chunks] * per_group
-        adds = sum(3 * mp * k * cols for k, cols in chunks) if residual else 0
-        w.drain_cycles = C + M + R + C + per_group * (sum(rq) + adds)
+        w.drain_cycles = C + M + R + C + per_group * sum(rq)
         w.drain_bursts = group
-        if tl.ni == 1 or (residual and multi and groups * per_group * len(chunks) > SKIP_SLOTS):
+        if tl.ni == 1 or (residual and multi and groups * per_group * len(chunks) > SKIP_SLOTS + 2):
             # one input slot: the next window loads after the last MATMUL; a fused residual
-            # with more skip tiles per output tile than skip slots: the LOAD channel is in
-            # order, the next tile's window is queued behind this tile's last skip LOADs, and
-            # those wait for a skip slot, freed by this tile's ADDs, after its MATMULs
+            # with more skip tiles per output tile than slots in its ring (the output and skip
+            # slots): the LOAD channel is in order, the next tile's window is queued behind
+            # this tile's last skip LOADs, and those wait for a slot, freed by this tile's
+            # STOREs, after its MATMULs
             for nk, cnt in tile_sizes(KB, tl.kbg):
                 w.expose_loads(n * reloads * cnt, ceil_div(ncols * W, bb) * nk * nrows)
         if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the

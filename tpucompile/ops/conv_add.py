@@ -9,12 +9,16 @@ the QGraph unfused and the fused layer's output (``out``, the Add's) compares wi
 Made by ``backend.fuse_residual`` after layout (the ops are then on physical lanes, the skip
 tensor in the output's channel map); never imported or quantized.
 
-Device: the conv's loop nest (ops/conv.py) with an epilogue per REQUANT chunk: while the
-chunk's int8 conv output is in its output slot, LOAD the matching skip tile (the STORE's shape)
-into the next of ``tiling.SKIP_SLOTS`` skip slots (a ring), ADD (the Add's three quant
-registers and relu) the two in place into the output slot, STORE it as the Add's output. The conv output never goes to DDR: per
-residual element one LOAD and one STORE less than the standalone Add (which loads both operands
-and stores). The tiler counts the skip slots, their loads and ADDs (``tile_conv(skip=True)``).
+Device: the conv's loop nest (ops/conv.py); per REQUANT chunk, LOAD the matching skip tile (the
+STORE's shape, planes in the output slot's layout) into the next slot of a ring of the two
+output slots and the ``tiling.SKIP_SLOTS`` skip slots, then REQUANT_ADD in place (the conv's table and relu, the Add's three quant registers
+and relu; the conv side is operand a, the skip operand b, so ``skip_is_a`` swaps the Add's
+registers: ``add_int8`` is symmetric in (a, qreg_a) and (b, qreg_b)) requantizes the
+accumulator rows and adds the skip in one pass over the slot (each word read, then written),
+and the conv's STORE moves it as the Add's output. The conv's int8 output exists nowhere: per residual element one LOAD and
+one STORE less than the standalone Add (which loads both operands and stores), and per output
+word 2 VPU accesses (read the skip, write) instead of REQUANT's write and ADD's 3. The tiler
+counts the skip slots, their loads and the REQUANT_ADD accesses (``tile_conv(skip=True)``).
 """
 from __future__ import annotations
 
@@ -85,24 +89,29 @@ def _tile(op: QConvAdd, lays: dict, cfg):
 
 
 def _emit(P, op: QConvAdd, lays: dict, tl, consts: dict) -> None:
-    """The conv's loop nest; per chunk (``epilogue``): LOAD the skip tile, ADD in place, then the
-    conv's STORE of the chunk (now the Add's output)."""
+    """The conv's loop nest; per chunk (``skip``): LOAD the skip tile, then REQUANT_ADD into the
+    output slot and the conv's STORE of the chunk (the Add's output)."""
     S, W = lays[op.skip], P.cfg.word_bytes
     qconv = P.qregs.get(0, 0, op.y_zp)
     qa, qb, qo = op.add.qregs(P, pinned=(qconv,))
-    slots, ring = tl.regions["s"], [0]
+    qc, qs = (qb, qa) if op.skip_is_a else (qa, qb)      # the conv side's, the skip's
+    zc = op.add.zp_b if op.skip_is_a else op.add.zp_a
+    if zc != op.y_zp:       # REQUANT_ADD's qreg is both the requant zero point and operand a's
+        raise CompileError(f"QConvAdd {op.name!r}: the Add's zero point {zc} of the conv output differs "
+                           f"from the conv's {op.y_zp}")
+    # one ring of the output and skip slots, alternating between their two parity groups (bank
+    # sets, tiling.conv_regions): a chunk's LOAD, REQUANT_ADD and STORE use one slot
+    o, sk = tl.regions["o"], tl.regions["s"]
+    slots, ring = [o[0], o[1], *sk], [0]
 
-    def epilogue(P, os_: int, blk: int, oy: int, ox: int, k: int, n: int, planes: int) -> None:
+    def skip(P, blk: int, oy: int, ox: int, k: int, n: int, planes: int) -> tuple:
         ss = slots[ring[0]]
         ring[0] = (ring[0] + 1) % len(slots)
-        words = planes * k * n
         more = (planes, S.block_bytes, k * n * W) if planes > 1 else ()
         P.dma("DMA_LOAD", S.iaddr(blk, oy, ox), ss, n * W, k, S.row_bytes, n * W, *more, buf=S.buf_id)
-        sa, sb = op.operands(os_, ss)
-        P.add("ADD", rs=[(sa, sa + words), (sb, sb + words)], ws=[(os_, os_ + words)], src_a=sa, src_b=sb,
-              dst_addr=os_, count=words, qreg_a=qa, qreg_b=qb, qreg_out=qo, relu=int(op.add.relu))
+        return ss, dict(skip_addr=ss, qreg=qc, qreg_b=qs, qreg_out=qo, add_relu=int(op.add.relu))
 
-    conv_emit(P, op, lays, tl, consts, epilogue=epilogue)
+    conv_emit(P, op, lays, tl, consts, skip=skip)
 
 
 def _work(op: QConvAdd, lays: dict, tl, cfg):

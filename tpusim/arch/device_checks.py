@@ -22,7 +22,14 @@ from tpusim.arch.device_errors import DEVICE_ERRORS
 from tpusim.arch.errors import DeviceError, IsaError
 from tpusim.arch.isa import BY_CODE, ENGINE_NAMES, INSTR_BYTES, lowest_unused_bit, unused_bit_why
 from tpusim.arch.limits import DDR_ADDR_BITS, DDR_ADDR_LIMIT, TOKEN_MAX
-from tpusim.arch.operands import dma_ddr_end, dma_sram_end, matmul_last_word, pool_last_tap, requant_last_word
+from tpusim.arch.operands import (
+    dma_ddr_end,
+    dma_sram_end,
+    matmul_last_word,
+    pool_last_tap,
+    requant_last_word,
+    requant_skip_last_word,
+)
 from tpusim.arch.rowops import rowop_ranges
 
 #: DDR addresses and strides of a DMA are multiples of max(W, DDR_ALIGN_MIN_BYTES).
@@ -161,6 +168,24 @@ def requant_fault(a: dict, cfg, loaded) -> DeviceFault | None:
                   qreg_fault("qreg", a["qreg"], loaded, cfg))
 
 
+def requant_add_fault(a: dict, cfg, loaded) -> DeviceFault | None:
+    """REQUANT's checks (``requant_fault``) up to the lane group, then with count > 0
+    vpu_sram_range for the skip (``skip_addr`` to its last plane's last word, the destination's
+    layout), then qreg_unloaded (``qreg``, ``qreg_b``, ``qreg_out``; all three even for count 0,
+    as REQUANT's ``qreg``)."""
+    n = a["count"]
+    dst = skip = None
+    if n:
+        dst = _sram_words("vpu_sram_range", "dst_addr", a["dst_addr"],
+                          requant_last_word(a, cfg.requant_planes), cfg, span=True)
+        skip = _sram_words("vpu_sram_range", "skip_addr", a["skip_addr"],
+                           requant_skip_last_word(a, cfg.requant_planes), cfg, span=True)
+    return _first(_acc_rows("vpu_acc_range", a["acc_addr"], n, cfg),
+                  _vpu_words("param_addr", a, cfg.param_words, cfg),
+                  dst, _lane_group_fault(a, cfg), skip,
+                  *(qreg_fault(f, a[f], loaded, cfg) for f in ("qreg", "qreg_b", "qreg_out")))
+
+
 def _lane_group_fault(a: dict, cfg) -> DeviceFault | None:
     """vpu_sram_range if REQUANT's ``lane_group`` names lanes past the W-byte word."""
     g = a["lane_group"]
@@ -254,7 +279,7 @@ def layernorm_fault(a: dict, cfg, loaded) -> DeviceFault | None:
 # ------------------------------------------------------------------ by opcode
 _CONFIG_ONLY = {"DMA_LOAD": dma_fault, "DMA_STORE": dma_fault, "LOAD_WEIGHTS": load_weights_fault,
                 "MATMUL": matmul_fault}
-_WITH_QREGS = {"REQUANT": requant_fault, "POOL": pool_fault, "ADD": add_fault, "MUL": mul_fault, "LUT": lut_fault,
+_WITH_QREGS = {"REQUANT": requant_fault, "REQUANT_ADD": requant_add_fault, "POOL": pool_fault, "ADD": add_fault, "MUL": mul_fault, "LUT": lut_fault,
                "DWCONV": dwconv_fault, "SOFTMAX": softmax_fault, "LAYERNORM": layernorm_fault}
 
 
@@ -299,6 +324,6 @@ def token_overflow_fault(sender: int, receiver: int, signal: int) -> DeviceFault
 
 
 __all__ = ["DeviceFault", "DDR_ALIGN_MIN_BYTES", "where", "ddr_align_bytes", "dma_fault",
-           "load_weights_fault", "matmul_fault", "requant_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault", "dwconv_fault", "softmax_fault", "layernorm_fault",
+           "load_weights_fault", "matmul_fault", "requant_fault", "requant_add_fault", "pool_fault", "add_fault", "mul_fault", "lut_fault", "dwconv_fault", "softmax_fault", "layernorm_fault",
            "qreg_fault", "start_fault", "reserved_opcode_fault", "unused_bits_fault", "decode_fault",
            "token_overflow_fault"]

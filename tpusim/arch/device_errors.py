@@ -26,7 +26,7 @@ _DEVICE_ERROR_SPECS = (
     DeviceErrorSpec("reserved_opcode", 1, 'decoder, at dispatch',
                     'the opcode byte is not in the opcode table'),
     DeviceErrorSpec("qreg_unloaded", 2, 'VPU, at start',
-                    'REQUANT, POOL average or ADD (with output), or SOFTMAX / LAYERNORM (with rows) '
+                    'REQUANT, REQUANT_ADD, POOL average or ADD (with output), or SOFTMAX / LAYERNORM (with rows) '
                     'names a quant register that no LOAD_QREG has written'),
     DeviceErrorSpec("dma_zero_length", 3, 'LOAD/STORE, at start',
                     '`inner_bytes`, `count1` or `count2` is 0'),
@@ -43,12 +43,12 @@ _DEVICE_ERROR_SPECS = (
     DeviceErrorSpec("mxu_acc_range", 8, 'MXU, at start',
                     'MATMUL (M > 0): `acc_addr + M` > accumulator rows'),
     DeviceErrorSpec("vpu_sram_range", 9, 'VPU, at start',
-                    'a REQUANT table or destination, POOL source or destination, ADD operand '
+                    'a REQUANT table or destination (REQUANT_ADD: or skip), POOL source or destination, ADD operand '
                     '(with output), or SOFTMAX / LAYERNORM source, destination or table (with rows) '
-                    'lies past the last SRAM word, or a REQUANT `lane_group` names '
+                    'lies past the last SRAM word, or a REQUANT (REQUANT_ADD) `lane_group` names '
                     'lanes past the word (>= R/C; > 0 when R <= C)'),
     DeviceErrorSpec("vpu_acc_range", 10, 'VPU, at start',
-                    'REQUANT: `acc_addr + count` > accumulator rows'),
+                    'REQUANT, REQUANT_ADD: `acc_addr + count` > accumulator rows'),
     DeviceErrorSpec("token_overflow", 11, 'sender engine, at completion',
                     f'{TOKEN_MAX} tokens sent to an engine in the `signal` mask are not yet seen consumed '
                     'by the sender (the new token is not sent)'),

@@ -36,7 +36,7 @@ class Engine(IntEnum):
     LOAD = 0   # DMA read channel: DDR -> SRAM (DMA clock domain)
     STORE = 1  # DMA write channel: SRAM -> DDR (DMA clock domain)
     MXU = 2    # systolic array: LOAD_WEIGHTS, MATMUL (core clock domain)
-    VPU = 3    # vector unit: LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX, LAYERNORM (core clock)
+    VPU = 3    # vector unit: LOAD_QREG, REQUANT, REQUANT_ADD, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX, LAYERNORM (core clock)
 
 
 #: Engine names in Engine order: ("LOAD", "STORE", "MXU", "VPU"); lower case in counter and
@@ -123,6 +123,18 @@ _ROW_FIELDS = (
     _f("qreg_out", 6),       # output multiplier, shift, zero point
 )
 
+#: REQUANT's fields (REQUANT_ADD's first ones, at the same bits)
+_REQUANT_FIELDS = (
+    _f("acc_addr", 16), _f("count", 16),
+    _f("param_addr", 16),    # word address of the per-channel table (bias, mult, shift)
+    _f("dst_addr", 16),      # word address; acc row i -> word dst_addr + i
+    _f("qreg", 6),           # output zero point
+    _f("relu", 1),           # clamp below at the zero point
+    # non-square arrays (0 when R = C; docs/architecture.md, "Non-square arrays"):
+    _f("dst_plane_stride", 16, optional=True),  # C > R: words between the C/R channel-block planes
+    _f("lane_group", 8, optional=True),         # R > C: the C-byte lane group (< R/C) written
+)
+
 OPCODES: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("NOP", 0x01, None, (_f("engine", 2),)),
     OpSpec("HALT", 0x02, None, ()),
@@ -144,15 +156,16 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
         _f("shift", 8, True),              # exponent: >0 left shift, <0 rounding right shift
         _f("zero_point", 8, True),
     )),
-    OpSpec("REQUANT", 0x08, Engine.VPU, (
-        _f("acc_addr", 16), _f("count", 16),
-        _f("param_addr", 16),    # word address of the per-channel table (bias, mult, shift)
-        _f("dst_addr", 16),      # word address; acc row i -> word dst_addr + i
-        _f("qreg", 6),           # output zero point
-        _f("relu", 1),           # clamp below at the zero point
-        # non-square arrays (0 when R = C; docs/architecture.md, "Non-square arrays"):
-        _f("dst_plane_stride", 16, optional=True),  # C > R: words between the C/R channel-block planes
-        _f("lane_group", 8, optional=True),         # R > C: the C-byte lane group (< R/C) written
+    OpSpec("REQUANT", 0x08, Engine.VPU, _REQUANT_FIELDS),
+    # REQUANT then the residual ADD of its output (operand a) and the skip word (operand b) at
+    # the same place as the destination word, in one pass: REQUANT's fields at the same bits
+    # (REQUANT_FIELDS; qreg: the requant zero point and the ADD's operand a), then the ADD's
+    OpSpec("REQUANT_ADD", 0x10, Engine.VPU, (
+        *_REQUANT_FIELDS,
+        _f("skip_addr", 16),     # word address of the skip (operand b): word dst - dst_addr + skip_addr
+        _f("qreg_b", 6),         # operand b's multiplier, shift, zero point
+        _f("qreg_out", 6),       # the sum's multiplier, shift, output zero point
+        _f("add_relu", 1),       # clamp the sum below at the output zero point
     )),
     OpSpec("POOL", 0x09, Engine.VPU, (
         _f("mode", 1),           # 0 max, 1 average
@@ -197,6 +210,8 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in (
 BY_CODE: dict[int, OpSpec] = {s.code: s for s in OPCODES.values()}
 #: DWCONV's fields that lie where POOL's do (the RTL decodes DWCONV's window with pool_fields)
 DWCONV_POOL_FIELDS = 1 + len(_WINDOW_FIELDS)
+#: REQUANT_ADD's fields that lie where REQUANT's do (the RTL decodes them with requant_fields)
+REQUANT_FIELDS = len(_REQUANT_FIELDS)
 #: SOFTMAX's and LAYERNORM's common first fields (the RTL decodes them with softmax_fields)
 ROW_FIELDS = len(_ROW_FIELDS)
 

@@ -138,6 +138,38 @@ _OPS: dict[str, tuple[str, str, dict[str, str]]] = {
                              "(ignored when C <= R; 0 from the compiler then)",
          "lane_group": "R > C: the C-byte lane group (< R/C) written; must be 0 when R <= C "
                        "(else `vpu_sram_range`)"}),
+    "REQUANT_ADD": (
+        "REQUANT followed by the residual ADD of its output, in one pass (a conv's "
+        "requantization fused with the Add that reads it). REQUANT's fields lie at REQUANT's "
+        "bits. Per write `t` of REQUANT's sequence (its table, rows, planes and lane groups as "
+        "REQUANT; `w = dst_addr + j*dst_plane_stride + i`): read skip word "
+        "`w - dst_addr + skip_addr` (the skip has the destination's layout), then write "
+        "`add_int8(y, skip, qreg, qreg_b, qreg_out, add_relu)` into the lanes REQUANT writes "
+        "(`y` = REQUANT's int8 value of those lanes, `requant_conv(..., zp(qreg), relu)`; "
+        "`qreg` gives both that zero point and operand a's multiplier and shift; "
+        "`tpusim.arch.arith.add_int8`, as ADD). The writes are in REQUANT's order, each after "
+        "its skip read: a skip word written earlier by the same instruction is read as written "
+        "(`tpusim.arch.operands.requant_add_store`). Bit-identical to REQUANT then ADD into "
+        "another buffer when the skip does not overlap the destination.",
+        "SRAM transaction `D = param_words + 2*m*count` (per write: read the skip word, write; "
+        "ranges: the table, each destination plane and each skip plane): request at `s`, grant "
+        "`g`, completion `c = g + D` (core); `D` must fit 17 bits (the SRAM `len`). Checks: "
+        "REQUANT's, then (count > 0) the skip's last "
+        "word `skip_addr + (m-1)*dst_plane_stride + count - 1` (`vpu_sram_range`), then "
+        "`qreg`, `qreg_b`, `qreg_out` (`qreg_unloaded`, also for count 0).",
+        {"acc_addr": "first accumulator row",
+         "count": "rows to requantise (words written per plane)",
+         "param_addr": "SRAM word address of the per-channel table",
+         "dst_addr": "SRAM word address of the first output word",
+         "qreg": "quant register: zero point of the requantised value, operand a of the add "
+                 "(multiplier, shift)",
+         "relu": "1: clamp the requantised value below at its zero point (before the add)",
+         "dst_plane_stride": "C > R: words between the `C/R` planes of the output and of the skip",
+         "lane_group": "R > C: the C-byte lane group (< R/C) written; must be 0 when R <= C",
+         "skip_addr": "SRAM word address of the skip (operand b), the destination's layout",
+         "qreg_b": "quant register of the skip (zero point, multiplier, shift)",
+         "qreg_out": "quant register of the sum (multiplier, shift, output zero point)",
+         "add_relu": "1: clamp the sum below at the output zero point"}),
     "POOL": (
         "Max or average pooling over int8 words, lane-wise. Output `(y, x)` for `y < out_h`, "
         "`x < out_w` reads taps `(ty, tx)`, `ty < win_h`, `tx < win_w`, at word "

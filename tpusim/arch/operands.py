@@ -100,6 +100,38 @@ def requant_last_word(a: dict, planes: int) -> int:
     return a["dst_addr"] + (planes - 1) * a["dst_plane_stride"] + a["count"] - 1
 
 
+def requant_skip_words(a: dict, words: np.ndarray) -> np.ndarray:
+    """REQUANT_ADD's skip word of each write ``words[t]`` (``requant_writes``): the word at the
+    same offset from ``skip_addr`` as the destination word from ``dst_addr``."""
+    return words - a["dst_addr"] + a["skip_addr"]
+
+
+def requant_add_store(sram: np.ndarray, a: dict, out: np.ndarray, words: np.ndarray, lo: int, hi: int,
+                      add) -> np.ndarray:
+    """Apply REQUANT_ADD's writes to ``sram`` (int8 [words, W]) in access order: write ``t``
+    reads skip word ``requant_skip_words(a, words)[t]`` (lanes ``lo .. hi-1``), then writes
+    ``add(out[t], skip lanes)`` into lanes ``lo .. hi-1`` of ``words[t]``; ``out`` int8
+    [len(words), hi - lo] (the requantized rows, ``requant_writes``' order). A skip word written
+    by an earlier write of the same instruction is read as written (the sequence's order, as the
+    RTL's read-then-write per word). Returns the values written, int8 [len(words), hi - lo]."""
+    skip = requant_skip_words(a, words)
+    if not np.isin(skip, words).any():        # no skip word is a destination: one vector step
+        vals = add(out, sram[skip, lo:hi])
+        keep = last_writes(words)
+        sram[words[keep], lo:hi] = vals[keep]
+        return vals
+    vals = np.empty_like(out)
+    for t in range(len(words)):
+        vals[t] = add(out[t], sram[skip[t], lo:hi])
+        sram[words[t], lo:hi] = vals[t]
+    return vals
+
+
+def requant_skip_last_word(a: dict, planes: int) -> int:
+    """The largest skip word a REQUANT_ADD with ``count`` >= 1 reads (its last plane's last)."""
+    return requant_last_word(a, planes) - a["dst_addr"] + a["skip_addr"]
+
+
 def last_writes(words: np.ndarray) -> np.ndarray:
     """Indices into ``words`` of the last write of every distinct word (in increasing index
     order): a numpy assignment of those is the in-order result of all writes. Strictly
@@ -122,5 +154,5 @@ def requant_table(raw: bytes, cols: int) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 __all__ = ["REQUANT_TABLE_BYTES_PER_CHANNEL", "LUT_TABLE_BYTES", "lut_words", "lut_table", "dma_runs", "dma_ddr_end", "dma_sram_end",
-           "matmul_words", "matmul_last_word", "pool_taps", "pool_last_tap", "requant_table",
+           "matmul_words", "matmul_last_word", "requant_skip_words", "requant_skip_last_word", "requant_add_store", "pool_taps", "pool_last_tap", "requant_table",
            "requant_writes", "requant_last_word", "last_writes"]

@@ -140,10 +140,11 @@ def _sram_words_by_instruction(timeline: list, sram_grants) -> dict:
 
 
 def _acc_accesses(ins, cols: int) -> int:
-    """int32 accumulator elements a MATMUL writes (and reads when accumulating) or a REQUANT reads."""
+    """int32 accumulator elements a MATMUL writes (and reads when accumulating) or a REQUANT /
+    REQUANT_ADD reads."""
     if ins.op == "MATMUL":
         return ins["count_x"] * ins["count_y"] * cols * (2 if ins["accumulate"] else 1)
-    if ins.op == "REQUANT":
+    if ins.op in ("REQUANT", "REQUANT_ADD"):
         return ins["count"] * cols
     return 0
 

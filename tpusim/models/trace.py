@@ -121,11 +121,11 @@ def fold32(total: int) -> int:
 
 
 def vpu_dst_words(instr) -> tuple[int, int]:
-    """(first SRAM word, word count) a REQUANT / POOL / ADD / MUL / LUT / DWCONV writes; (0, 0) for
+    """(first SRAM word, word count) a REQUANT / REQUANT_ADD / POOL / ADD / MUL / LUT / DWCONV writes; (0, 0) for
     other opcodes. REQUANT: its first plane (R = C: all it writes; planes and lane groups of a
     non-square array: ``tpusim.arch.operands.requant_writes``)."""
     a = instr.args
-    if instr.op in ("REQUANT", "ADD", "MUL", "LUT"):
+    if instr.op in ("REQUANT", "REQUANT_ADD", "ADD", "MUL", "LUT"):
         return a["dst_addr"], a["count"]
     if instr.op in ("POOL", "DWCONV"):
         return a["dst_addr"], a["out_w"] * a["out_h"]
@@ -134,11 +134,13 @@ def vpu_dst_words(instr) -> tuple[int, int]:
 
 def qreg_read_ports(instr) -> list[int | None]:
     """Quant register index on each of the VPU's 3 read ports (None = unused), as the RTL wires
-    them: REQUANT, SOFTMAX, LAYERNORM qreg / qreg_out; POOL average and DWCONV qreg_in, qreg_out (max: none); ADD and MUL qreg_a, qreg_b,
+    them: REQUANT, SOFTMAX, LAYERNORM qreg / qreg_out; REQUANT_ADD qreg, qreg_b, qreg_out; POOL average and DWCONV qreg_in, qreg_out (max: none); ADD and MUL qreg_a, qreg_b,
     qreg_out."""
     a = instr.args
     if instr.op == "REQUANT":
         return [a["qreg"], None, None]
+    if instr.op == "REQUANT_ADD":
+        return [a["qreg"], a["qreg_b"], a["qreg_out"]]
     if instr.op == "POOL":
         return [a["qreg_in"], a["qreg_out"], None] if a["mode"] else [None, None, None]
     if instr.op == "DWCONV":

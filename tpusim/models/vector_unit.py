@@ -1,10 +1,12 @@
-"""VPU (core clock): LOAD_QREG, REQUANT, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX, LAYERNORM; integer
+"""VPU (core clock): LOAD_QREG, REQUANT, REQUANT_ADD, POOL, ADD, MUL, LUT, DWCONV, SOFTMAX, LAYERNORM; integer
 arithmetic from tpusim.arch.arith (row operations: tpusim.arch.rowops).
 
 Timing (docs/architecture.md, "VPU and quant registers"), start edge ``s``:
   LOAD_QREG: no SRAM, c = s + 1.
   REQUANT / POOL / ADD / MUL / LUT: SRAM request at ``s`` (visible s+1) of ``D`` accesses, grant g, c = g + D:
     REQUANT D = param_words + planes*count; ranges: table, each destination plane
+    REQUANT_ADD D = param_words + 2*planes*count (per write: read the skip word, write); ranges:
+            table, each destination plane, each skip plane
     POOL    D = out_w*out_h*(win_w*win_h + 1); ranges: source (first..last tap), destination
     ADD     D = 3*count;                  ranges: src_a, src_b, dst (count words each)
     MUL     D = 3*count;                  ranges: src_a, src_b (count words, 1 if stride_b = 0), dst
@@ -40,6 +42,7 @@ from tpusim.arch.device_checks import (
     lut_fault,
     mul_fault,
     pool_fault,
+    requant_add_fault,
     requant_fault,
     softmax_fault,
 )
@@ -49,6 +52,7 @@ from tpusim.arch.operands import (
     REQUANT_TABLE_BYTES_PER_CHANNEL,
     last_writes,
     lut_table,
+    requant_add_store,
     requant_table,
     requant_writes,
 )
@@ -77,7 +81,7 @@ class Vpu(EngineBase):
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
             c_ps = s_ps + self.period
-        elif op in ("REQUANT", "POOL", "ADD", "MUL", "LUT", "DWCONV", "SOFTMAX", "LAYERNORM"):
+        elif op in ("REQUANT", "REQUANT_ADD", "POOL", "ADD", "MUL", "LUT", "DWCONV", "SOFTMAX", "LAYERNORM"):
             ranges, accesses, effect = getattr(self, f"_plan_{op.lower()}")(entry)
             if self.trace is not None:
                 self.trace.vpu_start(s_ps + self.period, entry.instr)
@@ -89,7 +93,7 @@ class Vpu(EngineBase):
                     effect()
                 except ValueError as e:       # arith refuses a value outside its domain (none today)
                     raise SimulationError(f"{entry.where()}: {e}") from None
-                if self.trace is not None and op not in ("REQUANT", "SOFTMAX", "LAYERNORM"):
+                if self.trace is not None and op not in ("REQUANT", "REQUANT_ADD", "SOFTMAX", "LAYERNORM"):
                     self.trace.wrote_vpu(self.engine, entry.instr, self.sram)
                 c_ps = g_ps + accesses * self.period
         else:
@@ -103,6 +107,11 @@ class Vpu(EngineBase):
         (tpusim.arch.device_checks), at the start edge."""
         raise_fault(entry, fault_of(entry.instr.args, self.cfg, self.qregs))
 
+    def _table(self, a: dict, cols: int):
+        """(bias, mult, shift) of the per-channel table of ``cols`` channels at word ``param_addr``."""
+        raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes, REQUANT_TABLE_BYTES_PER_CHANNEL * cols)
+        return requant_table(raw, cols)
+
     @staticmethod
     def _span(first: int, n: int) -> tuple[int, int] | None:
         """(first, last) word range of ``n`` words; None if n == 0 (not in the bank mask)."""
@@ -111,25 +120,51 @@ class Vpu(EngineBase):
     # ------------------------------------------------------------------ REQUANT
     def _plan_requant(self, entry: QueueEntry):
         a = entry.instr.args
-        n, cols, pw, planes = a["count"], self.cfg.array_cols, self.cfg.param_words, self.cfg.requant_planes
+        n, pw, planes = a["count"], self.cfg.param_words, self.cfg.requant_planes
         self._check(entry, requant_fault)
         table = self._span(a["param_addr"], pw)
         dst = [self._span(a["dst_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
         zp = self.qregs.get(a["qreg"]).zero_point
 
         def effect():
-            raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes,
-                                       REQUANT_TABLE_BYTES_PER_CHANNEL * cols)
-            bias, mult, shift = requant_table(raw, cols)
-            acc = self.acc.rows[a["acc_addr"]:a["acc_addr"] + n]
-            out = requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
-            words, lo, hi = requant_writes(a, planes, self.cfg.lane_groups, cols)
-            vals = out.reshape(len(words), hi - lo)
+            vals, words, lo, hi = self._requant_rows(a, zp)
             keep = last_writes(words)
             self.sram.words[words[keep], lo:hi] = vals[keep]
             if self.trace is not None:
                 self.trace.wrote_requant(self.engine, words, lo, vals, self.sram.word_bytes)
         return [r for r in (table, *dst) if r], pw + planes * n, effect
+
+    def _requant_rows(self, a: dict, zp: int):
+        """REQUANT's values in write order (``requant_writes``): (int8 [writes, lanes], words, lo, hi)."""
+        cols = self.cfg.array_cols
+        bias, mult, shift = self._table(a, cols)
+        acc = self.acc.rows[a["acc_addr"]:a["acc_addr"] + a["count"]]
+        out = requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
+        words, lo, hi = requant_writes(a, self.cfg.requant_planes, self.cfg.lane_groups, cols)
+        return out.reshape(len(words), hi - lo), words, lo, hi
+
+    # ------------------------------------------------------------------ REQUANT_ADD
+    def _plan_requant_add(self, entry: QueueEntry):
+        a = entry.instr.args
+        n, pw, planes = a["count"], self.cfg.param_words, self.cfg.requant_planes
+        self._check(entry, requant_add_fault)
+        table = self._span(a["param_addr"], pw)
+        dst = [self._span(a["dst_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
+        skip = [self._span(a["skip_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
+        qa, qb, qo = (self.qregs.get(a[f]) for f in ("qreg", "qreg_b", "qreg_out"))
+
+        def effect():
+            out, words, lo, hi = self._requant_rows(a, qa.zero_point)
+
+            def add(x_a, x_b):
+                return add_int8(x_a, x_b, qa.zero_point, qa.multiplier, qa.shift,
+                                qb.zero_point, qb.multiplier, qb.shift,
+                                qo.zero_point, qo.multiplier, qo.shift, bool(a["add_relu"]))
+            if n:
+                vals = requant_add_store(self.sram.words, a, out, words, lo, hi, add)
+                if self.trace is not None:
+                    self.trace.wrote_requant(self.engine, words, lo, vals, self.sram.word_bytes)
+        return [r for r in (table, *dst, *skip) if r], pw + 2 * planes * n, effect
 
     # ------------------------------------------------------------------ POOL
     @staticmethod
@@ -181,9 +216,7 @@ class Vpu(EngineBase):
         zp_out = self.qregs.get(a["qreg_out"]).zero_point
 
         def effect():
-            raw = self.sram.read_bytes(a["param_addr"] * self.sram.word_bytes,
-                                       REQUANT_TABLE_BYTES_PER_CHANNEL * cols)
-            bias, mult, shift = requant_table(raw, cols)
+            bias, mult, shift = self._table(a, cols)
             vals = self.sram.words[idx.reshape(outs, taps)]             # [outputs, taps, W]
             acc = depthwise_acc(vals, self.sram.words[a["wt_addr"]:a["wt_addr"] + taps], zp_in)
             out = requant_conv(acc, bias, mult, shift, zp_out, bool(a["relu"]))

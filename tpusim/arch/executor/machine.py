@@ -18,7 +18,7 @@ with count 0 still read their table); a POOL window of 0 taps gives -128 (max) a
 ``observe``: optional callable(event: str, index: int, **info), told what the data looked like
 (stressgen's coverage bins): ``weights`` (wts), ``matmul`` (args), ``qreg_load`` (qreg, value),
 ``qreg_read`` (qreg, value, field; each quant register read, in field order), ``requant`` /
-``add`` (x: the int32 values requantised last, mult, shift, zp, relu), ``pool_avg`` (x, mult,
+``add`` (x: the int32 values requantised last, mult, shift, zp, relu; REQUANT_ADD: both), ``pool_avg`` (x, mult,
 shift, zp), ``mul`` (x: the int32 products requantised, mult, shift, zp, relu), ``lut`` (x: the
 int8 inputs, table: int8[256]), ``dwconv`` (x: the int32 sums with bias requantised, mult,
 shift, zp, relu), ``softmax`` / ``layernorm`` (the row statistics: ``tpusim.arch.rowops.run_rowop``).
@@ -39,6 +39,7 @@ from tpusim.arch.operands import (
     lut_table,
     matmul_words,
     pool_taps,
+    requant_add_store,
     requant_table,
     requant_writes,
 )
@@ -112,20 +113,50 @@ class Machine:
         self.observe("qreg_read", i, qreg=idx, value=self.qregs[idx], field=field)
         return self.qregs[idx]
 
-    def _requant(self, i, a):
-        c, n = self.C, a["count"]
+    def _table(self, a, c: int):
+        """(bias, mult, shift) int64 [c] of the per-channel table at word ``param_addr``."""
         start = a["param_addr"] * self.W
         raw = self._flat_sram()[start:start + REQUANT_TABLE_BYTES_PER_CHANNEL * c].tobytes()
-        bias, mult, shift = (v.astype(np.int64) for v in requant_table(raw, c))
+        return tuple(v.astype(np.int64) for v in requant_table(raw, c))
+
+    def _requant(self, i, a):
+        c, n = self.C, a["count"]
+        bias, mult, shift = self._table(a, c)
         zp = self._qreg(i, "qreg", a["qreg"])[2]
         if n == 0:
             return
-        acc = self.acc[a["acc_addr"]:a["acc_addr"] + n]
+        out, words, lo, hi = self._requant_rows(i, a, (bias, mult, shift), zp)
+        keep = last_writes(words)
+        self.sram[words[keep], lo:hi] = out[keep]
+
+    def _requant_rows(self, i, a, table, zp):
+        """REQUANT's values in write order (``requant_writes``): (int8 [writes, lanes], words, lo, hi)."""
+        bias, mult, shift = table
+        acc = self.acc[a["acc_addr"]:a["acc_addr"] + a["count"]]
         self.observe("requant", i, x=arith.sat32(acc + bias), mult=mult, shift=shift, zp=zp, relu=a["relu"])
         out = arith.requant_conv(acc, bias, mult, shift, zp, bool(a["relu"]))
-        words, lo, hi = requant_writes(a, self.cfg.requant_planes, self.cfg.lane_groups, c)
-        keep = last_writes(words)
-        self.sram[words[keep], lo:hi] = out.reshape(len(words), hi - lo)[keep]
+        words, lo, hi = requant_writes(a, self.cfg.requant_planes, self.cfg.lane_groups, self.C)
+        return out.reshape(len(words), hi - lo), words, lo, hi
+
+    def _requant_add(self, i, a):
+        c, n = self.C, a["count"]
+        bias, mult, shift = self._table(a, c)
+        ma, sa, za = self._qreg(i, "qreg", a["qreg"])
+        mb, sb, zb = self._qreg(i, "qreg_b", a["qreg_b"])
+        mo, so, zo = self._qreg(i, "qreg_out", a["qreg_out"])
+        if n == 0:
+            return
+        out, words, lo, hi = self._requant_rows(i, a, (bias, mult, shift), za)
+        sums = []
+
+        def add(x_a, x_b):
+            x_a, x_b = x_a.astype(np.int64), x_b.astype(np.int64)
+            sums.append(arith.sat32(arith.requant((x_a - za) << arith.ADD_LEFT_SHIFT, ma, sa)
+                                    + arith.requant((x_b - zb) << arith.ADD_LEFT_SHIFT, mb, sb)))
+            return arith.add_int8(x_a, x_b, za, ma, sa, zb, mb, sb, zo, mo, so, bool(a["add_relu"]))
+        requant_add_store(self.sram, a, out, words, lo, hi, add)
+        self.observe("add", i, x=np.concatenate([np.reshape(x, (-1,)) for x in sums]), mult=mo, shift=so, zp=zo,
+                     relu=a["add_relu"])
 
     def _pool(self, i, a):
         outs = a["out_w"] * a["out_h"]
@@ -174,9 +205,7 @@ class Machine:
         outs, taps = a["out_w"] * a["out_h"], a["win_w"] * a["win_h"]
         if outs == 0:
             return
-        c, start = self.W, a["param_addr"] * self.W        # one channel per lane
-        raw = self._flat_sram()[start:start + REQUANT_TABLE_BYTES_PER_CHANNEL * c].tobytes()
-        bias, mult, shift = (v.astype(np.int64) for v in requant_table(raw, c))
+        bias, mult, shift = self._table(a, self.W)        # one channel per lane
         zi = self._qreg(i, "qreg_in", a["qreg_in"])[2]
         zo = self._qreg(i, "qreg_out", a["qreg_out"])[2]
         vals = self.sram[pool_taps(a)].reshape(outs, taps, self.W)
