@@ -49,7 +49,7 @@ def test_kill9_after_simpy_stage_resumes(tmp_path):
     r = subprocess.run(CMD + ["--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     v = _verdict(out)
-    assert v["passed"] and v["cycles_simpy"] == 337_238
+    assert v["passed"] and v["cycles_simpy"] == 331_483
     assert any(RESUMED in n for n in v["notes"]), v["notes"]
 
 
