@@ -552,7 +552,8 @@ class ConvCandidates(NamedTuple):
     ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
-    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s). A weights-resident
+    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s; under
+    ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for pick ``i`` and their rows). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
@@ -1031,20 +1032,26 @@ def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tupl
     convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
     bw, dma_cycles, overlap = price
     gb = batch[0]
-    t = c.table
-    sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
-    rows = np.array(c.live_rows[:, sel])
-    rows[4] += np.take(c.bank.serial, c.live[sel])
+    got = c.searches.get(("refine", i, gb))          # the candidates and their rows: at any price
+    if got is None:
+        t = c.table
+        sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
+        rows = np.array(c.live_rows[:, sel])
+        rows[4] += np.take(c.bank.serial, c.live[sel])
+        if gb > 1:
+            brows = c.searches.get(("rows", gb))
+            if brows is None:
+                brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
+            rows = np.concatenate((rows, brows[:, sel]))
+        rows.flags.writeable = False
+        got = c.searches[("refine", i, gb)] = (c.live[sel], rows)
+    cands, rows = got
     if gb == 1:
         e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
     else:
-        brows = c.searches.get(("rows", gb))
-        if brows is None:
-            brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
-        e = c.est_cycles(bw, _batched_terms(np.concatenate((rows, brows[:, sel])), gb, c.key, price, batch[1]),
-                         dma_cycles, overlap)
+        e = c.est_cycles(bw, _batched_terms(rows, gb, c.key, price, batch[1]), dma_cycles, overlap)
     k = int(e.argmin())
-    return int(c.live[sel[k]]), float(e[k])
+    return int(cands[k]), float(e[k])
 
 
 _UNSEEN = object()
