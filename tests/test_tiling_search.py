@@ -247,6 +247,31 @@ def test_read_memo_recomputation_starts_from_the_first_reads_and_stays_exact():
     assert len(views) < 2 * len(cfgs)                             # and reused where the reads agree
 
 
+def test_read_memo_keys_of_the_same_reads_start_from_this_configs_values():
+    """Keys whose first calls read the same attributes recompute on a new config from that
+    config's values of them (one starting set per config, shared by the keys): each call gets
+    what it returns on its config, and a call that reads more records only its own reads."""
+    memo, small = ReadMemo(), load_config("small")
+    bigger = dataclasses.replace(small, sram_size_bytes=2 * small.sram_size_bytes, name="bigger")
+    views = []
+
+    def words(v):
+        views.append(v)
+        return v.sram_words
+
+    def words_and_rows(v):
+        views.append(v)
+        return v.sram_words, v.array_rows if v.sram_words > small.sram_words else None
+
+    for cfg in (small, bigger):
+        assert memo.get("a", cfg, words) == cfg.sram_words
+        assert memo.get("b", cfg, words_and_rows) == (cfg.sram_words, cfg.array_rows if cfg is bigger else None)
+        assert memo.get("c", cfg, words) == cfg.sram_words
+    assert [v.names for v in views] == [{"sram_words"}] * 3 + [{"sram_words"}, {"sram_words", "array_rows"},
+                                                               {"sram_words"}]
+    assert all(v.sram_words == bigger.sram_words for v in views[3:])
+
+
 def test_largest_output_slot_is_the_bisections():
     """``_largest_out_slot`` (worked out from the layout, then checked) gives what a bisection of
     ``conv_regions`` gives, packed and bank-aligned, for slots up to a whole accumulator."""

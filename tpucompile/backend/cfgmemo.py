@@ -59,12 +59,13 @@ class ReadMemo:
         self._results: dict = {}       # (key, names id, values id) -> result
         self._ids: dict = {}           # values tuple -> its id (an int)
         self._cfg, self._values = None, {}   # the last config met: names id -> (values id, values)
+        self._known: dict = {}         # the last config met: names id -> {name: value} (None: one missing)
 
     def get(self, key, cfg, fn):
         """``fn(view of cfg)``, or the result of an earlier call under ``key`` whose reads ``cfg``
         matches. ``key`` must be hashable and name everything else ``fn`` depends on."""
         if cfg is not self._cfg:
-            self._cfg, self._values = cfg, {}
+            self._cfg, self._values, self._known = cfg, {}, {}
         reads = self._reads.get(key)
         known = None
         if reads:
@@ -75,9 +76,10 @@ class ReadMemo:
                 if out is not _MISS:
                     return out
             nid, names = reads[0]
-            vid, values = self._values_of(cfg, nid, names)
-            if _MISS not in values:
-                known = dict(zip(names, values))
+            vid, values = seen[nid]     # (worked out in the loop)
+            known = self._known.get(nid, _MISS)
+            if known is _MISS:          # (a view copies it: shared by the calls on this config)
+                known = self._known[nid] = None if _MISS in values else dict(zip(names, values))
         view = ConfigReads(cfg, known)
         out = fn(view)
         if known is None or len(view.names) > len(known):      # read something new

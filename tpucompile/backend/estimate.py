@@ -197,14 +197,28 @@ class _Geometry:
         starts at its end (docs/backend.md "Cross-layer overlap": not counted). Arrays per layer
         (core cycles, float64); the sum of ``cycles`` when every layer reads the one before it."""
         c, dr, ds, comp = cycles.tolist(), drain.tolist(), drain_store.tolist(), compute.tolist()
-        ends, end = [c[0]] if c else [], c[0] if c else 0.0
-        for i in range(1, len(c)):
-            a = self.after[i]
+        if not c:
+            return 0.0
+        ends = [c[0]]
+        end = c[0]
+        steps = enumerate(self.after)
+        next(steps)
+        # (``max`` spelt out: each ``if x > m: m = x`` is the builtin's comparison, so the same value)
+        for i, a in steps:
             if a < i - 1:                       # not reading the layer before it
-                start = max(end - dr[i - 1], ends[a] if a >= 0 else 0.0)
+                start = end - dr[i - 1]
+                x = ends[a] if a >= 0 else 0.0
+                if x > start:
+                    start = x
             else:
                 start = end - READ_OVERLAP * dr[i - 1]
-            end = max(start + c[i], end - ds[i - 1] + comp[i], end)
+            m = start + c[i]
+            x = end - ds[i - 1] + comp[i]
+            if x > m:
+                m = x
+            if end > m:
+                m = end
+            end = m
             ends.append(end)
         return end
 
@@ -312,6 +326,9 @@ _TIMING = ("clk_core", "clk_ddr", "clk_dma", "ddr_latency_cycles")
 
 _GROUP_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(HwConfig)
                                       if f.name not in _TIMING_ONLY + _TIMING))
+
+
+_TIMING_FIELDS = operator.attrgetter(*_TIMING)
 
 
 def _timing_group(cfg: HwConfig) -> tuple:
@@ -506,7 +523,9 @@ class Estimator:
         gc.disable()
         try:
             for members in groups.values():
-                with prices_ahead(list({id(cfgs[n]): cfgs[n] for n in members}.values())):
+                # one config per DDR timing and clocks: the prices read nothing else the group's
+                # configs differ in (``_TIMING_ONLY``: no tiler reads them)
+                with prices_ahead(list({_TIMING_FIELDS(cfgs[n]): cfgs[n] for n in members}.values())):
                     for n in members:
                         try:
                             out[n] = self.estimate(cfgs[n])

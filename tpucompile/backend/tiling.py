@@ -552,14 +552,17 @@ class ConvCandidates(NamedTuple):
     ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
-    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s). A weights-resident
+    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s; under
+    ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for pick ``i`` and their rows). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
     ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``,
-    ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``)."""
+    ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``),
+    ``twin_memo`` streaming candidate -> what ``_picked`` weighs of its twin at any price
+    (``_twin_terms``)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -574,6 +577,7 @@ class ConvCandidates(NamedTuple):
     resident_memo: dict
     choice_memo: dict
     pays_memo: dict
+    twin_memo: dict
 
     @property
     def aligned(self) -> np.ndarray:
@@ -613,11 +617,7 @@ class ConvCandidates(NamedTuple):
         load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
         if serial:
             peak += self.serial_at(i)
-        load_t = load_b / bw + dma * dma_cycles
-        est = max(load_t, peak)
-        if overlap:
-            est += overlap * min(load_t, mxu)
-        return est + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+        return _est_floats((load_b, dma, peak, mxu, unaligned, wait_b), bw, dma_cycles, overlap)
 
     def serial_at(self, i: int) -> float:
         """Candidate ``i``'s VPU cycles on the MXU's path (``_serial_cycles``)."""
@@ -688,6 +688,17 @@ class ConvCandidates(NamedTuple):
         return est
 
 
+def _est_floats(terms: tuple, bw: float, dma_cycles: float, overlap: float) -> float:
+    """``ConvCandidates.est_cycles`` of one candidate's cost terms (Python floats, ``terms``'
+    order), in the same IEEE double operations in the same order (so the same value)."""
+    load_b, dma, peak, mxu, unaligned, wait_b = terms
+    load_t = load_b / bw + dma * dma_cycles
+    est = max(load_t, peak)
+    if overlap:
+        est += overlap * min(load_t, mxu)
+    return est + min(load_t, mxu) * 0.3 * unaligned + wait_b / bw
+
+
 def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
                         skip: bool = False, pool: tuple | None = None) -> tuple:
     """Everything ``conv_candidates`` depends on: the layer's kernel, strides, input and output
@@ -743,8 +754,8 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     nbs = np.array([n for n in nbg_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
     kbs = np.array(_pow_cands(KB), np.int64)
     i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
-    nbg, kbg, ni = nbs[b], kbs[k], 2 - n
-    keep = (M[i] * nbg <= acc_depth) & (((ntiles[i] == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
+    nbg, kbg, ni = nbs.take(b), kbs.take(k), 2 - n
+    keep = (M.take(i) * nbg <= acc_depth) & (((ntiles.take(i) == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
     # of those, only the ones that may be chosen where no weight batch exists (``_first_largest_groups``)
     if no_batch:      # (per share of the VPU work on the MXU's path: a fuller group may have more)
         share = acc_serial_share(M[i], nbg, acc_depth, mg)
@@ -753,23 +764,23 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
                                      for v in np.unique(share[keep])] or [np.zeros(keep.size, bool)])
     i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
     wres = np.zeros(len(i), np.int64)
-    multi = ntiles[i] > 1                        # the weights-resident copies (module docstring)
+    multi = ntiles.take(i) > 1                        # the weights-resident copies (module docstring)
     n0 = len(i)
     twin = np.where(multi, n0 + np.cumsum(multi) - 1, -1)       # each streaming candidate's copy
     i, nbg, kbg, ni, wres = (np.concatenate([a, a[multi]]) for a in (i, nbg, kbg, ni, wres))
     wres[n0:] = 1
     twin = np.concatenate([twin, np.full(len(i) - n0, -1, np.int64)])
-    slot = kbg * (ih * iw)[i]
+    slot = kbg * (ih * iw).take(i)
     nkg = -(-KB // kbg)
-    windows = ntiles[i] * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
+    windows = ntiles.take(i) * np.where(nkg == 1, 1, -(-NB // nbg))      # input windows loaded
     oblocks = -(-NB * mp // mg)                                     # output channel blocks
-    load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W)[i]
-                  + (ntiles * (KB * T * wcols * W + NB * pw * W + skip * oblocks * M * W))[i])
-    n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks))[i]
+    load_bytes = (windows * (KB * ih * ((tw - 1) * sw + kw) * W).take(i)
+                  + (ntiles * (KB * T * wcols * W + NB * pw * W + skip * oblocks * M * W)).take(i))
+    n_dma = windows * nkg + (ntiles * (NB * KB * T + NB + skip * oblocks)).take(i)
     pair_cycles = mxu_pair_cycles(M, R, C) + 6
-    mxu = (ntiles * (NB * KB * T) * pair_cycles)[i]
-    wait = np.where(ni == 1, windows * (KB * ih * iw * W)[i], 0)
-    out = _ConvShapeTable(M, ntiles, i, th[i], tw[i], nbg, kbg, ni, ih[i], iw[i], slot, ni * slot, load_bytes,
+    mxu = (ntiles * (NB * KB * T) * pair_cycles).take(i)
+    wait = np.where(ni == 1, windows * (KB * ih * iw * W).take(i), 0)
+    out = _ConvShapeTable(M, ntiles, i, th.take(i), tw.take(i), nbg, kbg, ni, ih.take(i), iw.take(i), slot, ni * slot, load_bytes,
                           n_dma, mxu, wait, wres, twin, pth, ptw, pair_cycles,
                           tuple(a.astype(np.float64) for a in (load_bytes, n_dma, mxu, wait)),
                           np.stack((load_bytes, n_dma, mxu, wait)).astype(np.float64))
@@ -803,22 +814,25 @@ def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
     ``conv_candidates_key`` without it. Cached (read-only arrays)."""
     (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, acc_depth, max_nbg, skip, pool, wcols, _ = bkey
     t = _conv_shape_table(bkey[:12] + bkey[13:])
-    n0 = int(np.searchsorted(t.wres, 1))                            # the streaming candidates come first
+    n0 = int(t.wres.searchsorted(1))                               # the streaming candidates come first
     tsw = mg * pw
     PM = t.PTH * t.PTW
     # a fused pool requantizes the whole tile into one output slot, pools it into a pooled slot
     s_out = t.M if pool else np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
     fixed = 2 * tsw + (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM      # tables, output (skip, pooled) slots
     pair = t.pair[:n0]
-    packed = 2 * C + fixed[pair] + t.ni_slot[:n0]                  # streaming: two weight slots of C words
+    # (per pair sums taken per candidate: the same integers as the per-candidate sums)
+    packed = (fixed + 2 * C).take(pair) + t.ni_slot[:n0]            # streaming: two weight slots of C words
     pogrp = -(-fixed // bwd) * bwd
-    aligned = round_up(weight_region_words(2, C, bwd), bwd) + pogrp[pair] + t.ni[:n0] * (-(-t.slot[:n0] // bwd) * bwd)
+    aligned = ((pogrp + round_up(weight_region_words(2, C, bwd), bwd)).take(pair)
+               + t.ni[:n0] * ((t.slot[:n0] + (bwd - 1)) // bwd * bwd))
     taps = pool[0][0] * pool[0][1] + 1 if pool else 0
     # per N tile and output word: REQUANT's write; a fused residual Add's REQUANT_ADD also reads the skip word
     vpu = t.ntiles * NB * ((1 + skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
-    peak = np.maximum(t.mxu_cycles[:n0], vpu[pair]).astype(np.float64)
-    serial = _serial_cycles(t.mxu_cycles[:n0], vpu[pair], acc_serial_share(t.M[pair], t.nbg[:n0], acc_depth, mg),
-                            t.ntiles[pair] * -(-NB // t.nbg[:n0]))
+    vpu_c = vpu.take(pair)
+    peak = np.maximum(t.mxu_cycles[:n0], vpu_c, dtype=np.float64)
+    serial = _serial_cycles(t.mxu_cycles[:n0], vpu_c, acc_serial_share(t.M.take(pair), t.nbg[:n0], acc_depth, mg),
+                            t.ntiles.take(pair) * -(-NB // t.nbg[:n0]))
     out = _ConvBankTable(t, n0, s_out, vpu, fixed, pogrp, packed, aligned, peak, serial)
     for a in out[2:]:
         a.flags.writeable = False
@@ -835,14 +849,20 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     sram_words = key[13]
     b = _conv_bank_table(key[:13] + key[14:])
     t = b.table
-    live = np.flatnonzero(b.packed_words <= sram_words)
+    fits = b.packed_words <= sram_words
+    live = np.flatnonzero(fits)
     terms = np.empty((6, len(live)))        # the live candidates' cost terms (``_SearchSet``'s rows)
-    np.take(t.stacked, live, axis=1, out=terms[:4], mode="clip")      # (valid indices: clip, not buffered)
-    np.take(b.peak, live, out=terms[4])
-    np.greater(np.take(b.aligned_words, live), sram_words, out=terms[5])
+    if len(live) == len(fits):              # all fit: the first nstream columns
+        terms[:4] = t.stacked[:, :len(live)]
+        terms[4] = b.peak
+        np.greater(b.aligned_words, sram_words, out=terms[5])
+    else:
+        np.take(t.stacked, live, axis=1, out=terms[:4], mode="clip")      # (valid indices: clip, not buffered)
+        np.take(b.peak, live, out=terms[4])
+        np.greater(np.take(b.aligned_words, live), sram_words, out=terms[5])
     live.flags.writeable = False
     terms.flags.writeable = False
-    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, {}, b.fixed, b.pogrp, key, {}, {}, {})
+    return ConvCandidates(t, b.nstream, b.s_out, b.vpu, b, live, terms, {}, b.fixed, b.pogrp, key, {}, {}, {}, {})
 
 
 def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int, cfg: HwConfig,
@@ -864,21 +884,21 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     ``conv_dma_price`` (``rough_dma_price`` with a fused pool).
     CompileError naming the node if no tiling fits the SRAM."""
     key = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip, pool)
+    no_batch = key[19]                  # ``weight_batch_tiles`` 1 (``conv_dma_price``, ``_batch_key``)
     ahead = None
     if price is None:
-        price = rough_dma_price(cfg) if pool else conv_dma_price(cfg)
+        price = rough_dma_price(cfg) if pool or no_batch else _dma_price(cfg)
         ahead = _AHEAD.get("rough" if pool else "conv")
     elif _AHEAD and price == rough_dma_price(cfg):        # (a fused pool's weighing, ``ops/pool.py``)
         ahead = _AHEAD.get("rough")
-    batch = _batch_key(cfg)
+    batch = (1,) if no_batch else (weight_batch_tiles(cfg), tile_dma_cycles(cfg))
     pick = _PICKS.get((key, price, batch))
     if pick is None:
         pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool, ahead)
     i, est_i, nres, choice = pick
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
-    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions={k: list(v) for k, v in regions.items()},
-                      acc_halves=acc_halves, est_cycles=est_i, load_bytes=load_bytes, aligned=aligned,
-                      slot_words=dict(slot_words), nres=nres, pool_th=pth, pool_tw=ptw, wbatch=gb)
+    return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, {k: list(v) for k, v in regions.items()},
+                      acc_halves, est_i, load_bytes, aligned, dict(slot_words), nres, pth, ptw, gb)
 
 
 def _batch_key(cfg: HwConfig) -> tuple:
@@ -984,13 +1004,16 @@ def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, pric
     bw, dma_cycles, overlap = price
     i, est_i = _group_refine(c, i, price, batch)
     choice = _conv_choice(node, key, c, i, batch, cfg, price)
-    j = int(c.table.twin[i])
-    if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
-        est_j = c.est_one(bw, j, dma_cycles, overlap, serial=True)
+    twin = c.twin_memo.get(i, _UNSEEN)
+    if twin is _UNSEEN:
+        twin = _twin_terms(c, i)
+    if twin is not None:
+        j, terms = twin
+        est_j = _est_floats(terms, bw, dma_cycles, overlap)         # ``est_one(serial=True)``
         if est_j <= est_i:
-            twin = _conv_choice(node, key, c, j, batch, cfg, price)
-            if twin[5] == 0 or twin[5] >= choice[5]:     # all resident, or as many streaming slots
-                i, est_i, choice = j, est_j, twin   # the same tile with weights resident: fewer loads, no fewer slots
+            resident = _conv_choice(node, key, c, j, batch, cfg, price)
+            if resident[5] == 0 or resident[5] >= choice[5]:     # all resident, or as many streaming slots
+                i, est_i, choice = j, est_j, resident   # the same tile with weights resident: fewer loads, no fewer slots
     if len(_PICKS) >= _PICKS_MAX:
         _PICKS.clear()
     out = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
@@ -1009,20 +1032,45 @@ def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tupl
     convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
     bw, dma_cycles, overlap = price
     gb = batch[0]
-    t = c.table
-    sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
-    rows = np.array(c.live_rows[:, sel])
-    rows[4] += np.take(c.bank.serial, c.live[sel])
+    got = c.searches.get(("refine", i, gb))          # the candidates and their rows: at any price
+    if got is None:
+        t = c.table
+        sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
+        rows = np.array(c.live_rows[:, sel])
+        rows[4] += np.take(c.bank.serial, c.live[sel])
+        if gb > 1:
+            brows = c.searches.get(("rows", gb))
+            if brows is None:
+                brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
+            rows = np.concatenate((rows, brows[:, sel]))
+        rows.flags.writeable = False
+        got = c.searches[("refine", i, gb)] = (c.live[sel], rows)
+    cands, rows = got
     if gb == 1:
         e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
     else:
-        brows = c.searches.get(("rows", gb))
-        if brows is None:
-            brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
-        e = c.est_cycles(bw, _batched_terms(np.concatenate((rows, brows[:, sel])), gb, c.key, price, batch[1]),
-                         dma_cycles, overlap)
+        e = c.est_cycles(bw, _batched_terms(rows, gb, c.key, price, batch[1]), dma_cycles, overlap)
     k = int(e.argmin())
-    return int(c.live[sel[k]]), float(e[k])
+    return int(cands[k]), float(e[k])
+
+
+_UNSEEN = object()
+
+
+def _twin_terms(c: ConvCandidates, i: int) -> tuple | None:
+    """What ``_picked`` weighs of streaming candidate ``i``'s twin (the same tile with weights
+    resident) whatever the price (stored in ``c.twin_memo``): (its index, its cost terms as
+    Python floats) if it has one that holds some weights resident and whose slots sit on their
+    own banks if ``i``'s do, else None. Its peak holds its ``serial_at`` cycles (as
+    ``est_one(serial=True)`` weighs it)."""
+    j = int(c.table.twin[i])
+    out = None
+    if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
+        load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in c.terms_at(j))
+        peak += c.serial_at(j)
+        out = (j, (load_b, dma, peak, mxu, unaligned, wait_b))
+    c.twin_memo[i] = out
+    return out
 
 
 def _batch_pays(c: ConvCandidates, i: int, batch: tuple, price: tuple) -> bool:
@@ -1082,20 +1130,20 @@ def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np
     (a (3, live) float64 array) if given."""
     t, b, key, live = c.table, c.bank, c.key, c.live
     (kh, kw), KB, NB, C, bwd, sram_words = key[0], key[2], key[3], key[7], key[12], key[13]
-    pair = t.pair[live]
+    pair = t.pair.take(live)
     half = int(weight_region_words(gb, C, bwd))
     ring = round_up(half, bwd) + half
     # the bank table's words with the ring instead of two weight slots (packed: 2 C words; on
     # their own banks: ``weight_region_words(2)`` rounded to a bank)
-    packed = np.take(b.packed_words, live) + (ring - 2 * C) <= sram_words
-    aligned = (np.take(b.aligned_words, live) + (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
+    packed = b.packed_words.take(live) + (ring - 2 * C) <= sram_words
+    aligned = (b.aligned_words.take(live) + (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
                <= sram_words)
     fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
     wtiles = t.ntiles * (NB * KB * kh * kw)
     out = np.empty((3, len(live))) if out is None else out
-    out[1] = (wtiles - -(-wtiles // gb))[pair]
+    out[1] = (wtiles - -(-wtiles // gb)).take(pair)
     out[0] = np.where(fits, out[1], 0.0)
-    out[2] = t.pair_cycles[pair]
+    out[2] = t.pair_cycles.take(pair)
     return out
 
 
