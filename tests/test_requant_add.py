@@ -17,7 +17,7 @@ from tpusim.arch.config import load_config
 from tpusim.arch.errors import DeviceError, SimulationError
 from tpusim.arch.executor import Machine
 from tpusim.arch.isa import decode_program, make
-from tpusim.arch.operands import requant_table
+from tpusim.arch.operands import _reads_an_earlier_write, requant_table
 from tpusim.sim import run_program
 
 SMALL, WIDE, TALL = load_config("small"), load_config("small_wide"), load_config("small_tall")
@@ -136,6 +136,18 @@ def test_skip_overlapping_the_destination_reads_earlier_writes():
         want.append(prev)
     for words in (tpu.sram.words, mach.sram):
         assert (words[700:705] == np.stack(want)).all()
+
+
+def test_only_a_skip_read_of_an_earlier_write_needs_the_write_order():
+    """In place (each write reads its own word first) and reads of later writes take the one
+    vector step; a read of a word an earlier write wrote takes the sequence (above)."""
+    w = np.arange(700, 705)
+    assert not _reads_an_earlier_write(w, w)                    # in place
+    assert not _reads_an_earlier_write(w + 1, w)                # reads words written after
+    assert not _reads_an_earlier_write(w + 100, w)              # apart
+    assert _reads_an_earlier_write(w - 1, w)                    # write i reads write i - 1's word
+    assert _reads_an_earlier_write(np.array([1, 2, 5]), np.array([5, 6, 7]))   # write 2 reads write 0's word
+    assert not _reads_an_earlier_write(np.array([5, 2, 3]), np.array([5, 6, 7]))
 
 
 @pytest.mark.parametrize("field,args,text", [

@@ -115,7 +115,7 @@ def requant_add_store(sram: np.ndarray, a: dict, out: np.ndarray, words: np.ndar
     by an earlier write of the same instruction is read as written (the sequence's order, as the
     RTL's read-then-write per word). Returns the values written, int8 [len(words), hi - lo]."""
     skip = requant_skip_words(a, words)
-    if not np.isin(skip, words).any():        # no skip word is a destination: one vector step
+    if not _reads_an_earlier_write(skip, words):    # (in place: each write reads its own word first)
         vals = add(out, sram[skip, lo:hi])
         keep = last_writes(words)
         sram[words[keep], lo:hi] = vals[keep]
@@ -125,6 +125,16 @@ def requant_add_store(sram: np.ndarray, a: dict, out: np.ndarray, words: np.ndar
         vals[t] = add(out[t], sram[skip[t], lo:hi])
         sram[words[t], lo:hi] = vals[t]
     return vals
+
+
+def _reads_an_earlier_write(skip: np.ndarray, words: np.ndarray) -> bool:
+    """Whether some write ``t`` reads a skip word that an earlier write ``s < t`` of the same
+    instruction wrote (``skip[t] == words[s]``): only then does the order of the writes change
+    what is read. In place (``skip == words``, each word written once) it does not."""
+    uniq, first = np.unique(words, return_index=True)        # each word's first write
+    pos = np.searchsorted(uniq, skip).clip(0, len(uniq) - 1)
+    hit = uniq[pos] == skip
+    return bool((hit & (first[pos] < np.arange(len(skip)))).any())
 
 
 def requant_skip_last_word(a: dict, planes: int) -> int:
