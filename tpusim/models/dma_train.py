@@ -94,6 +94,7 @@ class _Run:
         # list lengths kept in locals (the lists only grow here): l_r, l_d, l_f, s_d, s_f
         n_lr, n_ld, n_lf, n_sd, n_sf = len(l_r), len(l_d), len(l_f), len(s_d), len(s_f)
         finished = False
+        l_want, s_want = ld._want, st._want     # (lst, n, event) an engine waits on, or None
         g = None                # the edge decided last (the loop's now_ps at the end)
         try:
             while not finished:
@@ -199,7 +200,12 @@ class _Run:
                                 free = l_f[i]
                             else:
                                 break
-                            r_ps = l_s if n_lr == l_j0 else max(l_r[-1] + p_dma, free)
+                            if n_lr == l_j0:
+                                r_ps = l_s
+                            else:               # max() spelt out (the hot loop)
+                                r_ps = l_r[-1] + p_dma
+                                if free > r_ps:
+                                    r_ps = free
                             l_r.append(r_ps)
                             l_data.append(None)
                             ddr_addr, _, n = l_b[n_lr]
@@ -223,7 +229,9 @@ class _Run:
                 # are known, visible at max(cdc(e_j), w_{j-1} + D_{j-1} + 1)
                 j = l_ns
                 if j < n_ld and j <= n_lf:
-                    e = l_d[j] if j == 0 else max(l_d[j], l_e + p_dma)
+                    e = l_d[j]
+                    if j and l_e + p_dma > e:
+                        e = l_e + p_dma
                     l_e = e
                     l_ns = j + 1
                     _, sram_addr, n = l_b[j]
@@ -237,7 +245,12 @@ class _Run:
                 j = s_ns
                 if j < s_n and j <= n_sd and (j < k or j - k < n_sf):
                     free = s_s if j < k else s_f[j - k]
-                    r_ps = s_s if j == s_j0 else max(s_d[j - 1], free)
+                    if j == s_j0:
+                        r_ps = s_s
+                    else:
+                        r_ps = s_d[j - 1]
+                        if free > r_ps:
+                            r_ps = free
                     s_ns = j + 1
                     s_r.append(r_ps)
                     s_data.append(None)
@@ -247,9 +260,16 @@ class _Run:
                     s_acc = -(-n // w)
                     s_vis = ph_core + ((r_ps - ph_core) // p_core + 1 + sync) * p_core
                 # an engine waits for a list to grow (its walk's end, a buffer): it goes on now
-                if ld._want is not None or st._want is not None:
-                    if ld._poke() | st._poke():
-                        finished = True
+                # (DmaChannel._poke inlined; only the engines set _want, and they do not run
+                # during a train, so each channel's wish is read once per train)
+                if l_want is not None and len(l_want[0]) >= l_want[1]:
+                    ld._want, ev, l_want = None, l_want[2], None
+                    ev.succeed()
+                    finished = True
+                if s_want is not None and len(s_want[0]) >= s_want[1]:
+                    st._want, ev, s_want = None, s_want[2], None
+                    ev.succeed()
+                    finished = True
         finally:
             if g is not None:
                 loop.now_ps = g
