@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "quantize_multiplier", "sat32", "wrap32", "srdhm", "rdbpot",
-           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_multipliers", "mul_int8", "lut_int8",
+           "shift_amounts", "requant", "requant_conv", "pool_avg", "add_int8", "add_sum_int32", "add_output_int8", "add_multipliers", "mul_int8", "lut_int8",
            "matmul_acc", "depthwise_acc", "exp2_neg", "softmax_valid", "softmax_exp", "softmax_stats",
            "softmax_out", "isqrt_floor", "layernorm_stats", "layernorm_acc", "layernorm_out"]
 
@@ -224,11 +224,23 @@ def add_int8(a, b, zp_a, ma, sa, zp_b, mb, sb, zp_o, mo, so, relu: bool) -> np.n
     """TFLite-style int8 residual add (int8 a, b of equal shape -> int8).
 
     a2 = (a - zp_a) << 20, b2 = (b - zp_b) << 20, s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb)),
-    y = requant(s, mo, so) + zp_o, clamp [zp_o if relu else -128, 127].
+    y = requant(s, mo, so) + zp_o, clamp [zp_o if relu else -128, 127]: ``add_output_int8`` of
+    ``add_sum_int32``.
     """
+    return add_output_int8(add_sum_int32(a, b, zp_a, ma, sa, zp_b, mb, sb), zp_o, mo, so, relu)
+
+
+def add_sum_int32(a, b, zp_a, ma, sa, zp_b, mb, sb) -> np.ndarray:
+    """``add_int8``'s int32 sum s = sat32(requant((a - zp_a) << 20, ma, sa) + requant((b - zp_b)
+    << 20, mb, sb)) (int64 array holding int32 values)."""
     a2 = (np.asarray(a, dtype=np.int64) - int(zp_a)) << ADD_LEFT_SHIFT
     b2 = (np.asarray(b, dtype=np.int64) - int(zp_b)) << ADD_LEFT_SHIFT
-    s = sat32(requant(a2, ma, sa) + requant(b2, mb, sb))
+    return sat32(requant(a2, ma, sa) + requant(b2, mb, sb))
+
+
+def add_output_int8(s, zp_o, mo, so, relu: bool) -> np.ndarray:
+    """``add_int8``'s output from its sum ``s`` (``add_sum_int32``): requant(s, mo, so) + zp_o,
+    clamped to [zp_o if relu else -128, 127], int8."""
     y = _requant_int32(s, mo, so) + int(zp_o)
     lo = int(zp_o) if relu else -128
     return _clamp(y, lo, 127).astype(np.int8)

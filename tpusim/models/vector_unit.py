@@ -117,13 +117,18 @@ class Vpu(EngineBase):
         """(first, last) word range of ``n`` words; None if n == 0 (not in the bank mask)."""
         return (first, first + n - 1) if n else None
 
+    def _plane_spans(self, a: dict, field: str) -> list:
+        """REQUANT / REQUANT_ADD: the ``count``-word range of each plane from word ``a[field]``
+        (``dst_addr``, ``skip_addr``), planes ``dst_plane_stride`` words apart."""
+        return [self._span(a[field] + j * a["dst_plane_stride"], a["count"]) for j in range(self.cfg.requant_planes)]
+
     # ------------------------------------------------------------------ REQUANT
     def _plan_requant(self, entry: QueueEntry):
         a = entry.instr.args
         n, pw, planes = a["count"], self.cfg.param_words, self.cfg.requant_planes
         self._check(entry, requant_fault)
         table = self._span(a["param_addr"], pw)
-        dst = [self._span(a["dst_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
+        dst = self._plane_spans(a, "dst_addr")
         zp = self.qregs.get(a["qreg"]).zero_point
 
         def effect():
@@ -149,8 +154,7 @@ class Vpu(EngineBase):
         n, pw, planes = a["count"], self.cfg.param_words, self.cfg.requant_planes
         self._check(entry, requant_add_fault)
         table = self._span(a["param_addr"], pw)
-        dst = [self._span(a["dst_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
-        skip = [self._span(a["skip_addr"] + j * a["dst_plane_stride"], n) for j in range(planes)]
+        dst, skip = self._plane_spans(a, "dst_addr"), self._plane_spans(a, "skip_addr")
         qa, qb, qo = (self.qregs.get(a[f]) for f in ("qreg", "qreg_b", "qreg_out"))
 
         def effect():

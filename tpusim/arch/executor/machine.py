@@ -150,10 +150,8 @@ class Machine:
         sums = []
 
         def add(x_a, x_b):
-            x_a, x_b = x_a.astype(np.int64), x_b.astype(np.int64)
-            sums.append(arith.sat32(arith.requant((x_a - za) << arith.ADD_LEFT_SHIFT, ma, sa)
-                                    + arith.requant((x_b - zb) << arith.ADD_LEFT_SHIFT, mb, sb)))
-            return arith.add_int8(x_a, x_b, za, ma, sa, zb, mb, sb, zo, mo, so, bool(a["add_relu"]))
+            sums.append(arith.add_sum_int32(x_a, x_b, za, ma, sa, zb, mb, sb))
+            return arith.add_output_int8(sums[-1], zo, mo, so, bool(a["add_relu"]))
         requant_add_store(self.sram, a, out, words, lo, hi, add)
         self.observe("add", i, x=np.concatenate([np.reshape(x, (-1,)) for x in sums]), mult=mo, shift=so, zp=zo,
                      relu=a["add_relu"])
@@ -181,13 +179,10 @@ class Machine:
         ma, sa, za = self._qreg(i, "qreg_a", a["qreg_a"])
         mb, sb, zb = self._qreg(i, "qreg_b", a["qreg_b"])
         mo, so, zo = self._qreg(i, "qreg_out", a["qreg_out"])
-        x_a = self.sram[a["src_a"]:a["src_a"] + n].astype(np.int64)
-        x_b = self.sram[a["src_b"]:a["src_b"] + n].astype(np.int64)
-        s = arith.sat32(arith.requant((x_a - za) << arith.ADD_LEFT_SHIFT, ma, sa)
-                        + arith.requant((x_b - zb) << arith.ADD_LEFT_SHIFT, mb, sb))
+        s = arith.add_sum_int32(self.sram[a["src_a"]:a["src_a"] + n], self.sram[a["src_b"]:a["src_b"] + n],
+                                za, ma, sa, zb, mb, sb)
         self.observe("add", i, x=s, mult=mo, shift=so, zp=zo, relu=a["relu"])
-        self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.add_int8(
-            x_a, x_b, za, ma, sa, zb, mb, sb, zo, mo, so, bool(a["relu"]))
+        self.sram[a["dst_addr"]:a["dst_addr"] + n] = arith.add_output_int8(s, zo, mo, so, bool(a["relu"]))
 
     def _mul(self, i, a):
         n = a["count"]
