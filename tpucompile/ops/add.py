@@ -209,7 +209,7 @@ def _emit(P, op: QAdd, lays: dict, tl: EltTiling, consts: dict) -> None:
 
 def _fuse_producer(op: QAdd, producer, lays, cfg):
     """A Conv (exactly: not an ActMatMul) whose output this Add alone reads: the two fused into
-    one ConvAdd (ops/conv_add.py: the Add in the conv's requantization epilogue)."""
+    one ConvAdd (ops/conv_add.py: the Add in the conv's requantization, REQUANT_ADD)."""
     return fused_conv_add(producer, op) if type(producer) is QConv else None
 
 

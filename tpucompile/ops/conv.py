@@ -291,23 +291,20 @@ def all_tile_cols(op: QConv, NB: int, C: int) -> list:
     return out
 
 
-def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue=None, tiles=None,
+def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, tiles=None,
           store=None, table_load=None, skip=None) -> None:
     """The loop nest of the module docstring; tokens come from the declared accesses.
     ``weight_tile(t, nb, kb) -> (DDR address, DDR buffer id or None, bytes)`` of tile ``t`` (N
     tile ``nb``, cin block ``kb``): default the constant tiles, only their ``weight_cols``
-    columns that hold output channels; ``ops/act_matmul.py`` reads an activation's buffer. ``epilogue(P, slot, blk, oy, ox, rows, cols, planes)``: called between
-    a chunk's REQUANTs and its STORE with the output slot's word address and the chunk's place
-    in the output (first block, row, column, rows x cols pixels, planes); it may rewrite the
-    slot in place (``ops/conv_add.py``: the fused residual Add). ``tiles``: the output tiles
+    columns that hold output channels; ``ops/act_matmul.py`` reads an activation's buffer. ``tiles``: the output tiles
     (``conv_tiles``' tuples, each starting (oy0, th, ox0, tw); default that grid), any size up to
     tl.th x tl.tw, possibly overlapping. ``store(P, slot, blk, planes, tile)``: called instead of
     the chunk's STORE (``ops/conv_pool.py``: the fused pool; its tiles are one chunk each).
     ``table_load(P, ddr_addr, b0, slot)``: called instead of the DMA_LOAD of output block ``b0``'s
     requant tables (constant at ``ddr_addr``) into the SRAM slot at word ``slot``
     (``ops/act_matmul.py``: the key mask's bias row from a run-time input). ``skip(P, blk, oy, ox,
-    rows, cols, planes) -> (slot, fields)``: called before a chunk's requantization (``epilogue``'s
-    arguments but the slot); it picks the chunk's output slot, brings the chunk's residual
+    rows, cols, planes) -> (slot, fields)``: called before a chunk's requantization with the
+    chunk's place in the output (first block, row, column, rows x cols pixels, planes); it picks the chunk's output slot, brings the chunk's residual
     operand into SRAM and returns the slot and REQUANT_ADD's own fields (``skip_addr``, ``qreg``,
     ``qreg_b``, ``qreg_out``, ``add_relu``): the chunk is requantized with REQUANT_ADD instead of
     REQUANT (``ops/conv_add.py``: in place, the skip loaded into the output slot)."""
@@ -414,8 +411,6 @@ def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, epilogue
         else:
             os_, fused = skip(P, blk, oy0 + y, ox0 + x, k, n, planes)
         _requant_chunk(P, op, range(b0, b0 + mg), ps_cur, a, mstride, k * n, os_, qreg, fused)
-        if epilogue is not None:
-            epilogue(P, os_, blk, oy0 + y, ox0 + x, k, n, planes)
         if store is not None:
             store(P, os_, blk, planes, tile)
             return
