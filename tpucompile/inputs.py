@@ -112,9 +112,9 @@ def _fit(a: np.ndarray, shape: tuple, what: str, layout: dict | None = None, nam
                            "`tpusim run BIN --input`)")
     if not np.isfinite(a).all():
         raise CompileError(f"{what}: {int((~np.isfinite(a)).sum())} values are NaN or infinite")
-    big = np.abs(a) > np.finfo(np.float32).max if a.dtype.kind == "f" else np.zeros(a.shape, bool)
-    if big.any():
-        raise CompileError(f"{what}: {int(big.sum())} values are outside float32's range (largest |x| "
+    big = int((np.abs(a) > np.finfo(np.float32).max).sum()) if a.dtype.kind == "f" else 0   # (integers fit)
+    if big:
+        raise CompileError(f"{what}: {big} values are outside float32's range (largest |x| "
                            f"{float(np.abs(a).max()):.4g}); the model's input is float32")
     return a.astype(np.float32)
 
