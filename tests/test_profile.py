@@ -163,7 +163,7 @@ def test_the_layer_table_folds_long_layer_names_whole(tmp_path):
     rows = profile.layer_rows(res.binary, cfg, run_binary(res.binary, cfg, feeds).timeline)
     buf = io.StringIO()
     Console(width=150, file=buf).print(profile.layer_table(rows, "t"))
-    names, cur = [], None
+    names: list = []
     for line in buf.getvalue().splitlines():
         if not line.startswith("│"):
             continue
