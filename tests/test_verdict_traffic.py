@@ -36,7 +36,8 @@ def test_compulsory_is_the_unpadded_traffic(digits):
     assert tr["ddr_bytes_per_cycle"] == tc["ddr_bytes_per_cycle"] == peak
     rows = dict(traffic_rows(tr, 10_000))
     assert f"×{50_000 / tr['compulsory_read']:.2f} of the compulsory {tr['compulsory_read']:,}" in rows["traffic"]
-    assert f"padded layout (whole constants blob, channel-padded tensors) read {tr['padded_read']:,} B" in rows["traffic"]
+    assert (f"padded layout (fused ops, whole constants blob, channel-padded tensors: not bytes moved, and below the "
+            f"compulsory where fusion drops a tensor) read {tr['padded_read']:,} B") in rows["traffic"]
     assert f"physical floor {tr['floor_cycles']:,} cycles = max(compute" in rows["floor"]
     assert f"this run ×{10_000 / tr['floor_cycles']:.2f}" in rows["floor"]
     assert f"true compulsory traffic {tc['total']:,} B" in rows["floor"]      # small figures in bytes, not "0.01 MB"

@@ -134,8 +134,10 @@ def traffic_figures(meta: dict, counters: dict) -> dict:
     ``compulsory_read`` = the int8 weights once + each graph input once + each activation read
     once per consumer; ``compulsory_write`` = each activation written once (C·H·W int8 bytes of
     the graph as given: ``meta["stats"]["true_compulsory"]``). ``padded_read`` / ``padded_write``
-    are the same counted on the device layout (the whole constants blob, channel-padded tensors,
-    a host im2col input): what a program without reuse would move, not a lower bound.
+    are the same counted per op of the device graph as compiled, on its layout (fused ops: a residual
+    Add fused into its conv reads no intermediate; the whole constants blob, channel-padded tensors,
+    a host im2col input): neither bytes moved nor a lower bound (fusion can take it below the
+    compulsory figures, padding above them).
     ``floor_compute_cycles`` (MACs / PEs), ``floor_ddr_cycles`` (compulsory bytes / the DDR's
     peak bytes per core cycle), ``floor_cycles`` (their max) and ``ddr_bytes_per_cycle`` are the
     compiler's (``tpucompile.backend.compile.true_compulsory``), read from the meta, not
@@ -168,7 +170,8 @@ def traffic_rows(tr: dict, cycles: int) -> list[tuple[str, str]]:
         return []
     if "compulsory_read" not in tr:          # a binary without true_compulsory: the padded figures only
         return [("traffic", f"DDR read {tr['ddr_read']:,} B, write {tr['ddr_write']:,} B, instruction fetch "
-                            f"{tr['fetch']:,} B; padded layout (whole constants blob, channel-padded tensors): "
+                            f"{tr['fetch']:,} B; per device op on the padded layout (fused ops, whole constants blob, "
+                            f"channel-padded tensors): "
                             f"read {tr['padded_read']:,} B, write {tr['padded_write']:,} B")]
     tc, b = tr["true_compulsory"], bytes_text
     moved = tr["ddr_read"] + tr["ddr_write"]
@@ -178,7 +181,9 @@ def traffic_rows(tr: dict, cycles: int) -> list[tuple[str, str]]:
                         f"({ratio(tr['ddr_write'], tr['compulsory_write'])} of the compulsory "
                         f"{tr['compulsory_write']:,}), instruction fetch {tr['fetch']:,} B; compulsory = unpadded "
                         f"int8 weights once, input once, each activation written once and read once per "
-                        f"consumer; on the padded layout (whole constants blob, channel-padded tensors) read "
+                        f"consumer; counted per device op on the padded layout (fused ops, whole constants blob, "
+                        f"channel-padded tensors: not bytes moved, and below the compulsory where fusion "
+                        f"drops a tensor) read "
                         f"{tr['padded_read']:,} B, write {tr['padded_write']:,} B")]
     rows.append(("floor", f"true compulsory traffic {b(tc['total'])} (weights {b(tc['weights'])}, input "
                           f"{b(tc['input'])}, activations written {b(tc['writes'])}, read {b(tc['reads'])}); DDR "
