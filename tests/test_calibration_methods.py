@@ -59,7 +59,7 @@ OUTLIER_WARNING = ("warning: calibration input 'x': 1 isolated outlier value cli
 def test_one_outlier_is_clipped_for_every_method(samples, tmp_path, capsys):
     """A single 1e30 in one calibration image: before any method it is clipped to the range of
     its image's other values (calibrate.clip_input_outliers), with one warning naming the input,
-    the count and the value, so no method lets it set a range. Before, with minmax (the default)
+    the count and the value (on stderr and in the verdict's notes), so no method lets it set a range. Before, with minmax (the default)
     the input's scale swallowed the test image: cosine 0; with one calibration image every method
     gave cosine 0 (percentile's median over the images and mse / entropy's OUTLIER_FACTOR need
     other images to outvote it)."""
@@ -76,6 +76,7 @@ def test_one_outlier_is_clipped_for_every_method(samples, tmp_path, capsys):
         err = capsys.readouterr().err
         want = OUTLIER_WARNING.format(n=samples, s="s" if samples > 1 else "", ref=f"{ref:.4g}")
         assert [ln + "\n" for ln in err.splitlines() if ln.startswith("warning:")] == [want], err
+        assert want.removeprefix("warning: ").rstrip("\n") in v.notes, v.notes      # and in the verdict
     floors = FLOORS if samples > 1 else {**FLOORS, "entropy": 0.9}    # one image: 0.949 (0.966 without the 1e30)
     assert all(cos[m] > floors[m] for m in CALIB_METHODS), cos
 
@@ -240,5 +241,7 @@ def test_a_sample_of_huge_values_is_named_but_left_alone(capsys):
                           "samples' (median largest |x| ") and err.count("\n") == 1, err
     assert "with --calib-method minmax it sets the range of every tensor after it" in err
     xs[2] = np.full_like(xs[1], 1e6)
-    clip_input_outliers([{"x": a} for a in xs])
+    notes: list = []
+    clip_input_outliers([{"x": a} for a in xs], notes)
     assert "sample #2's values reach 1e+06" in capsys.readouterr().err
+    assert len(notes) == 1 and notes[0].startswith("calibration input 'x': sample #2's values reach 1e+06"), notes

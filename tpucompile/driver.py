@@ -249,14 +249,16 @@ def load_model_and_data(model: str | Path, calib=4, size: int | None = None,
 
 
 def compile_onnx(model: onnx.ModelProto, cfg, calib_images, dump_ir: str | Path | None = None,
-                 keep_intermediates: bool = False, calib_method: str = "minmax", host_tail: bool = False) -> CompileResult:
+                 keep_intermediates: bool = False, calib_method: str = "minmax", host_tail: bool = False,
+                 notes: list | None = None) -> CompileResult:
     """Front end (import, passes, calibration, quantization) then back end (layout, memory plan,
     tiling, emission, token check); with ``dump_ir`` the IR after every stage of both;
-    ``host_tail``: a post-processing tail without a device mapping runs on the host."""
+    ``host_tail``: a post-processing tail without a device mapping runs on the host; ``notes``:
+    a list the calibration's warnings are appended to (besides stderr: ``compile_model``)."""
     t0 = time.perf_counter()
     dumps = IrDumps.open(dump_ir)
     qg, _ = compile_model(model, calib_images, dump_dir=dumps, calib_method=calib_method, host_tail=host_tail,
-                          cfg=cfg)
+                          cfg=cfg, notes=notes)
     t1 = time.perf_counter()
     binary = compile_qgraph(qg, cfg, keep_intermediates=keep_intermediates, dump_ir=dumps)
     t2 = time.perf_counter()

@@ -169,7 +169,8 @@ def check_host_memory(graph, names, available: int | None = None) -> None:
 
 
 def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
-              percentile: float = DEFAULT_PERCENTILE, row_offset_free=(), weights: dict | None = None) -> dict:
+              percentile: float = DEFAULT_PERCENTILE, row_offset_free=(), weights: dict | None = None,
+              notes: list | None = None) -> dict:
     """Run `model` on every image (float32 NCHW arrays) and return {name: (lo, hi)} (floats) for
     each ONNX tensor in `names`, by ``method``:
 
@@ -197,7 +198,7 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     nothing with one sample).
 
     Before any method, each sample's isolated outliers are clipped (``clip_input_outliers``, one
-    warning per input on stderr): a handful of values far beyond the rest of their sample would
+    warning per input on stderr, and in ``notes`` if given: the verdict's): a handful of values far beyond the rest of their sample would
     otherwise set the range of every tensor after them, with every method when there is one
     sample and with minmax always.
 
@@ -219,7 +220,7 @@ def calibrate(model: onnx.ModelProto, images, names, method: str = "minmax",
     else:
         meta = session_input(sess, model)
         feeds = [{meta.name: _check_image(i, x, meta.name, meta.shape)} for i, x in enumerate(images)]
-    feeds = clip_input_outliers(feeds)
+    feeds = clip_input_outliers(feeds, notes)
     lo = {n: np.inf for n in names}
     hi = {n: -np.inf for n in names}
     pct = {n: [] for n in names}
@@ -290,7 +291,7 @@ def _sample_outliers(a: np.ndarray):
             np.clip(a, kept.min(), kept.max()).astype(a.dtype))
 
 
-def clip_input_outliers(feeds: list[dict]) -> list[dict]:
+def clip_input_outliers(feeds: list[dict], notes: list | None = None) -> list[dict]:
     """The calibration feeds ({input name: float32 array} per sample) with each sample's
     isolated outliers clipped to the range of that sample's other values: at most K values
     (OUTLIER_INPUT_SHARE of the sample, at least OUTLIER_INPUT_MIN) of magnitude more than
@@ -298,7 +299,8 @@ def clip_input_outliers(feeds: list[dict]) -> list[dict]:
     at the input, they reach no tensor of onnxruntime's FP32 run, so no calibrated range
     downstream sees them. Prints one warning
     line per input that had any on stderr, naming the input, the count, the samples and the
-    largest value."""
+    largest value, and appends its text (without "warning: ") to ``notes`` if given; so does
+    ``_warn_outlier_samples`` for a sample of outsized values."""
     found = {}                      # input name -> [values, samples, largest, its sample's reference]
     out = []
     for feed in feeds:
@@ -316,16 +318,23 @@ def clip_input_outliers(feeds: list[dict]) -> list[dict]:
                 f[2], f[3] = largest, ref
         out.append(clipped)
     for name, (count, samples, largest, ref) in found.items():
-        print(f"warning: calibration input {name!r}: {count} isolated outlier value{'s' if count != 1 else ''} "
+        _warn(notes, f"calibration input {name!r}: {count} isolated outlier value{'s' if count != 1 else ''} "
               f"clipped to the range of {'their' if count != 1 else 'its'} sample's other values, in {samples} of "
               f"{len(feeds)} sample{'s' if len(feeds) != 1 else ''} (largest {largest:.6g}, more than "
               f"{OUTLIER_INPUT_FACTOR:g}x {ref[0]:.4g}, the sample's largest |x| after its top {ref[1]}); kept, "
-              "it would set the range of every tensor after it", file=sys.stderr)
-    _warn_outlier_samples(out)
+              "it would set the range of every tensor after it")
+    _warn_outlier_samples(out, notes)
     return out
 
 
-def _warn_outlier_samples(feeds: list[dict]) -> None:
+def _warn(notes: list | None, text: str) -> None:
+    """``text`` as a warning line on stderr, and in ``notes`` (the verdict's) if given."""
+    print(f"warning: {text}", file=sys.stderr)
+    if notes is not None:
+        notes.append(text)
+
+
+def _warn_outlier_samples(feeds: list[dict], notes: list | None = None) -> None:
     """One warning line on stderr per input whose largest |x| in one calibration sample is more
     than OUTLIER_INPUT_FACTOR x the median of the other samples' (a sample of huge values, or more
     outliers than ``clip_input_outliers`` clips): nothing is changed (the values are not known to
@@ -337,10 +346,10 @@ def _warn_outlier_samples(feeds: list[dict]) -> None:
         i = int(np.argmax(peaks))
         rest = float(np.median(peaks[:i] + peaks[i + 1:]))
         if rest > 0.0 and peaks[i] > OUTLIER_INPUT_FACTOR * rest:
-            print(f"warning: calibration input {name!r}: sample #{i}'s values reach {peaks[i]:.4g}, more than "
+            _warn(notes, f"calibration input {name!r}: sample #{i}'s values reach {peaks[i]:.4g}, more than "
                   f"{OUTLIER_INPUT_FACTOR:g}x the other samples' (median largest |x| {rest:.4g}); with "
                   "--calib-method minmax it sets the range of every tensor after it (percentile, mse and "
-                  "entropy weigh the samples): check that sample", file=sys.stderr)
+                  "entropy weigh the samples): check that sample")
 
 
 def _overflow_error(i: int, name: str, v: np.ndarray, feed: dict) -> CompileError:

@@ -342,7 +342,7 @@ def quantize_graph(g: Graph, stats: dict, model=None, pending: dict | None = Non
 
 def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
                   dump_dir: Optional[Union[str, Path, IrDumps]] = None, calib_method: str = "minmax",
-                  host_tail: bool = False, cfg=None) -> tuple:
+                  host_tail: bool = False, cfg=None, notes: list | None = None) -> tuple:
     """ONNX model -> (QGraph, float IR after passes): import, passes, calibrate, quantize.
 
     ``calib_images`` may also be a callable returning them, called only once the model has
@@ -351,7 +351,8 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     and ``NN_quantize.txt``, the QGraph. ``calib_method``: calibrate.CALIB_METHODS. ``host_tail``:
     nodes at the end of the graph without a device mapping run on the host (ops/host_tail.py)
     instead of being refused. ``cfg``: the HwConfig the QGraph is for (``Quantizer``), None for
-    one that compiles on every shipped config."""
+    one that compiles on every shipped config. ``notes``: a list the calibration's warnings
+    (clipped input outliers, an outsized sample) are appended to besides stderr (the verdict's)."""
     if not isinstance(model, onnx.ModelProto):
         model = read_onnx(model)
     dumps = IrDumps.open(dump_dir)
@@ -363,7 +364,7 @@ def compile_model(model: Union[str, Path, onnx.ModelProto], calib_images,
     if callable(calib_images):
         calib_images = calib_images()
     stats = calibrate(model, calib_images, names, method=calib_method, row_offset_free=softmax_score_tensors(g),
-                      weights=weights)
+                      weights=weights, notes=notes)
     qg = quantize_graph(g, stats, model if host_tail else None, pending, cfg)
     if dumps is not None:
         dumps.write("quantize", dump_qgraph(qg))

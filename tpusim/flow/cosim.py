@@ -144,7 +144,8 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
         v.times_s["load"] = time.perf_counter() - t          # the model, its data (and built-ins' weights)
         t = time.perf_counter()
         res = driver.compile_onnx(onnx_model, cfg, calib_images, dump_ir=out / "ir",
-                                  keep_intermediates=True, calib_method=calib_method, host_tail=host_tail)
+                                  keep_intermediates=True, calib_method=calib_method, host_tail=host_tail,
+                                  notes=v.notes)
         res.binary.write(out / f"{Path(label).stem}.tpubin")
         v.times_s["compile"] = time.perf_counter() - t
         qg = res.qgraph
