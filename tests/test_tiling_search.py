@@ -155,6 +155,19 @@ def test_tile_conv_at_many_ddr_timings_chooses_what_a_plain_search_chooses():
     _check_plain_search("medium", cfgs + cfgs[::-1])
 
 
+def test_tile_conv_over_bank_sizes_sharing_tables_chooses_what_a_plain_search_chooses():
+    """Bank sizes whose output slots' chunk is the same share the table part that reads the
+    bank size only through the chunk (``_conv_out_table``); bank sizes that are no power of two
+    round to banks by division, the others by mask: every pick is still the plain search's."""
+    base = load_config("medium")
+    hits = tiling._conv_out_table.cache_info().hits
+    cfgs = [dataclasses.replace(base, sram_banks=n, sram_size_bytes=size)
+            for size in (base.sram_size_bytes, base.sram_size_bytes * 3 // 4) for n in (2, 4, 8, 16)]
+    assert {c.bank_words & (c.bank_words - 1) == 0 for c in cfgs} == {True, False}
+    _check_plain_search("medium", cfgs)
+    assert tiling._conv_out_table.cache_info().hits > hits
+
+
 @pytest.mark.parametrize("hw", ["medium", "seed", "small"])
 def test_tile_conv_weighing_the_prices_ahead_at_once_chooses_what_a_plain_search_chooses(hw):
     """Under ``prices_ahead`` (``Estimator.estimate_many``: DDR timings and clocks turned on one

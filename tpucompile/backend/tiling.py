@@ -834,8 +834,9 @@ class _ConvOutTable(NamedTuple):
 @lru_cache(maxsize=512)
 def _conv_out_table(okey: tuple) -> _ConvOutTable:
     """``_ConvOutTable`` of ``okey``: the ``_conv_shape_table`` key and the output slots' chunk
-    cap (``_out_slot_cap`` at most the largest tile, where it caps no tile; None with a fused
-    pool, whose output slot holds the whole tile). Cached (read-only arrays)."""
+    cap (``_out_slot_cap``, >= 1, clipped to the largest tile ``M_max``: the bank sizes whose cap
+    caps no tile share one table; None with a fused pool, whose output slot holds the whole
+    tile). Cached (read-only arrays)."""
     skey, cap = okey[:-1], okey[-1]
     (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool, wcols, _ = skey
     t = _conv_shape_table(skey)
