@@ -7,6 +7,7 @@ import bisect
 import dataclasses
 import itertools
 
+import numpy as np
 import pytest
 
 from tpucompile.backend import tiling
@@ -154,6 +155,19 @@ def test_tile_conv_at_many_ddr_timings_chooses_what_a_plain_search_chooses():
     _check_plain_search("medium", cfgs + cfgs[::-1])
 
 
+def test_tile_conv_over_bank_sizes_sharing_tables_chooses_what_a_plain_search_chooses():
+    """Bank sizes whose output slots' chunk is the same share the table part that reads the
+    bank size only through the chunk (``_conv_out_table``); bank sizes that are no power of two
+    round to banks by division, the others by mask: every pick is still the plain search's."""
+    base = load_config("medium")
+    hits = tiling._conv_out_table.cache_info().hits
+    cfgs = [dataclasses.replace(base, sram_banks=n, sram_size_bytes=size)
+            for size in (base.sram_size_bytes, base.sram_size_bytes * 3 // 4) for n in (2, 4, 8, 16)]
+    assert {c.bank_words & (c.bank_words - 1) == 0 for c in cfgs} == {True, False}
+    _check_plain_search("medium", cfgs)
+    assert tiling._conv_out_table.cache_info().hits > hits
+
+
 @pytest.mark.parametrize("hw", ["medium", "seed", "small"])
 def test_tile_conv_weighing_the_prices_ahead_at_once_chooses_what_a_plain_search_chooses(hw):
     """Under ``prices_ahead`` (``Estimator.estimate_many``: DDR timings and clocks turned on one
@@ -289,6 +303,24 @@ def test_largest_output_slot_is_the_bisections():
         assert tiling._largest_out_slot(cfg, nw, 1, hi, ni, slot, aligned, 1, regs["o"][0]) == lo
         seen += 1
     assert seen > 40
+
+
+def test_serial_cycles_in_floats_are_the_array_shares():
+    """``_serial_cycles`` (Python floats, one candidate) gives, bit for bit, min(MXU, VPU) x
+    share x (groups - 1) / groups with the share of ``acc_serial_share``'s float64 arrays, over
+    groups that fit twice, one-block groups sharing part of the rows and several blocks sharing
+    all of them."""
+    M, nbg, mxu, vpu, groups = (np.array(a, np.int64) for a in zip(*itertools.product(
+        (1, 7, 49, 196, 784), (1, 2, 3, 4, 8), (5, 1000, 123457), (3, 999, 77777), (1, 2, 16, 49))))
+    kinds = np.zeros(3, np.int64)       # shares 0, between, 1
+    for depth, mg in itertools.product((512, 2048, 1000), (1, 2)):
+        share = tiling.acc_serial_share(M, nbg, depth, mg)
+        want = np.minimum(mxu.astype(np.float64), vpu.astype(np.float64)) * (share * (groups - 1)) / groups
+        got = [tiling._serial_cycles(*v, depth, mg, g)
+               for *v, g in zip(mxu.tolist(), vpu.tolist(), M.tolist(), nbg.tolist(), groups.tolist())]
+        assert got == want.tolist()
+        kinds += [(share == 0).sum(), ((0 < share) & (share < 1)).sum(), (share == 1).sum()]
+    assert kinds.min() > 100
 
 
 def test_alloc_takes_slots_as_one_by_one():

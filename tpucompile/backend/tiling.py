@@ -421,15 +421,23 @@ def acc_serial_share(M, nbg, acc_depth: int, mg: int):
     return np.where(2 * rows <= acc_depth, 0.0, np.where(nbg <= mg, part, 1.0))
 
 
-def _serial_cycles(mxu, vpu, share, groups):
+def _serial_cycles(mxu: int, vpu: int, M: int, nbg: int, acc_depth: int, mg: int, groups: int) -> float:
     """What the tiler adds to max(MXU, VPU) when it weighs the cout groups of a tile
-    (``_group_refine``), float64: of min(MXU, VPU) spread over the layer's ``groups`` (output
-    tiles x cout groups) the ``share`` (``acc_serial_share``) of each group but the last, which
-    the next group's MATMULs wait for (the last group's follows the layer's last MATMUL whatever
-    the groups, and the next layer's first LOADs overlap it; counting it as well made medium
-    ResNet-50 slower: 4,951,435 against 4,939,798 cycles)."""
-    lesser = np.minimum(np.asarray(mxu, np.float64), np.asarray(vpu, np.float64))
-    return lesser * (share * (groups - 1)) / groups
+    (``_group_refine``): of min(MXU, VPU) spread over the layer's ``groups`` (output tiles x
+    cout groups) the share (``acc_serial_share`` of ``M`` rows a block, ``nbg`` blocks a group)
+    of each group but the last, which the next group's MATMULs wait for (the last group's
+    follows the layer's last MATMUL whatever the groups, and the next layer's first LOADs
+    overlap it; counting it as well made medium ResNet-50 slower: 4,951,435 against 4,939,798
+    cycles). Python ints in, a float out; the share in Python floats, the same IEEE double
+    operations as ``acc_serial_share``'s arrays (so the same value: a test checks)."""
+    rows = M * nbg
+    if 2 * rows <= acc_depth:
+        share = 0.0
+    elif nbg <= mg:
+        share = min(max((2 * rows - acc_depth) / max(rows, 1), 0.0), 1.0)
+    else:
+        share = 1.0
+    return float(min(mxu, vpu)) * (share * (groups - 1)) / groups
 
 
 class _ConvShapeTable(NamedTuple):
@@ -444,11 +452,11 @@ class _ConvShapeTable(NamedTuple):
     (``M`` and ``ntiles`` per (tw, th) pair, ``pair`` each candidate's pair, the rest per
     candidate: the tile, its input window, ``slot`` words of one input slot and ``ni * slot``,
     DDR bytes loaded, DMA instructions, MXU cycles, bytes the MXU waits for with one input slot)
-    and the bandwidth-free cost terms as float64 (load bytes, DMA instructions, MXU, wait bytes; ``stacked``:
-    the same as the rows of one (4, n) array).
+    and the bandwidth-free cost terms as float64 (load bytes, DMA instructions, MXU, wait bytes: the rows of
+    ``stacked``, one (4, n) array).
     With a fused pool, ``PTH`` x ``PTW`` (per pair) the pooled outputs of a tile, the conv tile
     (th x tw) the rows and columns they read; 0 without. ``pair_cycles`` per pair: a LOAD_WEIGHTS +
-    MATMUL pair's cycles (``mxu_pair_cycles`` + 6)."""
+    MATMUL pair's cycles (``mxu_pair_cycles`` + 6); ``M_max`` the largest ``M`` (0 if none)."""
     M: np.ndarray
     ntiles: np.ndarray
     pair: np.ndarray
@@ -472,12 +480,13 @@ class _ConvShapeTable(NamedTuple):
     pair_cycles: np.ndarray
     terms: tuple
     stacked: np.ndarray
+    M_max: int
 
 
 def _first_largest_groups(nbg: np.ndarray) -> np.ndarray:
-    """Per candidate of a (pairs, cout groups, cin groups, input slots) array of cout blocks per
-    group (-1: not a candidate) whether it holds more than every earlier one of its (pair, cin
-    group, input slots), flattened in C order: the others can never be chosen. Candidates of one
+    """Per (pair, cout group) of a (pairs, cout groups) array of cout blocks per group (-1: not a
+    candidate) whether it holds more than every earlier one of its pair, flattened in C order:
+    the others can never be chosen, at any cin group and input slots. Candidates of one
     (tw, th) pair, kbg and ni need the same SRAM words, packed and bank-aligned, and the same MXU
     and VPU cycles, and one with at least as many cout blocks per group loads its windows no more
     often, so its load bytes, DMAs and wait bytes are no greater: its estimate is no greater at
@@ -549,10 +558,13 @@ class ConvCandidates(NamedTuple):
     streaming candidate ``aligned`` (its slots fit on their own banks) and the cost terms
     (float64: load bytes, DMA instructions, max(MXU, VPU) (inf where the candidate does not fit the
     SRAM), MXU, unaligned 0/1, wait bytes), both worked out when asked for from ``bank`` (the
-    ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
+    ``_ConvBankTable``); a candidate's VPU cycles on the MXU's path (``serial_at``, ``serial_of``:
+    ``_serial_cycles``) are worked out for the candidates asked for alone. ``live``: the
+    streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
-    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s; under
+    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s (the search set's
+    rows 6 to 8 where it was made first); under
     ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for pick ``i`` and their rows). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
@@ -621,13 +633,19 @@ class ConvCandidates(NamedTuple):
 
     def serial_at(self, i: int) -> float:
         """Candidate ``i``'s VPU cycles on the MXU's path (``_serial_cycles``)."""
-        if i < self.nstream:
-            return float(self.bank.serial[i])
         t, key = self.table, self.key
-        p = int(t.pair[i])
-        share = acc_serial_share(int(t.M[p]), int(t.nbg[i]), key[14], key[10])
-        return float(_serial_cycles(int(t.mxu_cycles[i]), int(self.vpu[p]), share,
-                                    int(t.ntiles[p]) * -(-key[3] // int(t.nbg[i]))))
+        p, nbg = int(t.pair[i]), int(t.nbg[i])
+        return _serial_cycles(int(t.mxu_cycles[i]), int(self.vpu[p]), int(t.M[p]), nbg, key[14], key[10],
+                              int(t.ntiles[p]) * -(-key[3] // nbg))
+
+    def serial_of(self, idx: np.ndarray) -> np.ndarray:
+        """``serial_at`` of the candidates ``idx`` (int64 array; float64), worked out for those
+        alone (a few: ``_group_refine``'s, one tile's)."""
+        t, key = self.table, self.key
+        acc_depth, mg, NB, M, vpu, ntiles = key[14], key[10], key[3], t.M, self.vpu, t.ntiles
+        return np.array([_serial_cycles(mxu, int(vpu[p]), int(M[p]), nbg, acc_depth, mg, int(ntiles[p]) * -(-NB // nbg))
+                         for p, nbg, mxu in zip(t.pair.take(idx).tolist(), t.nbg.take(idx).tolist(),
+                                                t.mxu_cycles.take(idx).tolist())], np.float64)
 
     def terms_at(self, i: int) -> tuple:
         """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
@@ -750,19 +768,24 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
         ntiles = -(-ph // pth) * -(-pw_ // ptw)
     # x (nbg, kbg, ni), in the loops' order (C order of np.indices), filtered. nbg: the
     # halvings of NB, then (one tile over a one-row output only) every other ceil(NB / groups)
-    # (``nbg_cands``)
-    nbs = np.array([n for n in nbg_cands(NB) if n <= max_nbg and n % mg == 0], np.int64)
-    kbs = np.array(_pow_cands(KB), np.int64)
-    i, b, k, n = np.indices((len(M), len(nbs), len(kbs), 2)).reshape(4, -1)
-    nbg, kbg, ni = nbs.take(b), kbs.take(k), 2 - n
-    keep = (M.take(i) * nbg <= acc_depth) & (((ntiles.take(i) == 1) & (oh == 1)) | np.isin(nbg, _pow_cands(NB)))
+    # (``nbg_cands``). What filters reads only the pair and nbg: filtered per (pair, nbg), then
+    # each kept one x (kbg, ni)
+    nbs = [n for n in nbg_cands(NB) if n <= max_nbg and n % mg == 0]
+    pows = set(_pow_cands(NB))
+    halving = np.array([n in pows for n in nbs], bool)
+    nbs, kbs = np.array(nbs, np.int64), np.array(_pow_cands(KB), np.int64)
+    i, b = np.indices((len(M), len(nbs))).reshape(2, -1)
+    nbg = nbs.take(b)
+    keep = (M.take(i) * nbg <= acc_depth) & (((ntiles.take(i) == 1) & (oh == 1)) | halving.take(b))
     # of those, only the ones that may be chosen where no weight batch exists (``_first_largest_groups``)
     if no_batch:      # (per share of the VPU work on the MXU's path: a fuller group may have more)
-        share = acc_serial_share(M[i], nbg, acc_depth, mg)
-        shape = (len(M), len(nbs), len(kbs), 2)
+        share = acc_serial_share(M.take(i), nbg, acc_depth, mg)
+        shape = (len(M), len(nbs))
         keep = np.logical_or.reduce([_first_largest_groups(np.where(keep & (share == v), nbg, -1).reshape(shape))
                                      for v in np.unique(share[keep])] or [np.zeros(keep.size, bool)])
-    i, nbg, kbg, ni = i[keep], nbg[keep], kbg[keep], ni[keep]
+    inner = 2 * len(kbs)
+    i, nbg = np.repeat(i[keep], inner), np.repeat(nbg[keep], inner)
+    kbg, ni = np.tile(np.repeat(kbs, 2), len(i) // inner), np.tile(np.array([2, 1], np.int64), len(i) // 2)
     wres = np.zeros(len(i), np.int64)
     multi = ntiles.take(i) > 1                        # the weights-resident copies (module docstring)
     n0 = len(i)
@@ -780,22 +803,66 @@ def _conv_shape_table(skey: tuple) -> _ConvShapeTable:
     pair_cycles = mxu_pair_cycles(M, R, C) + 6
     mxu = (ntiles * (NB * KB * T) * pair_cycles).take(i)
     wait = np.where(ni == 1, windows * (KB * ih * iw * W).take(i), 0)
+    stacked = np.empty((4, len(i)))
+    for r, a in enumerate((load_bytes, n_dma, mxu, wait)):
+        stacked[r] = a
+    stacked.flags.writeable = False
     out = _ConvShapeTable(M, ntiles, i, th.take(i), tw.take(i), nbg, kbg, ni, ih.take(i), iw.take(i), slot, ni * slot, load_bytes,
                           n_dma, mxu, wait, wres, twin, pth, ptw, pair_cycles,
-                          tuple(a.astype(np.float64) for a in (load_bytes, n_dma, mxu, wait)),
-                          np.stack((load_bytes, n_dma, mxu, wait)).astype(np.float64))
-    for a in (*out[:-2], *out.terms, out.stacked):
+                          tuple(stacked), stacked, int(M.max(initial=0)))
+    for a in (*out[:-3], *out.terms, out.stacked):
+        a.flags.writeable = False
+    return out
+
+
+class _ConvOutTable(NamedTuple):
+    """What ``_conv_bank_table`` reads of the bank size only through the output slots' chunk
+    (``s_out``), shared by the bank sizes that give the same chunks, over the ``nstream``
+    streaming candidates of ``table`` (its first): per (tw, th) pair ``s_out``, ``vpu`` (VPU
+    cycles) and ``fixed`` (words of the tables and output (skip, pooled) slots); per streaming
+    candidate the SRAM words it needs packed (``packed_words``) and ``peak`` (max(MXU, VPU),
+    float64)."""
+    table: _ConvShapeTable
+    nstream: int
+    s_out: np.ndarray
+    vpu: np.ndarray
+    fixed: np.ndarray
+    packed_words: np.ndarray
+    peak: np.ndarray
+
+
+@lru_cache(maxsize=512)
+def _conv_out_table(okey: tuple) -> _ConvOutTable:
+    """``_ConvOutTable`` of ``okey``: the ``_conv_shape_table`` key and the output slots' chunk
+    cap (``_out_slot_cap``, >= 1, clipped to the largest tile ``M_max``: the bank sizes whose cap
+    caps no tile share one table; None with a fused pool, whose output slot holds the whole
+    tile). Cached (read-only arrays)."""
+    skey, cap = okey[:-1], okey[-1]
+    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, acc_depth, max_nbg, skip, pool, wcols, _ = skey
+    t = _conv_shape_table(skey)
+    n0 = int(t.wres.searchsorted(1))                               # the streaming candidates come first
+    PM = t.PTH * t.PTW
+    # a fused pool requantizes the whole tile into one output slot, pools it into a pooled slot
+    s_out = t.M if cap is None else np.minimum(t.M, cap)
+    fixed = 2 * mg * pw + (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM    # tables, output (skip, pooled) slots
+    pair = t.pair[:n0]
+    # (per pair sums taken per candidate: the same integers as the per-candidate sums)
+    packed = (fixed + 2 * C).take(pair) + t.ni_slot[:n0]            # streaming: two weight slots of C words
+    taps = pool[0][0] * pool[0][1] + 1 if pool else 0
+    # per N tile and output word: REQUANT's write; a fused residual Add's REQUANT_ADD also reads the skip word
+    vpu = t.ntiles * NB * ((1 + skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
+    peak = np.maximum(t.stacked[2, :n0], vpu.astype(np.float64).take(pair))      # (float64 MXU: ``stacked`` row 2)
+    out = _ConvOutTable(t, n0, s_out, vpu, fixed, packed, peak)
+    for a in out[2:]:
         a.flags.writeable = False
     return out
 
 
 class _ConvBankTable(NamedTuple):
     """What ``conv_candidates`` shares across the SRAM sizes (the bank size fixed), over the
-    ``nstream`` streaming candidates of ``table`` (its first): per (tw, th) pair ``s_out``, ``vpu``
-    (VPU cycles), ``fixed`` (words of the tables and output (skip, pooled) slots) and ``pogrp``
-    (those rounded to banks); per streaming candidate the SRAM words it needs packed
-    (``packed_words``) and bank-aligned (``aligned_words``), ``peak`` (max(MXU, VPU), float64) and
-    ``serial`` (the VPU cycles on the MXU's path, ``_serial_cycles``)."""
+    ``nstream`` streaming candidates of ``table`` (its first): those of ``_ConvOutTable`` (the
+    same arrays) and per (tw, th) pair ``pogrp`` (``fixed`` rounded to banks), per streaming
+    candidate the SRAM words it needs bank-aligned (``aligned_words``)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -805,38 +872,33 @@ class _ConvBankTable(NamedTuple):
     packed_words: np.ndarray
     aligned_words: np.ndarray
     peak: np.ndarray
-    serial: np.ndarray
+
+
+def _round_up_words(words: np.ndarray, bwd: int) -> np.ndarray:
+    """``words`` (non-negative int64) rounded up to a multiple of ``bwd``, by a mask where ``bwd``
+    is a power of two (the same integers, without the slower integer division)."""
+    if bwd & (bwd - 1) == 0:
+        return (words + (bwd - 1)) & -bwd
+    return (words + (bwd - 1)) // bwd * bwd
 
 
 @lru_cache(maxsize=512)
 def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
     """The part of ``conv_candidates`` that does not read the SRAM size: ``bkey`` is
-    ``conv_candidates_key`` without it. Cached (read-only arrays)."""
-    (kh, kw), (sh, sw), KB, NB, oh, ow, R, C, ap, pw, mg, mp, bwd, acc_depth, max_nbg, skip, pool, wcols, _ = bkey
-    t = _conv_shape_table(bkey[:12] + bkey[13:])
-    n0 = int(t.wres.searchsorted(1))                               # the streaming candidates come first
-    tsw = mg * pw
-    PM = t.PTH * t.PTW
-    # a fused pool requantizes the whole tile into one output slot, pools it into a pooled slot
-    s_out = t.M if pool else np.maximum(1, np.minimum(t.M, _out_slot_cap(ap, bwd, tsw, mp)))
-    fixed = 2 * tsw + (2 + SKIP_SLOTS * skip) * mp * s_out + 2 * mp * PM      # tables, output (skip, pooled) slots
-    pair = t.pair[:n0]
-    # (per pair sums taken per candidate: the same integers as the per-candidate sums)
-    packed = (fixed + 2 * C).take(pair) + t.ni_slot[:n0]            # streaming: two weight slots of C words
-    pogrp = -(-fixed // bwd) * bwd
-    aligned = ((pogrp + round_up(weight_region_words(2, C, bwd), bwd)).take(pair)
-               + t.ni[:n0] * ((t.slot[:n0] + (bwd - 1)) // bwd * bwd))
-    taps = pool[0][0] * pool[0][1] + 1 if pool else 0
-    # per N tile and output word: REQUANT's write; a fused residual Add's REQUANT_ADD also reads the skip word
-    vpu = t.ntiles * NB * ((1 + skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
-    vpu_c = vpu.take(pair)
-    peak = np.maximum(t.mxu_cycles[:n0], vpu_c, dtype=np.float64)
-    serial = _serial_cycles(t.mxu_cycles[:n0], vpu_c, acc_serial_share(t.M.take(pair), t.nbg[:n0], acc_depth, mg),
-                            t.ntiles.take(pair) * -(-NB // t.nbg[:n0]))
-    out = _ConvBankTable(t, n0, s_out, vpu, fixed, pogrp, packed, aligned, peak, serial)
-    for a in out[2:]:
+    ``conv_candidates_key`` without it (the rest from the ``_conv_out_table`` of its chunk
+    cap). Cached (read-only arrays)."""
+    ap, pw, mg, mp, bwd, pool = bkey[8], bkey[9], bkey[10], bkey[11], bkey[12], bkey[16]
+    skey = bkey[:12] + bkey[13:]
+    t = _conv_shape_table(skey)
+    cap = None if pool else min(_out_slot_cap(ap, bwd, mg * pw, mp), t.M_max)
+    o = _conv_out_table(skey + (cap,))
+    n0, C = o.nstream, bkey[7]
+    pogrp = _round_up_words(o.fixed, bwd)
+    aligned = ((pogrp + round_up(weight_region_words(2, C, bwd), bwd)).take(t.pair[:n0])
+               + t.ni[:n0] * _round_up_words(t.slot[:n0], bwd))
+    for a in (pogrp, aligned):
         a.flags.writeable = False
-    return out
+    return _ConvBankTable(t, n0, o.s_out, o.vpu, o.fixed, pogrp, o.packed_words, aligned, o.peak)
 
 
 @lru_cache(maxsize=256)
@@ -844,7 +906,8 @@ def conv_candidates(key: tuple) -> ConvCandidates:
     """The candidates of the conv tiling search for ``key`` (``conv_candidates_key``): every
     (tw, th, nbg, kbg, ni) whose accumulator tile, token count, lane groups and packed SRAM
     regions fit, with its costs (``ConvCandidates``: the shared ``_conv_shape_table``, what the
-    bank size adds (``_conv_bank_table``) and the SRAM size: for the streaming candidates as
+    output slots' chunk adds (``_conv_out_table``, shared by the bank sizes of one chunk), what
+    the bank size adds (``_conv_bank_table``) and the SRAM size: for the streaming candidates as
     arrays, a weights-resident one when asked for). Cached (read-only arrays)."""
     sram_words = key[13]
     b = _conv_bank_table(key[:13] + key[14:])
@@ -1037,7 +1100,7 @@ def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tupl
         t = c.table
         sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
         rows = np.array(c.live_rows[:, sel])
-        rows[4] += np.take(c.bank.serial, c.live[sel])
+        rows[4] += c.serial_of(c.live[sel])
         if gb > 1:
             brows = c.searches.get(("rows", gb))
             if brows is None:
@@ -1118,6 +1181,7 @@ def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
             rows[:6] = c.live_rows
             _batch_rows(c, gb, out=rows[6:])
             rows.flags.writeable = False
+            c.searches.setdefault(("rows", gb), rows[6:])          # (``_group_refine``'s)
         out = c.searches[gb] = _SearchSet(c.live, rows)
     return out
 
@@ -1130,14 +1194,16 @@ def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np
     (a (3, live) float64 array) if given."""
     t, b, key, live = c.table, c.bank, c.key, c.live
     (kh, kw), KB, NB, C, bwd, sram_words = key[0], key[2], key[3], key[7], key[12], key[13]
-    pair = t.pair.take(live)
+    if len(live) == c.nstream:          # all fit: the first nstream (views, not copies)
+        pair, packed_w, aligned_w = t.pair[:len(live)], b.packed_words, b.aligned_words
+    else:
+        pair, packed_w, aligned_w = t.pair.take(live), b.packed_words.take(live), b.aligned_words.take(live)
     half = int(weight_region_words(gb, C, bwd))
     ring = round_up(half, bwd) + half
     # the bank table's words with the ring instead of two weight slots (packed: 2 C words; on
-    # their own banks: ``weight_region_words(2)`` rounded to a bank)
-    packed = b.packed_words.take(live) + (ring - 2 * C) <= sram_words
-    aligned = (b.aligned_words.take(live) + (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
-               <= sram_words)
+    # their own banks: ``weight_region_words(2)`` rounded to a bank), against the SRAM size
+    packed = packed_w <= sram_words - (ring - 2 * C)
+    aligned = aligned_w <= sram_words - (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
     fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
     wtiles = t.ntiles * (NB * KB * kh * kw)
     out = np.empty((3, len(live))) if out is None else out
