@@ -100,10 +100,12 @@ def test_batch_loads_count_what_one_dma_per_batch_and_run_counts():
     order, the bytes and the first DMA's bursts that one DMA per run of equal sizes within
     each batch, taken one by one, gives."""
     rng = np.random.default_rng(7)
-    for n, batch in itertools.product((0, 1, 5, 37, 200), (2, 3, 8, 32)):
-        sizes = rng.choice((64, 64, 64, 96, 1024), n)
+    for n, batch, repeat in itertools.product((0, 1, 5, 37, 200), (2, 3, 8, 32), (1, 2, 7)):
+        one = rng.choice((64, 64, 64, 96, 1024), n)
+        sizes = np.tile(one, repeat)          # ``repeat`` output tiles of the same streaming tiles
+        n = len(sizes)
         got, want = LayerWork(), LayerWork()
-        first = conv._batch_loads(got, sizes.astype(np.int64), batch, 64)
+        first = conv._batch_loads(got, one.astype(np.int64), batch, 64, repeat)
         want_first = None
         for j0 in range(0, n, batch):
             seg = sizes[j0:j0 + batch].tolist()
@@ -116,4 +118,9 @@ def test_batch_loads_count_what_one_dma_per_batch_and_run_counts():
                 want_first = b if want_first is None else want_first
                 i = k
         assert (list(got.loads.items()), got.load_bytes, first) == \
-            (list(want.loads.items()), want.load_bytes, want_first or 0), (n, batch)
+            (list(want.loads.items()), want.load_bytes, want_first or 0), (n, batch, repeat)
+        if n:                                  # tiles all of one size: the shortcut counts the same
+            even, same = LayerWork(), LayerWork()
+            assert conv._even_batch_loads(even, 96, n, batch, 64) == \
+                conv._batch_loads(same, np.full(n, 96, np.int64), batch, 64)
+            assert (list(even.loads.items()), even.load_bytes) == (list(same.loads.items()), same.load_bytes)
