@@ -451,6 +451,7 @@ class Estimator:
         self._sig_ids: dict = {}           # _signature -> its number
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (plan, work records) -> _Geometry
+        self._after: dict = {}             # (plan, signatures without a work record) -> last_producers
         self._flat: dict = {}              # id(work record) -> its _Flat
         self._geometries: dict = {}        # _geometry_key -> _Geometry
 
@@ -505,13 +506,16 @@ class Estimator:
             tl = tilings.get(sig, cfg, lambda c: intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
             by_sig[sig] = works.get((sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
-        key = (plan.index, tuple(id(by_sig[sig]) for sig in plan.sigs))
+        key = (plan.index, tuple(map(id, by_sig.values())))     # (each signature's, in the plan's order)
         g = self._by_works.get(key)
         if g is None:
             with_work = [(op, by_sig[sig], macs) for (op, _, sig, macs) in plan.layers]
+            views = (plan.index, tuple(sig for sig, w in by_sig.items() if w is None))
+            after = self._after.get(views)
+            if after is None:
+                after = self._after[views] = last_producers([(op, w is not None) for op, w, _ in with_work])
             g = self._by_works[key] = _Geometry([(op.name, type(op).__name__, w, macs) for op, w, macs in with_work
-                                                 if w is not None], self._flat,
-                                                last_producers([(op, w is not None) for op, w, _ in with_work]))
+                                                 if w is not None], self._flat, after)
         return g
 
     def estimate(self, cfg: HwConfig) -> Estimate:
