@@ -589,9 +589,10 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     multi = sum(kinds.values()) > 1
     if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
-        if len({b for _, b, _ in alike}) == 1:          # all of one size: whole batches and the rest
+        streaming = {b for r, b, _ in alike if r < KB * T}
+        if len(streaming) <= 1:         # all of one size: whole batches and the rest
             n = sum(kinds.values()) * sum(k * (KB * T - r) for r, _, k in alike)
-            wt = _even_batch_loads(w, alike[0][1], n, tl.wbatch, bb)
+            wt = _even_batch_loads(w, streaming.pop() if streaming else 0, n, tl.wbatch, bb)
         else:
             wt = _batch_loads(w, _streaming_sizes(alike, KB, T, tl), tl.wbatch, bb, sum(kinds.values()))
     for (th, tw, nrows, ncols, pool), n in kinds.items():
