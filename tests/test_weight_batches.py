@@ -100,10 +100,12 @@ def test_batch_loads_count_what_one_dma_per_batch_and_run_counts():
     order, the bytes and the first DMA's bursts that one DMA per run of equal sizes within
     each batch, taken one by one, gives."""
     rng = np.random.default_rng(7)
-    for n, batch in itertools.product((0, 1, 5, 37, 200), (2, 3, 8, 32)):
-        sizes = rng.choice((64, 64, 64, 96, 1024), n)
+    for n, batch, repeat in itertools.product((0, 1, 5, 37, 200), (2, 3, 8, 32), (1, 2, 7)):
+        one = rng.choice((64, 64, 64, 96, 1024), n)
+        sizes = np.tile(one, repeat)          # ``repeat`` output tiles of the same streaming tiles
+        n = len(sizes)
         got, want = LayerWork(), LayerWork()
-        first = conv._batch_loads(got, sizes.astype(np.int64), batch, 64)
+        first = conv._batch_loads(got, one.astype(np.int64), batch, 64, repeat)
         want_first = None
         for j0 in range(0, n, batch):
             seg = sizes[j0:j0 + batch].tolist()
@@ -116,4 +118,31 @@ def test_batch_loads_count_what_one_dma_per_batch_and_run_counts():
                 want_first = b if want_first is None else want_first
                 i = k
         assert (list(got.loads.items()), got.load_bytes, first) == \
-            (list(want.loads.items()), want.load_bytes, want_first or 0), (n, batch)
+            (list(want.loads.items()), want.load_bytes, want_first or 0), (n, batch, repeat)
+        if n:                                  # tiles all of one size: the shortcut counts the same
+            even, same = LayerWork(), LayerWork()
+            assert conv._even_batch_loads(even, 96, n, batch, 64) == \
+                conv._batch_loads(same, np.full(n, 96, np.int64), batch, 64)
+            assert (list(even.loads.items()), even.load_bytes) == (list(same.loads.items()), same.load_bytes)
+
+
+def test_work_runs_expand_to_each_n_tiles_values():
+    """``conv._work``'s runs of N tiles: ``tile_col_runs`` expands to ``tile_cols`` of each N tile
+    (a remapped output's gap lanes of multiplier 0 trim a tile, a partial last tile is shorter),
+    ``_resident_runs`` to each N tile's resident weight tiles, ``_alike`` pairs two run lists."""
+    C, cout = 16, 70
+    mult = np.full(cout, 1 << 30, np.int32)
+    mult[20:32] = 0                           # N tile 1's lanes 4 .. 15: gap lanes
+    z = np.zeros(cout, np.int32)
+    op = conv.QConv("c", "x", "y", np.zeros((cout, 8, 3, 3), np.int8), z, mult, z, (1, 1), (1, 1, 1, 1),
+                    False, 0, 0)
+    NB = 5
+    runs = conv.tile_col_runs(op, NB, C)
+    assert [c for c, k in runs for _ in range(k)] == [conv.tile_cols(op, nb, C) for nb in range(NB)] == [16, 4, 16, 16, 6]
+    assert conv.tile_col_runs(op, NB, C) is runs           # kept per multiplier array
+    for nres, per in itertools.product((0, 1, 8, 9, 10, 27, 44, 45, 60), (1, 9)):
+        got = [r for r, k in conv._resident_runs(nres, per, NB) for _ in range(k)]
+        assert got == [min(max(0, nres - nb * per), per) for nb in range(NB)], (nres, per)
+    a, b = [3, 3, 1, 0, 0], [16, 4, 16, 16, 6]
+    ra, rb = ([(x, len(list(g))) for x, g in itertools.groupby(xs)] for xs in (a, b))
+    assert [(x, y) for x, y, k in conv._alike(ra, rb) for _ in range(k)] == list(zip(a, b))

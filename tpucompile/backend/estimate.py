@@ -9,7 +9,8 @@ How a layer is estimated:
   2. each op's ``work`` hook (``ops.registry.DeviceOp.work``; ``generic_work`` for ops without
      one) turns the tiling into a ``LayerWork``: DMA instructions (count x bursts), MXU and VPU
      busy cycles, tiles;
-  3. the timing, for all layers at once (numpy): DMA instructions are timed by
+  3. the timing, for all layers at once (numpy; ``estimate_many``: for all the configs of one
+     geometry at once): DMA instructions are timed by
      ``tpusim.arch.dma_timing`` (the burst recurrences of docs/architecture.md on an idle chip),
      and a request that finds the other channel's burst on the shared DDR bus waits for the
      rest of it, on average half a burst; the engines of a layer overlap (tiles are
@@ -120,8 +121,8 @@ class Estimate:
 class _Geometry:
     """The layers of one geometry (``_geometry_key``) as arrays: per layer the engines' cycles,
     bytes, event counts; per DMA channel its instructions as (bin, burst count index, count)
-    triples (``_Channel``): a point times each distinct burst count once and sums the layers'
-    instructions in one ``np.bincount``."""
+    triples (``_Channel``): a point times each distinct burst count once, and the points
+    evaluated together sum their layers' instructions in one ``np.bincount``."""
 
     def __init__(self, layers: list, flat: dict | None = None, after: tuple | None = None) -> None:
         """``layers``: (name, op kind, LayerWork, MACs) per layer; ``flat``: id(LayerWork) ->
@@ -155,13 +156,21 @@ class _Geometry:
         return e
 
     def evaluate(self, cfg: HwConfig, dt, core_ps: int, prices: tuple) -> Estimate:
-        dma_ps = float(dt.dma.period_ps)
+        """The Estimate on ``cfg`` (its DmaTiming ``dt``, core clock period ``core_ps``, ``_prices``)."""
+        return self.evaluate_many([(cfg, dt, core_ps, prices)])[0]
+
+    def evaluate_many(self, points: list) -> list:
+        """``evaluate`` of each (config, DmaTiming, core ps, prices) point, in order: the points'
+        per-layer arrays stacked, (points, layers), each step one numpy pass over all of them (each
+        element the same operations as alone: the same values)."""
+        core = np.array([[p[2]] for p in points], dtype=np.float64)         # (k, 1): ps per core cycle
+        dma = [float(dt.dma.period_ps) for _, dt, _, _ in points]
         # ps per layer of: its instructions (each plus a DMA cycle of issue), the first tile's
         # (fill: LOADs; drain: STOREs), those on the MXU's path (exposed)
-        load_ps, fill_ps, exposed_load_ps = self.load.sums(dt.load_ps_array, dma_ps)
-        store_ps, drain_store_ps, exposed_store_ps = self.store.sums(dt.store_ps_array, dma_ps)
-        load, store = load_ps / core_ps, store_ps / core_ps
-        bus = dt.bus_burst_ps / core_ps
+        load_ps, fill_ps, exposed_load_ps = self.load.sums([dt.load_ps_array for _, dt, _, _ in points], dma)
+        store_ps, drain_store_ps, exposed_store_ps = self.store.sums([dt.store_ps_array for _, dt, _, _ in points], dma)
+        load, store = load_ps / core, store_ps / core
+        bus = np.array([[dt.bus_burst_ps] for _, dt, _, _ in points], dtype=np.float64) / core
         load_bus, store_bus = self.load_bursts * bus, self.store_bursts * bus
         # a request that finds the other channel's burst on the bus (the share of the layer's
         # span that channel holds it) waits for the rest of it, on average half a burst
@@ -169,12 +178,12 @@ class _Geometry:
         span = np.maximum(span, 1.0)
         wait = load_bus * store_bus / (2 * span * bus) * bus
         load, store = load + wait, store + wait
-        fill = fill_ps / core_ps
-        drain_store = drain_store_ps / core_ps
+        fill = fill_ps / core
+        drain_store = drain_store_ps / core
         drain = self.drain + drain_store
         # each engine's path through the layer: what must happen before it can start (the first
         # tile's loads), its own busy time, what follows its last instruction (the last tile)
-        exposed = self.exposed + (exposed_load_ps + exposed_store_ps) / core_ps
+        exposed = self.exposed + (exposed_load_ps + exposed_store_ps) / core
         paths = np.stack([load + drain, fill + store, load_bus + store_bus,
                           fill + self.mxu + exposed + drain, fill + self.vpu + drain_store])
         bound = paths.argmax(axis=0)
@@ -182,9 +191,10 @@ class _Geometry:
         if self.any_serial:
             cycles = np.where(self.serial, load + store + self.mxu + self.vpu, cycles)
             bound = np.where(self.serial, len(BOUNDS) - 1, bound)
-        total = self.overlap(cycles, drain, drain_store, np.maximum(paths[3], paths[4]) - fill)
-        return Estimate(cfg.name, self.names, self.kinds, cycles, self.load_bytes, self.store_bytes, self.macs,
-                        bound, self.energy(prices), total)
+        compute = np.maximum(paths[3], paths[4]) - fill
+        return [Estimate(cfg.name, self.names, self.kinds, cycles[i], self.load_bytes, self.store_bytes, self.macs,
+                         bound[i], self.energy(prices), self.overlap(cycles[i], drain[i], drain_store[i], compute[i]))
+                for i, (cfg, _, _, prices) in enumerate(points)]
 
     def overlap(self, cycles: np.ndarray, drain: np.ndarray, drain_store: np.ndarray, compute: np.ndarray) -> float:
         """The graph's cycles with the layers that do not read the layer before them overlapped
@@ -271,13 +281,19 @@ class _Channel:
         self.idx = idx + np.where(sets == 0, 0, len(self.bursts))
         self.counts = counts
 
-    def sums(self, curve, issue_ps: float) -> np.ndarray:
-        """Per set and layer the sum of count x ps of its instructions, ``curve(bursts)`` ps
-        each (the first set's plus ``issue_ps``): a (3, layers) float64 array."""
-        ps = curve(self.bursts)
-        table = np.concatenate((ps + issue_ps, ps))
-        return np.bincount(self.bins, weights=self.counts * table[self.idx],
-                           minlength=3 * self.nlayers).reshape(3, self.nlayers)
+    def sums(self, curves: list, issue_ps: list) -> np.ndarray:
+        """Per point (a DMA timing: ``curves[i](bursts)`` ps per instruction, the first set's
+        plus ``issue_ps[i]``), set and layer the sum of count x ps of its instructions: three
+        (points, layers) float64 arrays (one ``np.bincount`` over all points: each bin summed
+        in the order of one point's)."""
+        k, size = len(curves), 3 * self.nlayers
+        tables = np.empty((k, 2 * len(self.bursts)))
+        for i, (curve, issue) in enumerate(zip(curves, issue_ps)):
+            ps = curve(self.bursts)
+            tables[i] = np.concatenate((ps + issue, ps))
+        bins = (self.bins + np.arange(0, k * size, size, dtype=np.int64)[:, None]).ravel() if k > 1 else self.bins
+        out = np.bincount(bins, weights=(self.counts * tables[:, self.idx]).ravel(), minlength=k * size)
+        return out.reshape(k, 3, self.nlayers).transpose(1, 0, 2)
 
 
 def last_producers(ops: list) -> tuple:
@@ -435,6 +451,7 @@ class Estimator:
         self._sig_ids: dict = {}           # _signature -> its number
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (plan, work records) -> _Geometry
+        self._after: dict = {}             # (plan, signatures without a work record) -> last_producers
         self._flat: dict = {}              # id(work record) -> its _Flat
         self._geometries: dict = {}        # _geometry_key -> _Geometry
 
@@ -489,25 +506,34 @@ class Estimator:
             tl = tilings.get(sig, cfg, lambda c: intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
             by_sig[sig] = works.get((sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
-        key = (plan.index, tuple(id(by_sig[sig]) for sig in plan.sigs))
+        key = (plan.index, tuple(map(id, by_sig.values())))     # (each signature's, in the plan's order)
         g = self._by_works.get(key)
         if g is None:
             with_work = [(op, by_sig[sig], macs) for (op, _, sig, macs) in plan.layers]
+            views = (plan.index, tuple(sig for sig, w in by_sig.items() if w is None))
+            after = self._after.get(views)
+            if after is None:
+                after = self._after[views] = last_producers([(op, w is not None) for op, w, _ in with_work])
             g = self._by_works[key] = _Geometry([(op.name, type(op).__name__, w, macs) for op, w, macs in with_work
-                                                 if w is not None], self._flat,
-                                                last_producers([(op, w is not None) for op, w, _ in with_work]))
+                                                 if w is not None], self._flat, after)
         return g
 
     def estimate(self, cfg: HwConfig) -> Estimate:
         """The Estimate of the graph on ``cfg``; CompileError naming the op if it does not fit."""
+        g, point = self._point(cfg)
+        return g.evaluate_many([point])[0]
+
+    def _point(self, cfg: HwConfig) -> tuple:
+        """(its _Geometry, its point for ``_Geometry.evaluate_many``: (cfg, DmaTiming, core ps, prices))."""
         dt = self._timings.get((), cfg, DmaTiming)
-        return self._geometry(cfg).evaluate(cfg, dt, dt.core.period_ps, _prices(cfg))
+        return self._geometry(cfg), (cfg, dt, dt.core.period_ps, _prices(cfg))
 
     def estimate_many(self, cfgs: list) -> list:
         """``estimate`` of each config (its Estimate, or the CompileError it raises), in order:
         the configs that differ only in DDR timing and clocks (``_timing_group``) one group after
         another, the conv tiler weighing each candidate table at all of a group's prices at once
-        (``tiling.prices_ahead``). The same results as one ``estimate`` at a time. The garbage
+        (``tiling.prices_ahead``), then the group's configs of one geometry evaluated together
+        (``_Geometry.evaluate_many``). The same results as one ``estimate`` at a time. The garbage
         collector is paused meanwhile (the estimator makes no reference cycles worth collecting
         mid-run; its scans of the many small objects a build allocates cost 5 to 9 % of the
         1,512-point grid's time)."""
@@ -526,11 +552,17 @@ class Estimator:
                 # one config per DDR timing and clocks: the prices read nothing else the group's
                 # configs differ in (``_TIMING_ONLY``: no tiler reads them)
                 with prices_ahead(list({_TIMING_FIELDS(cfgs[n]): cfgs[n] for n in members}.values())):
+                    points: dict = {}      # id(geometry) -> (geometry, [(index, point)])
                     for n in members:
                         try:
-                            out[n] = self.estimate(cfgs[n])
+                            g, p = self._point(cfgs[n])
                         except CompileError as e:
                             out[n] = e.with_traceback(None)
+                            continue
+                        points.setdefault(id(g), (g, []))[1].append((n, p))
+                for g, todo in points.values():
+                    for (n, _), e in zip(todo, g.evaluate_many([p for _, p in todo])):
+                        out[n] = e
         finally:
             if collecting:
                 gc.enable()

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -267,28 +268,34 @@ def tile_cols(op: QConv, nb: int, C: int) -> int:
     return int(live[-1]) + 1 if live.size else n
 
 
-#: (id of a conv's multipliers, N tiles, array columns) -> (the multipliers, ``all_tile_cols``)
+#: (id of a conv's multipliers, N tiles, array columns) -> (the multipliers, ``tile_col_runs``)
 _TILE_COLS: dict = {}
 _TILE_COLS_MAX = 4096
 
 
-def all_tile_cols(op: QConv, NB: int, C: int) -> list:
-    """``tile_cols`` of N tiles 0 .. NB - 1 (one scan of the multipliers; kept per multiplier
-    array, which the entry holds, so its id stays its own). A new list each call."""
+def tile_col_runs(op: QConv, NB: int, C: int) -> tuple:
+    """``tile_cols`` of N tiles 0 .. NB - 1 as runs of equal values: ((columns, N tiles), ...) in
+    order (one scan of the multipliers; kept per multiplier array, which the entry holds, so its
+    id stays its own)."""
     hit = _TILE_COLS.get((id(op.mult), NB, C))
     if hit is not None and hit[0] is op.mult:
-        return list(hit[1])
+        return hit[1]
     live = np.flatnonzero(np.asarray(op.mult)).tolist()
-    out = []
+    out: list = []
     for nb in range(NB):
         lo = nb * C
         n = weight_cols(len(op.mult), nb, C)
         k = bisect.bisect_left(live, lo + n) - 1          # the last live lane below the tile's end
-        out.append(live[k] - lo + 1 if k >= 0 and live[k] >= lo else n)
+        cols = live[k] - lo + 1 if k >= 0 and live[k] >= lo else n
+        if out and out[-1][0] == cols:
+            out[-1][1] += 1
+        else:
+            out.append([cols, 1])
     if len(_TILE_COLS) >= _TILE_COLS_MAX:
         _TILE_COLS.clear()
-    _TILE_COLS[(id(op.mult), NB, C)] = (op.mult, tuple(out))
-    return out
+    runs = tuple(map(tuple, out))
+    _TILE_COLS[(id(op.mult), NB, C)] = (op.mult, runs)
+    return runs
 
 
 def _emit(P, op: QConv, lays: dict, tl, consts: dict, weight_tile=None, tiles=None,
@@ -564,37 +571,39 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     reloads = 1 if nkg == 1 else ceil_div(NB, tl.nbg)      # each cin group's window per N group
     X, Y = lays[op.inp], lays[op.out]
     _, _, Ho, Wo = Y.shape
-    # output blocks (N tiles / lane groups) and the planes each one's STOREs move
-    blocks = [min(mp, Y.nblocks - b0 * mp // mg) for b0 in range(0, NB, mg)]
-    block_planes: dict = {}             # planes -> output blocks of that many, in order met
-    for planes in blocks:
-        block_planes[planes] = block_planes.get(planes, 0) + 1
+    # output blocks (N tiles / lane groups, block i moving min(mp, Y.nblocks - i * mp) planes):
+    # planes -> output blocks of that many, in order met
+    nblk, nout = Y.nblocks, ceil_div(NB, mg)
+    full = min(nout, max(0, nblk // mp))
+    block_planes: dict = {mp: full} if full else {}
+    for i in range(full, nout):
+        block_planes[nblk - i * mp] = block_planes.get(nblk - i * mp, 0) + 1
     w = LayerWork(tiles=0)
-    # per N tile: its weight tiles' loaded bytes (``tile_cols``), how many are resident
-    wbytes = [c * W for c in all_tile_cols(op, NB, C)]
-    res = [min(max(0, tl.nres - nb * KB * T), KB * T) for nb in range(NB)]
-    for nb in range(NB):
-        w.load(res[nb], wbytes[nb], bb)         # resident weight tiles: loaded once
-    kinds: dict = {}     # (th, tw, window rows, window columns, pooled tile) -> tiles
-    for tile in conv_tiles(Ho, Wo, tl) if tiles is None else tiles:
-        oy0, th, ox0, tw = tile[:4]
-        win = input_window(op, X, oy0, th, ox0, tw, ap, skip_rows=True)
-        key = (th, tw, win.nrows, win.ncols, None if pooled is None else pooled(tile))
-        kinds[key] = kinds.get(key, 0) + 1
+    # per N tile: its weight tiles' loaded bytes (``tile_cols``), how many are resident; as runs
+    # of N tiles alike, (resident, bytes, N tiles): a run's loads counted at once, the same map
+    alike = _alike(_resident_runs(tl.nres, KB * T, NB), [(c * W, k) for c, k in tile_col_runs(op, NB, C)])
+    for r, b, k in alike:
+        w.load(k * r, b, bb)                    # resident weight tiles: loaded once
+    kinds = _conv_kinds(op, X, Ho, Wo, tl, ap) if tiles is None else _tile_kinds(op, X, tiles, ap, pooled)
     groups = ceil_div(NB, tl.nbg)
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
     multi = sum(kinds.values()) > 1
     if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
-        wt = _batch_loads(w, np.tile(_streaming_sizes(wbytes, KB, T, tl), sum(kinds.values())), tl.wbatch, bb)
+        streaming = {b for r, b, _ in alike if r < KB * T}
+        if len(streaming) <= 1:         # all of one size: whole batches and the rest
+            n = sum(kinds.values()) * sum(k * (KB * T - r) for r, _, k in alike)
+            wt = _even_batch_loads(w, streaming.pop() if streaming else 0, n, tl.wbatch, bb)
+        else:
+            wt = _batch_loads(w, _streaming_sizes(alike, KB, T, tl), tl.wbatch, bb, sum(kinds.values()))
     for (th, tw, nrows, ncols, pool), n in kinds.items():
         M = th * tw
         w.tiles += n
         wins = [w.load(n * reloads * cnt, ncols * W, bb, runs=nk * nrows) for nk, cnt in tile_sizes(KB, tl.kbg)]
         win = wins[0]
         if tl.wbatch == 1:
-            wt = [w.load(n * (KB * T - res[nb]), wbytes[nb], bb) for nb in range(NB)][0]
+            wt = [w.load(n * k * (KB * T - r), b, bb) for r, b, k in alike][0]
         for part in (pw * W,) if table_parts is None else table_parts:
-            w.load(n * len(blocks), part, bb, runs=mg)
+            w.load(n * nout, part, bb, runs=mg)
         w.mxu_cycles += n * NB * KB * T * mxu_pair_cycles(M, R, C)
         w.mxu_instrs += 2 * n * NB * KB * T
         w.sram_words += n * NB * KB * T * (C + M)
@@ -615,9 +624,9 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
                 w.store(nn, cols * W, bb, runs=k * planes)
                 if residual:
                     w.load(nn, cols * W, bb, runs=k * planes)
-            w.vpu_cycles += n * len(blocks) * r
-            w.vpu_instrs += n * len(blocks) * mg
-            w.sram_words += n * len(blocks) * r
+            w.vpu_cycles += n * nout * r
+            w.vpu_instrs += n * nout * mg
+            w.sram_words += n * nout * r
             w.acc_accesses += n * NB * k * cols * C
         if not w.fill_bursts:      # the first tile: its window and weight tile come first
             w.fill_bursts = [win, wt]
@@ -643,32 +652,124 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     return w
 
 
-def _streaming_sizes(wbytes: list, KB: int, T: int, tl) -> np.ndarray:
+def _streaming_sizes(alike: list, KB: int, T: int, tl) -> np.ndarray:
     """The bytes of one output tile's streaming weight tiles in MATMUL order (int64): per cout
     group of ``tl.nbg`` N tiles, per cin block (``tl.kbg`` at a time: in order), per N tile of
-    the group, per tap; tile ``(nb * KB + kb) * T + tap`` streams if at least ``tl.nres``."""
+    the group, per tap; tile ``(nb * KB + kb) * T + tap`` streams if at least ``tl.nres``
+    (``alike``: ``_work``'s runs of N tiles, their weight tiles' bytes second)."""
+    wbytes = np.repeat(np.array([b for _, b, _ in alike], np.int64), [k for _, _, k in alike])
     NB, out = len(wbytes), []
     kb, tap = np.arange(KB)[:, None, None], np.arange(T)[None, None, :]
     for g0 in range(0, NB, tl.nbg):
         nb = np.arange(g0, min(NB, g0 + tl.nbg))[None, :, None]
         t = (nb * KB + kb) * T + tap
-        out.append(np.broadcast_to(np.asarray(wbytes, np.int64)[nb], t.shape)[t >= tl.nres])
+        out.append(np.broadcast_to(wbytes[nb], t.shape)[t >= tl.nres])
     return np.concatenate(out)
 
 
-def _batch_loads(w: LayerWork, sizes: np.ndarray, batch: int, bb: int) -> int:
-    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (int64, in MATMUL order),
-    ``batch`` at a time, each batch one DMA per run of equal-sized tiles (``emit.strided_runs``
-    starts a new DMA at a tile of another size), counted per (bytes, run length) in the order
-    first met; returns the bursts of the first."""
-    n = len(sizes)
+def _resident_runs(nres: int, per: int, NB: int) -> list:
+    """Resident weight tiles of N tiles 0 .. NB - 1 of ``per`` weight tiles each, the first
+    ``nres`` tiles resident (``min(max(0, nres - nb * per), per)``), as runs ((tiles, N tiles), ...)."""
+    full = min(NB, nres // per)
+    out = [(per, full)] if full else []
+    if full < NB and nres % per:
+        out.append((nres % per, 1))
+    left = NB - sum(k for _, k in out)
+    return out + [(0, left)] if left else out
+
+
+def _alike(a: list, b: list) -> list:
+    """The runs ((value, length), ...) ``a`` and ``b`` of two sequences of one length as runs of
+    pairs: [a's value, b's value, length], in order."""
+    out: list = []
+    i = j = 0
+    na, nb = a[0][1], b[0][1]
+    while True:
+        k = min(na, nb)
+        out.append([a[i][0], b[j][0], k])
+        na, nb = na - k, nb - k
+        if na == 0:
+            i += 1
+            if i == len(a):
+                return out
+            na = a[i][1]
+        if nb == 0:
+            j += 1
+            nb = b[j][1]
+
+
+def _conv_kinds(op: QConv, X, Ho: int, Wo: int, tl, ap: int) -> dict:
+    """{(th, tw, window rows, window columns, None): tiles} of ``conv_tiles`` in the order first
+    met (rows outer): a window's rows depend on the tile's rows only, its columns on the tile's
+    columns only (``input_window``), so per kind of row x kind of column."""
+    rows: dict = {}                     # th -> (window rows, row tiles)
+    for oy0 in range(0, Ho, tl.th):
+        th = min(tl.th, Ho - oy0)
+        r = rows.get(th)
+        rows[th] = (input_window(op, X, oy0, th, 0, 1, ap, skip_rows=True).nrows, 1) if r is None else (r[0], r[1] + 1)
+    cols: dict = {}                     # (tw, window columns) -> column tiles
+    for ox0 in range(0, Wo, tl.tw):
+        tw = min(tl.tw, Wo - ox0)
+        key = (tw, input_window(op, X, 0, 1, ox0, tw, ap, skip_rows=True).ncols)
+        cols[key] = cols.get(key, 0) + 1
+    return {(th, tw, nrows, ncols, None): nr * nc for th, (nrows, nr) in rows.items() for (tw, ncols), nc in cols.items()}
+
+
+def _tile_kinds(op: QConv, X, tiles: list, ap: int, pooled) -> dict:
+    """{(th, tw, window rows, window columns, ``pooled(tile)`` or None): tiles} of ``tiles``, in
+    the order first met (a window's rows worked out once per th, its columns once per (ox0, tw):
+    ``_conv_kinds``)."""
+    kinds: dict = {}
+    rows: dict = {}
+    cols: dict = {}
+    for tile in tiles:
+        oy0, th, ox0, tw = tile[:4]
+        nrows = rows.get(th)
+        if nrows is None:
+            nrows = rows[th] = input_window(op, X, oy0, th, 0, 1, ap, skip_rows=True).nrows
+        ncols = cols.get((ox0, tw))
+        if ncols is None:
+            ncols = cols[(ox0, tw)] = input_window(op, X, 0, 1, ox0, tw, ap, skip_rows=True).ncols
+        key = (th, tw, nrows, ncols, None if pooled is None else pooled(tile))
+        kinds[key] = kinds.get(key, 0) + 1
+    return kinds
+
+
+def _even_batch_loads(w: LayerWork, nbytes: int, n: int, batch: int, bb: int) -> int:
+    """``_batch_loads`` of ``n`` streaming weight tiles all of ``nbytes`` bytes: a DMA per whole
+    batch, one of the rest; returns the bursts of the first (0 if none)."""
+    out = w.load(n // batch, nbytes, bb, runs=batch) if n >= batch else None
+    if n % batch:
+        b = w.load(1, nbytes, bb, runs=n % batch)
+        out = b if out is None else out
+    return 0 if out is None else out
+
+
+def _batch_loads(w: LayerWork, sizes: np.ndarray, batch: int, bb: int, repeat: int = 1) -> int:
+    """The DMA_LOADs of streaming weight tiles of ``sizes`` bytes (int64, in MATMUL order) taken
+    ``repeat`` times over, ``batch`` at a time, each batch one DMA per run of equal-sized tiles
+    (``emit.strided_runs`` starts a new DMA at a tile of another size), counted per (bytes, run
+    length) in the order first met; returns the bursts of the first. The DMAs repeat every
+    ``lcm(len(sizes), batch)`` tiles (no run crosses such a boundary, a batch starts there): one
+    such period is counted once, times the full periods, plus the tiles after the last."""
+    n = len(sizes) * repeat
     if n == 0:
         return 0
-    start = np.arange(n) % batch == 0          # a DMA starts each batch and each change of size
-    start[1:] |= sizes[1:] != sizes[:-1]
+    period = len(sizes) * batch // math.gcd(len(sizes), batch)
+    full, rest = divmod(n, period)
+    m = period if full else rest
+    seq = np.tile(sizes, ceil_div(m, len(sizes)))[:m]
+    start = np.arange(m) % batch == 0          # a DMA starts each batch and each change of size
+    start[1:] |= seq[1:] != seq[:-1]
     first = np.flatnonzero(start)
-    runs = np.diff(np.append(first, n))
-    kinds, at, counts = np.unique(sizes[first] * (batch + 1) + runs, return_index=True, return_counts=True)
+    runs = np.diff(np.append(first, m))
+    keys = seq[first] * (batch + 1) + runs
+    if full:
+        cut = first < rest                     # the runs of the tiles after the last period
+        keys = np.concatenate((keys, seq[first[cut]] * (batch + 1) + np.minimum(runs[cut], rest - first[cut])))
+    kinds, at, inv = np.unique(keys, return_index=True, return_inverse=True)
+    counts = np.bincount(inv, weights=np.where(np.arange(len(keys)) < len(first), max(full, 1), 1)) \
+        if full > 1 else np.bincount(inv)
     out = None
     for k in np.argsort(at, kind="stable"):
         b = w.load(int(counts[k]), int(kinds[k] // (batch + 1)), bb, runs=int(kinds[k] % (batch + 1)))

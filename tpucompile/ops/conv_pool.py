@@ -23,6 +23,7 @@ densely). The conv output never goes to DDR.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,10 +84,12 @@ def fused_conv_pool(conv: QConv, pool) -> QConvPool | None:
     return out
 
 
-def _axis_runs(o0: int, o1: int, k: int, s: int, pad: int, n: int, c0: int) -> list:
+@functools.lru_cache(maxsize=1 << 12)
+def _axis_runs(o0: int, o1: int, k: int, s: int, pad: int, n: int, c0: int) -> tuple:
     """Pooled outputs o0 .. o1 - 1 along one axis (window ``k``, stride ``s``, leading ``pad``)
-    over a conv axis of ``n`` outputs of which the tile holds ``c0`` on: [(first, end, first
-    tap relative to c0, taps)] runs of equal clipping to [0, n)."""
+    over a conv axis of ``n`` outputs of which the tile holds ``c0`` on: ((first, end, first
+    tap relative to c0, taps), ...) runs of equal clipping to [0, n) (cached: the tiles of a row
+    or a column of the grid share theirs)."""
     runs: list = []
     for o in range(o0, o1):
         lo = o * s - pad
@@ -95,7 +98,7 @@ def _axis_runs(o0: int, o1: int, k: int, s: int, pad: int, n: int, c0: int) -> l
             runs[-1] = (runs[-1][0], o + 1, runs[-1][2], runs[-1][3])
         else:
             runs.append((o, o + 1, a - c0, e - a))
-    return runs
+    return tuple(runs)
 
 
 def conv_rows(p0: int, p1: int, k: int, s: int, pad: int, n: int) -> tuple:
