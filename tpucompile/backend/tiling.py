@@ -508,38 +508,46 @@ class _SearchSet:
     most row 6: so a later candidate no lower than an earlier one in rows 0 to 5 and whose DMA
     term less row 6 is no lower than the earlier one's DMA term never is the first of the
     least estimate, whatever the price; ``pick`` drops those after a chosen one (a sweep weighs
-    one key at several DDR timings and clocks). ``anchors``: the chosen ones."""
+    one key at several DDR timings and clocks), before its next search (most sets are searched
+    once: the drop is only worked out when a search follows). ``anchors``: the chosen ones;
+    ``pending``: those of them whose drop is still to do."""
 
-    __slots__ = ("state", "anchors")
+    __slots__ = ("state", "anchors", "pending")
 
     def __init__(self, live: np.ndarray, rows: np.ndarray) -> None:
         self.state = (live, rows)
         self.anchors: set = set()
+        self.pending: list = []
 
-    def pick(self, est) -> tuple:
-        """(candidate, its estimate): the first of the least ``est(rows)``; the later candidates
-        it dominates (the class docstring) are dropped."""
+    def pick(self, est, anchor: bool = True) -> list:
+        """Per price (candidate, its estimate): the first of the least ``est(rows)``, a (prices,
+        candidates) array, a price a row (per element the same IEEE operations as one price at
+        a time: the same values); with ``anchor`` the later candidates the first price's pick
+        dominates (the class docstring) are dropped before the next search."""
+        if self.pending:
+            self._drop()
         idx, rows = self.state
         e = est(rows)
-        k = int(e.argmin())
-        i = int(idx[k])
-        if i not in self.anchors:
+        out = [(int(idx[k]), float(e[p, k])) for p, k in enumerate(e.argmin(axis=1).tolist())]
+        i = out[0][0]
+        if anchor and i not in self.anchors:
             self.anchors.add(i)
+            self.pending.append(i)
+        return out
+
+    def _drop(self) -> None:
+        """Drops the candidates the ``pending`` anchors dominate (the class docstring)."""
+        pending, self.pending = self.pending, []
+        idx, rows = self.state
+        for i in pending:
+            k = int(idx.searchsorted(i))
             worse = (rows[:6, k + 1:] >= rows[:6, k:k + 1]).all(axis=0)
             if len(rows) > 6:           # the least DMA term batches may leave
                 worse &= rows[1, k + 1:] - rows[6, k + 1:] >= rows[1, k]
             if worse.any():
                 keep = np.concatenate((np.ones(k + 1, bool), ~worse))
-                self.state = (idx[keep], rows[:, keep])
-        return i, float(e[k])
-
-    def pick_many(self, est) -> list:
-        """``pick`` at several prices at once: ``est(rows)`` a (prices, candidates) array, a
-        price a row (per element the same IEEE operations as one price at a time: the same
-        values); per price (candidate, its estimate). Drops nothing."""
-        idx, rows = self.state
-        e = est(rows)
-        return [(int(idx[k]), float(e[p, k])) for p, k in enumerate(e.argmin(axis=1).tolist())]
+                idx, rows = idx[keep], rows[:, keep]
+        self.state = (idx, rows)
 
 
 class ConvCandidates(NamedTuple):
@@ -552,8 +560,9 @@ class ConvCandidates(NamedTuple):
     ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
-    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s; under
-    ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for pick ``i`` and their rows). A weights-resident
+    ``("rows", gb)`` the live candidates' ``_batch_rows``, the ``_SearchSet``'s first rows 6 to 8,
+    ``_group_refine``'s; under ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for
+    pick ``i`` and their rows, ``_refine_set``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
@@ -921,7 +930,7 @@ _AHEAD: dict = {}
 class prices_ahead:
     """``with prices_ahead(cfgs):`` the conv tiler, at a table's first search at one of the
     prices of ``cfgs`` (HwConfigs), weighs the table at all of them at once (one numpy
-    evaluation of (prices, candidates) instead of one per price: ``_SearchSet.pick_many``) and
+    evaluation of (prices, candidates) instead of one per price: ``_SearchSet.pick``) and
     stores each pick in ``_PICKS``, where the later configs find it (``Estimator.estimate_many``
     runs a DDR timing sweep over one array, SRAM and accumulator in one). Each pick is the one
     the search at that price alone makes (the same values, the first of the least)."""
@@ -945,8 +954,10 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
           oh: int, ow: int, pool, ahead: dict | None = None) -> tuple:
     """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
     stored in ``_PICKS``; with ``ahead`` (``_AHEAD``'s prices of this kind) holding ``(price,
-    batch)``, also the picks at its other prices of the same weight batch and overlap share
-    (``_pick_ahead``). CompileError naming the conv ``node`` if no tiling fits."""
+    batch)``, also the picks at its other prices of the same weight batch and overlap share not
+    met yet, weighed at once after the first pick's drop (``_SearchSet.pick``: a price a row;
+    ``_picked``).
+    CompileError naming the conv ``node`` if no tiling fits."""
     c = conv_candidates(key)
     if len(c.live) == 0:                                # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
@@ -958,100 +969,120 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
                            + (f"; with the fused pool (window {pool[0][0]}x{pool[0][1]}) a tile needs at least "
                               f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
-    # the first streaming candidate of the least estimate (only those that fit are weighed)
-    bw, dma_cycles, overlap = price
-    gb = batch[0]
-    if gb == 1:
-        i, est_i = _search_set(c, 1).pick(
-            lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap))
-    else:
-        i, est_i = _search_set(c, gb).pick(
-            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, price, batch[1]), dma_cycles, overlap))
-    out = _picked(node, key, c, i, est_i, price, batch, cfg)
-    if ahead and (price, batch) in ahead:
-        _pick_ahead(node, key, c, price, batch, cfg, ahead)
-    return out
-
-
-def _pick_ahead(node: str, key: tuple, c: ConvCandidates, price: tuple, batch: tuple, cfg: HwConfig,
-                ahead: dict) -> None:
-    """After ``_pick`` at ``price`` (which dropped the candidates its pick dominates): the picks
-    at the prices of ``ahead`` of the same weight batch and overlap share not met yet, weighed at
-    once (``_SearchSet.pick_many``), each stored in ``_PICKS`` (one whose regions do not fit is
-    left to its own search, which names its node)."""
+    # the first streaming candidate of the least estimate (only those that fit are weighed), at
+    # ``price`` and the prices ahead of the same weight batch and overlap share not met yet
     gb, overlap = batch[0], price[2]
-    todo = [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (key, p, b) not in _PICKS]
-    if not todo:
-        return
-    col = np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+    todo = [(price, batch)]
+    if ahead and (price, batch) in ahead:
+        todo += [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (p, b) != (price, batch)
+                 and (key, p, b) not in _PICKS]
+    col = _price_columns(todo, gb)
+    search = _search_set(c, gb)
+    picks = search.pick(_price_est(c, gb, col[:, :1], overlap))        # drops what its pick dominates,
+    if len(todo) > 1:                                                   # then the others on what is left
+        picks += search.pick(_price_est(c, gb, col[:, 1:], overlap), anchor=False)
+    return _picked(node, key, c, picks, todo, col, cfg)
+
+
+def _price_est(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float):
+    """``est(rows)`` of ``_SearchSet`` rows at weight batch ``gb`` at the prices of ``col``
+    (``_price_columns``), a (prices, candidates) array."""
     bw, dma_cycles = col[0], col[1]
     if gb == 1:
-        picks = _search_set(c, 1).pick_many(lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap))
-    else:
-        picks = _search_set(c, gb).pick_many(
-            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, (bw, dma_cycles), col[2]), dma_cycles, overlap))
-    for (p, b), (i, est_i) in zip(todo, picks):
-        try:
-            _picked(node, key, c, i, est_i, p, b, cfg)
-        except CompileError:
-            pass
+        return lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap)
+    return lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, (bw, dma_cycles), col[2]), dma_cycles, overlap)
 
 
-def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, price: tuple, batch: tuple,
+def _price_columns(todo: list, gb: int) -> np.ndarray:
+    """The (price, ``_batch_key``) pairs of ``todo`` as a float64 (2 or 3, prices, 1) array:
+    LOAD bytes per cycle, cycles per DMA and, with weight batches (``gb`` > 1),
+    ``tile_dma_cycles``: a price a row, broadcast against the candidates."""
+    return np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+
+
+def _picked(node: str, key: tuple, c: ConvCandidates, picks: list, todo: list, col: np.ndarray,
             cfg: HwConfig) -> tuple:
-    """``_pick``'s result from its search's pick ``i`` (estimate ``est_i``) at ``price``:
-    the same tile with weights resident where that is no worse; stored in ``_PICKS``."""
-    bw, dma_cycles, overlap = price
-    i, est_i = _group_refine(c, i, price, batch)
-    choice = _conv_choice(node, key, c, i, batch, cfg, price)
-    twin = c.twin_memo.get(i, _UNSEEN)
-    if twin is _UNSEEN:
-        twin = _twin_terms(c, i)
-    if twin is not None:
-        j, terms = twin
-        est_j = _est_floats(terms, bw, dma_cycles, overlap)         # ``est_one(serial=True)``
-        if est_j <= est_i:
-            resident = _conv_choice(node, key, c, j, batch, cfg, price)
-            if resident[5] == 0 or resident[5] >= choice[5]:     # all resident, or as many streaming slots
-                i, est_i, choice = j, est_j, resident   # the same tile with weights resident: fewer loads, no fewer slots
-    if len(_PICKS) >= _PICKS_MAX:
-        _PICKS.clear()
-    out = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
+    """``_pick``'s result from its search's picks (candidate, its estimate) at the (price,
+    ``_batch_key``) pairs of ``todo`` (``col``: ``_price_columns``): per pair the cout group
+    ``_group_refine`` prefers, then the same tile with weights resident where that is no worse;
+    each stored in ``_PICKS``; the first pair's returned (CompileError naming the conv ``node`` if
+    its regions do not fit; a later pair's pick whose regions do not fit is left to its own
+    search, which names its node)."""
+    refined = _group_refine(c, [i for i, _ in picks], todo[0][1][0], col, todo[0][0][2])
+    out = None
+    for (price, batch), (i, est_i) in zip(todo, refined):
+        try:
+            choice = _conv_choice(node, key, c, i, batch, cfg, price)
+            twin = c.twin_memo.get(i, _UNSEEN)
+            if twin is _UNSEEN:
+                twin = _twin_terms(c, i)
+            if twin is not None:
+                j, terms = twin
+                est_j = _est_floats(terms, *price)                  # ``est_one(serial=True)``
+                if est_j <= est_i:
+                    resident = _conv_choice(node, key, c, j, batch, cfg, price)
+                    if resident[5] == 0 or resident[5] >= choice[5]:     # all resident, or as many streaming slots
+                        i, est_i, choice = j, est_j, resident   # the same tile with weights resident: fewer loads, no fewer slots
+        except CompileError:
+            if out is None:
+                raise
+            continue
+        if len(_PICKS) >= _PICKS_MAX:
+            _PICKS.clear()
+        got = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
+        if out is None:
+            out = got
     return out
 
 
-def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tuple:
-    """(candidate, its estimate): of the live streaming candidates of candidate ``i``'s tile
-    (th x tw) that load no more DDR bytes than ``i``, the first of the least ``est_cycles`` at
-    ``price`` (weight batches as ``_pick`` weighs them) with each one's ``serial_at`` cycles added
-    to its max(MXU, VPU): the cout group (and with it the cin group, input and weight slots) that
-    lets a group's REQUANTs overlap the next group's MATMULs where that pays. Only the tile
-    ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
+def _group_refine(c: ConvCandidates, picks: list, gb: int, col: np.ndarray, overlap: float) -> list:
+    """Per price (a row of ``col``, ``_price_columns``) its refined pick (candidate, its
+    estimate): of the live streaming candidates of its search's pick's (``picks``) tile (th x
+    tw) that load no more DDR bytes than the pick, the first of the least ``est_cycles`` at the
+    price (weight batches of ``gb`` as ``_pick`` weighs them) with each one's ``serial_at``
+    cycles added to its max(MXU, VPU): the cout group (and with it the cin group, input and
+    weight slots) that lets a group's REQUANTs overlap the next group's MATMULs where that pays.
+    The prices of one pick are weighed at once (a (prices, candidates) array: the same values).
+    Only the tile ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
     every tile took medium ResNet-50's LOAD-bound layers to tiles that load more (n86+n88
     124.7 k -> 151.3 k cycles), and every group of the tile took medium densenet121's 14x14 1x1
     convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
-    bw, dma_cycles, overlap = price
-    gb = batch[0]
-    got = c.searches.get(("refine", i, gb))          # the candidates and their rows: at any price
+    out = [None] * len(picks)
+    for i in dict.fromkeys(picks):
+        sel = [p for p, k in enumerate(picks) if k == i]
+        cols = col if len(sel) == len(picks) else col[:, sel]
+        bw, dma_cycles = cols[0], cols[1]
+        cands, rows = _refine_set(c, i, gb)
+        if gb == 1:
+            e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
+        else:
+            e = c.est_cycles(bw, _batched_terms(rows, gb, c.key, (bw, dma_cycles), cols[2]), dma_cycles, overlap)
+        for r, (p, k) in enumerate(zip(sel, e.argmin(axis=1).tolist())):
+            out[p] = (int(cands[k]), float(e[r, k]))
+    return out
+
+
+def _refine_set(c: ConvCandidates, i: int, gb: int) -> tuple:
+    """The candidates ``_group_refine`` weighs for pick ``i`` at weight batch ``gb`` and their
+    rows (``_SearchSet``'s, max(MXU, VPU) plus ``serial_at``), whatever the price (stored in
+    ``c.searches``). A (tw, th) pair's streaming candidates are one run of the table (its
+    search order), so its live ones are one run of ``c.live``."""
+    got = c.searches.get(("refine", i, gb))
     if got is None:
-        t = c.table
-        sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
-        rows = np.array(c.live_rows[:, sel])
-        rows[4] += np.take(c.bank.serial, c.live[sel])
+        t, live = c.table, c.live
+        pairs = t.pair[:c.nstream]
+        lo, hi = live.searchsorted(pairs.searchsorted(t.pair[i], "left")), live.searchsorted(pairs.searchsorted(t.pair[i], "right"))
+        sel = lo + np.flatnonzero(t.load_bytes.take(live[lo:hi]) <= t.load_bytes[i])
+        rows = c.live_rows[:, sel]
+        rows[4] += c.bank.serial.take(live[sel])
         if gb > 1:
             brows = c.searches.get(("rows", gb))
             if brows is None:
                 brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
             rows = np.concatenate((rows, brows[:, sel]))
         rows.flags.writeable = False
-        got = c.searches[("refine", i, gb)] = (c.live[sel], rows)
-    cands, rows = got
-    if gb == 1:
-        e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
-    else:
-        e = c.est_cycles(bw, _batched_terms(rows, gb, c.key, price, batch[1]), dma_cycles, overlap)
-    k = int(e.argmin())
-    return int(cands[k]), float(e[k])
+        got = c.searches[("refine", i, gb)] = (live[sel], rows)
+    return got
 
 
 _UNSEEN = object()
@@ -1109,7 +1140,8 @@ def _saves_round_trips(wtiles, key: tuple, gb: int, price: tuple):
 
 
 def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
-    """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use)."""
+    """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use; with batches its rows
+    6 to 8 also stored as ``c.searches[("rows", gb)]``)."""
     out = c.searches.get(gb)
     if out is None:
         rows = c.live_rows
@@ -1118,6 +1150,7 @@ def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
             rows[:6] = c.live_rows
             _batch_rows(c, gb, out=rows[6:])
             rows.flags.writeable = False
+            c.searches.setdefault(("rows", gb), rows[6:])
         out = c.searches[gb] = _SearchSet(c.live, rows)
     return out
 
