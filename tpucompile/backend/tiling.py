@@ -541,12 +541,17 @@ class _SearchSet:
         idx, rows = self.state
         for i in pending:
             k = int(idx.searchsorted(i))
-            worse = (rows[:6, k + 1:] >= rows[:6, k:k + 1]).all(axis=0)
+            tail, at = rows[:, k + 1:], rows[:, k].tolist()
+            worse = tail[0] >= at[0]
+            for r in range(1, 6):
+                worse &= tail[r] >= at[r]
             if len(rows) > 6:           # the least DMA term batches may leave
-                worse &= rows[1, k + 1:] - rows[6, k + 1:] >= rows[1, k]
+                worse &= tail[1] - tail[6] >= at[1]
             if worse.any():
-                keep = np.concatenate((np.ones(k + 1, bool), ~worse))
-                idx, rows = idx[keep], rows[:, keep]
+                keep = np.empty(len(idx), bool)
+                keep[:k + 1] = True
+                np.logical_not(worse, out=keep[k + 1:])
+                idx, rows = idx.compress(keep), rows.compress(keep, axis=1)
         self.state = (idx, rows)
 
 
@@ -560,15 +565,15 @@ class ConvCandidates(NamedTuple):
     ``_ConvBankTable``). ``live``: the streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
-    ``("rows", gb)`` the live candidates' ``_batch_rows``, the ``_SearchSet``'s first rows 6 to 8,
-    ``_group_refine``'s; under ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for
+    ``("rows", gb)`` the live candidates' rows at weight batch gb > 1 (the ``_SearchSet``'s first,
+    with ``_batch_rows``), ``_group_refine``'s; under ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for
     pick ``i`` and their rows, ``_refine_set``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
-    ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``,
+    ``choice_memo`` (candidate, ``_batch_key`` > 1 and price, or the weight batch it decides) -> ``_conv_choice``,
     ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``),
     ``twin_memo`` streaming candidate -> what ``_picked`` weighs of its twin at any price
     (``_twin_terms``)."""
@@ -673,7 +678,7 @@ class ConvCandidates(NamedTuple):
         return out
 
     def est_cycles(self, bw: float, terms: tuple | None = None, dma_cycles: float = DMA_INSTR_CYCLES,
-                   overlap: float = 0.0) -> np.ndarray:
+                   overlap: float = 0.0, load_t: np.ndarray | None = None) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
@@ -682,9 +687,11 @@ class ConvCandidates(NamedTuple):
         of the shorter engine's work that does not hide under the longer one's,
         ``conv_dma_price``). ``terms``: those of some candidates, a tuple or the rows of an
         array (default all: ``self.terms``); each candidate's value is the same whichever
-        others are weighed."""
+        others are weighed. ``load_t``: the load bytes over ``bw`` if already worked out (a new
+        array, overwritten)."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
-        load_t = load_b / bw
+        if load_t is None:
+            load_t = load_b / bw
         load_t += dma * dma_cycles
         est = np.maximum(load_t, peak)
         t = np.minimum(load_t, mxu, out=load_t)        # in place (the same roundings, fewer arrays)
@@ -990,7 +997,11 @@ def _price_est(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float):
     bw, dma_cycles = col[0], col[1]
     if gb == 1:
         return lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap)
-    return lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, (bw, dma_cycles), col[2]), dma_cycles, overlap)
+
+    def est(rows: np.ndarray) -> np.ndarray:
+        terms, load_t = _batched_terms(rows, gb, c.key, (bw, dma_cycles), col[2])
+        return c.est_cycles(bw, terms, dma_cycles, overlap, load_t)
+    return est
 
 
 def _price_columns(todo: list, gb: int) -> np.ndarray:
@@ -1051,12 +1062,8 @@ def _group_refine(c: ConvCandidates, picks: list, gb: int, col: np.ndarray, over
     for i in dict.fromkeys(picks):
         sel = [p for p, k in enumerate(picks) if k == i]
         cols = col if len(sel) == len(picks) else col[:, sel]
-        bw, dma_cycles = cols[0], cols[1]
         cands, rows = _refine_set(c, i, gb)
-        if gb == 1:
-            e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
-        else:
-            e = c.est_cycles(bw, _batched_terms(rows, gb, c.key, (bw, dma_cycles), cols[2]), dma_cycles, overlap)
+        e = _price_est(c, gb, cols, overlap)(rows)
         for r, (p, k) in enumerate(zip(sel, e.argmin(axis=1).tolist())):
             out[p] = (int(cands[k]), float(e[r, k]))
     return out
@@ -1073,13 +1080,10 @@ def _refine_set(c: ConvCandidates, i: int, gb: int) -> tuple:
         pairs = t.pair[:c.nstream]
         lo, hi = live.searchsorted(pairs.searchsorted(t.pair[i], "left")), live.searchsorted(pairs.searchsorted(t.pair[i], "right"))
         sel = lo + np.flatnonzero(t.load_bytes.take(live[lo:hi]) <= t.load_bytes[i])
-        rows = c.live_rows[:, sel]
+        if gb > 1 and ("rows", gb) not in c.searches:
+            _search_set(c, gb)
+        rows = (c.searches[("rows", gb)] if gb > 1 else c.live_rows)[:, sel]
         rows[4] += c.bank.serial.take(live[sel])
-        if gb > 1:
-            brows = c.searches.get(("rows", gb))
-            if brows is None:
-                brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
-            rows = np.concatenate((rows, brows[:, sel]))
         rows.flags.writeable = False
         got = c.searches[("refine", i, gb)] = (live[sel], rows)
     return got
@@ -1141,7 +1145,7 @@ def _saves_round_trips(wtiles, key: tuple, gb: int, price: tuple):
 
 def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
     """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use; with batches its rows
-    6 to 8 also stored as ``c.searches[("rows", gb)]``)."""
+    stored as ``c.searches[("rows", gb)]`` as well: the set drops candidates, those rows stay)."""
     out = c.searches.get(gb)
     if out is None:
         rows = c.live_rows
@@ -1150,17 +1154,17 @@ def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
             rows[:6] = c.live_rows
             _batch_rows(c, gb, out=rows[6:])
             rows.flags.writeable = False
-            c.searches.setdefault(("rows", gb), rows[6:])
+            c.searches[("rows", gb)] = rows
         out = c.searches[gb] = _SearchSet(c.live, rows)
     return out
 
 
-def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np.ndarray:
+def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray) -> np.ndarray:
     """Per live streaming candidate of ``c`` (float64 rows): the DMA instructions batches of
     ``gb`` weight tiles save where the ring of two bank-started halves fits next to its tables,
     outputs and input slots (on their own banks if the candidate's are; else 0), those they save
     if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6), in ``out``
-    (a (3, live) float64 array) if given."""
+    (a (3, live) float64 array)."""
     t, b, key, live = c.table, c.bank, c.key, c.live
     (kh, kw), KB, NB, C, bwd, sram_words = key[0], key[2], key[3], key[7], key[12], key[13]
     pair = t.pair.take(live)
@@ -1173,22 +1177,28 @@ def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np
                <= sram_words)
     fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
     wtiles = t.ntiles * (NB * KB * kh * kw)
-    out = np.empty((3, len(live))) if out is None else out
     out[1] = (wtiles - -(-wtiles // gb)).take(pair)
     out[0] = np.where(fits, out[1], 0.0)
     out[2] = t.pair_cycles.take(pair)
     return out
 
 
-def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma: float) -> tuple:
-    """The cost terms (``ConvCandidates.terms``' order) of the candidates of ``_SearchSet`` rows
+def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma) -> tuple:
+    """(The cost terms (``ConvCandidates.terms``' order) of the candidates of ``_SearchSet`` rows
     at weight batch ``gb`` > 1, their DMA instructions counting one per batch where
     ``_conv_choice`` gives the candidate batches: the ring fits (row 6) and batches pay
-    (``_batch_pays``, at ``price``; ``tile_dma``: ``tile_dma_cycles``)."""
+    (``_batch_pays``, at ``price``; ``tile_dma``: ``tile_dma_cycles``), their load bytes over
+    ``price``'s bandwidth (a new array: ``est_cycles``' ``load_t``)). ``price`` and ``tile_dma``
+    may be (prices, 1) columns: then (prices, candidates) arrays."""
     load_b, dma, mxu = rows[0], rows[1], rows[2]
-    fast = (rows[8] < tile_dma) | (
-        (load_b / price[0] + dma * price[1] >= mxu) & (rows[7] * price[1] > (gb - 1) * key[7] * key[6] / price[0]))
-    return load_b, dma - np.where(fast, rows[6], 0.0), rows[4], mxu, rows[5], rows[3]
+    load_t = load_b / price[0]
+    t = dma * price[1]
+    t += load_t                         # (load_t + DMA time: the same sum either way round)
+    fast = t >= mxu
+    fast &= rows[7] * price[1] > (gb - 1) * key[7] * key[6] / price[0]
+    fast |= rows[8] < tile_dma
+    np.multiply(rows[6], fast, out=t)   # row 6 where batches are given, else 0.0 (dma - 0.0: dma)
+    return (load_b, np.subtract(dma, t, out=t), rows[4], mxu, rows[5], rows[3]), load_t
 
 
 #: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result
@@ -1214,18 +1224,21 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    out = c.choice_memo.get((i, batch, price))
-    if out is not None:
-        return out
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
-    if gb > 1 and not _batch_pays(c, i, batch, price):
-        gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
+    if gb > 1:                          # (else no price matters)
+        out = c.choice_memo.get((i, batch, price))
+        if out is not None:
+            return out
+        if not _batch_pays(c, i, batch, price):
+            gb = 1      # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = c.choice_memo.get((i, gb))
     if out is None:
         out = _CHOICES.get((key, i, gb))
-    if out is None:
-        out = _new_choice(node, key, c, i, gb, cfg)
-    c.choice_memo[(i, batch, price)] = c.choice_memo[(i, gb)] = out
+        if out is None:
+            out = _new_choice(node, key, c, i, gb, cfg)
+        c.choice_memo[(i, gb)] = out
+    if batch[0] > 1:
+        c.choice_memo[(i, batch, price)] = out
     return out
 
 
