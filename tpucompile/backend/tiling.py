@@ -220,10 +220,10 @@ def tile_dma_cycles(cfg: HwConfig) -> float:
     prices a burst: the DDR round trip (3 + latency + beats − 1 DDR cycles), 7 DMA cycles of
     crossings and the SRAM write (3 + words core cycles); 'medium': 120 (measured ~119: 1 KiB at
     8.6 B/cycle). Merged weight DMAs pay off where a LOAD_WEIGHTS + MATMUL pair is shorter."""
-    n = cfg.array_cols * cfg.word_bytes
-    ddr_ps, dma_ps, core_ps = (1e6 / c.freq_mhz for c in (cfg.clk_ddr, cfg.clk_dma, cfg.clk_core))
-    t = (3 + cfg.ddr_latency_cycles + -(-n // cfg.ddr_beat_bytes) - 1) * ddr_ps + 7 * dma_ps \
-        + (3 + cfg.array_cols) * core_ps
+    C = cfg.array_cols
+    n, core_ps = C * cfg.word_bytes, 1e6 / cfg.clk_core.freq_mhz
+    t = (3 + cfg.ddr_latency_cycles + -(-n // cfg.ddr_beat_bytes) - 1) * (1e6 / cfg.clk_ddr.freq_mhz) \
+        + 7 * (1e6 / cfg.clk_dma.freq_mhz) + (3 + C) * core_ps
     return t / core_ps
 
 
@@ -727,10 +727,10 @@ def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, 
     columns past ``cout`` are not loaded, ``conv.weight_cols``); whether no weight batch exists
     (``weight_batch_tiles`` 1: the search may drop candidates for good, ``_first_largest_groups``,
     ``_SearchSet``)."""
-    return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
-            cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
-            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip), pool,
-            min(cout, out_tiles(cout, cfg) * cfg.array_cols), weight_batch_tiles(cfg) == 1)
+    R, C, NB = cfg.array_rows, cfg.array_cols, out_tiles(cout, cfg)
+    return (tuple(kernel), tuple(strides), ceil_div(cin, R), NB, oh, ow, R, C, align_px(cfg), cfg.param_words,
+            cfg.lane_groups, cfg.requant_planes, cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows,
+            max_cout_blocks_per_group(cfg), bool(skip), pool, min(cout, NB * C), weight_batch_tiles(cfg) == 1)
 
 
 def _product(*axes: np.ndarray) -> list:
@@ -907,7 +907,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
         ahead = _AHEAD.get("rough" if pool else "conv")
     elif _AHEAD and price == rough_dma_price(cfg):        # (a fused pool's weighing, ``ops/pool.py``)
         ahead = _AHEAD.get("rough")
-    batch = (1,) if no_batch else (weight_batch_tiles(cfg), tile_dma_cycles(cfg))
+    batch = (1,) if no_batch else _batch_key(cfg)
     pick = _PICKS.get((key, price, batch))
     if pick is None:
         pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool, ahead)
@@ -1177,9 +1177,9 @@ def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray) -> np.ndarray:
                <= sram_words)
     fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
     wtiles = t.ntiles * (NB * KB * kh * kw)
-    out[1] = (wtiles - -(-wtiles // gb)).take(pair)
-    out[0] = np.where(fits, out[1], 0.0)
-    out[2] = t.pair_cycles.take(pair)
+    np.take((wtiles - -(-wtiles // gb)).astype(np.float64), pair, out=out[1], mode="clip")   # (valid indices)
+    np.multiply(out[1], fits, out=out[0])           # (x 1.0 or 0.0: where(fits, row 1, 0.0))
+    np.take(t.pair_cycles.astype(np.float64), pair, out=out[2], mode="clip")
     return out
 
 
