@@ -220,10 +220,10 @@ def tile_dma_cycles(cfg: HwConfig) -> float:
     prices a burst: the DDR round trip (3 + latency + beats − 1 DDR cycles), 7 DMA cycles of
     crossings and the SRAM write (3 + words core cycles); 'medium': 120 (measured ~119: 1 KiB at
     8.6 B/cycle). Merged weight DMAs pay off where a LOAD_WEIGHTS + MATMUL pair is shorter."""
-    n = cfg.array_cols * cfg.word_bytes
-    ddr_ps, dma_ps, core_ps = (1e6 / c.freq_mhz for c in (cfg.clk_ddr, cfg.clk_dma, cfg.clk_core))
-    t = (3 + cfg.ddr_latency_cycles + -(-n // cfg.ddr_beat_bytes) - 1) * ddr_ps + 7 * dma_ps \
-        + (3 + cfg.array_cols) * core_ps
+    C = cfg.array_cols
+    n, core_ps = C * cfg.word_bytes, 1e6 / cfg.clk_core.freq_mhz
+    t = (3 + cfg.ddr_latency_cycles + -(-n // cfg.ddr_beat_bytes) - 1) * (1e6 / cfg.clk_ddr.freq_mhz) \
+        + 7 * (1e6 / cfg.clk_dma.freq_mhz) + (3 + C) * core_ps
     return t / core_ps
 
 
@@ -517,38 +517,51 @@ class _SearchSet:
     most row 6: so a later candidate no lower than an earlier one in rows 0 to 5 and whose DMA
     term less row 6 is no lower than the earlier one's DMA term never is the first of the
     least estimate, whatever the price; ``pick`` drops those after a chosen one (a sweep weighs
-    one key at several DDR timings and clocks). ``anchors``: the chosen ones."""
+    one key at several DDR timings and clocks), before its next search (most sets are searched
+    once: the drop is only worked out when a search follows). ``anchors``: the chosen ones;
+    ``pending``: those of them whose drop is still to do."""
 
-    __slots__ = ("state", "anchors")
+    __slots__ = ("state", "anchors", "pending")
 
     def __init__(self, live: np.ndarray, rows: np.ndarray) -> None:
         self.state = (live, rows)
         self.anchors: set = set()
+        self.pending: list = []
 
-    def pick(self, est) -> tuple:
-        """(candidate, its estimate): the first of the least ``est(rows)``; the later candidates
-        it dominates (the class docstring) are dropped."""
+    def pick(self, est, anchor: bool = True) -> list:
+        """Per price (candidate, its estimate): the first of the least ``est(rows)``, a (prices,
+        candidates) array, a price a row (per element the same IEEE operations as one price at
+        a time: the same values); with ``anchor`` the later candidates the first price's pick
+        dominates (the class docstring) are dropped before the next search."""
+        if self.pending:
+            self._drop()
         idx, rows = self.state
         e = est(rows)
-        k = int(e.argmin())
-        i = int(idx[k])
-        if i not in self.anchors:
+        out = [(int(idx[k]), float(e[p, k])) for p, k in enumerate(e.argmin(axis=1).tolist())]
+        i = out[0][0]
+        if anchor and i not in self.anchors:
             self.anchors.add(i)
-            worse = (rows[:6, k + 1:] >= rows[:6, k:k + 1]).all(axis=0)
-            if len(rows) > 6:           # the least DMA term batches may leave
-                worse &= rows[1, k + 1:] - rows[6, k + 1:] >= rows[1, k]
-            if worse.any():
-                keep = np.concatenate((np.ones(k + 1, bool), ~worse))
-                self.state = (idx[keep], rows[:, keep])
-        return i, float(e[k])
+            self.pending.append(i)
+        return out
 
-    def pick_many(self, est) -> list:
-        """``pick`` at several prices at once: ``est(rows)`` a (prices, candidates) array, a
-        price a row (per element the same IEEE operations as one price at a time: the same
-        values); per price (candidate, its estimate). Drops nothing."""
+    def _drop(self) -> None:
+        """Drops the candidates the ``pending`` anchors dominate (the class docstring)."""
+        pending, self.pending = self.pending, []
         idx, rows = self.state
-        e = est(rows)
-        return [(int(idx[k]), float(e[p, k])) for p, k in enumerate(e.argmin(axis=1).tolist())]
+        for i in pending:
+            k = int(idx.searchsorted(i))
+            tail, at = rows[:, k + 1:], rows[:, k].tolist()
+            worse = tail[0] >= at[0]
+            for r in range(1, 6):
+                worse &= tail[r] >= at[r]
+            if len(rows) > 6:           # the least DMA term batches may leave
+                worse &= tail[1] - tail[6] >= at[1]
+            if worse.any():
+                keep = np.empty(len(idx), bool)
+                keep[:k + 1] = True
+                np.logical_not(worse, out=keep[k + 1:])
+                idx, rows = idx.compress(keep), rows.compress(keep, axis=1)
+        self.state = (idx, rows)
 
 
 class ConvCandidates(NamedTuple):
@@ -563,15 +576,15 @@ class ConvCandidates(NamedTuple):
     streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
-    ``("rows", gb)`` the live candidates' ``_batch_rows``, ``_group_refine``'s (the search set's
-    rows 6 to 8 where it was made first); under
-    ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for pick ``i`` and their rows). A weights-resident
+    ``("rows", gb)`` the live candidates' rows at weight batch gb > 1 (the ``_SearchSet``'s first,
+    with ``_batch_rows``), ``_group_refine``'s; under ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for
+    pick ``i`` and their rows, ``_refine_set``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
-    ``choice_memo`` (candidate, ``_batch_key`` or the weight batch it decides) -> ``_conv_choice``,
+    ``choice_memo`` (candidate, ``_batch_key`` > 1 and price, or the weight batch it decides) -> ``_conv_choice``,
     ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``),
     ``twin_memo`` streaming candidate -> what ``_picked`` weighs of its twin at any price
     (``_twin_terms``)."""
@@ -682,7 +695,7 @@ class ConvCandidates(NamedTuple):
         return out
 
     def est_cycles(self, bw: float, terms: tuple | None = None, dma_cycles: float = DMA_INSTR_CYCLES,
-                   overlap: float = 0.0) -> np.ndarray:
+                   overlap: float = 0.0, load_t: np.ndarray | None = None) -> np.ndarray:
         """Estimated cycles of each candidate at ``bw`` LOAD bytes per core cycle (float64, the
         module docstring's rough model: the busiest of LOAD, MXU and VPU, plus 0.3 x the lesser
         of LOAD and MXU when the slots do not sit on their own banks, plus the window loads one
@@ -691,9 +704,11 @@ class ConvCandidates(NamedTuple):
         of the shorter engine's work that does not hide under the longer one's,
         ``conv_dma_price``). ``terms``: those of some candidates, a tuple or the rows of an
         array (default all: ``self.terms``); each candidate's value is the same whichever
-        others are weighed."""
+        others are weighed. ``load_t``: the load bytes over ``bw`` if already worked out (a new
+        array, overwritten)."""
         load_b, dma, peak, mxu, unaligned, wait_b = self.terms if terms is None else terms
-        load_t = load_b / bw
+        if load_t is None:
+            load_t = load_b / bw
         load_t += dma * dma_cycles
         est = np.maximum(load_t, peak)
         t = np.minimum(load_t, mxu, out=load_t)        # in place (the same roundings, fewer arrays)
@@ -729,10 +744,10 @@ def conv_candidates_key(kernel, strides, cin: int, cout: int, oh: int, ow: int, 
     columns past ``cout`` are not loaded, ``conv.weight_cols``); whether no weight batch exists
     (``weight_batch_tiles`` 1: the search may drop candidates for good, ``_first_largest_groups``,
     ``_SearchSet``)."""
-    return (tuple(kernel), tuple(strides), ceil_div(cin, cfg.array_rows), out_tiles(cout, cfg), oh, ow,
-            cfg.array_rows, cfg.array_cols, align_px(cfg), cfg.param_words, cfg.lane_groups, cfg.requant_planes,
-            cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows, max_cout_blocks_per_group(cfg), bool(skip), pool,
-            min(cout, out_tiles(cout, cfg) * cfg.array_cols), weight_batch_tiles(cfg) == 1)
+    R, C, NB = cfg.array_rows, cfg.array_cols, out_tiles(cout, cfg)
+    return (tuple(kernel), tuple(strides), ceil_div(cin, R), NB, oh, ow, R, C, align_px(cfg), cfg.param_words,
+            cfg.lane_groups, cfg.requant_planes, cfg.bank_words, cfg.sram_words, cfg.acc_depth_rows,
+            max_cout_blocks_per_group(cfg), bool(skip), pool, min(cout, NB * C), weight_batch_tiles(cfg) == 1)
 
 
 def _product(*axes: np.ndarray) -> list:
@@ -954,7 +969,7 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
         ahead = _AHEAD.get("rough" if pool else "conv")
     elif _AHEAD and price == rough_dma_price(cfg):        # (a fused pool's weighing, ``ops/pool.py``)
         ahead = _AHEAD.get("rough")
-    batch = (1,) if no_batch else (weight_batch_tiles(cfg), tile_dma_cycles(cfg))
+    batch = (1,) if no_batch else _batch_key(cfg)
     pick = _PICKS.get((key, price, batch))
     if pick is None:
         pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool, ahead)
@@ -984,7 +999,7 @@ _AHEAD: dict = {}
 class prices_ahead:
     """``with prices_ahead(cfgs):`` the conv tiler, at a table's first search at one of the
     prices of ``cfgs`` (HwConfigs), weighs the table at all of them at once (one numpy
-    evaluation of (prices, candidates) instead of one per price: ``_SearchSet.pick_many``) and
+    evaluation of (prices, candidates) instead of one per price: ``_SearchSet.pick``) and
     stores each pick in ``_PICKS``, where the later configs find it (``Estimator.estimate_many``
     runs a DDR timing sweep over one array, SRAM and accumulator in one). Each pick is the one
     the search at that price alone makes (the same values, the first of the least)."""
@@ -1008,8 +1023,10 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
           oh: int, ow: int, pool, ahead: dict | None = None) -> tuple:
     """``tile_conv``'s search: (candidate, its estimate, resident weight tiles, ``_conv_choice``),
     stored in ``_PICKS``; with ``ahead`` (``_AHEAD``'s prices of this kind) holding ``(price,
-    batch)``, also the picks at its other prices of the same weight batch and overlap share
-    (``_pick_ahead``). CompileError naming the conv ``node`` if no tiling fits."""
+    batch)``, also the picks at its other prices of the same weight batch and overlap share not
+    met yet, weighed at once after the first pick's drop (``_SearchSet.pick``: a price a row;
+    ``_picked``).
+    CompileError naming the conv ``node`` if no tiling fits."""
     c = conv_candidates(key)
     if len(c.live) == 0:                                # no streaming tile fits
         C, ap, mp, tsw = cfg.array_cols, align_px(cfg), cfg.requant_planes, table_slot_words(cfg)
@@ -1021,100 +1038,117 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
                            + (f"; with the fused pool (window {pool[0][0]}x{pool[0][1]}) a tile needs at least "
                               f"{min(oh, pool[0][0]) * min(ow, pool[0][1])} conv outputs, accumulator "
                               f"{cfg.acc_depth_rows} rows" if pool else ""))
-    # the first streaming candidate of the least estimate (only those that fit are weighed)
-    bw, dma_cycles, overlap = price
-    gb = batch[0]
-    if gb == 1:
-        i, est_i = _search_set(c, 1).pick(
-            lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap))
-    else:
-        i, est_i = _search_set(c, gb).pick(
-            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, price, batch[1]), dma_cycles, overlap))
-    out = _picked(node, key, c, i, est_i, price, batch, cfg)
-    if ahead and (price, batch) in ahead:
-        _pick_ahead(node, key, c, price, batch, cfg, ahead)
-    return out
-
-
-def _pick_ahead(node: str, key: tuple, c: ConvCandidates, price: tuple, batch: tuple, cfg: HwConfig,
-                ahead: dict) -> None:
-    """After ``_pick`` at ``price`` (which dropped the candidates its pick dominates): the picks
-    at the prices of ``ahead`` of the same weight batch and overlap share not met yet, weighed at
-    once (``_SearchSet.pick_many``), each stored in ``_PICKS`` (one whose regions do not fit is
-    left to its own search, which names its node)."""
+    # the first streaming candidate of the least estimate (only those that fit are weighed), at
+    # ``price`` and the prices ahead of the same weight batch and overlap share not met yet
     gb, overlap = batch[0], price[2]
-    todo = [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (key, p, b) not in _PICKS]
-    if not todo:
-        return
-    col = np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+    todo = [(price, batch)]
+    if ahead and (price, batch) in ahead:
+        todo += [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (p, b) != (price, batch)
+                 and (key, p, b) not in _PICKS]
+    col = _price_columns(todo, gb)
+    search = _search_set(c, gb)
+    picks = search.pick(_price_est(c, gb, col[:, :1], overlap))        # drops what its pick dominates,
+    if len(todo) > 1:                                                   # then the others on what is left
+        picks += search.pick(_price_est(c, gb, col[:, 1:], overlap), anchor=False)
+    return _picked(node, key, c, picks, todo, col, cfg)
+
+
+def _price_est(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float):
+    """``est(rows)`` of ``_SearchSet`` rows at weight batch ``gb`` at the prices of ``col``
+    (``_price_columns``), a (prices, candidates) array."""
     bw, dma_cycles = col[0], col[1]
     if gb == 1:
-        picks = _search_set(c, 1).pick_many(lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap))
-    else:
-        picks = _search_set(c, gb).pick_many(
-            lambda r: c.est_cycles(bw, _batched_terms(r, gb, c.key, (bw, dma_cycles), col[2]), dma_cycles, overlap))
-    for (p, b), (i, est_i) in zip(todo, picks):
-        try:
-            _picked(node, key, c, i, est_i, p, b, cfg)
-        except CompileError:
-            pass
+        return lambda r: c.est_cycles(bw, _rows_as_terms(r), dma_cycles, overlap)
+
+    def est(rows: np.ndarray) -> np.ndarray:
+        terms, load_t = _batched_terms(rows, gb, c.key, (bw, dma_cycles), col[2])
+        return c.est_cycles(bw, terms, dma_cycles, overlap, load_t)
+    return est
 
 
-def _picked(node: str, key: tuple, c: ConvCandidates, i: int, est_i: float, price: tuple, batch: tuple,
+def _price_columns(todo: list, gb: int) -> np.ndarray:
+    """The (price, ``_batch_key``) pairs of ``todo`` as a float64 (2 or 3, prices, 1) array:
+    LOAD bytes per cycle, cycles per DMA and, with weight batches (``gb`` > 1),
+    ``tile_dma_cycles``: a price a row, broadcast against the candidates."""
+    return np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+
+
+def _picked(node: str, key: tuple, c: ConvCandidates, picks: list, todo: list, col: np.ndarray,
             cfg: HwConfig) -> tuple:
-    """``_pick``'s result from its search's pick ``i`` (estimate ``est_i``) at ``price``:
-    the same tile with weights resident where that is no worse; stored in ``_PICKS``."""
-    bw, dma_cycles, overlap = price
-    i, est_i = _group_refine(c, i, price, batch)
-    choice = _conv_choice(node, key, c, i, batch, cfg, price)
-    twin = c.twin_memo.get(i, _UNSEEN)
-    if twin is _UNSEEN:
-        twin = _twin_terms(c, i)
-    if twin is not None:
-        j, terms = twin
-        est_j = _est_floats(terms, bw, dma_cycles, overlap)         # ``est_one(serial=True)``
-        if est_j <= est_i:
-            resident = _conv_choice(node, key, c, j, batch, cfg, price)
-            if resident[5] == 0 or resident[5] >= choice[5]:     # all resident, or as many streaming slots
-                i, est_i, choice = j, est_j, resident   # the same tile with weights resident: fewer loads, no fewer slots
-    if len(_PICKS) >= _PICKS_MAX:
-        _PICKS.clear()
-    out = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
+    """``_pick``'s result from its search's picks (candidate, its estimate) at the (price,
+    ``_batch_key``) pairs of ``todo`` (``col``: ``_price_columns``): per pair the cout group
+    ``_group_refine`` prefers, then the same tile with weights resident where that is no worse;
+    each stored in ``_PICKS``; the first pair's returned (CompileError naming the conv ``node`` if
+    its regions do not fit; a later pair's pick whose regions do not fit is left to its own
+    search, which names its node)."""
+    refined = _group_refine(c, [i for i, _ in picks], todo[0][1][0], col, todo[0][0][2])
+    out = None
+    for (price, batch), (i, est_i) in zip(todo, refined):
+        try:
+            choice = _conv_choice(node, key, c, i, batch, cfg, price)
+            twin = c.twin_memo.get(i, _UNSEEN)
+            if twin is _UNSEEN:
+                twin = _twin_terms(c, i)
+            if twin is not None:
+                j, terms = twin
+                est_j = _est_floats(terms, *price)                  # ``est_one(serial=True)``
+                if est_j <= est_i:
+                    resident = _conv_choice(node, key, c, j, batch, cfg, price)
+                    if resident[5] == 0 or resident[5] >= choice[5]:     # all resident, or as many streaming slots
+                        i, est_i, choice = j, est_j, resident   # the same tile with weights resident: fewer loads, no fewer slots
+        except CompileError:
+            if out is None:
+                raise
+            continue
+        if len(_PICKS) >= _PICKS_MAX:
+            _PICKS.clear()
+        got = _PICKS[(key, price, batch)] = (i, est_i, c.nres(i), choice)
+        if out is None:
+            out = got
     return out
 
 
-def _group_refine(c: ConvCandidates, i: int, price: tuple, batch: tuple) -> tuple:
-    """(candidate, its estimate): of the live streaming candidates of candidate ``i``'s tile
-    (th x tw) that load no more DDR bytes than ``i``, the first of the least ``est_cycles`` at
-    ``price`` (weight batches as ``_pick`` weighs them) with each one's ``serial_at`` cycles added
-    to its max(MXU, VPU): the cout group (and with it the cin group, input and weight slots) that
-    lets a group's REQUANTs overlap the next group's MATMULs where that pays. Only the tile
-    ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
+def _group_refine(c: ConvCandidates, picks: list, gb: int, col: np.ndarray, overlap: float) -> list:
+    """Per price (a row of ``col``, ``_price_columns``) its refined pick (candidate, its
+    estimate): of the live streaming candidates of its search's pick's (``picks``) tile (th x
+    tw) that load no more DDR bytes than the pick, the first of the least ``est_cycles`` at the
+    price (weight batches of ``gb`` as ``_pick`` weighs them) with each one's ``serial_at``
+    cycles added to its max(MXU, VPU): the cout group (and with it the cin group, input and
+    weight slots) that lets a group's REQUANTs overlap the next group's MATMULs where that pays.
+    The prices of one pick are weighed at once (a (prices, candidates) array: the same values).
+    Only the tile ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
     every tile took medium ResNet-50's LOAD-bound layers to tiles that load more (n86+n88
     124.7 k -> 151.3 k cycles), and every group of the tile took medium densenet121's 14x14 1x1
     convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
-    bw, dma_cycles, overlap = price
-    gb = batch[0]
-    got = c.searches.get(("refine", i, gb))          # the candidates and their rows: at any price
+    out = [None] * len(picks)
+    for i in dict.fromkeys(picks):
+        sel = [p for p, k in enumerate(picks) if k == i]
+        cols = col if len(sel) == len(picks) else col[:, sel]
+        cands, rows = _refine_set(c, i, gb)
+        e = _price_est(c, gb, cols, overlap)(rows)
+        for r, (p, k) in enumerate(zip(sel, e.argmin(axis=1).tolist())):
+            out[p] = (int(cands[k]), float(e[r, k]))
+    return out
+
+
+def _refine_set(c: ConvCandidates, i: int, gb: int) -> tuple:
+    """The candidates ``_group_refine`` weighs for pick ``i`` at weight batch ``gb`` and their
+    rows (``_SearchSet``'s, max(MXU, VPU) plus ``serial_at``), whatever the price (stored in
+    ``c.searches``). A (tw, th) pair's streaming candidates are one run of the table (its
+    search order), so its live ones are one run of ``c.live``."""
+    got = c.searches.get(("refine", i, gb))
     if got is None:
-        t = c.table
-        sel = np.flatnonzero((np.take(t.pair, c.live) == t.pair[i]) & (np.take(t.load_bytes, c.live) <= t.load_bytes[i]))
-        rows = np.array(c.live_rows[:, sel])
-        rows[4] += c.serial_of(c.live[sel])
-        if gb > 1:
-            brows = c.searches.get(("rows", gb))
-            if brows is None:
-                brows = c.searches[("rows", gb)] = _batch_rows(c, gb)
-            rows = np.concatenate((rows, brows[:, sel]))
+        t, live = c.table, c.live
+        pairs = t.pair[:c.nstream]
+        lo, hi = live.searchsorted(pairs.searchsorted(t.pair[i], "left")), live.searchsorted(pairs.searchsorted(t.pair[i], "right"))
+        sel = lo + np.flatnonzero(t.load_bytes.take(live[lo:hi]) <= t.load_bytes[i])
+        if gb > 1 and ("rows", gb) not in c.searches:
+            _search_set(c, gb)
+        rows = (c.searches[("rows", gb)] if gb > 1 else c.live_rows)[:, sel]
+        rows[4] += c.serial_of(live[sel])
         rows.flags.writeable = False
-        got = c.searches[("refine", i, gb)] = (c.live[sel], rows)
-    cands, rows = got
-    if gb == 1:
-        e = c.est_cycles(bw, _rows_as_terms(rows), dma_cycles, overlap)
-    else:
-        e = c.est_cycles(bw, _batched_terms(rows, gb, c.key, price, batch[1]), dma_cycles, overlap)
-    k = int(e.argmin())
-    return int(cands[k]), float(e[k])
+        got = c.searches[("refine", i, gb)] = (live[sel], rows)
+    return got
 
 
 _UNSEEN = object()
@@ -1172,7 +1206,8 @@ def _saves_round_trips(wtiles, key: tuple, gb: int, price: tuple):
 
 
 def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
-    """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use)."""
+    """``c``'s ``_SearchSet`` at weight batch ``gb`` (made on first use; with batches its rows
+    stored as ``c.searches[("rows", gb)]`` as well: the set drops candidates, those rows stay)."""
     out = c.searches.get(gb)
     if out is None:
         rows = c.live_rows
@@ -1181,17 +1216,17 @@ def _search_set(c: ConvCandidates, gb: int) -> _SearchSet:
             rows[:6] = c.live_rows
             _batch_rows(c, gb, out=rows[6:])
             rows.flags.writeable = False
-            c.searches.setdefault(("rows", gb), rows[6:])          # (``_group_refine``'s)
+            c.searches[("rows", gb)] = rows
         out = c.searches[gb] = _SearchSet(c.live, rows)
     return out
 
 
-def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np.ndarray:
+def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray) -> np.ndarray:
     """Per live streaming candidate of ``c`` (float64 rows): the DMA instructions batches of
     ``gb`` weight tiles save where the ring of two bank-started halves fits next to its tables,
     outputs and input slots (on their own banks if the candidate's are; else 0), those they save
     if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6), in ``out``
-    (a (3, live) float64 array) if given."""
+    (a (3, live) float64 array)."""
     t, b, key, live = c.table, c.bank, c.key, c.live
     (kh, kw), KB, NB, C, bwd, sram_words = key[0], key[2], key[3], key[7], key[12], key[13]
     if len(live) == c.nstream:          # all fit: the first nstream (views, not copies)
@@ -1206,22 +1241,28 @@ def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray | None = None) -> np
     aligned = aligned_w <= sram_words - (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
     fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
     wtiles = t.ntiles * (NB * KB * kh * kw)
-    out = np.empty((3, len(live))) if out is None else out
-    out[1] = (wtiles - -(-wtiles // gb)).take(pair)
-    out[0] = np.where(fits, out[1], 0.0)
-    out[2] = t.pair_cycles.take(pair)
+    np.take((wtiles - -(-wtiles // gb)).astype(np.float64), pair, out=out[1], mode="clip")   # (valid indices)
+    np.multiply(out[1], fits, out=out[0])           # (x 1.0 or 0.0: where(fits, row 1, 0.0))
+    np.take(t.pair_cycles.astype(np.float64), pair, out=out[2], mode="clip")
     return out
 
 
-def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma: float) -> tuple:
-    """The cost terms (``ConvCandidates.terms``' order) of the candidates of ``_SearchSet`` rows
+def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma) -> tuple:
+    """(The cost terms (``ConvCandidates.terms``' order) of the candidates of ``_SearchSet`` rows
     at weight batch ``gb`` > 1, their DMA instructions counting one per batch where
     ``_conv_choice`` gives the candidate batches: the ring fits (row 6) and batches pay
-    (``_batch_pays``, at ``price``; ``tile_dma``: ``tile_dma_cycles``)."""
+    (``_batch_pays``, at ``price``; ``tile_dma``: ``tile_dma_cycles``), their load bytes over
+    ``price``'s bandwidth (a new array: ``est_cycles``' ``load_t``)). ``price`` and ``tile_dma``
+    may be (prices, 1) columns: then (prices, candidates) arrays."""
     load_b, dma, mxu = rows[0], rows[1], rows[2]
-    fast = (rows[8] < tile_dma) | (
-        (load_b / price[0] + dma * price[1] >= mxu) & (rows[7] * price[1] > (gb - 1) * key[7] * key[6] / price[0]))
-    return load_b, dma - np.where(fast, rows[6], 0.0), rows[4], mxu, rows[5], rows[3]
+    load_t = load_b / price[0]
+    t = dma * price[1]
+    t += load_t                         # (load_t + DMA time: the same sum either way round)
+    fast = t >= mxu
+    fast &= rows[7] * price[1] > (gb - 1) * key[7] * key[6] / price[0]
+    fast |= rows[8] < tile_dma
+    np.multiply(rows[6], fast, out=t)   # row 6 where batches are given, else 0.0 (dma - 0.0: dma)
+    return (load_b, np.subtract(dma, t, out=t), rows[4], mxu, rows[5], rows[3]), load_t
 
 
 #: (conv_candidates_key, candidate, weight batch) -> ``_conv_choice``'s result
@@ -1247,18 +1288,21 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
     bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
     no region set fits."""
-    out = c.choice_memo.get((i, batch, price))
-    if out is not None:
-        return out
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
-    if gb > 1 and not _batch_pays(c, i, batch, price):
-        gb = 1          # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
+    if gb > 1:                          # (else no price matters)
+        out = c.choice_memo.get((i, batch, price))
+        if out is not None:
+            return out
+        if not _batch_pays(c, i, batch, price):
+            gb = 1      # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = c.choice_memo.get((i, gb))
     if out is None:
         out = _CHOICES.get((key, i, gb))
-    if out is None:
-        out = _new_choice(node, key, c, i, gb, cfg)
-    c.choice_memo[(i, batch, price)] = c.choice_memo[(i, gb)] = out
+        if out is None:
+            out = _new_choice(node, key, c, i, gb, cfg)
+        c.choice_memo[(i, gb)] = out
+    if batch[0] > 1:
+        c.choice_memo[(i, batch, price)] = out
     return out
 
 
