@@ -132,6 +132,14 @@ class DpTb:
         d.tb_acc_sel_i.value = 0
         return np.frombuffer(v.to_bytes(self.C * 4, "little"), dtype=np.int32).copy()
 
+    async def run_from_accmem(self, ins):
+        """``run("vpu", ins)`` with the VPU reading the bench-side accumulator rows
+        (``write_accmem``) instead of the MXU's: (start, grant, completion) cycles."""
+        self.dut.tb_accsrc_i.value = 1
+        out = await self.run("vpu", ins)
+        self.dut.tb_accsrc_i.value = 0
+        return out
+
     async def write_accmem(self, rows) -> None:
         """Fill the bench-side accumulator rows 0.. with int32 rows (C lanes each)."""
         d = self.dut

@@ -97,10 +97,8 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
             dst = int(rng.integers(300, 1500))
             await _write_table(tb, param, bias, mult, shift)
             await tb.write_accmem(acc)
-            dut.tb_accsrc_i.value = 1
-            s, g, c = await tb.run("vpu", isa.make("REQUANT", acc_addr=0, count=count, param_addr=param,
-                                                   dst_addr=dst, qreg=qidx, relu=relu))
-            dut.tb_accsrc_i.value = 0
+            s, g, c = await tb.run_from_accmem(isa.make("REQUANT", acc_addr=0, count=count, param_addr=param,
+                                                        dst_addr=dst, qreg=qidx, relu=relu))
             assert tb.last_err == (0, 0), tb.last_err
             assert g == s + 1 and c == g + P + count, (s, g, c, P, count)
             got = np.array([tb.int_word(v) for v in await tb.read_words(dst, count)])
@@ -166,11 +164,9 @@ if cocotb is not None and os.environ.get("COCOTB_TEST_MODULES"):
             await _write_table(tb, param, bias, mult, shift)
             await tb.write_words(sk, _words(tb, skip))
             await tb.write_accmem(acc)
-            dut.tb_accsrc_i.value = 1
-            s, g, c = await tb.run("vpu", isa.make("REQUANT_ADD", acc_addr=0, count=count, param_addr=param,
-                                                   dst_addr=dst, qreg=qa, relu=relu, skip_addr=sk,
-                                                   qreg_b=qb, qreg_out=qo, add_relu=add_relu))
-            dut.tb_accsrc_i.value = 0
+            s, g, c = await tb.run_from_accmem(isa.make("REQUANT_ADD", acc_addr=0, count=count, param_addr=param,
+                                                        dst_addr=dst, qreg=qa, relu=relu, skip_addr=sk,
+                                                        qreg_b=qb, qreg_out=qo, add_relu=add_relu))
             assert tb.last_err == (0, 0), tb.last_err
             assert g == s + 1 and c == g + P + 2 * count, (s, g, c, P, count)
             got = np.array([tb.int_word(v) for v in await tb.read_words(dst, count)])
