@@ -521,7 +521,7 @@ class Estimator:
     def estimate(self, cfg: HwConfig) -> Estimate:
         """The Estimate of the graph on ``cfg``; CompileError naming the op if it does not fit."""
         g, point = self._point(cfg)
-        return g.evaluate_many([point])[0]
+        return g.evaluate(*point)
 
     def _point(self, cfg: HwConfig) -> tuple:
         """(its _Geometry, its point for ``_Geometry.evaluate_many``: (cfg, DmaTiming, core ps, prices))."""

@@ -894,7 +894,7 @@ def _round_up_words(words: np.ndarray, bwd: int) -> np.ndarray:
     is a power of two (the same integers, without the slower integer division)."""
     if bwd & (bwd - 1) == 0:
         return (words + (bwd - 1)) & -bwd
-    return (words + (bwd - 1)) // bwd * bwd
+    return round_up(words, bwd)
 
 
 @lru_cache(maxsize=512)
