@@ -300,9 +300,42 @@ def test_largest_output_slot_is_the_bisections():
         while lo < top:
             mid = (lo + top + 1) // 2
             lo, top = (mid, top) if tiling.conv_regions(cfg, nw, mid, ni, slot, aligned) is not None else (lo, mid - 1)
-        assert tiling._largest_out_slot(cfg, nw, 1, hi, ni, slot, aligned, 1, regs["o"][0]) == lo
+        s, got = tiling._largest_out_slot(cfg, nw, 1, hi, ni, slot, aligned, 1, regs["o"][0])
+        assert s == lo and {k: list(v) for k, v in got.items()} == tiling.conv_regions(cfg, nw, lo, ni, slot, aligned)
         seen += 1
     assert seen > 40
+
+
+def test_largest_split_slot_is_the_bisections():
+    """``_largest_split_slot`` (worked out from the layout for either place of the tables, then
+    checked) gives what a bisection of ``conv_regions(split=True)`` gives, with the tables before
+    the outputs and on a bank of their own, over bank sizes, weight rings and input slots."""
+    seen, own = 0, 0
+    for name, bank_words in (("small", None), ("medium", None), ("medium", 512), ("medium", 2048)):
+        cfg = load_config(name)
+        if bank_words:
+            cfg = dataclasses.replace(cfg, sram_banks=cfg.sram_words // bank_words)
+            assert cfg.bank_words == bank_words
+        for nw, ni, slot, wb, hi in itertools.product((2, 4, 9, 40), (1, 2), (1, 40, 200, 700, 3000), (1, 2),
+                                                      (2, 64, 255, 1024)):
+            if wb > 1 and nw < 2 * wb:
+                continue
+            lo = max(1, hi // 2)
+            regs = tiling.conv_regions(cfg, nw, lo, ni, slot, True, skip=True, wbatch=wb, split=True, lists=False)
+            if regs is None:
+                continue
+            want, top = lo, hi
+            while want < top:
+                mid = (want + top + 1) // 2
+                fits = tiling.conv_regions(cfg, nw, mid, ni, slot, True, skip=True, wbatch=wb, split=True) is not None
+                want, top = (mid, top) if fits else (want, mid - 1)
+            s, got = tiling._largest_split_slot(cfg, nw, lo, hi, ni, slot, wb, regs)
+            assert s == want
+            assert {k: list(v) for k, v in got.items()} == tiling.conv_regions(cfg, nw, s, ni, slot, True, skip=True,
+                                                                                 wbatch=wb, split=True)
+            seen += 1
+            own += got["p"][0] > got["o"][0]
+    assert seen > 200 and 0 < own < seen
 
 
 def test_serial_cycles_in_floats_are_the_array_shares():

@@ -312,18 +312,18 @@ def resident_tiles(total: int, cols: int, bank_words: int, free_words):
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
-                 pooled: int = 0, wbatch: int = 1, split: bool = False, fit_only: bool = False):
+                 pooled: int = 0, wbatch: int = 1, split: bool = False, lists: bool = True):
     """``_conv_regions`` with a fused Add's tables on a bank of their own when they fit there
     (``own_bank``), else beside the output slots."""
     if split and skip and aligned:
-        out = _conv_regions(cfg, nw, s_out, ni, slot, aligned, skip, pooled, wbatch, split, fit_only, True)
+        out = _conv_regions(cfg, nw, s_out, ni, slot, aligned, skip, pooled, wbatch, split, lists, True)
         if out is not None:
             return out
-    return _conv_regions(cfg, nw, s_out, ni, slot, aligned, skip, pooled, wbatch, split, fit_only, False)
+    return _conv_regions(cfg, nw, s_out, ni, slot, aligned, skip, pooled, wbatch, split, lists, False)
 
 
 def _conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool,
-                  pooled: int, wbatch: int, split: bool, fit_only: bool, own_bank: bool):
+                  pooled: int, wbatch: int, split: bool, lists: bool, own_bank: bool):
     """Region bases, or None if they do not fit. aligned: weights, (tables + outputs) and each
     input slot start on their own bank, so the DMA filling one never waits for a MATMUL reading
     another (the MXU holds every bank of its input window for M cycles). skip: ``SKIP_SLOTS``
@@ -336,10 +336,11 @@ def _conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligne
     (output slot g with skip slots g and g + 2: ``ops/conv_add.py``'s ring of these slots
     alternates between the groups, so chunk j's LOAD, REQUANT_ADD and STORE touch only group
     j % 2), so the STORE of one chunk never waits for the VPU working on the next
-    (``_split_out_regions``). ``fit_only``: True instead of the regions (no lists built).
+    (``_split_out_regions``). ``lists`` False: each region's slot bases a range or tuple, not a
+    list (``_Alloc``; cheaper: enough to tell whether they fit and where they start).
     ``own_bank``: the tables after the input slots, from a bank's start (a REQUANT_ADD holds its
     table's bank for its whole transaction)."""
-    a = _Alloc(cfg, lists=not fit_only)
+    a = _Alloc(cfg, lists=lists)
     bw = cfg.bank_words
     if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
         a.take("w", nw - 2 * wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
@@ -375,7 +376,7 @@ def _conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligne
         # with the other parity group's slots would make that group's LOADs and STOREs wait
         a.top = round_up(a.top, bw)
         a.take("p", 2, table_slot_words(cfg))
-    return (True if fit_only else a.regions) if a.top <= cfg.sram_words else None
+    return a.regions if a.top <= cfg.sram_words else None
 
 
 def _split_out_regions(a: _Alloc, words: int, skip_slots: int) -> None:
@@ -1273,7 +1274,8 @@ _CHOICES_MAX = 1 << 16
 def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple, cfg: HwConfig,
                  price: tuple) -> tuple:
     """The ConvTiling fields of candidate ``i`` but ``est_cycles`` (th, tw, nbg, kbg, ni, nw,
-    s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
+    s_out, ih, iw, regions (slot bases as ranges or tuples: ``tile_conv`` makes them lists), load_bytes,
+    aligned, slot_words, acc_halves, pool_th, pool_tw, wbatch): the most
     weight slots (``2 * weight_batch_tiles`` if that is more than 1 and a LOAD_WEIGHTS + MATMUL
     pair of the tile's M vectors, ``mxu_pair_cycles`` + 6, is shorter than a one-tile DMA,
     ``tile_dma_cycles``, or the candidate's LOAD time at ``price`` is at least its MXU time
@@ -1286,8 +1288,9 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     "Deferred requantization").
     ``batch``: ``_batch_key(cfg)``. Cached by ``key``, ``i`` and the weight batch (the DMA fields and ``price``
     matter only through it; ``conv_regions`` and the slot sizes read only the array, table,
-    bank, SRAM and accumulator fields ``key`` holds). CompileError naming the conv ``node`` if
-    no region set fits."""
+    bank, SRAM and accumulator fields ``key`` holds; the region search itself is shared by the
+    candidates of any key that give it the same inputs: ``_new_choice``). CompileError naming
+    the conv ``node`` if no region set fits."""
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
     if gb > 1:                          # (else no price matters)
         out = c.choice_memo.get((i, batch, price))
@@ -1306,35 +1309,63 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     return out
 
 
+#: what ``_new_choice``'s region search reads (``_region_key``) -> its result (weight slots, output
+#: slot, regions, aligned, weight batch; None if no region set fits)
+_REGIONS: dict = {}
+
+
 def _new_choice(node: str, key: tuple, c: ConvCandidates, i: int, gb: int, cfg: HwConfig) -> tuple:
     """``_conv_choice``'s regions for candidate ``i`` with weight batches of ``gb`` (1: none),
-    stored in ``_CHOICES``. CompileError naming the conv ``node`` if no region set fits."""
+    stored in ``_CHOICES``. The region search (``_region_search``) is shared through
+    ``_REGIONS`` by the candidates (of any key) whose inputs to it are equal: the array's
+    columns, the table and requant-plane words, bank and SRAM words, the fused Add and pooled
+    outputs, the tile's accumulator rows (th * tw) and output slot chunk, the input slots and
+    their words, the resident weight tiles (and whether they are all of them), whether the
+    candidate's slots fit on their own banks and ``gb`` (not the accumulator depth or the cout
+    and cin groups, which the regions do not read). CompileError naming the conv ``node`` if no
+    region set fits."""
     t = c.table
-    th, tw = int(t.th[i]), int(t.tw[i])
-    nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.nbg, t.kbg, t.ni, t.ih, t.iw))
-    s_out = int(c.s_out[t.pair[i]])
-    slot = kbg * ih * iw
-    (kh, kw), KB, NB = key[0], key[2], key[3]
+    p = int(t.pair[i])
     nres = c.nres(i)
-    nws = (0,) if nres == KB * NB * kh * kw else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
-    skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
-    s_outs = [s_out] if pth or skip else [min(th * tw, f * s_out) for f in (3, 2)] + [s_out]
+    (kh, kw), KB, NB = key[0], key[2], key[3]
+    rkey = (key[7], key[9], key[10], key[11], key[12], key[13], key[16], int(t.PTH[p]) * int(t.PTW[p]), int(t.M[p]),
+            int(c.s_out[p]), int(t.ni[i]), int(t.slot[i]), nres, nres == KB * NB * kh * kw, c.aligned_at(i), gb)
+    got = _REGIONS.get(rkey, _UNSEEN)
+    if got is _UNSEEN:
+        if len(_REGIONS) >= _CHOICES_MAX:
+            _REGIONS.clear()
+        got = _REGIONS[rkey] = _region_search(cfg, *rkey[6:])
+    if got is None:
+        raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
+    return _store_choice(key, i, gb, c, cfg, *got)
+
+
+def _region_search(cfg: HwConfig, skip: bool, pooled: int, M: int, s_out: int, ni: int, slot: int, nres: int,
+                   full: bool, aligned: bool, gb: int) -> tuple | None:
+    """``_conv_choice``'s region search for a tile of ``M`` accumulator rows (output slot chunk
+    ``s_out``), ``ni`` input slots of ``slot`` words, ``nres`` resident weight tiles (``full``:
+    all of them), a fused Add (``skip``) or ``pooled`` outputs, slots on their own banks if
+    ``aligned`` and that fits, weight batches of ``gb``: (weight slots, output slot, regions
+    (slot bases as ranges or tuples: ``tile_conv`` makes them lists), aligned, weight batch), or
+    None if no region set fits. Only the regions kept are returned; the others are only
+    checked."""
+    nws = (0,) if full else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
+    s_outs = [s_out] if pooled or skip else [min(M, f * s_out) for f in (3, 2)] + [s_out]
     ring = nws[:1] if gb > 1 and nws[0] == 2 * gb else ()       # the batch ring before larger output slots
-    if skip and c.aligned_at(i):        # (plain convs too: medium -0.1 %, seed squeezenet +0.04 %)
-        out = _split_choice(key, i, gb, c, cfg, nres, nws, s_out, ni, slot)
+    if skip and aligned:                # (plain convs too: medium -0.1 %, seed squeezenet +0.04 %)
+        out = _split_choice(cfg, nres, nws, gb, s_out, ni, slot)
         if out is not None:
             return out
-    for aligned, s_out, nw in [(a, s, n) for a in ((True, False) if c.aligned_at(i) else (False,))
-                               for n_set in ((ring, nws[len(ring):]) if ring else (nws,))
-                               for s in s_outs for n in n_set]:
+    for al, s, nw in [(a, s, n) for a in ((True, False) if aligned else (False,))
+                      for n_set in ((ring, nws[len(ring):]) if ring else (nws,))
+                      for s in s_outs for n in n_set]:
         wb = gb if nw == 2 * gb and gb > 1 else 1
-        regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, skip=skip, pooled=pth * ptw, wbatch=wb)
-        if regs is not None and not (pth or skip):      # the largest output slots that fit
-            s_out = _largest_out_slot(cfg, nres + nw, s_out, th * tw, ni, slot, aligned, wb, regs["o"][0])
-            regs = conv_regions(cfg, nres + nw, s_out, ni, slot, aligned, wbatch=wb)
+        regs = conv_regions(cfg, nres + nw, s, ni, slot, al, skip=skip, pooled=pooled, wbatch=wb, lists=False)
+        if regs is not None and not (pooled or skip):      # the largest output slots that fit
+            s, regs = _largest_out_slot(cfg, nres + nw, s, M, ni, slot, al, wb, regs["o"][0])
         if regs is not None:
-            return _store_choice(key, i, gb, c, cfg, nw, s_out, regs, aligned, wb)
-    raise CompileError(f"QConv {node!r}: internal SRAM allocation failed")
+            return nw, s, regs, al, wb
+    return None
 
 
 def _store_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig, nw: int, s_out: int, regs: dict,
@@ -1361,55 +1392,84 @@ def _store_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig,
 SPLIT_MIN_SHARE = 0.5
 
 
-def _split_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig, nres: int, nws: tuple, s_out: int,
-                  ni: int, slot: int) -> tuple | None:
+def _split_choice(cfg: HwConfig, nres: int, nws: tuple, gb: int, s_out: int, ni: int, slot: int) -> tuple | None:
     """A fused residual Add's regions on their own banks with the output and skip slots in two
     parity groups (``conv_regions(split=True)``): the largest output slots from ``s_out`` down to
-    ``SPLIT_MIN_SHARE`` of it that fit with the first of the weight rings ``nws`` that fits;
-    None if none does (``_conv_choice`` then packs them as before)."""
-    lo_min = max(1, int(s_out * SPLIT_MIN_SHARE))
+    ``SPLIT_MIN_SHARE`` of it that fit with the first of the weight rings ``nws`` that fits
+    (``_largest_split_slot``), as ``_region_search``'s result; None if none does (the regions
+    are then packed as before)."""
+    lo = max(1, int(s_out * SPLIT_MIN_SHARE))
     for nw in nws:
         wb = gb if nw == 2 * gb and gb > 1 else 1
-        if conv_regions(cfg, nres + nw, lo_min, ni, slot, True, skip=True, wbatch=wb, split=True, fit_only=True) is None:
-            continue
-        lo, hi = lo_min, s_out
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if conv_regions(cfg, nres + nw, mid, ni, slot, True, skip=True, wbatch=wb, split=True,
-                            fit_only=True) is None:
-                hi = mid - 1
-            else:
-                lo = mid
-        regs = conv_regions(cfg, nres + nw, lo, ni, slot, True, skip=True, wbatch=wb, split=True)
-        return _store_choice(key, i, gb, c, cfg, nw, lo, regs, True, wb)
+        regs = conv_regions(cfg, nres + nw, lo, ni, slot, True, skip=True, wbatch=wb, split=True, lists=False)
+        if regs is not None:
+            s, regs = _largest_split_slot(cfg, nres + nw, lo, s_out, ni, slot, wb, regs)
+            return nw, s, regs, True, wb
     return None
 
 
+def _largest_split_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: int, wbatch: int,
+                        regs: dict) -> tuple:
+    """(The largest output slot in ``lo`` .. ``hi`` whose ``conv_regions(split=True)`` (a fused
+    Add's, on their own banks) fit, those regions), given ``regs``: those at ``lo``, which fit.
+    The regions' end grows with the slot, so the answer is where they stop fitting: worked out
+    from the layout for either place of the tables (``conv_regions`` takes the first that fits:
+    before the outputs, or on a bank of their own after the input slots; what comes before them
+    does not depend on the slot), each parity group ``1 + SKIP_SLOTS // 2`` slots of
+    ``requant_planes`` words a row, the second and each input slot from a bank's start: the
+    second group starts at a multiple g of the bank words, the groups fit around g while
+    ``min(g - first group's start, room's end - g)`` holds a group, largest at the multiples
+    next to the middle; checked with ``conv_regions`` at it and one past it, else (never met)
+    found by bisection."""
+    def regions(s):
+        return conv_regions(cfg, nw, s, ni, slot, True, skip=True, wbatch=wbatch, split=True, lists=False)
+
+    bw, tsw, group = cfg.bank_words, table_slot_words(cfg), (1 + SKIP_SLOTS // 2) * cfg.requant_planes
+    start = regs["o"][0] - (0 if regs["p"][0] > regs["o"][0] else 2 * tsw)        # the weights' end, to a bank
+    inputs = (ni - 1) * round_up(slot, bw) + slot           # words from the first input slot's start
+    best = lo
+    for base, top in ((start + 2 * tsw, cfg.sram_words), (start, (cfg.sram_words - 2 * tsw) // bw * bw)):
+        end = (top - inputs) // bw * bw                     # the last start the first input slot may have
+        g = (base + end) // 2 // bw * bw
+        best = max(best, min(g - base, end - g) // group, min(g + bw - base, end - g - bw) // group)
+    return _last_fitting(regions, lo, hi, min(hi, best))
+
+
 def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: int, aligned: bool, wbatch: int,
-                      base: int) -> int:
-    """The largest output slot (accumulator rows) in ``lo`` .. ``hi`` whose ``conv_regions`` (no
-    skip or pooled slots) fit, given that they fit at ``lo`` and that the output slots start at
-    word ``base`` (what comes before them does not depend on their size). The regions' end grows
-    with the slot, so the answer is where they stop fitting: worked out from the layout (two
-    output slots of ``requant_planes`` words a row, then ``ni`` input slots of ``slot`` words,
-    each from a bank's start if ``aligned``), checked with ``conv_regions`` at it and one past
-    it, else (never met) found by bisection."""
-    fits = lambda s: conv_regions(cfg, nw, s, ni, slot, aligned, wbatch=wbatch, fit_only=True) is not None  # noqa: E731
+                      base: int) -> tuple:
+    """(The largest output slot (accumulator rows) in ``lo`` .. ``hi`` whose ``conv_regions`` (no
+    skip or pooled slots) fit, those regions (``lists`` False)), given that they fit at ``lo``
+    and that the output slots start at word ``base`` (what comes before them does not depend on
+    their size). The regions' end grows with the slot, so the answer is where they stop fitting:
+    worked out from the layout (two output slots of ``requant_planes`` words a row, then ``ni``
+    input slots of ``slot`` words, each from a bank's start if ``aligned``), checked with
+    ``conv_regions`` at it and one past it, else (never met) found by bisection."""
+    def regions(s):
+        return conv_regions(cfg, nw, s, ni, slot, aligned, wbatch=wbatch, lists=False)
+
     bw, mp = cfg.bank_words, cfg.requant_planes
     if aligned:         # the slots after the outputs start at round_up(end of outputs, bw)
         end = (cfg.sram_words - (ni - 1) * round_up(slot, bw) - slot) // bw * bw
     else:
         end = cfg.sram_words - ni * slot
-    s = min(hi, max(lo, (end - base) // (2 * mp)))
-    if fits(s) and (s == hi or not fits(s + 1)):
-        return s
+    return _last_fitting(regions, lo, hi, min(hi, max(lo, (end - base) // (2 * mp))))
+
+
+def _last_fitting(regions, lo: int, hi: int, s: int) -> tuple:
+    """(The largest output slot in ``lo`` .. ``hi`` whose ``regions(slot)`` are not None, those
+    regions), given that they are at ``lo`` and grow with the slot: ``s`` (worked out from the
+    layout) if its regions fit and those of ``s + 1`` do not (or ``s`` is ``hi``), else (never
+    met) found by bisection."""
+    got = regions(s)
+    if got is not None and (s == hi or regions(s + 1) is None):
+        return s, got
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if fits(mid):
+        if regions(mid) is not None:
             lo = mid
         else:
             hi = mid - 1
-    return lo
+    return lo, regions(lo)
 
 
 @lru_cache(maxsize=None)
