@@ -3,6 +3,7 @@ figures agree with the model's own counters, the trace is valid Trace Event Form
 plot is written with its axes, and the CLI refuses a bad --out before running."""
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -174,3 +175,43 @@ def test_the_layer_table_folds_long_layer_names_whole(tmp_path):
             names[-1] += cells[0]
     assert len(rows) > 10 and max(len(r["layer"]) for r in rows) > 40
     assert names == [r["layer"] for r in rows], names
+
+
+def test_floors_bounds_and_causes(residual_run):
+    """Each row's floor is the hardware's (MACs / PEs or the compiler's per-layer compulsory bytes
+    / peak), the traffic ratio the bytes moved over the compulsory ones; a layer within 1.25x of
+    its floor is at it, any other is compiler-bound with what the compiler left named."""
+    cfg, binary, sim, _ = residual_run
+    rows = profile.layer_rows(binary, cfg, sim.timeline)
+    peak = cfg.ddr_peak_bytes_per_cycle
+    for r, L in zip(rows, [L for L in binary.meta["layers"] if L["instr_end"] > L["instr_begin"]]):
+        moved = r["load_bytes"] + r["store_bytes"]
+        assert r["compulsory_bytes"] == L["compulsory_bytes"] > 0
+        assert r["compulsory_floor"] == pytest.approx(r["compulsory_bytes"] / peak)
+        assert r["floor"] == pytest.approx(max(r["compute_floor"], r["compulsory_floor"], 1.0))
+        assert r["traffic_ratio"] == pytest.approx(moved / r["compulsory_bytes"])
+        if r["ratio"] <= profile.AT_FLOOR:
+            assert r["bound"] in ("compute", "memory") and r["cause"] == f"at {r['bound']} floor", r
+        else:
+            assert r["bound"] == "compiler" and r["cause"].split(":")[0] in ("traffic", "schedule"), r
+
+
+def test_a_layer_moving_more_than_its_compulsory_bytes_is_compiler_bound(residual_run):
+    """The same run with one layer's compulsory bytes cut to a tenth of what it moved: its floor
+    drops, it is compiler-bound, and the cause names the traffic it moved; a binary without the
+    figure (compiled before it was recorded) counts the bytes moved as compulsory."""
+    cfg, binary, sim, _ = residual_run
+    rows = profile.layer_rows(binary, cfg, sim.timeline)
+    k, r = max(enumerate(rows), key=lambda kr: kr[1]["memory_floor"] / max(kr[1]["compute_floor"], 1.0))
+    moved = r["load_bytes"] + r["store_bytes"]
+    assert r["memory_floor"] > 1.25 * max(r["compute_floor"], r["memory_floor"] / 10)
+    cut = copy.deepcopy(binary)
+    moving = [L for L in cut.meta["layers"] if L["instr_end"] > L["instr_begin"]]
+    moving[k]["compulsory_bytes"] = moved // 10
+    got = profile.layer_rows(cut, cfg, sim.timeline)[k]
+    assert got["bound"] == "compiler" and got["traffic_ratio"] == pytest.approx(moved / (moved // 10))
+    assert got["cause"].startswith(f"traffic: moves {moved / (moved // 10):.1f}x its compulsory bytes"), got["cause"]
+    for L in moving:
+        del L["compulsory_bytes"]
+    for r in profile.layer_rows(cut, cfg, sim.timeline):
+        assert r["compulsory_bytes"] == r["load_bytes"] + r["store_bytes"] and r["traffic_ratio"] == 1.0
