@@ -178,8 +178,8 @@ def test_the_layer_table_folds_long_layer_names_whole(tmp_path):
 
 
 def test_floors_bounds_and_causes(residual_run):
-    """Each row's floor is the hardware's (MACs / PEs or the compiler's per-layer compulsory bytes
-    / peak), the traffic ratio the bytes moved over the compulsory ones; a layer within 1.25x of
+    """Each row's floor is the hardware's (MACs / PEs, the vector unit's busy cycles or the
+    compiler's per-layer compulsory bytes / peak), the traffic ratio the bytes moved over the compulsory ones; a layer within 1.25x of
     its floor is at it, any other is compiler-bound with what the compiler left named."""
     cfg, binary, sim, _ = residual_run
     rows = profile.layer_rows(binary, cfg, sim.timeline)
@@ -188,30 +188,48 @@ def test_floors_bounds_and_causes(residual_run):
         moved = r["load_bytes"] + r["store_bytes"]
         assert r["compulsory_bytes"] == L["compulsory_bytes"] > 0
         assert r["compulsory_floor"] == pytest.approx(r["compulsory_bytes"] / peak)
-        assert r["floor"] == pytest.approx(max(r["compute_floor"], r["compulsory_floor"], 1.0))
+        assert r["vector_floor"] == pytest.approx(r["vpu_busy"] * r["cycles"], rel=1e-3)
+        assert r["floor"] == pytest.approx(max(r["compute_floor"], r["vector_floor"], r["compulsory_floor"], 1.0))
         assert r["traffic_ratio"] == pytest.approx(moved / r["compulsory_bytes"])
         if r["ratio"] <= profile.AT_FLOOR:
-            assert r["bound"] in ("compute", "memory") and r["cause"] == f"at {r['bound']} floor", r
+            assert r["bound"] in ("compute", "vector", "memory") and r["cause"] == f"at {r['bound']} floor", r
         else:
             assert r["bound"] == "compiler" and r["cause"].split(":")[0] in ("traffic", "schedule"), r
 
 
-def test_a_layer_moving_more_than_its_compulsory_bytes_is_compiler_bound(residual_run):
-    """The same run with one layer's compulsory bytes cut to a tenth of what it moved: its floor
-    drops, it is compiler-bound, and the cause names the traffic it moved; a binary without the
-    figure (compiled before it was recorded) counts the bytes moved as compulsory."""
+def _row(cycles, compute, vector, moved, compulsory):
+    """A layer row of the floors (core cycles) ``bound_and_cause`` reads; the load channel busiest,
+    the MXU waiting longest."""
+    shares = {f"{e}_{k}": 0.0 for e in ENGINE_KEYS for k in ("busy", "wait")}
+    shares.update(load_busy=0.8, mxu_wait=0.4)
+    return {"cycles": cycles, "compute_floor": compute, "vector_floor": vector, "memory_floor": moved,
+            "compulsory_floor": compulsory, "traffic_ratio": moved / compulsory,
+            "floor": max(compute, vector, compulsory), "ratio": cycles / max(compute, vector, compulsory), **shares}
+
+
+@pytest.mark.parametrize("row, bound, cause", [
+    (_row(1000, 900, 50, 400, 400), "compute", "at compute floor"),
+    (_row(1000, 100, 820, 400, 400), "vector", "at vector floor"),
+    (_row(1000, 100, 50, 990, 810), "memory", "at memory floor"),
+    (_row(1000, 100, 50, 900, 300), "compiler", "traffic: moves 3.0x its compulsory bytes"),
+    (_row(1000, 100, 50, 330, 300), "compiler", "schedule: load busy 80%, mxu token wait 40%"),
+    (_row(440, 100, 50, 360, 300), "compiler",
+     "traffic: moves 1.2x its compulsory bytes; schedule: load busy 80%, mxu token wait 40%"),
+])
+def test_bound_and_cause(row, bound, cause):
+    """Within 1.25x of the largest hardware floor a layer is bound by it; past it, compiler-bound
+    by the traffic it moved (over 1.25x the floor on its own), by the schedule (cycles over 1.25x
+    what its MACs, vector work and moved bytes need), or by both when neither alone is past 1.25x."""
+    assert profile.bound_and_cause(row) == (bound, cause)
+
+
+def test_a_binary_without_compulsory_bytes_counts_the_bytes_moved(residual_run):
+    """A binary compiled before the compiler recorded each layer's compulsory bytes: the bytes
+    the layer moved stand for them (traffic ratio 1)."""
     cfg, binary, sim, _ = residual_run
-    rows = profile.layer_rows(binary, cfg, sim.timeline)
-    k, r = max(enumerate(rows), key=lambda kr: kr[1]["memory_floor"] / max(kr[1]["compute_floor"], 1.0))
-    moved = r["load_bytes"] + r["store_bytes"]
-    assert r["memory_floor"] > 1.25 * max(r["compute_floor"], r["memory_floor"] / 10)
-    cut = copy.deepcopy(binary)
-    moving = [L for L in cut.meta["layers"] if L["instr_end"] > L["instr_begin"]]
-    moving[k]["compulsory_bytes"] = moved // 10
-    got = profile.layer_rows(cut, cfg, sim.timeline)[k]
-    assert got["bound"] == "compiler" and got["traffic_ratio"] == pytest.approx(moved / (moved // 10))
-    assert got["cause"].startswith(f"traffic: moves {moved / (moved // 10):.1f}x its compulsory bytes"), got["cause"]
-    for L in moving:
-        del L["compulsory_bytes"]
-    for r in profile.layer_rows(cut, cfg, sim.timeline):
-        assert r["compulsory_bytes"] == r["load_bytes"] + r["store_bytes"] and r["traffic_ratio"] == 1.0
+    old = copy.deepcopy(binary)
+    for L in old.meta["layers"]:
+        L.pop("compulsory_bytes", None)
+    rows = profile.layer_rows(old, cfg, sim.timeline)
+    assert rows and all(r["compulsory_bytes"] == r["load_bytes"] + r["store_bytes"] and r["traffic_ratio"] == 1.0
+                        for r in rows)
