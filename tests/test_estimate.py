@@ -87,6 +87,29 @@ def test_true_compulsory_traffic_and_floor(models):
     assert tc["ddr_bytes_per_cycle"] == peak
 
 
+def test_layer_compulsory_bytes_by_hand(models):
+    """meta["layers"][i]["compulsory_bytes"]: a plain conv's weights, input and output; a fused
+    Conv and Add's weights, the conv's input, the skip operand and the Add's output (the tensor
+    the conv hands the Add never reaches DDR), unpadded int8 bytes of the graph as given."""
+    md, cfg = models["resnet50-reduced"], load_config("small")
+    b = compile_qgraph(md.qg, cfg)
+    qg = md.qg
+    n = {k: int(np.prod(t.shape)) for k, t in qg.tensors.items()}
+    ops = {op.name: op for op in qg.ops}
+    first = next(L for L in b.meta["layers"] if L["op"].startswith("QConv"))
+    group = [ops[x] for x in first.get("fused", [first["name"]])]      # (a fused pool: its output)
+    assert group[0].inputs[0] == qg.inputs[0]             # the image, not its im2col (the host's)
+    assert first["compulsory_bytes"] == group[0].weight.size + 3 * 32 * 32 + n[qg.resolve(group[-1].out)]
+    fused = next(L for L in b.meta["layers"] if L["op"] == "QConvAdd")
+    c, add = (ops[x] for x in fused["fused"])
+    skip = next(qg.resolve(t) for t in add.inputs if qg.resolve(t) != qg.resolve(c.out))
+    assert fused["compulsory_bytes"] == c.weight.size + n[qg.resolve(c.inputs[0])] + n[skip] + n[qg.resolve(add.out)]
+    plain = next(L for L in b.meta["layers"] if L["op"] == "QConv" and L is not first)
+    p = ops[plain["name"]]
+    assert plain["compulsory_bytes"] == p.weight.size + n[qg.resolve(p.inputs[0])] + n[qg.resolve(p.out)]
+    assert all(("compulsory_bytes" in L) == (L["instr_end"] > L["instr_begin"]) for L in b.meta["layers"])
+
+
 def _direct(qg, cfg):
     """The estimate with no cache at all: the back end's layout, each op's tiling and work hook
     called on ``cfg`` itself, layer by layer."""

@@ -3,6 +3,7 @@ figures agree with the model's own counters, the trace is valid Trace Event Form
 plot is written with its axes, and the CLI refuses a bad --out before running."""
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -174,3 +175,61 @@ def test_the_layer_table_folds_long_layer_names_whole(tmp_path):
             names[-1] += cells[0]
     assert len(rows) > 10 and max(len(r["layer"]) for r in rows) > 40
     assert names == [r["layer"] for r in rows], names
+
+
+def test_floors_bounds_and_causes(residual_run):
+    """Each row's floor is the hardware's (MACs / PEs, the vector unit's busy cycles or the
+    compiler's per-layer compulsory bytes / peak), the traffic ratio the bytes moved over the compulsory ones; a layer within 1.25x of
+    its floor is at it, any other is compiler-bound with what the compiler left named."""
+    cfg, binary, sim, _ = residual_run
+    rows = profile.layer_rows(binary, cfg, sim.timeline)
+    peak = cfg.ddr_peak_bytes_per_cycle
+    for r, L in zip(rows, [L for L in binary.meta["layers"] if L["instr_end"] > L["instr_begin"]]):
+        moved = r["load_bytes"] + r["store_bytes"]
+        assert r["compulsory_bytes"] == L["compulsory_bytes"] > 0
+        assert r["compulsory_floor"] == pytest.approx(r["compulsory_bytes"] / peak)
+        assert r["vector_floor"] == pytest.approx(r["vpu_busy"] * r["cycles"], rel=1e-3)
+        assert r["floor"] == pytest.approx(max(r["compute_floor"], r["vector_floor"], r["compulsory_floor"], 1.0))
+        assert r["traffic_ratio"] == pytest.approx(moved / r["compulsory_bytes"])
+        if r["ratio"] <= profile.AT_FLOOR:
+            assert r["bound"] in ("compute", "vector", "memory") and r["cause"] == f"at {r['bound']} floor", r
+        else:
+            assert r["bound"] == "compiler" and r["cause"].split(":")[0] in ("traffic", "schedule"), r
+
+
+def _row(cycles, compute, vector, moved, compulsory):
+    """A layer row of the floors (core cycles) ``bound_and_cause`` reads; the load channel busiest,
+    the MXU waiting longest."""
+    shares = {f"{e}_{k}": 0.0 for e in ENGINE_KEYS for k in ("busy", "wait")}
+    shares.update(load_busy=0.8, mxu_wait=0.4)
+    return {"cycles": cycles, "compute_floor": compute, "vector_floor": vector, "memory_floor": moved,
+            "compulsory_floor": compulsory, "traffic_ratio": moved / compulsory,
+            "floor": max(compute, vector, compulsory), "ratio": cycles / max(compute, vector, compulsory), **shares}
+
+
+@pytest.mark.parametrize("row, bound, cause", [
+    (_row(1000, 900, 50, 400, 400), "compute", "at compute floor"),
+    (_row(1000, 100, 820, 400, 400), "vector", "at vector floor"),
+    (_row(1000, 100, 50, 990, 810), "memory", "at memory floor"),
+    (_row(1000, 100, 50, 900, 300), "compiler", "traffic: moves 3.0x its compulsory bytes"),
+    (_row(1000, 100, 50, 330, 300), "compiler", "schedule: load busy 80%, mxu token wait 40%"),
+    (_row(440, 100, 50, 360, 300), "compiler",
+     "traffic: moves 1.2x its compulsory bytes; schedule: load busy 80%, mxu token wait 40%"),
+])
+def test_bound_and_cause(row, bound, cause):
+    """Within 1.25x of the largest hardware floor a layer is bound by it; past it, compiler-bound
+    by the traffic it moved (over 1.25x the floor on its own), by the schedule (cycles over 1.25x
+    what its MACs, vector work and moved bytes need), or by both when neither alone is past 1.25x."""
+    assert profile.bound_and_cause(row) == (bound, cause)
+
+
+def test_a_binary_without_compulsory_bytes_counts_the_bytes_moved(residual_run):
+    """A binary compiled before the compiler recorded each layer's compulsory bytes: the bytes
+    the layer moved stand for them (traffic ratio 1)."""
+    cfg, binary, sim, _ = residual_run
+    old = copy.deepcopy(binary)
+    for L in old.meta["layers"]:
+        L.pop("compulsory_bytes", None)
+    rows = profile.layer_rows(old, cfg, sim.timeline)
+    assert rows and all(r["compulsory_bytes"] == r["load_bytes"] + r["store_bytes"] and r["traffic_ratio"] == 1.0
+                        for r in rows)

@@ -36,7 +36,34 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
     start = DeviceGraph(qg, cfg, BackendOptions(im2col=im2col, keep_intermediates=keep_intermediates))
     binary = assemble(run_pipeline(PASSES, start, IrDumps.open(dump_ir)), model_name, t0)
     binary.meta["stats"]["true_compulsory"] = true_compulsory(qg, binary.meta["layers"], cfg)
+    for L, nbytes in zip(binary.meta["layers"], layer_compulsory_bytes(qg, binary.meta["layers"])):
+        if nbytes is not None:
+            L["compulsory_bytes"] = nbytes
     return binary
+
+
+def layer_compulsory_bytes(qg: QGraph, layers: list) -> list:
+    """Per layer of ``meta["layers"]`` the DDR bytes no schedule of it can avoid (None for a view,
+    which moves nothing), in unpadded int8 bytes of the graph as given (``true_compulsory``'s
+    terms, one layer at a time): its weights once, each tensor it reads from outside itself once,
+    its output once. A fused layer (``L["fused"]``: a Conv with its residual Add or pool) is its
+    ops together: the tensor one of them hands the other never reaches DDR and does not count (so
+    the layers' sum can be below ``true_compulsory``'s ``total``, which counts the pair as two
+    layers). The profiler's per-layer memory floor (tpusim.flow.profile)."""
+    size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
+    by_name = {op.name: op for op in qg.ops}
+    out = []
+    for L in layers:
+        ops = [by_name[n] for n in L.get("fused", [L["name"]]) if n in by_name]
+        if L["instr_end"] <= L["instr_begin"] or not ops:
+            out.append(None)
+            continue
+        made = {qg.resolve(op.out) for op in ops}
+        read = {qg.resolve(t) for op in ops for t in op.inputs} - made
+        inner = {qg.resolve(t) for op in ops for t in op.inputs} & made
+        weights = sum(int(op.weight.size) for op in ops if isinstance(getattr(op, "weight", None), np.ndarray))
+        out.append(weights + sum(size.get(t, 0) for t in read) + sum(size.get(t, 0) for t in made - inner))
+    return out
 
 
 def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:

@@ -11,8 +11,15 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
   when the schedule runs one's DMAs under another's compute, so the sum can exceed the run);
 * ``macs``, ``utilisation`` = MACs / (cycles x PEs); ``load_bytes`` / ``store_bytes`` of its
   DMA_LOAD / DMA_STORE (``inner_bytes * count1 * count2``), ``ddr_bytes_per_cycle`` achieved;
-* ``compute_floor`` = MACs / PEs, ``memory_floor`` = DDR bytes / peak bytes per core cycle
-  (beat bytes x DDR MHz / core MHz), ``floor`` the larger, ``ratio`` = cycles / floor;
+* ``compute_floor`` = MACs / PEs; ``vector_floor`` = the vector unit's busy cycles (its
+  element-wise work at its width: requantization, Softmax, LayerNorm, LUTs); ``memory_floor`` =
+  the DDR bytes it moved / peak bytes per core cycle (beat bytes x DDR MHz / core MHz);
+  ``compulsory_bytes`` (the compiler's ``meta["layers"][i]["compulsory_bytes"]``: its weights,
+  inputs and output once, unpadded) and ``compulsory_floor`` = those bytes / peak;
+  ``traffic_ratio`` = bytes moved / compulsory bytes; ``floor`` = max(compute, vector and
+  compulsory floors): what the hardware needs at the least; ``ratio`` = cycles / floor. A binary
+  without ``compulsory_bytes`` (compiled before they were recorded, or a stressgen program)
+  counts the bytes it moved as compulsory;
 * per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span with an instruction
   of it in flight: the union of its [start, completion) intervals, the MXU's overlapping ones
   counted once) and ``<e>_wait`` (share of the span spent ready but waiting for tokens with none
@@ -22,9 +29,13 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
   ``acc_accesses`` (int32 accumulator elements of its MATMULs and REQUANTs) and the energy of its
   events, ``energy_uj`` = ``mac_uj`` + ``sram_uj`` + ``acc_uj`` + ``ddr_uj`` (``cfg.energy``,
   tpusim.arch.costs); ``energy_totals`` adds instruction fetch, ``area_mm2`` the blocks' area;
-* ``bound`` (compute / memory, by the floors) and ``cause``: "at <bound> floor" when the ratio
-  is at most 1.25, else the busiest engine and the engine waiting longest for tokens (the
-  schedule's overhead: what to look at first).
+* ``bound``: "compute", "vector" or "memory" (the largest hardware floor) when the ratio is at
+  most 1.25, else "compiler" (the hardware could run the layer in well under its cycles);
+  ``cause``: "at <bound> floor", else what the compiler left: "traffic: moves N.Nx its
+  compulsory bytes" when the bytes it moved alone take over 1.25x the floor (re-read windows or
+  weights, padding, a host im2col), and "schedule: <busiest engine> busy N %, <engine waiting
+  longest for tokens> token wait N %" when its cycles exceed 1.25x max(compute, vector and
+  memory floors) (the engines did not overlap: what to look at first).
 
 The trace (``chrome_trace``) is the Trace Event Format (the JSON the Perfetto UI and
 chrome://tracing open): one thread per engine, each instruction a complete event ("ph": "X") named
@@ -45,13 +56,14 @@ from tpusim.arch.fileio import write_text_atomic
 from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, SRAM_REQUESTER_ENGINE, Instruction, decode_program
 from tpusim.arch.timebase import Timebase
 
-__all__ = ["layer_rows", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
+__all__ = ["layer_rows", "bound_and_cause", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
            "COLUMNS"]
 
 #: ratio of cycles to the layer's floor up to which the layer counts as at its floor
 AT_FLOOR = 1.25
 COLUMNS = ("layer", "op", "cycles", "macs", "utilisation", "load_bytes", "store_bytes", "ddr_bytes_per_cycle",
-           "compute_floor", "memory_floor", "floor", "ratio", "bound", "cause") + tuple(
+           "compute_floor", "vector_floor", "memory_floor", "compulsory_bytes", "compulsory_floor", "traffic_ratio", "floor", "ratio",
+           "bound", "cause") + tuple(
     f"{e}_{k}" for e in ENGINE_KEYS for k in ("busy", "wait")) + (
     "sram_bytes", "acc_accesses", "energy_uj", "mac_uj", "sram_uj", "acc_uj", "ddr_uj")
 
@@ -192,16 +204,19 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=(),
         cycles = span_ps / period
         macs = int(L.get("macs", 0))
         ddr = a["load"] + a["store"]
-        cf, mf = macs / cfg.pes, ddr / peak
-        floor = max(cf, mf, 1.0)
+        comp = int(L.get("compulsory_bytes", ddr))
+        cf, mf, pf = macs / cfg.pes, ddr / peak, comp / peak
+        vf = a["busy"][ENGINE_KEYS.index("vpu")] / period
+        floor = max(cf, vf, pf, 1.0)
         row = {"layer": L["name"], "op": L["op"], "cycles": round(cycles), "macs": macs,
                "utilisation": macs / (cycles * cfg.pes), "load_bytes": a["load"], "store_bytes": a["store"],
-               "ddr_bytes_per_cycle": ddr / cycles, "compute_floor": cf, "memory_floor": mf, "floor": floor,
-               "ratio": cycles / floor, "bound": "compute" if cf >= mf else "memory"}
+               "ddr_bytes_per_cycle": ddr / cycles, "compute_floor": cf, "vector_floor": vf, "memory_floor": mf,
+               "compulsory_bytes": comp, "compulsory_floor": pf, "traffic_ratio": ddr / max(comp, 1), "floor": floor,
+               "ratio": cycles / floor}
         for i, key in enumerate(ENGINE_KEYS):
             row[f"{key}_busy"] = a["busy"][i] / span_ps
             row[f"{key}_wait"] = a["wait"][i] / span_ps
-        row["cause"] = _cause(row)
+        row["bound"], row["cause"] = bound_and_cause(row)
         row.update(sram_bytes=a["sram"], acc_accesses=a["accs"], mac_uj=macs * e.mac_pj * 1e-6,
                    sram_uj=a["sram"] * cfg.sram_pj_per_byte * 1e-6, acc_uj=a["accs"] * e.acc_pj_per_access * 1e-6,
                    ddr_uj=ddr * e.ddr_pj_per_byte * 1e-6)
@@ -210,12 +225,23 @@ def layer_rows(binary: TpuBinary, cfg, timeline: list, sram_grants=(),
     return rows
 
 
-def _cause(row: dict) -> str:
+def bound_and_cause(row: dict) -> tuple:
+    """(``bound``, ``cause``) of a ``layer_rows`` row from its ``cycles``, floors, ``traffic_ratio``
+    and engine shares (module docstring)."""
     if row["ratio"] <= AT_FLOOR:
-        return f"at {row['bound']} floor"
-    busy = max(ENGINE_KEYS, key=lambda e: row[f"{e}_busy"])
-    wait = max(ENGINE_KEYS, key=lambda e: row[f"{e}_wait"])
-    return f"{busy} busy {row[f'{busy}_busy']:.0%}, {wait} token wait {row[f'{wait}_wait']:.0%}"
+        bound = max(("compute", "vector", "memory"),
+                    key=lambda b: row[f"{b}_floor" if b != "memory" else "compulsory_floor"])
+        return bound, f"at {bound} floor"
+    traffic = row["memory_floor"] > AT_FLOOR * row["floor"]
+    schedule = row["cycles"] > AT_FLOOR * max(row["compute_floor"], row["vector_floor"], row["memory_floor"])
+    if not traffic and not schedule:    # each within 1.25x, together past it: both
+        traffic = schedule = True
+    parts = [f"traffic: moves {row['traffic_ratio']:.1f}x its compulsory bytes"] if traffic else []
+    if schedule:
+        busy = max(ENGINE_KEYS, key=lambda e: row[f"{e}_busy"])
+        wait = max(ENGINE_KEYS, key=lambda e: row[f"{e}_wait"])
+        parts.append(f"schedule: {busy} busy {row[f'{busy}_busy']:.0%}, {wait} token wait {row[f'{wait}_wait']:.0%}")
+    return "compiler", "; ".join(parts)
 
 
 def chrome_trace(binary: TpuBinary, cfg, timeline: list, program: list[Instruction] | None = None) -> dict:
@@ -271,7 +297,8 @@ def roofline_png(rows: list[dict], cfg, path: Path) -> tuple:
     hi = max([p[0] for p in pts] + [cfg.pes / peak * 4]) * 2
     xs = [lo * (hi / lo) ** (i / 99) for i in range(100)]
     ax.plot(xs, [min(cfg.pes, x * peak) for x in xs], color="black", linewidth=1.5, label="roof")
-    for bound, color in (("compute", "tab:blue"), ("memory", "tab:orange")):
+    for bound, color in (("compute", "tab:blue"), ("vector", "tab:green"), ("memory", "tab:orange"),
+                         ("compiler", "tab:red")):
         sel = [(x, y) for x, y, r in pts if r["bound"] == bound]
         if sel:
             ax.scatter([x for x, _ in sel], [y for _, y in sel], s=14, color=color, label=f"{bound}-bound layer")
@@ -320,7 +347,7 @@ def layer_table(rows: list[dict], title: str):
     for c in ("layer", "op", "cycles", "util.", "DDR B/cyc", "floor", "ratio", "bound", "load", "mxu", "vpu",
               "uJ", "cause"):
         t.add_column(c, justify="left" if c in ("layer", "op", "cause") else "right",
-                     overflow="fold" if c in ("layer", "op") else "ellipsis")
+                     overflow="fold" if c in ("layer", "op", "cause") else "ellipsis")
     for r in rows:
         t.add_row(r["layer"], r["op"], f"{r['cycles']:,}", f"{r['utilisation']:.1%}",
                   f"{r['ddr_bytes_per_cycle']:.1f}", f"{r['floor']:,.0f}", f"{r['ratio']:.2f}", r["bound"],
