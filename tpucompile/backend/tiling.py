@@ -579,7 +579,9 @@ class ConvCandidates(NamedTuple):
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
     ``("rows", gb)`` the live candidates' rows at weight batch gb > 1 (the ``_SearchSet``'s first,
     with ``_batch_rows``), ``_group_refine``'s; under ``("refine", i, gb)`` the candidates ``_group_refine`` weighs for
-    pick ``i`` and their rows, ``_refine_set``). A weights-resident
+    pick ``i`` and their rows, ``_refine_set``; under ``("fits", gb)`` where the ring of weight batch gb
+    fits, ``_batch_fits``; the searches' results are shared by the bank and SRAM sizes of one
+    ``_ConvOutTable``: ``bank.refined``, ``_shared_search_key``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
@@ -837,7 +839,8 @@ class _ConvOutTable(NamedTuple):
     streaming candidates of ``table`` (its first): per (tw, th) pair ``s_out``, ``vpu`` (VPU
     cycles) and ``fixed`` (words of the tables and output (skip, pooled) slots); per streaming
     candidate the SRAM words it needs packed (``packed_words``) and ``peak`` (max(MXU, VPU),
-    float64)."""
+    float64). ``refined``: the searches' results of the ``ConvCandidates`` of this table, shared
+    by their bank and SRAM sizes (``_shared_search_key`` -> ``_group_refine``'s result)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -845,6 +848,7 @@ class _ConvOutTable(NamedTuple):
     fixed: np.ndarray
     packed_words: np.ndarray
     peak: np.ndarray
+    refined: dict
 
 
 @lru_cache(maxsize=512)
@@ -868,8 +872,8 @@ def _conv_out_table(okey: tuple) -> _ConvOutTable:
     # per N tile and output word: REQUANT's write; a fused residual Add's REQUANT_ADD also reads the skip word
     vpu = t.ntiles * NB * ((1 + skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
     peak = np.maximum(t.stacked[2, :n0], vpu.astype(np.float64).take(pair))      # (float64 MXU: ``stacked`` row 2)
-    out = _ConvOutTable(t, n0, s_out, vpu, fixed, packed, peak)
-    for a in out[2:]:
+    out = _ConvOutTable(t, n0, s_out, vpu, fixed, packed, peak, {})
+    for a in out[2:-1]:
         a.flags.writeable = False
     return out
 
@@ -877,8 +881,8 @@ def _conv_out_table(okey: tuple) -> _ConvOutTable:
 class _ConvBankTable(NamedTuple):
     """What ``conv_candidates`` shares across the SRAM sizes (the bank size fixed), over the
     ``nstream`` streaming candidates of ``table`` (its first): those of ``_ConvOutTable`` (the
-    same arrays) and per (tw, th) pair ``pogrp`` (``fixed`` rounded to banks), per streaming
-    candidate the SRAM words it needs bank-aligned (``aligned_words``)."""
+    same arrays, and its ``refined`` dict) and per (tw, th) pair ``pogrp`` (``fixed`` rounded to
+    banks), per streaming candidate the SRAM words it needs bank-aligned (``aligned_words``)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -888,6 +892,7 @@ class _ConvBankTable(NamedTuple):
     packed_words: np.ndarray
     aligned_words: np.ndarray
     peak: np.ndarray
+    refined: dict
 
 
 def _round_up_words(words: np.ndarray, bwd: int) -> np.ndarray:
@@ -914,7 +919,7 @@ def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
                + t.ni[:n0] * _round_up_words(t.slot[:n0], bwd))
     for a in (pogrp, aligned):
         a.flags.writeable = False
-    return _ConvBankTable(t, n0, o.s_out, o.vpu, o.fixed, pogrp, o.packed_words, aligned, o.peak)
+    return _ConvBankTable(t, n0, o.s_out, o.vpu, o.fixed, pogrp, o.packed_words, aligned, o.peak, o.refined)
 
 
 @lru_cache(maxsize=256)
@@ -1047,11 +1052,30 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
         todo += [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (p, b) != (price, batch)
                  and (key, p, b) not in _PICKS]
     col = _price_columns(todo, gb)
-    search = _search_set(c, gb)
-    picks = search.pick(_price_est(c, gb, col[:, :1], overlap))        # drops what its pick dominates,
-    if len(todo) > 1:                                                   # then the others on what is left
-        picks += search.pick(_price_est(c, gb, col[:, 1:], overlap), anchor=False)
-    return _picked(node, key, c, picks, todo, col, cfg)
+    skey = _shared_search_key(c, gb, col, overlap)
+    refined = c.bank.refined.get(skey)
+    if refined is None:
+        search = _search_set(c, gb)
+        picks = search.pick(_price_est(c, gb, col[:, :1], overlap))        # drops what its pick dominates,
+        if len(todo) > 1:                                                   # then the others on what is left
+            picks += search.pick(_price_est(c, gb, col[:, 1:], overlap), anchor=False)
+        refined = c.bank.refined[skey] = _group_refine(c, [i for i, _ in picks], gb, col, overlap)
+    return _picked(node, key, c, refined, todo, cfg)
+
+
+def _shared_search_key(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float) -> tuple:
+    """What ``_pick``'s search and ``_group_refine`` read of ``c`` at weight batch ``gb``, the
+    prices of ``col`` (``_price_columns``) and ``overlap`` besides ``c``'s ``_ConvOutTable`` (its
+    shape table, output chunk, VPU cycles, peaks and packed words: the ``refined`` dict this keys
+    is that table's): the live candidates (those whose packed words fit the SRAM: nested as the
+    SRAM grows, so their count names them), their unaligned row (from the bank size's aligned
+    words), with batches (gb > 1) where the ring fits (``_batch_fits``: ``_batch_rows``' other rows
+    read the shape table and ``gb`` only), and the prices' bytes. Bank and SRAM sizes that give
+    the same (across accumulator depths the tables differ) share the result: the same rows at
+    the same prices, the same picks."""
+    unaligned = np.packbits(c.live_rows[5] != 0).tobytes()
+    fits = np.packbits(_batch_fits(c, gb)).tobytes() if gb > 1 else b""
+    return len(c.live), unaligned, gb, fits, col.tobytes(), overlap
 
 
 def _price_est(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float):
@@ -1074,15 +1098,13 @@ def _price_columns(todo: list, gb: int) -> np.ndarray:
     return np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
 
 
-def _picked(node: str, key: tuple, c: ConvCandidates, picks: list, todo: list, col: np.ndarray,
-            cfg: HwConfig) -> tuple:
-    """``_pick``'s result from its search's picks (candidate, its estimate) at the (price,
-    ``_batch_key``) pairs of ``todo`` (``col``: ``_price_columns``): per pair the cout group
-    ``_group_refine`` prefers, then the same tile with weights resident where that is no worse;
+def _picked(node: str, key: tuple, c: ConvCandidates, refined: list, todo: list, cfg: HwConfig) -> tuple:
+    """``_pick``'s result from its search's refined picks (candidate, its estimate: the cout
+    group ``_group_refine`` prefers) at the (price, ``_batch_key``) pairs of ``todo``: per pair
+    that pick, then the same tile with weights resident where that is no worse;
     each stored in ``_PICKS``; the first pair's returned (CompileError naming the conv ``node`` if
     its regions do not fit; a later pair's pick whose regions do not fit is left to its own
     search, which names its node)."""
-    refined = _group_refine(c, [i for i, _ in picks], todo[0][1][0], col, todo[0][0][2])
     out = None
     for (price, batch), (i, est_i) in zip(todo, refined):
         try:
@@ -1228,24 +1250,37 @@ def _batch_rows(c: ConvCandidates, gb: int, out: np.ndarray) -> np.ndarray:
     outputs and input slots (on their own banks if the candidate's are; else 0), those they save
     if it does, and its LOAD_WEIGHTS + MATMUL pair's cycles (``mxu_pair_cycles`` + 6), in ``out``
     (a (3, live) float64 array)."""
-    t, b, key, live = c.table, c.bank, c.key, c.live
-    (kh, kw), KB, NB, C, bwd, sram_words = key[0], key[2], key[3], key[7], key[12], key[13]
-    if len(live) == c.nstream:          # all fit: the first nstream (views, not copies)
-        pair, packed_w, aligned_w = t.pair[:len(live)], b.packed_words, b.aligned_words
-    else:
-        pair, packed_w, aligned_w = t.pair.take(live), b.packed_words.take(live), b.aligned_words.take(live)
-    half = int(weight_region_words(gb, C, bwd))
-    ring = round_up(half, bwd) + half
-    # the bank table's words with the ring instead of two weight slots (packed: 2 C words; on
-    # their own banks: ``weight_region_words(2)`` rounded to a bank), against the SRAM size
-    packed = packed_w <= sram_words - (ring - 2 * C)
-    aligned = aligned_w <= sram_words - (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
-    fits = np.where(c.live_rows[5] == 0, aligned, packed)          # row 5: unaligned
+    t, key, live = c.table, c.key, c.live
+    (kh, kw), KB, NB = key[0], key[2], key[3]
+    pair = t.pair[:len(live)] if len(live) == c.nstream else t.pair.take(live)   # (all fit: a view)
+    fits = _batch_fits(c, gb)
     wtiles = t.ntiles * (NB * KB * kh * kw)
     np.take((wtiles - -(-wtiles // gb)).astype(np.float64), pair, out=out[1], mode="clip")   # (valid indices)
     np.multiply(out[1], fits, out=out[0])           # (x 1.0 or 0.0: where(fits, row 1, 0.0))
     np.take(t.pair_cycles.astype(np.float64), pair, out=out[2], mode="clip")
     return out
+
+
+def _batch_fits(c: ConvCandidates, gb: int) -> np.ndarray:
+    """Per live streaming candidate of ``c``: the ring of two bank-started halves of ``gb`` weight
+    tiles fits next to its tables, outputs and input slots (on their own banks if the
+    candidate's are), a bool array (stored in ``c.searches`` under ``("fits", gb)``)."""
+    fits = c.searches.get(("fits", gb))
+    if fits is None:
+        b, key, live = c.bank, c.key, c.live
+        C, bwd, sram_words = key[7], key[12], key[13]
+        if len(live) == c.nstream:          # all fit: the first nstream (views, not copies)
+            packed_w, aligned_w = b.packed_words, b.aligned_words
+        else:
+            packed_w, aligned_w = b.packed_words.take(live), b.aligned_words.take(live)
+        half = int(weight_region_words(gb, C, bwd))
+        ring = round_up(half, bwd) + half
+        # the bank table's words with the ring instead of two weight slots (packed: 2 C words; on
+        # their own banks: ``weight_region_words(2)`` rounded to a bank), against the SRAM size
+        packed = packed_w <= sram_words - (ring - 2 * C)
+        aligned = aligned_w <= sram_words - (round_up(ring, bwd) - round_up(int(weight_region_words(2, C, bwd)), bwd))
+        fits = c.searches[("fits", gb)] = np.where(c.live_rows[5] == 0, aligned, packed)      # row 5: unaligned
+    return fits
 
 
 def _batched_terms(rows: np.ndarray, gb: int, key: tuple, price: tuple, tile_dma) -> tuple:
