@@ -441,7 +441,8 @@ class Estimator:
     it turns can change, and whole configs differing only in DMA depth or cost tables share one
     geometry. The layout reads no DDR timing or clock, the fusion may (a fused pool weighs the
     tilings): a new DDR timing costs the fusion hooks that read it, and a new plan only if the
-    fusion changes. Tilings are interned by value, so work records are keyed by identity. A
+    fusion changes; an op whose fusion hooks read no config attribute (a residual Add's) has its
+    pair decided once per layout, not asked again. Tilings are interned by value, so work records are keyed by identity. A
     conv-tiled op's tiling (``DeviceOp.conv_shape``: every config is a new one, at its DDR timing)
     is instead the tiler's stored pick (``_conv_tiling``): its candidate table's key kept per
     timing group, the price per config, one tiling per picked choice."""
@@ -452,6 +453,9 @@ class Estimator:
         self._layouts, self._accepts = ReadMemo(), ReadMemo()
         self._tilings, self._works, self._timings = ReadMemo(), ReadMemo(), ReadMemo()
         self._plans: dict = {}             # (layout number, fused pairs) -> _Plan
+        # layout number -> (the fused pairs of the ops whose fusion hooks read no config attribute, the
+        # candidates of the others: ``fusion_candidates``' form)
+        self._fixed_pairs: dict = {}
         self._sig_ids: dict = {}           # _signature -> its number
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (plan, work records) -> _Geometry
@@ -477,7 +481,16 @@ class Estimator:
             hook = OP_TABLE.device(op).fuse_producer
             return accepts.get((lay.index, j, i), cfg, lambda c: hook(op, producer, lp.tensors, c) is not None)
 
-        pairs = fused_pairs(lp.qg, lp.tensors, cfg, accept, lay.candidates)
+        split = self._fixed_pairs.get(lay.index)
+        if split is None:
+            pairs = fused_pairs(lp.qg, lp.tensors, cfg, accept, lay.candidates)
+            fixed = {j for j, cands in lay.candidates.items()
+                     if all(accepts.reads_nothing((lay.index, j, i)) for i in cands)}
+            self._fixed_pairs[lay.index] = ({j: i for j, i in pairs.items() if j in fixed},
+                                            {j: c for j, c in lay.candidates.items() if j not in fixed})
+        else:
+            fixed, asked = split
+            pairs = {**fixed, **fused_pairs(lp.qg, lp.tensors, cfg, accept, asked)} if asked else fixed
         key = (lay.index, tuple(sorted(pairs.items())))
         plan = self._plans.get(key)
         if plan is None:
