@@ -10,7 +10,8 @@ import pytest
 
 from tpucompile.backend import pipeline, tiling
 from tpucompile.backend.compile import compile_qgraph
-from tpucompile.backend.estimate import BOUNDS, Estimator, _Geometry, _prices, last_producers
+from tpucompile.backend.cfgmemo import ConfigReads
+from tpucompile.backend.estimate import _TIMING, _TIMING_ONLY, BOUNDS, Estimator, _Geometry, _prices, last_producers
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpusim.arch.config import load_config
@@ -149,7 +150,18 @@ def test_memoised_stages_give_a_fresh_estimators_numbers(models):
     for c, a, b in zip(cfgs[::17], ahead[::17], behind[::17]):
         assert _same(a, b) and _same(a, _direct(qg, c)), c.name
     assert all(_same(a, b) for a, b in zip(ahead, behind))
-    assert len(forward._tilings) < len(cfgs) * len(qg.ops) / 4      # the tilings were shared
+    # the tilings were shared: tiler calls (conv-tiled ops: candidate tables looked up) per signature, not per layer
+    assert len(forward._tilings) + len(forward._conv_keys) < len(cfgs) * len(qg.ops) / 4
+
+
+@pytest.mark.parametrize("hw", ["small", "medium", "seed", "small_wide"])
+def test_conv_tables_read_no_ddr_timing(hw):
+    """``Estimator._conv_tiling`` keeps a conv's ``conv_candidates_key`` per timing group: the key
+    reads none of the fields ``_timing_group`` drops (DDR timing, clocks, DMA depth, costs)."""
+    for skip, pool in ((False, None), (True, None), (False, ((3, 3), (2, 2), (1, 1, 1, 1), (14, 14)))):
+        view = ConfigReads(load_config(hw))
+        tiling.conv_candidates_key((3, 3), (1, 1), 64, 96, 28, 28, view, skip, pool)
+        assert view.names and not view.names & set(_TIMING + _TIMING_ONLY), view.names
 
 
 def test_layers_overlap_as_the_engines_allow():

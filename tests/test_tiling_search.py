@@ -240,6 +240,9 @@ def test_read_memo_reuses_only_what_read_the_same():
     assert memo.get("other", small, banks_words) == small.bank_words and len(calls) == 3
     with pytest.raises(TypeError):
         hash(ConfigReads(small))
+    # ``reads_nothing``: only a key met, all of whose calls read no attribute
+    assert memo.get("const", small, lambda c: 7) == 7
+    assert memo.reads_nothing("const") and not memo.reads_nothing("k") and not memo.reads_nothing("unmet")
 
 
 def test_read_memo_recomputation_starts_from_the_first_reads_and_stays_exact():

@@ -101,6 +101,12 @@ class ReadMemo:
             v = self._values[nid] = (self._ids.setdefault(values, len(self._ids)), values)
         return v
 
+    def reads_nothing(self, key) -> bool:
+        """Whether the calls under ``key`` read no attribute of their config (one at least was
+        stored): its result then holds for every config."""
+        reads = self._reads.get(key)
+        return bool(reads) and all(not names for _, names in reads)
+
     def __len__(self) -> int:
         return len(self._results)
 

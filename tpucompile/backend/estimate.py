@@ -5,7 +5,8 @@ thousands of candidate chips with it; tpusim.flow.sweep checks it against the Si
 How a layer is estimated:
   1. the back end's own ``host_transforms``, ``layout`` and ``tiling`` decisions (each cached on
      exactly the configuration attributes it read, ``cfgmemo.ReadMemo``, the tiling per layer
-     shape: a sweep redoes a stage only when what that stage read changes);
+     shape: a sweep redoes a stage only when what that stage read changes; a conv's tiling is the
+     conv tiler's stored pick for its candidate table and DMA price, ``Estimator._conv_tiling``);
   2. each op's ``work`` hook (``ops.registry.DeviceOp.work``; ``generic_work`` for ops without
      one) turns the tiling into a ``LayerWork``: DMA instructions (count x bursts), MXU and VPU
      busy cycles, tiles;
@@ -46,7 +47,7 @@ import numpy as np
 from tpucompile.backend import pipeline
 from tpucompile.backend.cfgmemo import ReadMemo
 from tpucompile.backend.fuse_residual import fuse_residual, fused_pairs, fusion_candidates
-from tpucompile.backend.tiling import prices_ahead
+from tpucompile.backend.tiling import conv_candidates_key, conv_price, conv_tiling, known_pick, prices_ahead
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
@@ -440,7 +441,11 @@ class Estimator:
     it turns can change, and whole configs differing only in DMA depth or cost tables share one
     geometry. The layout reads no DDR timing or clock, the fusion may (a fused pool weighs the
     tilings): a new DDR timing costs the fusion hooks that read it, and a new plan only if the
-    fusion changes. Tilings are interned by value, so work records are keyed by identity."""
+    fusion changes; an op whose fusion hooks read no config attribute (a residual Add's) has its
+    pair decided once per layout, not asked again. Tilings are interned by value, so work records are keyed by identity. A
+    conv-tiled op's tiling (``DeviceOp.conv_shape``: every config is a new one, at its DDR timing)
+    is instead the tiler's stored pick (``_conv_tiling``): its candidate table's key kept per
+    timing group, the price per config, one tiling per picked choice."""
 
     def __init__(self, qg: QGraph) -> None:
         qg.validate()
@@ -448,12 +453,19 @@ class Estimator:
         self._layouts, self._accepts = ReadMemo(), ReadMemo()
         self._tilings, self._works, self._timings = ReadMemo(), ReadMemo(), ReadMemo()
         self._plans: dict = {}             # (layout number, fused pairs) -> _Plan
+        # layout number -> (the fused pairs of the ops whose fusion hooks read no config attribute, the
+        # candidates of the others: ``fusion_candidates``' form)
+        self._fixed_pairs: dict = {}
         self._sig_ids: dict = {}           # _signature -> its number
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (plan, work records) -> _Geometry
         self._after: dict = {}             # (plan, signatures without a work record) -> last_producers
         self._flat: dict = {}              # id(work record) -> its _Flat
         self._geometries: dict = {}        # _geometry_key -> _Geometry
+        self._groups: dict = {}            # _timing_group -> its number
+        self._conv_shapes: dict = {}       # signature number of a conv-tiled op -> its DeviceOp.conv_shape
+        self._conv_keys: dict = {}         # (signature number, group number) -> its conv_candidates_key
+        self._pick_tilings: dict = {}      # (id(_conv_choice), resident tiles) -> (that choice, interned tiling)
 
     def _layout(self, cfg) -> _Layout:
         dg = pipeline.host_transforms(pipeline.DeviceGraph(self.qg, cfg, pipeline.BackendOptions()))
@@ -469,7 +481,16 @@ class Estimator:
             hook = OP_TABLE.device(op).fuse_producer
             return accepts.get((lay.index, j, i), cfg, lambda c: hook(op, producer, lp.tensors, c) is not None)
 
-        pairs = fused_pairs(lp.qg, lp.tensors, cfg, accept, lay.candidates)
+        split = self._fixed_pairs.get(lay.index)
+        if split is None:
+            pairs = fused_pairs(lp.qg, lp.tensors, cfg, accept, lay.candidates)
+            fixed = {j for j, cands in lay.candidates.items()
+                     if all(accepts.reads_nothing((lay.index, j, i)) for i in cands)}
+            self._fixed_pairs[lay.index] = ({j: i for j, i in pairs.items() if j in fixed},
+                                            {j: c for j, c in lay.candidates.items() if j not in fixed})
+        else:
+            fixed, asked = split
+            pairs = {**fixed, **fused_pairs(lp.qg, lp.tensors, cfg, accept, asked)} if asked else fixed
         key = (lay.index, tuple(sorted(pairs.items())))
         plan = self._plans.get(key)
         if plan is None:
@@ -498,12 +519,47 @@ class Estimator:
             g = self._geometries[key] = self._build(cfg)
         return g
 
+    def _conv_tiling(self, op, dev, sig: int, lays: dict, cfg: HwConfig, group: int, prices: dict):
+        """The interned tiling of a conv-tiled op (``DeviceOp.conv_shape``) of signature ``sig`` on
+        ``cfg`` (of ``_timing_group`` number ``group``; ``prices``: this config's ``conv_price``s met
+        so far, by (fused pool, no weight batch)): the conv tiler's stored pick for its candidate
+        table and price (``tiling.known_pick``), the one tiling per pick's choice and resident
+        tiles (the fields the work hooks read, ``ConvTiling.WORK_FIELDS``); ``tile`` where no pick
+        is stored (it searches, or raises). ``conv_candidates_key`` reads no DDR timing or clock, so
+        it is kept per signature and timing group; the price reads only those and the DMA fields,
+        so it is worked out once per config."""
+        key = self._conv_keys.get((sig, group))
+        if key is None:
+            shape = self._conv_shapes.get(sig)
+            if shape is None:
+                shape = self._conv_shapes[sig] = dev.conv_shape(op, lays)
+            kernel, strides, cin, cout, oh, ow, skip, pool = shape
+            key = self._conv_keys[(sig, group)] = conv_candidates_key(kernel, strides, cin, cout, oh, ow, cfg, skip,
+                                                                      pool)
+        kind = (key[17] is not None, key[19])       # (a fused pool, no weight batch: ``conv_price``'s)
+        pb = prices.get(kind)
+        if pb is None:
+            pb = prices[kind] = conv_price(cfg, *kind)
+        pick = known_pick(key, *pb)
+        if pick is None:
+            return self._intern(dev.tile(op, lays, cfg))
+        choice, nres = pick[3], pick[2]
+        got = self._pick_tilings.get((id(choice), nres))
+        if got is None or got[0] is not choice:
+            got = self._pick_tilings[(id(choice), nres)] = (choice, self._intern(conv_tiling(pick)))
+        return got[1]
+
     def _build(self, cfg: HwConfig) -> _Geometry:
         plan = self._plan(cfg)
         lays, tilings, works, intern = plan.lays, self._tilings, self._works, self._intern
+        group = self._groups.setdefault(_timing_group(cfg), len(self._groups))
+        prices: dict = {}                  # (fused pool, no weight batch) -> conv_price on cfg
         by_sig = {}                        # signature number -> its work record
         for op, dev, sig in plan.distinct:
-            tl = tilings.get(sig, cfg, lambda c: intern(dev.tile(op, lays, c)))
+            if dev.conv_shape is not None:
+                tl = self._conv_tiling(op, dev, sig, lays, cfg, group, prices)
+            else:
+                tl = tilings.get(sig, cfg, lambda c: intern(dev.tile(op, lays, c)))
             hook = dev.work or generic_work
             by_sig[sig] = works.get((sig, id(tl)), cfg, lambda c: hook(op, lays, tl, c))
         key = (plan.index, tuple(map(id, by_sig.values())))     # (each signature's, in the plan's order)

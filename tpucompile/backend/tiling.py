@@ -971,14 +971,35 @@ def tile_conv(node: str, kernel, strides, cin: int, cout: int, oh: int, ow: int,
     no_batch = key[19]                  # ``weight_batch_tiles`` 1 (``conv_dma_price``, ``_batch_key``)
     ahead = None
     if price is None:
-        price = rough_dma_price(cfg) if pool or no_batch else _dma_price(cfg)
+        price, batch = conv_price(cfg, pool is not None, no_batch)
         ahead = _AHEAD.get("rough" if pool else "conv")
-    elif _AHEAD and price == rough_dma_price(cfg):        # (a fused pool's weighing, ``ops/pool.py``)
-        ahead = _AHEAD.get("rough")
-    batch = (1,) if no_batch else _batch_key(cfg)
+    else:
+        if _AHEAD and price == rough_dma_price(cfg):        # (a fused pool's weighing, ``ops/pool.py``)
+            ahead = _AHEAD.get("rough")
+        batch = (1,) if no_batch else _batch_key(cfg)
     pick = _PICKS.get((key, price, batch))
     if pick is None:
         pick = _pick(node, key, price, batch, cfg, kernel, strides, cin, cout, oh, ow, pool, ahead)
+    return conv_tiling(pick)
+
+
+def conv_price(cfg: HwConfig, pool: bool, no_batch: bool) -> tuple:
+    """(price, ``_batch_key``) ``tile_conv`` weighs a conv's candidates at by default: ``rough_dma_price``
+    with a fused ``pool`` or where no weight batch exists (``no_batch``: ``conv_candidates_key``'s last
+    field), else ``_dma_price``. Reads only the DMA, DDR timing and clock fields of ``cfg``."""
+    price = rough_dma_price(cfg) if pool or no_batch else _dma_price(cfg)
+    return price, (1,) if no_batch else _batch_key(cfg)
+
+
+def known_pick(key: tuple, price: tuple, batch: tuple):
+    """The pick ``tile_conv`` stored for (``conv_candidates_key``, price, ``_batch_key``)
+    (``_PICKS``: (candidate, its estimate, resident weight tiles, ``_conv_choice``)), None if
+    none is stored (not searched yet, dropped, or no tiling fits)."""
+    return _PICKS.get((key, price, batch))
+
+
+def conv_tiling(pick: tuple) -> ConvTiling:
+    """The ConvTiling of a pick (``known_pick``): a new record (its own region lists and slot dict)."""
     i, est_i, nres, choice = pick
     th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regions, load_bytes, aligned, slot_words, acc_halves, pth, ptw, gb = choice
     return ConvTiling(th, tw, nbg, kbg, ni, nw, s_out, ih, iw, {k: list(v) for k, v in regions.items()},

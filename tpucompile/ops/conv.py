@@ -801,10 +801,15 @@ def _constants(op: QConv, cfg) -> dict:
     return {"weights": weight_tiles(op.weight, cfg), "requant": param_tables(op.bias, op.mult, op.shift, cfg)}
 
 
-def _tile(op: QConv, lays: dict, cfg):
+def _conv_shape(op: QConv, lays: dict) -> tuple:
     cout, cin = op.weight.shape[:2]
     Y = lays[op.out]
-    return tile_conv(op.name, op.kernel, op.strides, cin, cout, Y.H, Y.W, cfg)
+    return op.kernel, op.strides, cin, cout, Y.H, Y.W, False, None
+
+
+def _tile(op: QConv, lays: dict, cfg):
+    kernel, strides, cin, cout, oh, ow, _, _ = _conv_shape(op, lays)
+    return tile_conv(op.name, kernel, strides, cin, cout, oh, ow, cfg)
 
 
 def _describe(op: QConv, tl) -> dict:
@@ -824,7 +829,7 @@ def _macs(op: QConv, qg) -> int:
 DEVICE = DeviceOp(QConv, golden=conv_int8, input_transform=_input_transform,
                   remap_channels=_remap_channels, plan_layout=_layout,
                   constants=_constants, tile=_tile, emit=_emit, describe=_describe, macs=_macs,
-                  remap_output=_remap_output, work=_work)
+                  remap_output=_remap_output, work=_work, conv_shape=_conv_shape)
 def _canonicalize(graph, node, producers) -> list:
     """Kept as it is, once its constants fit the ONNX Conv spec: weight W (M, C/group, kH, kW)
     constant and matching the input's channels, bias B (if given) a constant of M values. A

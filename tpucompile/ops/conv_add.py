@@ -82,10 +82,15 @@ def _golden(op: QConvAdd, x: np.ndarray, skip: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- device lowering
-def _tile(op: QConvAdd, lays: dict, cfg):
+def _conv_shape(op: QConvAdd, lays: dict) -> tuple:
     cout, cin = op.weight.shape[:2]
     Y = lays[op.out]
-    return tile_conv(op.name, op.kernel, op.strides, cin, cout, Y.H, Y.W, cfg, skip=True)
+    return op.kernel, op.strides, cin, cout, Y.H, Y.W, True, None
+
+
+def _tile(op: QConvAdd, lays: dict, cfg):
+    kernel, strides, cin, cout, oh, ow, skip, _ = _conv_shape(op, lays)
+    return tile_conv(op.name, kernel, strides, cin, cout, oh, ow, cfg, skip=skip)
 
 
 def _emit(P, op: QConvAdd, lays: dict, tl, consts: dict) -> None:
@@ -129,5 +134,5 @@ def _quantize(q, node) -> None:
 
 
 DEVICE = dataclasses.replace(CONV_DEVICE, qop=QConvAdd, golden=_golden, tile=_tile, emit=_emit, describe=_describe,
-                             work=_work, remap_output=None)
+                             work=_work, remap_output=None, conv_shape=_conv_shape)
 OPS = (OpDef("ConvAdd", quantize=_quantize, device=DEVICE),)

@@ -143,12 +143,16 @@ def _golden(op: QConvPool, x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- device lowering
-def _tile(op: QConvPool, lays: dict, cfg):
+def _conv_shape(op: QConvPool, lays: dict) -> tuple:
     cout, cin = op.weight.shape[:2]
     X, Y = lays[op.inp], lays[op.out]
     oh, ow = op.conv_hw(X.shape)
-    return tile_conv(op.name, op.kernel, op.strides, cin, cout, oh, ow, cfg,
-                     pool=(op.pool.kernel, op.pool.strides, op.pool.pads, (Y.H, Y.W)))
+    return op.kernel, op.strides, cin, cout, oh, ow, False, (op.pool.kernel, op.pool.strides, op.pool.pads, (Y.H, Y.W))
+
+
+def _tile(op: QConvPool, lays: dict, cfg):
+    kernel, strides, cin, cout, oh, ow, _, pool = _conv_shape(op, lays)
+    return tile_conv(op.name, kernel, strides, cin, cout, oh, ow, cfg, pool=pool)
 
 
 def _emit(P, op: QConvPool, lays: dict, tl, consts: dict) -> None:
@@ -214,5 +218,5 @@ def _quantize(q, node) -> None:
 
 
 DEVICE = dataclasses.replace(CONV_DEVICE, qop=QConvPool, golden=_golden, plan_layout=_layout, tile=_tile, emit=_emit,
-                             describe=_describe, macs=_macs, work=_work, remap_output=None)
+                             describe=_describe, macs=_macs, work=_work, remap_output=None, conv_shape=_conv_shape)
 OPS = (OpDef("ConvPool", quantize=_quantize, device=DEVICE),)

@@ -67,6 +67,10 @@ class DeviceOp:
         input of ``op`` that ``op`` alone reads (``backend.fuse_residual``: a residual Add and its
         Conv, ops/conv_add.py; a MaxPool and its Conv, ops/conv_pool.py, when the tilers'
         estimates on ``lays`` and ``cfg`` favour it; lays and cfg None: decided already, fuse). None (the default): the op never fuses.
+    conv_shape(op, lays) -> (kernel, strides, cin, cout, oh, ow, skip, pool): the arguments besides
+        the op's name and the config with which its ``tile`` hook calls ``backend.tiling.tile_conv``
+        (a conv-tiled op: the estimator looks its tiling up per DMA price, ``tiling.known_pick``).
+        None (the default): ``tile`` is another tiler.
     """
     qop: type
     golden: Callable
@@ -81,6 +85,7 @@ class DeviceOp:
     remap_output: Optional[Callable] = None
     work: Optional[Callable] = None
     fuse_producer: Optional[Callable] = None
+    conv_shape: Optional[Callable] = None
 
     HOOKS = ("golden", "input_transform", "remap_channels", "plan_layout", "constants", "tile", "emit", "describe", "macs")
 
