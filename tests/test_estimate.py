@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tpucompile.backend import pipeline, tiling
-from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.cfgmemo import ConfigReads
+from tpucompile.backend.compile import compile_qgraph
 from tpucompile.backend.estimate import _TIMING, _TIMING_ONLY, BOUNDS, Estimator, _Geometry, _prices, last_producers
 from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
