@@ -233,3 +233,47 @@ def test_a_binary_without_compulsory_bytes_counts_the_bytes_moved(residual_run):
     rows = profile.layer_rows(old, cfg, sim.timeline)
     assert rows and all(r["compulsory_bytes"] == r["load_bytes"] + r["store_bytes"] and r["traffic_ratio"] == 1.0
                         for r in rows)
+
+
+def test_summary_lines_count_bounds_and_name_what_is_missing(residual_run):
+    """The table's summary: layers and cycles per bound; a binary without compulsory bytes or
+    without layer metadata (a stressgen program) says so instead of reading as all at floor."""
+    cfg, binary, sim, _ = residual_run
+    rows = profile.layer_rows(binary, cfg, sim.timeline)
+    lines = profile.summary_lines(rows, binary)
+    assert lines[0].startswith(f"{len(rows)} layers: ") and len(lines) == 1
+    for b in {r["bound"] for r in rows}:
+        n, c = sum(r["bound"] == b for r in rows), sum(r["cycles"] for r in rows if r["bound"] == b)
+        assert f"{n} {b}-bound ({c:,} cycles)" in lines[0]
+    old = copy.deepcopy(binary)
+    for L in old.meta["layers"]:
+        L.pop("compulsory_bytes", None)
+    assert f"{len(rows)} of {len(rows)} layers have no compulsory bytes" in profile.summary_lines(rows, old)[-1]
+    old.meta["layers"] = []
+    assert "no per-layer metadata" in profile.summary_lines([], old)[0]
+
+
+def test_compulsory_bytes_of_strided_1x1_convs_and_slices():
+    """A 1x1 stride-2 conv needs only the input pixels it samples (a quarter), a spatial slice only
+    its output's worth of its input: their compulsory bytes say so (else a layer loading its whole
+    input reads as at its floor)."""
+    from onnx import helper
+    rng = np.random.default_rng(0)
+    w = qnets.conv_w(rng, 16, 8, 1)
+    proj = qnets.make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="proj", strides=[2, 2])], {"w": w},
+                            (1, 8, 12, 12), "y", None)
+    cfg = load_config("small")
+    for model, check in ((proj, "proj"), (qnets.spatial_slices(), "slices")):
+        res = compile_onnx(model, cfg, qnets.inputs(qnets.in_shape(model), 2, seed=1))
+        qg, layers = res.qgraph, res.binary.meta["layers"]
+        size = {k: int(np.prod(t.shape)) for k, t in qg.tensors.items()}
+        ops = {op.name: op for op in qg.ops}
+        if check == "proj":
+            L = next(L for L in layers if L["name"] == "proj")
+            assert L["compulsory_bytes"] == w.size + 8 * 6 * 6 + 16 * 6 * 6
+        else:
+            sl = [L for L in layers if L["op"] == "QSpatialSlice" and L["instr_end"] > L["instr_begin"]]
+            assert sl
+            for L in sl:
+                out = size[qg.resolve(ops[L["name"]].out)]
+                assert L["compulsory_bytes"] == 2 * out < size[qg.resolve(ops[L["name"]].inputs[0])] + out

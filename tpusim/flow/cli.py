@@ -171,6 +171,8 @@ def cmd_profile(args) -> int:
     res = run_binary(binary, cfg, inputs)
     rows = profile.write_profile(binary, cfg, res.timeline, Path(args.out), res.sram_grants)
     profile.print_table(rows, f"profile of {Path(args.binary).name} on '{cfg.name}': {res.cycles:,} cycles")
+    for line in profile.summary_lines(rows, binary):
+        print(line)
     en, area = profile.energy_totals(rows, cfg, res.counters), profile.area_mm2(cfg)
     print("energy per inference: " + ", ".join(f"{k} {v:,.1f} uJ" for k, v in en.items())
           + f"; area {area['total']:.1f} mm^2 (" + ", ".join(f"{k} {v:.2f}" for k, v in area.items() if k != "total")

@@ -17,9 +17,10 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
   ``compulsory_bytes`` (the compiler's ``meta["layers"][i]["compulsory_bytes"]``: its weights,
   inputs and output once, unpadded) and ``compulsory_floor`` = those bytes / peak;
   ``traffic_ratio`` = bytes moved / compulsory bytes; ``floor`` = max(compute, vector and
-  compulsory floors): what the hardware needs at the least; ``ratio`` = cycles / floor. A binary
-  without ``compulsory_bytes`` (compiled before they were recorded, or a stressgen program)
-  counts the bytes it moved as compulsory;
+  compulsory floors): what the hardware needs at the least (the vector term as compiled, padded
+  lanes included); ``ratio`` = cycles / floor. A binary without ``compulsory_bytes`` (compiled
+  before they were recorded) counts the bytes each layer moved as compulsory (``summary_lines``
+  says so);
 * per engine (load, store, mxu, vpu) ``<e>_busy`` (share of the layer's span with an instruction
   of it in flight: the union of its [start, completion) intervals, the MXU's overlapping ones
   counted once) and ``<e>_wait`` (share of the span spent ready but waiting for tokens with none
@@ -56,7 +57,7 @@ from tpusim.arch.fileio import write_text_atomic
 from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, SRAM_REQUESTER_ENGINE, Instruction, decode_program
 from tpusim.arch.timebase import Timebase
 
-__all__ = ["layer_rows", "bound_and_cause", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
+__all__ = ["layer_rows", "bound_and_cause", "summary_lines", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
            "COLUMNS"]
 
 #: ratio of cycles to the layer's floor up to which the layer counts as at its floor
@@ -242,6 +243,30 @@ def bound_and_cause(row: dict) -> tuple:
         wait = max(ENGINE_KEYS, key=lambda e: row[f"{e}_wait"])
         parts.append(f"schedule: {busy} busy {row[f'{busy}_busy']:.0%}, {wait} token wait {row[f'{wait}_wait']:.0%}")
     return "compiler", "; ".join(parts)
+
+
+def summary_lines(rows: list[dict], binary: TpuBinary) -> list[str]:
+    """What the per-layer table adds up to, and what it cannot say: the layers (and their cycles)
+    per ``bound``; a note if the binary has no per-layer metadata (a stressgen program: no rows,
+    no per-layer energy) or layers without the compiler's ``compulsory_bytes`` (compiled before
+    they were recorded: their floors count the bytes moved, so traffic overhead cannot show)."""
+    layers = [L for L in binary.meta.get("layers", []) if L["instr_end"] > L["instr_begin"]]
+    if not layers:
+        return ["note: the binary has no per-layer metadata (meta['layers'], e.g. a stressgen program): "
+                "no layer rows, and the energy below is instruction fetch only"]
+    out = []
+    by: dict = {}
+    for r in rows:
+        n, c = by.get(r["bound"], (0, 0))
+        by[r["bound"]] = (n + 1, c + r["cycles"])
+    out.append(f"{len(rows)} layers: " + ", ".join(f"{n} {b}-bound ({c:,} cycles)" for b, (n, c) in sorted(
+        by.items(), key=lambda kv: -kv[1][1])))
+    missing = sum("compulsory_bytes" not in L for L in layers)
+    if missing:
+        out.append(f"note: {missing} of {len(layers)} layers have no compulsory bytes in the binary (compiled before "
+                   "the compiler recorded them): their memory floor counts the bytes they moved, so traffic "
+                   "overhead does not show; recompile for the full diagnosis")
+    return out
 
 
 def chrome_trace(binary: TpuBinary, cfg, timeline: list, program: list[Instruction] | None = None) -> dict:
