@@ -69,6 +69,17 @@ class QOp:
     def verify(self, qg: "QGraph") -> None:
         """Check the op against its tensors in ``qg``; CompileError naming the op."""
 
+    def constant_bytes(self) -> int:
+        """The int8 constants the op loads from DDR (bytes): its ``weight``, ``value`` or
+        ``table`` arrays (the per-layer compulsory traffic, tpucompile.backend.compile)."""
+        return sum(int(a.size) for a in (getattr(self, k, None) for k in ("weight", "value", "table"))
+                   if isinstance(a, np.ndarray))
+
+    def needed_bytes(self, t: str, qg: "QGraph") -> int:
+        """The bytes of input tensor ``t`` the op reads at the least: all of it (an op that
+        samples its input says less)."""
+        return int(np.prod(qg.tensors[t].shape))
+
 
 @dataclass
 class QGraph:

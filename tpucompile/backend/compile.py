@@ -10,9 +10,6 @@ import numpy as np
 
 from tpucompile.backend.memplan import place_code
 from tpucompile.backend.pipeline import PASSES, BackendOptions, CheckedProgram, DeviceGraph
-from tpucompile.ops.act_matmul import QActMatMul
-from tpucompile.ops.conv import QConv
-from tpucompile.ops.spatial_slice import QSpatialSlice
 from tpucompile.qgraph import QGraph
 from tpucompile.stages import IrDumps, run_pipeline
 from tpusim.arch.binary import TpuBinary
@@ -48,10 +45,10 @@ def compile_qgraph(qg: QGraph, cfg: HwConfig, *, im2col: bool = True, model_name
 def layer_compulsory_bytes(qg: QGraph, layers: list) -> list:
     """Per layer of ``meta["layers"]`` the DDR bytes no schedule of it can avoid (None for a view,
     which moves nothing), in unpadded int8 bytes of the graph as given (``true_compulsory``'s
-    terms, one layer at a time): its constants once (``_constant_bytes``), the part of each tensor
-    it reads from outside itself that it needs (``_needed_bytes``) once, its output once. A fused
-    layer (``L["fused"]``: a Conv with its residual Add or pool) is its ops together: the tensor one of them hands the other never reaches DDR and does not count (so
-    the layers' sum can be below ``true_compulsory``'s ``total``, which counts the pair as two
+    terms, one layer at a time): its constants once (``QOp.constant_bytes``), the part of each
+    tensor it reads from outside itself that it needs (``QOp.needed_bytes``) once, its output once. A
+    fused layer (``L["fused"]``: a Conv with its residual Add or pool) is its ops together: the
+    tensor one of them hands the other never reaches DDR and does not count (so the layers' sum can be below ``true_compulsory``'s ``total``, which counts the pair as two
     layers). The profiler's per-layer memory floor (tpusim.flow.profile)."""
     size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
     by_name = {op.name: op for op in qg.ops}
@@ -66,36 +63,11 @@ def layer_compulsory_bytes(qg: QGraph, layers: list) -> list:
         for op in ops:
             for t in map(qg.resolve, op.inputs):
                 if t not in made and t in size:
-                    read[t] = max(read.get(t, 0), _needed_bytes(op, t, qg))
+                    read[t] = max(read.get(t, 0), op.needed_bytes(t, qg))
         inner = {qg.resolve(t) for op in ops for t in op.inputs} & made
-        out.append(sum(map(_constant_bytes, ops)) + sum(read.values()) + sum(size.get(t, 0) for t in made - inner))
+        out.append(sum(op.constant_bytes() for op in ops) + sum(read.values())
+                   + sum(size.get(t, 0) for t in made - inner))
     return out
-
-
-def _constant_bytes(op) -> int:
-    """The int8 constants an op loads: a conv's weights (not an ActMatMul's placeholder: its
-    weights are an activation, counted as an input), a ConstAct's value, a LUT's table."""
-    if isinstance(op, QActMatMul):
-        return 0
-    return sum(int(a.size) for a in (getattr(op, k, None) for k in ("weight", "value", "table"))
-               if isinstance(a, np.ndarray))
-
-
-def _needed_bytes(op, t: str, qg: QGraph) -> int:
-    """The bytes of input ``t`` that ``op`` reads at the least: a spatial slice its output's
-    worth; a conv whose kernel is shorter than its stride on an axis (a strided 1x1 conv) only
-    out x kernel of the input's rows or columns; else the whole tensor."""
-    shape = tuple(qg.tensors[t].shape)
-    whole = int(np.prod(shape))
-    if isinstance(op, QSpatialSlice):
-        return min(whole, int(np.prod(qg.tensors[qg.resolve(op.out)].shape)))
-    if isinstance(op, QConv) and len(shape) == 4 and t == qg.resolve(op.inputs[0]):
-        oh, ow = qg.tensors[qg.resolve(op.out)].shape[2:]
-        (kh, kw), (sh, sw) = op.kernel, op.strides
-        rows = shape[2] if kh >= sh else min(shape[2], oh * kh)
-        cols = shape[3] if kw >= sw else min(shape[3], ow * kw)
-        return shape[0] * shape[1] * rows * cols
-    return whole
 
 
 def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:

@@ -74,6 +74,10 @@ class QActMatMul(QConv):
     def inputs(self) -> tuple:
         return (self.inp, self.b) + ((self.key_bias,) if self.key_bias else ())
 
+    def constant_bytes(self) -> int:
+        """None: ``weight`` is a placeholder; the data operand is an input (``QOp``)."""
+        return 0
+
     def verify(self, qg) -> None:
         super().verify(qg)
         a, b = qg.tensors[self.inp], qg.tensors[self.b]

@@ -113,6 +113,18 @@ class QConv(QFilter):
     def kernel(self) -> tuple:
         return tuple(self.weight.shape[2:])
 
+    def needed_bytes(self, t: str, qg) -> int:
+        """Of its input, on an axis where the kernel is shorter than the stride (a strided 1x1
+        conv), only output x kernel rows or columns are read; else all of it (``QOp``)."""
+        shape = tuple(qg.tensors[t].shape)
+        if t != qg.resolve(self.inputs[0]) or len(shape) != 4:
+            return super().needed_bytes(t, qg)
+        oh, ow = qg.tensors[qg.resolve(self.out)].shape[2:]
+        (kh, kw), (sh, sw) = self.kernel, self.strides
+        rows = shape[2] if kh >= sh else min(shape[2], oh * kh)
+        cols = shape[3] if kw >= sw else min(shape[3], ow * kw)
+        return shape[0] * shape[1] * rows * cols
+
     def verify(self, qg) -> None:
         if self.x_zp != qg.tensors[self.inp].zero_point or self.y_zp != qg.tensors[self.out].zero_point:
             raise CompileError(f"QConv {self.name!r}: zero points disagree with its tensors")

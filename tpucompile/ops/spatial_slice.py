@@ -45,6 +45,10 @@ class QSpatialSlice(QOp):
     rows: tuple
     cols: tuple
 
+    def needed_bytes(self, t: str, qg) -> int:
+        """Its output's worth of its input (``QOp``)."""
+        return min(super().needed_bytes(t, qg), int(np.prod(qg.tensors[qg.resolve(self.out)].shape)))
+
     def verify(self, qg) -> None:
         x, y = qg.tensors[self.inp], qg.tensors[self.out]
         bad = tuple(x.shape[:2]) != tuple(y.shape[:2]) or min(self.rows[1], self.cols[1]) < 1
