@@ -46,10 +46,10 @@ def layer_compulsory_bytes(qg: QGraph, layers: list) -> list:
     """Per layer of ``meta["layers"]`` the DDR bytes no schedule of it can avoid (None for a view,
     which moves nothing), in unpadded int8 bytes of the graph as given (``true_compulsory``'s
     terms, one layer at a time): its constants once (``QOp.constant_bytes``), the part of each
-    tensor it reads from outside itself that it needs (``QOp.needed_bytes``) once, its output once. A
-    fused layer (``L["fused"]``: a Conv with its residual Add or pool) is its ops together: the
-    tensor one of them hands the other never reaches DDR and does not count (so the layers' sum can be below ``true_compulsory``'s ``total``, which counts the pair as two
-    layers). The profiler's per-layer memory floor (tpusim.flow.profile)."""
+    tensor it reads from outside itself that it needs (``QOp.needed_bytes``) once, its output
+    once. A fused layer (``L["fused"]``: a Conv with its residual Add or pool) is its ops
+    together: the tensor one of them hands the other never reaches DDR and does not count (so the
+    layers' sum can be below ``true_compulsory``'s ``total``, which counts the pair as two layers). The profiler's per-layer memory floor (tpusim.flow.profile)."""
     size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
     by_name = {op.name: op for op in qg.ops}
     out = []
