@@ -68,7 +68,8 @@ def sample() -> TpuBinary:
         fills=[{"addr": 0x1000, "size": 420, "value": -3}, {"addr": 0x2000, "size": 64, "value": 127}],
         inputs=[desc("input.1")],
         outputs=[desc("out", shape=(1, 10, 1, 1), pads=(0, 0, 0, 0), addr=0x3000, zp=7, scale=0.125)],
-        meta={"model": "tiny", "host_ops": [{"op": "Softmax", "axis": 1}], "layers": [{"n": 1}], "ü": "ß"},
+        meta={"model": "tiny", "host_ops": [{"op": "Softmax", "axis": 1}], "layers": [{"name": "fc", "op": "QConv", "instr_begin": 0, "instr_end": 3, "macs": 640, "n": 1}],
+              "ü": "ß"},
     )
 
 
@@ -439,6 +440,36 @@ def test_fill_bad_entries(obj, msg):
 def test_meta_any_json_object():
     b = TpuBinary.from_bytes(pack([code_sec(), js(META, {"a": [1, {"b": None}], "c": 1.5})]))
     assert b.meta == {"a": [1, {"b": None}], "c": 1.5}
+
+
+_LAYER = {"name": "conv1", "op": "QConv", "instr_begin": 0, "instr_end": 2}
+
+
+@pytest.mark.parametrize("layers, msg", [
+    ({"conv1": {}}, "section 1 (META): layers must be a list, got dict"),
+    ([7], "section 1 (META): layers[0] must be an object, got int"),
+    ([_LAYER, {**_LAYER, "name": None}], "section 1 (META): layers[1]: name must be a string, got None"),
+    ([{k: v for k, v in _LAYER.items() if k != "op"}], "layers[0]: op must be a string, got None"),
+    ([{**_LAYER, "instr_begin": "0"}], "layers[0]: instr_begin must be an integer >= 0, got '0'"),
+    ([{**_LAYER, "instr_end": 2.5}], "layers[0]: instr_end must be an integer >= instr_begin, got 2.5"),
+    ([{**_LAYER, "instr_begin": -4}], "layers[0] ('conv1'): instruction range [-4, 2) is not 0 <= instr_begin <= instr_end"),
+    ([{**_LAYER, "instr_begin": 3}], "layers[0] ('conv1'): instruction range [3, 2) is not"),
+    ([{**_LAYER, "macs": "many"}], "layers[0] ('conv1'): macs must be an integer >= 0, got 'many'"),
+    ([{**_LAYER, "macs": 1e9}], "layers[0] ('conv1'): macs must be an integer >= 0, got 1000000000.0"),
+    ([{**_LAYER, "compulsory_bytes": -1}], "layers[0] ('conv1'): compulsory_bytes must be an integer >= 0, got -1"),
+    ([{**_LAYER, "instr_end": True}], "layers[0]: instr_end must be an integer >= instr_begin, got True"),
+])
+def test_meta_layers_checked(layers, msg):
+    """A hand-edited meta["layers"] (read by the profiler, cosim, the sweep) is refused naming the
+    layer and the field, not met with a traceback later."""
+    raw = pack([code_sec(), js(META, {"layers": layers})])
+    with pytest.raises(BinaryFormatError, match=re.escape(msg)):
+        TpuBinary.from_bytes(raw)
+
+
+def test_meta_layers_extra_keys_kept():
+    L = {**_LAYER, "macs": 0, "compulsory_bytes": 12, "fused": ["conv1", "add1"], "tiling": {"k": 1}}
+    assert TpuBinary.from_bytes(pack([code_sec(), js(META, {"layers": [L]})])).meta["layers"] == [L]
 
 
 # ---- DDR image --------------------------------------------------------------------------------

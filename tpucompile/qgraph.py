@@ -46,6 +46,11 @@ class QTensor:
         if not -128 <= int(self.zero_point) <= 127:
             raise CompileError(f"QTensor {self.name!r}: zero_point {self.zero_point} outside [-128, 127]")
 
+    @property
+    def size_bytes(self) -> int:
+        """Its int8 elements, unpadded: N x C x H x W bytes."""
+        return int(np.prod(self.shape))
+
 
 def check_array(op: str, name: str, a: np.ndarray, dtype, shape: tuple):
     """CompileError unless ``a`` is an ndarray of ``dtype`` and ``shape`` (``op`` and ``name`` for the message)."""
@@ -78,7 +83,7 @@ class QOp:
     def needed_bytes(self, t: str, qg: "QGraph") -> int:
         """The bytes of input tensor ``t`` the op reads at the least: all of it (an op that
         samples its input says less)."""
-        return int(np.prod(qg.tensors[t].shape))
+        return qg.tensors[t].size_bytes
 
 
 @dataclass

@@ -50,7 +50,6 @@ def layer_compulsory_bytes(qg: QGraph, layers: list) -> list:
     once. A fused layer (``L["fused"]``: a Conv with its residual Add or pool) is its ops
     together: the tensor one of them hands the other never reaches DDR and does not count (so the
     layers' sum can be below ``true_compulsory``'s ``total``, which counts the pair as two layers). The profiler's per-layer memory floor (tpusim.flow.profile)."""
-    size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
     by_name = {op.name: op for op in qg.ops}
     out = []
     for L in layers:
@@ -62,11 +61,11 @@ def layer_compulsory_bytes(qg: QGraph, layers: list) -> list:
         read = {}                          # tensor read from outside the layer -> bytes it needs of it
         for op in ops:
             for t in map(qg.resolve, op.inputs):
-                if t not in made and t in size:
+                if t not in made and t in qg.tensors:
                     read[t] = max(read.get(t, 0), op.needed_bytes(t, qg))
         inner = {qg.resolve(t) for op in ops for t in op.inputs} & made
         out.append(sum(op.constant_bytes() for op in ops) + sum(read.values())
-                   + sum(size.get(t, 0) for t in made - inner))
+                   + sum(qg.tensors[t].size_bytes for t in made - inner if t in qg.tensors))
     return out
 
 
@@ -81,7 +80,7 @@ def true_compulsory(qg: QGraph, layers: list, cfg: HwConfig) -> dict:
     MHz), ``floor_cycles`` = their max. Keys: ``weights``, ``input``, ``writes``, ``reads``,
     ``total`` (bytes), ``floor_compute_cycles``, ``floor_ddr_cycles``, ``floor_cycles`` (core
     cycles), ``ddr_bytes_per_cycle`` (float)."""
-    size = {n: int(np.prod(t.shape)) for n, t in qg.tensors.items()}
+    size = {n: t.size_bytes for n, t in qg.tensors.items()}
     moving = {n for L in layers if L["instr_end"] > L["instr_begin"] for n in [L["name"], *L.get("fused", ())]}
     ops = [op for op in qg.ops if op.name in moving]
     out = {"weights": sum(int(op.weight.size) for op in qg.ops if isinstance(getattr(op, "weight", None), np.ndarray)),

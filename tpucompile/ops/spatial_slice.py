@@ -47,7 +47,7 @@ class QSpatialSlice(QOp):
 
     def needed_bytes(self, t: str, qg) -> int:
         """Its output's worth of its input (``QOp``)."""
-        return min(super().needed_bytes(t, qg), int(np.prod(qg.tensors[qg.resolve(self.out)].shape)))
+        return min(super().needed_bytes(t, qg), qg.tensors[qg.resolve(self.out)].size_bytes)
 
     def verify(self, qg) -> None:
         x, y = qg.tensors[self.inp], qg.tensors[self.out]

@@ -209,7 +209,8 @@ def _check_fills(obj, w: str, i: int) -> list:
 
 def _check_meta(obj, w: str, i: int) -> dict:
     """META is a JSON object; its ``input_transforms`` (read by ``tpusim run``) a list of
-    {"name", "orig_shape", ...} objects."""
+    {"name", "orig_shape", ...} objects; its ``layers`` (read by the profiler, cosim and the
+    sweep) a list of entries that pass ``_check_layer``."""
     if not isinstance(obj, dict):
         raise BinaryFormatError(f"{w}section {i} (META) must be a JSON object, got {type(obj).__name__}")
     trs = obj.get("input_transforms", [])
@@ -217,7 +218,38 @@ def _check_meta(obj, w: str, i: int) -> dict:
                                             and isinstance(t.get("orig_shape"), list) for t in trs):
         raise BinaryFormatError(f"{w}section {i} (META): input_transforms must be a list of "
                                 "{\"name\", \"orig_shape\", ...} objects")
+    layers = obj.get("layers", [])
+    if not isinstance(layers, list):
+        raise BinaryFormatError(f"{w}section {i} (META): layers must be a list, got {type(layers).__name__}")
+    for k, L in enumerate(layers):
+        _check_layer(L, f"{w}section {i} (META): layers[{k}]")
     return obj
+
+
+#: the keys of a ``meta["layers"]`` entry that the tools read, and the check each must pass
+_LAYER_KEYS = {"name": (str, "a string"), "op": (str, "a string"), "instr_begin": (int, "an integer >= 0"),
+               "instr_end": (int, "an integer >= instr_begin")}
+_LAYER_COUNTS = ("macs", "compulsory_bytes")
+
+
+def _check_layer(L, where: str) -> None:
+    """A ``meta["layers"]`` entry (read by the profiler, cosim and the sweep): an object with a
+    ``name`` and ``op`` (strings), an instruction range 0 <= ``instr_begin`` <= ``instr_end``, and
+    ``macs`` / ``compulsory_bytes``, when present, integers >= 0. BinaryFormatError naming the
+    layer and the field."""
+    if not isinstance(L, dict):
+        raise BinaryFormatError(f"{where} must be an object, got {type(L).__name__}")
+    for key, (typ, what) in _LAYER_KEYS.items():
+        v = L.get(key)
+        if not isinstance(v, typ) or isinstance(v, bool):
+            raise BinaryFormatError(f"{where}: {key} must be {what}, got {v!r}")
+    if L["instr_begin"] < 0 or L["instr_end"] < L["instr_begin"]:
+        raise BinaryFormatError(f"{where} ({L['name']!r}): instruction range [{L['instr_begin']}, "
+                                f"{L['instr_end']}) is not 0 <= instr_begin <= instr_end")
+    for key in _LAYER_COUNTS:
+        v = L.get(key, 0)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise BinaryFormatError(f"{where} ({L['name']!r}): {key} must be an integer >= 0, got {v!r}")
 
 
 @dataclass

@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE.npy",
                     help="input tensor, int8 NCHW or float (quantized), (repeat for several inputs)")
     pr.add_argument("--hw", default=None, help="hardware config name or YAML path (default: the binary's)")
-    pr.add_argument("--out", default="profile", help="directory for profile.csv, trace.json, roofline.png")
+    pr.add_argument("--out", default="profile",
+                    help="directory for profile.csv, trace.json, roofline.png (default: ./profile)")
     pr.set_defaults(func=cmd_profile)
     sw = sub.add_parser("sweep", help="models x configs: the fast estimate and SimPy (tpusim.flow.sweep)")
     sweep.build_parser(sw)

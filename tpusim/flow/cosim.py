@@ -28,7 +28,7 @@ from tpusim.arch.fileio import file_part, save_npy_atomic
 from tpusim.arch.host_transforms import host_feeds
 from tpusim.arch.retire import first_retire_difference
 from tpusim.flow import dataset_eval, layer_report
-from tpusim.flow.profile import write_profile
+from tpusim.flow.profile import summary_lines, write_profile
 from tpusim.flow.stagecache import StageCache, make_key, source_digest
 from tpusim.flow.verdict import Verdict, count_mismatch, render, traffic_figures
 from tpusim.sim import run_binary
@@ -198,6 +198,7 @@ def _run(model, cfg, out, rtl, calib, input_hw, waves, data, name, resume, synth
                 rows = write_profile(res.binary, cfg, sim["timeline"], out / "profile", sim.get("sram_grants", ()))
                 v.notes.append(f"profile: {len(rows)} layers in {out / 'profile'} (profile.csv, trace.json "
                                "for ui.perfetto.dev, roofline.png)")
+                v.notes += [f"profile: {line}" for line in summary_lines(rows, res.binary)]
             else:
                 v.notes.append("profile: the resumed SimPy result has no timeline; --fresh reruns it")
 

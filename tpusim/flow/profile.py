@@ -14,8 +14,9 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
 * ``compute_floor`` = MACs / PEs; ``vector_floor`` = the vector unit's busy cycles (its
   element-wise work at its width: requantization, Softmax, LayerNorm, LUTs); ``memory_floor`` =
   the DDR bytes it moved / peak bytes per core cycle (beat bytes x DDR MHz / core MHz);
-  ``compulsory_bytes`` (the compiler's ``meta["layers"][i]["compulsory_bytes"]``: its weights,
-  inputs and output once, unpadded) and ``compulsory_floor`` = those bytes / peak;
+  ``compulsory_bytes`` (the compiler's ``meta["layers"][i]["compulsory_bytes"]``: its constants,
+  the part of each input it needs and its output, each once, unpadded) and ``compulsory_floor`` =
+  those bytes / peak;
   ``traffic_ratio`` = bytes moved / compulsory bytes; ``floor`` = max(compute, vector and
   compulsory floors): what the hardware needs at the least (the vector term as compiled, padded
   lanes included); ``ratio`` = cycles / floor. A binary without ``compulsory_bytes`` (compiled
@@ -57,14 +58,16 @@ from tpusim.arch.fileio import write_text_atomic
 from tpusim.arch.isa import ENGINE_KEYS, INSTR_BYTES, SRAM_REQUESTER_ENGINE, Instruction, decode_program
 from tpusim.arch.timebase import Timebase
 
-__all__ = ["layer_rows", "bound_and_cause", "summary_lines", "chrome_trace", "write_profile", "roofline_png", "print_table", "area_mm2", "energy_totals",
-           "COLUMNS"]
+__all__ = ["layer_rows", "bound_and_cause", "summary_lines", "chrome_trace", "write_profile", "roofline_png",
+           "print_table", "area_mm2", "energy_totals", "COLUMNS", "FLOOR_OF_BOUND"]
 
 #: ratio of cycles to the layer's floor up to which the layer counts as at its floor
 AT_FLOOR = 1.25
+#: a hardware bound -> the row's floor that names it (memory: the compulsory bytes, not the bytes moved)
+FLOOR_OF_BOUND = {"compute": "compute_floor", "vector": "vector_floor", "memory": "compulsory_floor"}
 COLUMNS = ("layer", "op", "cycles", "macs", "utilisation", "load_bytes", "store_bytes", "ddr_bytes_per_cycle",
-           "compute_floor", "vector_floor", "memory_floor", "compulsory_bytes", "compulsory_floor", "traffic_ratio", "floor", "ratio",
-           "bound", "cause") + tuple(
+           "compute_floor", "vector_floor", "memory_floor", "compulsory_bytes", "compulsory_floor", "traffic_ratio",
+           "floor", "ratio", "bound", "cause") + tuple(
     f"{e}_{k}" for e in ENGINE_KEYS for k in ("busy", "wait")) + (
     "sram_bytes", "acc_accesses", "energy_uj", "mac_uj", "sram_uj", "acc_uj", "ddr_uj")
 
@@ -230,8 +233,7 @@ def bound_and_cause(row: dict) -> tuple:
     """(``bound``, ``cause``) of a ``layer_rows`` row from its ``cycles``, floors, ``traffic_ratio``
     and engine shares (module docstring)."""
     if row["ratio"] <= AT_FLOOR:
-        bound = max(("compute", "vector", "memory"),
-                    key=lambda b: row[f"{b}_floor" if b != "memory" else "compulsory_floor"])
+        bound = max(FLOOR_OF_BOUND, key=lambda b: row[FLOOR_OF_BOUND[b]])
         return bound, f"at {bound} floor"
     traffic = row["memory_floor"] > AT_FLOOR * row["floor"]
     schedule = row["cycles"] > AT_FLOOR * max(row["compute_floor"], row["vector_floor"], row["memory_floor"])
