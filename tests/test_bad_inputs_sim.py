@@ -147,8 +147,8 @@ def test_bad_input_values_and_outputs(tmp_path, capsys):
     p.write_bytes(B.valid_binary(H))
     np.save(tmp_path / "f.npy", np.full((1, 8, 1, 2), np.nan, np.float32))
     assert main(["run", str(p), "--input", str(tmp_path / "f.npy"), "--hw", "small"]) == 2
-    assert capsys.readouterr().err.strip() == ("tpusim: error: input 'x': 16 non-finite values (NaN or "
-                                               "infinity) cannot be quantized")
+    assert capsys.readouterr().err.strip() == (f"tpusim: error: --input {tmp_path / 'f.npy'}: input 'x': 16 "
+                                               "non-finite values (NaN or infinity) cannot be quantized")
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 1, 2), np.int8))
     (tmp_path / "file").write_text("")
     assert main(["run", str(p), "--input", str(tmp_path / "x.npy"), "--hw", "small",

@@ -63,12 +63,14 @@ def test_bad_input_clean_error(tmp_path, capsys):
     path, _, _ = _write(tmp_path)
     np.save(tmp_path / "f.npy", np.zeros((1, 8, 4, 4), np.int32))
     assert main(["run", str(path), "--input", str(tmp_path / "f.npy"), "--hw", "small"]) == 2
-    assert "input 'x': dtype int32 is neither int8 nor float" in capsys.readouterr().err
+    assert f"--input {tmp_path / 'f.npy'}: input 'x': dtype int32 is neither int8 nor float" in capsys.readouterr().err
     np.save(tmp_path / "s.npy", np.zeros((1, 8, 4, 5), np.int8))
     assert main(["run", str(path), "--input", str(tmp_path / "s.npy"), "--hw", "small"]) == 2
-    assert "input 'x': shape (1, 8, 4, 5) is not (1, 8, 4, 4)" in capsys.readouterr().err
+    assert f"--input {tmp_path / 's.npy'}: input 'x': shape (1, 8, 4, 5) is not (1, 8, 4, 4)" in capsys.readouterr().err
     assert main(["run", str(path), "--hw", "small"]) == 2
-    assert "missing input 'x'" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == (
+        "tpusim: error: no --input for 'x' (int8 or float, shape (1, 8, 4, 4)): pass --input FILE.npy (the inputs "
+        "in order) or --input NAME=FILE.npy")
     assert main(["run", str(path), "--input", str(tmp_path / "nothere.npy"), "--hw", "small"]) == 2
     assert "cannot load input 'x'" in capsys.readouterr().err
 

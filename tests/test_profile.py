@@ -96,11 +96,29 @@ def test_cli_profile_and_bad_out(residual_run, tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
+def test_cli_profile_refuses_hand_edited_layers(residual_run, tmp_path, capsys):
+    """A META whose layers a user edited by hand (here: a non-integer MAC count) is refused when
+    the binary is read, naming the layer and field: one line, no traceback."""
+    cfg, binary, _, x = residual_run
+    bad = copy.deepcopy(binary)
+    bad.meta["layers"][0]["macs"] = "lots"
+    bad.write(tmp_path / "r.tpubin")
+    np.save(tmp_path / "x.npy", x)
+    assert cli.main(["profile", str(tmp_path / "r.tpubin"), "--input", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "prof")]) == 2
+    err = capsys.readouterr().err.strip()
+    name = binary.meta["layers"][0]["name"]
+    assert err.startswith("tpusim: error: ") and err.endswith(
+        f"(META): layers[0] ({name!r}): macs must be an integer >= 0, got 'lots'"), err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
 def test_cosim_profile_flag(tmp_path):
     model = qnets.conv_bn_relu()
     xs = qnets.inputs(qnets.in_shape(model), 3, seed=2)
     v = run(model, "small", tmp_path, rtl=False, data=(xs[0], xs[1:]), name="c", profile_layers=True)
-    assert v.passed and any(n.startswith("profile: 1 layers") for n in v.notes), v.notes
+    assert v.passed and any(n.startswith("profile: 1 layers in ") for n in v.notes), v.notes
+    assert any(n.startswith("profile: 1 layers: 1 ") and n.endswith(" cycles)") for n in v.notes), v.notes
     assert (tmp_path / "profile" / "profile.csv").exists()
 
 

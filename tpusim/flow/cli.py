@@ -38,7 +38,7 @@ EXIT_ERROR = 2
 
 
 def _parse_inputs(specs: list[str], binary) -> dict:
-    """``x.npy`` (binds the binary's inputs in order) or ``name=x.npy``."""
+    """``x.npy`` (binds the binary's inputs in order) or ``name=x.npy``: {input name: (path, array)}."""
     names = [t.name for t in binary.inputs]
     out, pos = {}, 0
     for spec in specs:
@@ -57,7 +57,36 @@ def _parse_inputs(specs: list[str], binary) -> dict:
             raise TpuError(f"cannot load input {name!r} from {path}: {e or type(e).__name__}") from None
         if not isinstance(arr, np.ndarray):
             raise TpuError(f"input {name!r}: {path} holds several arrays (.npz); give one .npy file")
-        out[name] = arr
+        out[name] = (path, arr)
+    return out
+
+
+def _accepted_shapes(binary, name: str) -> list:
+    """The shapes ``_prepare_input`` takes for input ``name``: the device's, the model's original
+    one when the host transforms it (im2col), (1, K) for a (1, K, 1, 1) vector input."""
+    desc = next(t for t in binary.inputs if t.name == name)
+    tr = next((t for t in binary.meta.get("input_transforms", []) if t["name"] == name), None)
+    want = [tuple(desc.shape)] + ([tuple(tr["orig_shape"])] if tr else [])
+    if len(desc.shape) == 4 and desc.shape[2:] == (1, 1):
+        want.append(tuple(desc.shape[:2]))
+    return want
+
+
+def _device_inputs(specs: list[str], binary) -> dict:
+    """The --input files as device inputs: each prepared (``_prepare_input``; an error names the
+    file it came from); TpuError naming every input of the binary no file was given for, with
+    the shapes it takes."""
+    out = {}
+    for name, (path, x) in _parse_inputs(specs, binary).items():
+        try:
+            out[name] = _prepare_input(binary, name, x)
+        except TpuError as e:
+            raise TpuError(f"--input {path}: {e}") from None
+    missing = [t.name for t in binary.inputs if t.name not in out]
+    if missing:
+        raise TpuError("no --input for " + "; ".join(
+            f"{n!r} (int8 or float, shape {' or '.join(map(str, _accepted_shapes(binary, n)))})" for n in missing)
+            + ": pass --input FILE.npy (the inputs in order) or --input NAME=FILE.npy")
     return out
 
 
@@ -82,9 +111,7 @@ def _prepare_input(binary, name: str, x: np.ndarray) -> np.ndarray:
     if x.ndim == 2 and tuple(desc.shape) == (*x.shape, 1, 1):
         x = x.reshape(desc.shape)         # a (1, K) vector model's input: the device's (1, K, 1, 1)
     if tuple(x.shape) != tuple(desc.shape):
-        want = [tuple(desc.shape)] + ([tuple(tr["orig_shape"])] if tr else [])
-        if len(desc.shape) == 4 and desc.shape[2:] == (1, 1):
-            want.append(tuple(desc.shape[:2]))
+        want = _accepted_shapes(binary, name)
         raise TpuError(f"input {name!r}: shape {tuple(x.shape)} is not {' or '.join(map(str, want))}")
     return x
 
@@ -145,7 +172,7 @@ def _load_run(args) -> tuple:
     hash is checked by ``_config_for`` (the message names both configs)."""
     binary = TpuBinary.read(args.binary)
     cfg = _config_for(binary, args.hw, args.binary)
-    inputs = {n: _prepare_input(binary, n, x) for n, x in _parse_inputs(args.input, binary).items()}
+    inputs = _device_inputs(args.input, binary)
     return binary, cfg, inputs
 
 
