@@ -127,6 +127,24 @@ def _direct(qg, cfg):
                                                                    _prices(cfg))
 
 
+@pytest.mark.parametrize("hw", ["small", "small_wide", "wide"])
+def test_drained_and_exposed_stores_are_the_layers_stores(models, hw):
+    """The STOREs a conv's work record puts on the pipeline's drain and on the MXU's path are
+    STOREs the layer makes (a size among ``stores``): on a wide array a 64-channel output is one
+    of the accumulator row's ``requant_planes`` planes, so a chunk STOREs one plane, not four (it
+    was priced as four: ResNet-50 on 64x256 +17 % over SimPy, its 3x3 convs +72 %)."""
+    cfg = load_config(hw)
+    dg = pipeline.host_transforms(pipeline.DeviceGraph(models["resnet50-reduced"].qg, cfg, pipeline.BackendOptions()))
+    lp = pipeline.layout(dg)
+    for op in lp.qg.ops:
+        dev = OP_TABLE.device(op)
+        if dev.conv_shape is None:
+            continue
+        w = dev.work(op, lp.tensors, dev.tile(op, lp.tensors, cfg), cfg)
+        bad = (set(w.drain_bursts) | set(w.exposed_stores)) - set(w.stores)
+        assert not bad, (op.name, bad, w.stores)
+
+
 def _same(a, b) -> bool:
     """Two Estimates with bit-identical per-layer arrays and totals."""
     return a.names == b.names and a.total_cycles == b.total_cycles and all(np.array_equal(getattr(a, f), getattr(b, f))

@@ -85,9 +85,10 @@ def test_an_unknown_set_is_named(tmp_path):
 
 
 def test_the_shipped_spec_is_the_readme_grids():
-    """docs/estimator_eval.yaml: 27 + 12 configs of three CNNs (117 points) and bert-tiny on 6 + 12."""
+    """docs/estimator_eval.yaml: 27 + 12 + 8 (non-square) configs of three CNNs (141 points) and
+    bert-tiny on 6 + 12."""
     spec = estimator_eval.load_spec(estimator_eval.DEFAULT_SPEC)
     n = {s: len(sweep.candidates(spec["base"], v.get("grid") or {}, v.get("points") or []))
          for s, v in spec["sets"].items()}
-    assert n == {"eval": 27, "holdout": 12, "bert": 6, "bert-holdout": 12}
+    assert n == {"eval": 27, "holdout": 12, "bert": 6, "bert-holdout": 12, "nonsquare": 8}
     assert spec["models"] == ["resnet50", "shufflenet", "squeezenet"]

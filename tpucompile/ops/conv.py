@@ -599,6 +599,7 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
     kinds = _conv_kinds(op, X, Ho, Wo, tl, ap) if tiles is None else _tile_kinds(op, X, tiles, ap, pooled)
     groups = ceil_div(NB, tl.nbg)
     per_group = min(tl.nbg, NB) // mg           # output blocks of one group
+    group_planes, last_planes = _group_planes(groups, per_group, nout, nblk, mp)
     multi = sum(kinds.values()) > 1
     if tl.wbatch > 1:       # batches of wbatch streaming tiles over the layer's MATMUL order
         streaming = {b for r, b, _ in alike if r < KB * T}
@@ -642,11 +643,13 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
             w.acc_accesses += n * NB * k * cols * C
         if not w.fill_bursts:      # the first tile: its window and weight tile come first
             w.fill_bursts = [win, wt]
-        # the last tile: its last MATMUL, then its last group's REQUANTs and STOREs
-        group = [ceil_div(k * cols * W, bb) * mp if pool is None else ceil_div(pool[1] * W, bb) * pool[0] * mp
-                 for k, cols in chunks] * per_group
+        # a group's STOREs in emission order (its output blocks', each its chunks'), as planes of
+        # one output block -> how many groups; the last tile: its last MATMUL, then its last
+        # group's REQUANTs and STOREs
+        per_plane = [ceil_div(k * cols * W, bb) if pool is None else ceil_div(pool[1] * W, bb) * pool[0]
+                     for k, cols in chunks]
         w.drain_cycles = C + M + R + C + per_group * sum(rq)
-        w.drain_bursts = group
+        w.drain_bursts = [b * p for p in last_planes for b in per_plane]
         if tl.ni == 1 or (residual and multi and groups * per_group * len(chunks) > SKIP_SLOTS + 2):
             # one input slot: the next window loads after the last MATMUL; a fused residual
             # with more skip tiles per output tile than slots in its ring (the output and skip
@@ -658,10 +661,25 @@ def _work(op: QConv, lays: dict, tl, cfg, residual: bool = False, tiles=None, po
         if not tl.acc_halves:      # one accumulator half: a group's REQUANTs finish before the
             # next group's first MATMUL overwrites it, and a REQUANT waits for the STORE two
             # chunks back (two output slots): all but the last two STOREs are on the MXU's path
-            for b in group[:-2]:
-                w.expose_stores(n * groups, b)
+            for planes, ng in group_planes.items():
+                for b in [b * p for p in planes for b in per_plane][:-2]:
+                    w.expose_stores(n * ng, b)
             w.exposed_cycles += n * groups * sum(rq[-2:])
     return w
+
+
+def _group_planes(groups: int, per_group: int, nout: int, nblk: int, mp: int) -> tuple:
+    """The planes each output block of a cout group STOREs (``requant_planes`` ``mp``, fewer in
+    the last blocks of a tensor of ``nblk`` channel blocks: ``_emit``'s ``min(mp, nblocks - blk)``;
+    a wide array's 64-channel output is one plane of its four), per group of ``per_group`` blocks
+    (a last group past the ``nout`` blocks repeats the last one), as (distinct tuples of planes
+    in group order -> how many groups have them, the last group's)."""
+    counts: dict = {}
+    for g in range(groups):
+        obs = (min(ob, nout - 1) for ob in range(g * per_group, (g + 1) * per_group))
+        planes = tuple(min(mp, nblk - ob * mp) for ob in obs)
+        counts[planes] = counts.get(planes, 0) + 1
+    return counts, planes
 
 
 def _streaming_sizes(alike: list, KB: int, T: int, tl) -> np.ndarray:
