@@ -585,7 +585,7 @@ class ConvCandidates(NamedTuple):
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
-    ``choice_memo`` (candidate, ``_batch_key`` > 1 and price, or the weight batch it decides) -> ``_conv_choice``,
+    ``choice_memo`` (candidate, the weight batch ``_batch_pays`` decides) -> ``_conv_choice``,
     ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``),
     ``twin_memo`` streaming candidate -> what ``_picked`` weighs of its twin at any price
     (``_twin_terms``)."""
@@ -1364,20 +1364,14 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     candidates of any key that give it the same inputs: ``_new_choice``). CompileError naming
     the conv ``node`` if no region set fits."""
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
-    if gb > 1:                          # (else no price matters)
-        out = c.choice_memo.get((i, batch, price))
-        if out is not None:
-            return out
-        if not _batch_pays(c, i, batch, price):
-            gb = 1      # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
+    if gb > 1 and not _batch_pays(c, i, batch, price):      # (else no price matters)
+        gb = 1      # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = c.choice_memo.get((i, gb))
     if out is None:
         out = _CHOICES.get((key, i, gb))
         if out is None:
             out = _new_choice(node, key, c, i, gb, cfg)
         c.choice_memo[(i, gb)] = out
-    if batch[0] > 1:
-        c.choice_memo[(i, batch, price)] = out
     return out
 
 
@@ -1397,11 +1391,11 @@ def _new_choice(node: str, key: tuple, c: ConvCandidates, i: int, gb: int, cfg: 
     and cin groups, which the regions do not read). CompileError naming the conv ``node`` if no
     region set fits."""
     t = c.table
-    p = int(t.pair[i])
+    p = t.pair.item(i)
     nres = c.nres(i)
     (kh, kw), KB, NB = key[0], key[2], key[3]
-    rkey = (key[7], key[9], key[10], key[11], key[12], key[13], key[16], int(t.PTH[p]) * int(t.PTW[p]), int(t.M[p]),
-            int(c.s_out[p]), int(t.ni[i]), int(t.slot[i]), nres, nres == KB * NB * kh * kw, c.aligned_at(i), gb)
+    rkey = (key[7], key[9], key[10], key[11], key[12], key[13], key[16], t.PTH.item(p) * t.PTW.item(p), t.M.item(p),
+            c.s_out.item(p), t.ni.item(i), t.slot.item(i), nres, nres == KB * NB * kh * kw, c.aligned_at(i), gb)
     got = _REGIONS.get(rkey, _UNSEEN)
     if got is _UNSEEN:
         if len(_REGIONS) >= _CHOICES_MAX:
@@ -1422,7 +1416,7 @@ def _region_search(cfg: HwConfig, skip: bool, pooled: int, M: int, s_out: int, n
     None if no region set fits. Only the regions kept are returned; the others are only
     checked."""
     nws = (0,) if full else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
-    s_outs = [s_out] if pooled or skip else [min(M, f * s_out) for f in (3, 2)] + [s_out]
+    s_outs = [s_out] if pooled or skip else list(dict.fromkeys([min(M, f * s_out) for f in (3, 2)] + [s_out]))
     ring = nws[:1] if gb > 1 and nws[0] == 2 * gb else ()       # the batch ring before larger output slots
     if skip and aligned:                # (plain convs too: medium -0.1 %, seed squeezenet +0.04 %)
         out = _split_choice(cfg, nres, nws, gb, s_out, ni, slot)
