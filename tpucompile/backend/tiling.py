@@ -1083,15 +1083,15 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
 
 
 def _shared_search_key(c: ConvCandidates, gb: int, col_bytes: bytes, overlap: float) -> tuple:
-    """What ``_pick``'s search and ``_group_refine`` read of ``c`` at weight batch ``gb``, the
-    prices (``col_bytes``: the bytes of ``_price_columns``' array) and ``overlap`` besides ``c``'s ``_ConvOutTable`` (its
-    shape table, output chunk, VPU cycles, peaks and packed words: the ``refined`` dict this keys
-    is that table's): the live candidates (those whose packed words fit the SRAM: nested as the
-    SRAM grows, so their count names them), their unaligned row (from the bank size's aligned
-    words), with batches (gb > 1) where the ring fits (``_batch_fits``: ``_batch_rows``' other rows
-    read the shape table and ``gb`` only), and the prices' bytes. Bank and SRAM sizes that give
-    the same (across accumulator depths the tables differ) share the result: the same rows at
-    the same prices, the same picks."""
+    """What ``_pick``'s search and ``_group_refine`` read of ``c`` at weight batch ``gb``, the prices
+    (``col_bytes``: the bytes of ``_price_columns``' array) and ``overlap`` besides ``c``'s
+    ``_ConvOutTable`` (its shape table, output chunk, VPU cycles, peaks and packed words: the
+    ``refined`` dict this keys is that table's): the live candidates (those whose packed words fit
+    the SRAM: nested as the SRAM grows, so their count names them), their unaligned row (from the
+    bank size's aligned words), with batches (gb > 1) where the ring fits (``_batch_fits``:
+    ``_batch_rows``' other rows read the shape table and ``gb`` only), and the prices' bytes. Bank
+    and SRAM sizes that give the same (across accumulator depths the tables differ) share the
+    result: the same rows at the same prices, the same picks."""
     unaligned = np.packbits(c.live_rows[5] != 0).tobytes()
     fits = np.packbits(_batch_fits(c, gb)).tobytes() if gb > 1 else b""
     return len(c.live), unaligned, gb, fits, col_bytes, overlap
