@@ -1428,7 +1428,7 @@ def _region_search(cfg: HwConfig, skip: bool, pooled: int, M: int, s_out: int, n
         wb = gb if nw == 2 * gb and gb > 1 else 1
         regs = conv_regions(cfg, nres + nw, s, ni, slot, al, skip=skip, pooled=pooled, wbatch=wb, lists=False)
         if regs is not None and not (pooled or skip):      # the largest output slots that fit
-            s, regs = _largest_out_slot(cfg, nres + nw, s, M, ni, slot, al, wb, regs["o"][0])
+            s, regs = _largest_out_slot(cfg, nres + nw, s, M, ni, slot, al, wb, regs["o"][0], regs)
         if regs is not None:
             return nw, s, regs, al, wb
     return None
@@ -1500,15 +1500,15 @@ def _largest_split_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot:
         end = (top - inputs) // bw * bw                     # the last start the first input slot may have
         g = (base + end) // 2 // bw * bw
         best = max(best, min(g - base, end - g) // group, min(g + bw - base, end - g - bw) // group)
-    return _last_fitting(regions, lo, hi, min(hi, best))
+    return _last_fitting(regions, lo, hi, min(hi, best), regs)
 
 
 def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: int, aligned: bool, wbatch: int,
-                      base: int) -> tuple:
+                      base: int, at_lo: dict | None = None) -> tuple:
     """(The largest output slot (accumulator rows) in ``lo`` .. ``hi`` whose ``conv_regions`` (no
     skip or pooled slots) fit, those regions (``lists`` False)), given that they fit at ``lo``
-    and that the output slots start at word ``base`` (what comes before them does not depend on
-    their size). The regions' end grows with the slot, so the answer is where they stop fitting:
+    (``at_lo``: those regions, if known) and that the output slots start at word ``base`` (what
+    comes before them does not depend on their size). The regions' end grows with the slot, so the answer is where they stop fitting:
     worked out from the layout (two output slots of ``requant_planes`` words a row, then ``ni``
     input slots of ``slot`` words, each from a bank's start if ``aligned``), checked with
     ``conv_regions`` at it and one past it, else (never met) found by bisection."""
@@ -1520,15 +1520,15 @@ def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: i
         end = (cfg.sram_words - (ni - 1) * round_up(slot, bw) - slot) // bw * bw
     else:
         end = cfg.sram_words - ni * slot
-    return _last_fitting(regions, lo, hi, min(hi, max(lo, (end - base) // (2 * mp))))
+    return _last_fitting(regions, lo, hi, min(hi, max(lo, (end - base) // (2 * mp))), at_lo)
 
 
-def _last_fitting(regions, lo: int, hi: int, s: int) -> tuple:
+def _last_fitting(regions, lo: int, hi: int, s: int, at_lo: dict | None = None) -> tuple:
     """(The largest output slot in ``lo`` .. ``hi`` whose ``regions(slot)`` are not None, those
-    regions), given that they are at ``lo`` and grow with the slot: ``s`` (worked out from the
-    layout) if its regions fit and those of ``s + 1`` do not (or ``s`` is ``hi``), else (never
-    met) found by bisection."""
-    got = regions(s)
+    regions), given that they are at ``lo`` (``at_lo``: those regions, if known) and grow with
+    the slot: ``s`` (worked out from the layout) if its regions fit and those of ``s + 1`` do not
+    (or ``s`` is ``hi``), else (never met) found by bisection."""
+    got = at_lo if s == lo and at_lo is not None else regions(s)
     if got is not None and (s == hi or regions(s + 1) is None):
         return s, got
     while lo < hi:
