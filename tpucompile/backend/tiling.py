@@ -157,6 +157,7 @@ class _Alloc:
 
     def __init__(self, cfg: HwConfig, lists: bool = True):
         self.cfg = cfg
+        self.bank_words, self.sram_words = cfg.bank_words, cfg.sram_words    # (read once: ``take`` reads them)
         self.top = 0
         self.regions = {}
         self.lists = lists
@@ -166,13 +167,13 @@ class _Alloc:
         ``min(bank_words, words)`` if ``bank_align`` (so ``round_up(words, that)`` apart)."""
         step = words
         if count and bank_align:
-            a = min(self.cfg.bank_words, words)
+            a = min(self.bank_words, words)
             self.top, step = round_up(self.top, a), round_up(words, a)
         bases = range(self.top, self.top + count * step, step) if step else (self.top,) * count
         self.regions[name] = list(bases) if self.lists else bases
         if count:
             self.top += (count - 1) * step + words
-        return self.top <= self.cfg.sram_words
+        return self.top <= self.sram_words
 
 
 def out_slot_words(cfg: HwConfig, M: int) -> int:
@@ -304,11 +305,11 @@ def weight_region_words(n, cols: int, bank_words: int):
     return (n - 1) * _wstride(cols, bank_words) + cols
 
 
-def resident_tiles(total: int, cols: int, bank_words: int, free_words):
-    """Weight tiles kept resident (int64 array) in ``free_words`` (array) of SRAM: all ``total``
-    if their slots fit, else as many as fit next to a streaming ring of two slots (0 if none)."""
-    fit = np.maximum(0, (free_words - cols) // _wstride(cols, bank_words) + 1)        # slots whose words fit
-    return np.where(fit >= total, total, np.maximum(0, fit - 2))
+def resident_tiles(total: int, cols: int, bank_words: int, free_words: int) -> int:
+    """Weight tiles kept resident in ``free_words`` words of SRAM: all ``total`` if their slots
+    fit, else as many as fit next to a streaming ring of two slots (0 if none)."""
+    fit = max(0, (free_words - cols) // _wstride(cols, bank_words) + 1)        # slots whose words fit
+    return total if fit >= total else max(0, fit - 2)
 
 
 def conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligned: bool, skip: bool = False,
@@ -341,29 +342,29 @@ def _conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligne
     ``own_bank``: the tables after the input slots, from a bank's start (a REQUANT_ADD holds its
     table's bank for its whole transaction)."""
     a = _Alloc(cfg, lists=lists)
-    bw = cfg.bank_words
+    bw, C, mp = a.bank_words, cfg.array_cols, cfg.requant_planes
     if wbatch > 1:      # the last 2 * wbatch slots: two halves of the ring, each from a bank's start
-        a.take("w", nw - 2 * wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+        a.take("w", nw - 2 * wbatch, C, bank_align=2 * C > bw)
         ws = list(a.regions["w"])
         for _ in range(2):
             a.top = round_up(a.top, bw)
-            a.take("h", wbatch, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+            a.take("h", wbatch, C, bank_align=2 * C > bw)
             ws += a.regions.pop("h")
         a.regions["w"] = ws
     else:
-        a.take("w", nw, cfg.array_cols, bank_align=2 * cfg.array_cols > bw)
+        a.take("w", nw, C, bank_align=2 * C > bw)
     if aligned:
         a.top = round_up(a.top, bw)
     if not own_bank:
         a.take("p", 2, table_slot_words(cfg))
     if split:
-        _split_out_regions(a, cfg.requant_planes * s_out, SKIP_SLOTS if skip else 0)
+        _split_out_regions(a, mp * s_out, SKIP_SLOTS if skip else 0)
     else:
-        a.take("o", 2, cfg.requant_planes * s_out)
+        a.take("o", 2, mp * s_out)
     if skip and not split:
-        a.take("s", SKIP_SLOTS, cfg.requant_planes * s_out)
+        a.take("s", SKIP_SLOTS, mp * s_out)
     if pooled:
-        a.take("q", 2, cfg.requant_planes * pooled)
+        a.take("q", 2, mp * pooled)
     slots = []
     for _ in range(ni):
         if aligned:
@@ -376,7 +377,7 @@ def _conv_regions(cfg: HwConfig, nw: int, s_out: int, ni: int, slot: int, aligne
         # with the other parity group's slots would make that group's LOADs and STOREs wait
         a.top = round_up(a.top, bw)
         a.take("p", 2, table_slot_words(cfg))
-    return a.regions if a.top <= cfg.sram_words else None
+    return a.regions if a.top <= a.sram_words else None
 
 
 def _split_out_regions(a: _Alloc, words: int, skip_slots: int) -> None:
@@ -386,7 +387,7 @@ def _split_out_regions(a: _Alloc, words: int, skip_slots: int) -> None:
     groups = []
     for g in range(2):
         if g:
-            a.top = round_up(a.top, a.cfg.bank_words)
+            a.top = round_up(a.top, a.bank_words)
         a.take("g", 1 + skip_slots // 2, words)
         groups.append(a.regions.pop("g"))
     a.regions["o"] = [grp[0] for grp in groups]
@@ -551,12 +552,9 @@ class _SearchSet:
         idx, rows = self.state
         for i in pending:
             k = int(idx.searchsorted(i))
-            tail, at = rows[:, k + 1:], rows[:, k].tolist()
-            worse = tail[0] >= at[0]
-            for r in range(1, 6):
-                worse &= tail[r] >= at[r]
+            worse = (rows[:6, k + 1:] >= rows[:6, k:k + 1]).all(axis=0)     # rows 0 to 5, at once
             if len(rows) > 6:           # the least DMA term batches may leave
-                worse &= tail[1] - tail[6] >= at[1]
+                worse &= rows[1, k + 1:] - rows[6, k + 1:] >= rows[1, k]
             if worse.any():
                 keep = np.empty(len(idx), bool)
                 keep[:k + 1] = True
@@ -587,7 +585,7 @@ class ConvCandidates(NamedTuple):
     ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
-    ``choice_memo`` (candidate, ``_batch_key`` > 1 and price, or the weight batch it decides) -> ``_conv_choice``,
+    ``choice_memo`` (candidate, the weight batch ``_batch_pays`` decides) -> ``_conv_choice``,
     ``pays_memo`` candidate -> what ``_batch_pays`` weighs of it at any price (``_pays_terms``),
     ``twin_memo`` streaming candidate -> what ``_picked`` weighs of its twin at any price
     (``_twin_terms``)."""
@@ -1072,31 +1070,31 @@ def _pick(node: str, key: tuple, price: tuple, batch: tuple, cfg: HwConfig, kern
     if ahead and (price, batch) in ahead:
         todo += [(p, b) for p, b in ahead if b[0] == gb and p[2] == overlap and (p, b) != (price, batch)
                  and (key, p, b) not in _PICKS]
-    col = _price_columns(todo, gb)
-    skey = _shared_search_key(c, gb, col, overlap)
+    col, col_bytes = _price_columns(todo, gb)
+    skey = _shared_search_key(c, gb, col_bytes, overlap)
     refined = c.bank.refined.get(skey)
     if refined is None:
         search = _search_set(c, gb)
         picks = search.pick(_price_est(c, gb, col[:, :1], overlap))        # drops what its pick dominates,
         if len(todo) > 1:                                                   # then the others on what is left
             picks += search.pick(_price_est(c, gb, col[:, 1:], overlap), anchor=False)
-        refined = c.bank.refined[skey] = _group_refine(c, [i for i, _ in picks], gb, col, overlap)
+        refined = c.bank.refined[skey] = _group_refine(c, picks, gb, col, overlap)
     return _picked(node, key, c, refined, todo, cfg)
 
 
-def _shared_search_key(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float) -> tuple:
-    """What ``_pick``'s search and ``_group_refine`` read of ``c`` at weight batch ``gb``, the
-    prices of ``col`` (``_price_columns``) and ``overlap`` besides ``c``'s ``_ConvOutTable`` (its
-    shape table, output chunk, VPU cycles, peaks and packed words: the ``refined`` dict this keys
-    is that table's): the live candidates (those whose packed words fit the SRAM: nested as the
-    SRAM grows, so their count names them), their unaligned row (from the bank size's aligned
-    words), with batches (gb > 1) where the ring fits (``_batch_fits``: ``_batch_rows``' other rows
-    read the shape table and ``gb`` only), and the prices' bytes. Bank and SRAM sizes that give
-    the same (across accumulator depths the tables differ) share the result: the same rows at
-    the same prices, the same picks."""
+def _shared_search_key(c: ConvCandidates, gb: int, col_bytes: bytes, overlap: float) -> tuple:
+    """What ``_pick``'s search and ``_group_refine`` read of ``c`` at weight batch ``gb``, the prices
+    (``col_bytes``: the bytes of ``_price_columns``' array) and ``overlap`` besides ``c``'s
+    ``_ConvOutTable`` (its shape table, output chunk, VPU cycles, peaks and packed words: the
+    ``refined`` dict this keys is that table's): the live candidates (those whose packed words fit
+    the SRAM: nested as the SRAM grows, so their count names them), their unaligned row (from the
+    bank size's aligned words), with batches (gb > 1) where the ring fits (``_batch_fits``:
+    ``_batch_rows``' other rows read the shape table and ``gb`` only), and the prices' bytes. Bank
+    and SRAM sizes that give the same (across accumulator depths the tables differ) share the
+    result: the same rows at the same prices, the same picks."""
     unaligned = np.packbits(c.live_rows[5] != 0).tobytes()
     fits = np.packbits(_batch_fits(c, gb)).tobytes() if gb > 1 else b""
-    return len(c.live), unaligned, gb, fits, col.tobytes(), overlap
+    return len(c.live), unaligned, gb, fits, col_bytes, overlap
 
 
 def _price_est(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float):
@@ -1112,11 +1110,25 @@ def _price_est(c: ConvCandidates, gb: int, col: np.ndarray, overlap: float):
     return est
 
 
-def _price_columns(todo: list, gb: int) -> np.ndarray:
-    """The (price, ``_batch_key``) pairs of ``todo`` as a float64 (2 or 3, prices, 1) array:
-    LOAD bytes per cycle, cycles per DMA and, with weight batches (``gb`` > 1),
-    ``tile_dma_cycles``: a price a row, broadcast against the candidates."""
-    return np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+#: (``todo`` pairs, weight batch) -> ``_price_columns``' result (a timing group's prices recur at each
+#: of its tables' searches)
+_COLUMNS: dict = {}
+
+
+def _price_columns(todo: list, gb: int) -> tuple:
+    """(The (price, ``_batch_key``) pairs of ``todo`` as a read-only float64 (2 or 3, prices, 1)
+    array: LOAD bytes per cycle, cycles per DMA and, with weight batches (``gb`` > 1),
+    ``tile_dma_cycles``: a price a row, broadcast against the candidates; its bytes), stored in
+    ``_COLUMNS``."""
+    memo = (tuple(todo), gb)
+    out = _COLUMNS.get(memo)
+    if out is None:
+        col = np.array([[p[0], p[1]] + ([b[1]] if gb > 1 else []) for p, b in todo], np.float64).T[:, :, None]
+        col.flags.writeable = False
+        if len(_COLUMNS) >= _PICKS_MAX:
+            _COLUMNS.clear()
+        out = _COLUMNS[memo] = (col, col.tobytes())
+    return out
 
 
 def _picked(node: str, key: tuple, c: ConvCandidates, refined: list, todo: list, cfg: HwConfig) -> tuple:
@@ -1154,19 +1166,24 @@ def _picked(node: str, key: tuple, c: ConvCandidates, refined: list, todo: list,
 
 def _group_refine(c: ConvCandidates, picks: list, gb: int, col: np.ndarray, overlap: float) -> list:
     """Per price (a row of ``col``, ``_price_columns``) its refined pick (candidate, its
-    estimate): of the live streaming candidates of its search's pick's (``picks``) tile (th x
-    tw) that load no more DDR bytes than the pick, the first of the least ``est_cycles`` at the
-    price (weight batches of ``gb`` as ``_pick`` weighs them) with each one's ``serial_at``
-    cycles added to its max(MXU, VPU): the cout group (and with it the cin group, input and
-    weight slots) that lets a group's REQUANTs overlap the next group's MATMULs where that pays.
-    The prices of one pick are weighed at once (a (prices, candidates) array: the same values).
+    estimate): of the live streaming candidates of its search's pick's (``picks``: (candidate,
+    its estimate) per price) tile (th x tw) that load no more DDR bytes than the pick, the first
+    of the least ``est_cycles`` at the price (weight batches of ``gb`` as ``_pick`` weighs them)
+    with each one's ``serial_at`` cycles added to its max(MXU, VPU): the cout group (and with it
+    the cin group, input and weight slots) that lets a group's REQUANTs overlap the next group's
+    MATMULs where that pays. The prices of one pick are weighed at once (a (prices, candidates)
+    array: the same values). A pick whose ``serial_at`` is 0 stays, with its estimate, unweighed:
+    it was the first of the least of every live candidate's estimate, which the serial cycles
+    only raise (the estimate is nondecreasing in max(MXU, VPU); its own gains 0.0).
     Only the tile ``_pick`` chose, and no window read more often: the DMA price underrates loads, so weighing
     every tile took medium ResNet-50's LOAD-bound layers to tiles that load more (n86+n88
     124.7 k -> 151.3 k cycles), and every group of the tile took medium densenet121's 14x14 1x1
     convs to two cout groups, each reading the window again (8,862,665 -> 8,979,575 cycles)."""
-    out = [None] * len(picks)
-    for i in dict.fromkeys(picks):
-        sel = [p for p, k in enumerate(picks) if k == i]
+    out = list(picks)
+    for i in dict.fromkeys(i for i, _ in picks):
+        if c.serial_at(i) == 0.0:
+            continue
+        sel = [p for p, (k, _) in enumerate(picks) if k == i]
         cols = col if len(sel) == len(picks) else col[:, sel]
         cands, rows = _refine_set(c, i, gb)
         e = _price_est(c, gb, cols, overlap)(rows)
@@ -1182,16 +1199,15 @@ def _refine_set(c: ConvCandidates, i: int, gb: int) -> tuple:
     search order), so its live ones are one run of ``c.live``."""
     got = c.searches.get(("refine", i, gb))
     if got is None:
-        t, live = c.table, c.live
-        pairs = t.pair[:c.nstream]
-        lo, hi = live.searchsorted(pairs.searchsorted(t.pair[i], "left")), live.searchsorted(pairs.searchsorted(t.pair[i], "right"))
-        sel = lo + np.flatnonzero(t.load_bytes.take(live[lo:hi]) <= t.load_bytes[i])
+        t, live, p = c.table, c.live, c.table.pair.item(i)
+        lo, hi = live.searchsorted(t.pair[:c.nstream].searchsorted((p, p + 1))).tolist()    # (pair p's run)
+        sel = lo + np.flatnonzero(c.live_rows[0, lo:hi] <= t.load_bytes.item(i))      # (row 0: load bytes)
         if gb > 1 and ("rows", gb) not in c.searches:
             _search_set(c, gb)
-        rows = (c.searches[("rows", gb)] if gb > 1 else c.live_rows)[:, sel]
-        rows[4] += c.serial_of(live[sel])
+        cands, rows = live.take(sel), (c.searches[("rows", gb)] if gb > 1 else c.live_rows).take(sel, axis=1)
+        rows[4] += c.serial_of(cands)
         rows.flags.writeable = False
-        got = c.searches[("refine", i, gb)] = (live[sel], rows)
+        got = c.searches[("refine", i, gb)] = (cands, rows)
     return got
 
 
@@ -1348,20 +1364,14 @@ def _conv_choice(node: str, key: tuple, c: ConvCandidates, i: int, batch: tuple,
     candidates of any key that give it the same inputs: ``_new_choice``). CompileError naming
     the conv ``node`` if no region set fits."""
     gb = batch[0]                       # ``_batch_key``: from DMA fields, not in ``key``
-    if gb > 1:                          # (else no price matters)
-        out = c.choice_memo.get((i, batch, price))
-        if out is not None:
-            return out
-        if not _batch_pays(c, i, batch, price):
-            gb = 1      # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
+    if gb > 1 and not _batch_pays(c, i, batch, price):      # (else no price matters)
+        gb = 1      # the MXU's pairs outlast a tile's DMA and bound the layer: one-tile DMAs keep it fed
     out = c.choice_memo.get((i, gb))
     if out is None:
         out = _CHOICES.get((key, i, gb))
         if out is None:
             out = _new_choice(node, key, c, i, gb, cfg)
         c.choice_memo[(i, gb)] = out
-    if batch[0] > 1:
-        c.choice_memo[(i, batch, price)] = out
     return out
 
 
@@ -1381,11 +1391,11 @@ def _new_choice(node: str, key: tuple, c: ConvCandidates, i: int, gb: int, cfg: 
     and cin groups, which the regions do not read). CompileError naming the conv ``node`` if no
     region set fits."""
     t = c.table
-    p = int(t.pair[i])
+    p = t.pair.item(i)
     nres = c.nres(i)
     (kh, kw), KB, NB = key[0], key[2], key[3]
-    rkey = (key[7], key[9], key[10], key[11], key[12], key[13], key[16], int(t.PTH[p]) * int(t.PTW[p]), int(t.M[p]),
-            int(c.s_out[p]), int(t.ni[i]), int(t.slot[i]), nres, nres == KB * NB * kh * kw, c.aligned_at(i), gb)
+    rkey = (key[7], key[9], key[10], key[11], key[12], key[13], key[16], t.PTH.item(p) * t.PTW.item(p), t.M.item(p),
+            c.s_out.item(p), t.ni.item(i), t.slot.item(i), nres, nres == KB * NB * kh * kw, c.aligned_at(i), gb)
     got = _REGIONS.get(rkey, _UNSEEN)
     if got is _UNSEEN:
         if len(_REGIONS) >= _CHOICES_MAX:
@@ -1406,7 +1416,7 @@ def _region_search(cfg: HwConfig, skip: bool, pooled: int, M: int, s_out: int, n
     None if no region set fits. Only the regions kept are returned; the others are only
     checked."""
     nws = (0,) if full else tuple(dict.fromkeys(((2 * gb,) if gb > 1 else ()) + (4, 3, 2)))
-    s_outs = [s_out] if pooled or skip else [min(M, f * s_out) for f in (3, 2)] + [s_out]
+    s_outs = [s_out] if pooled or skip else list(dict.fromkeys([min(M, f * s_out) for f in (3, 2)] + [s_out]))
     ring = nws[:1] if gb > 1 and nws[0] == 2 * gb else ()       # the batch ring before larger output slots
     if skip and aligned:                # (plain convs too: medium -0.1 %, seed squeezenet +0.04 %)
         out = _split_choice(cfg, nres, nws, gb, s_out, ni, slot)
@@ -1418,7 +1428,7 @@ def _region_search(cfg: HwConfig, skip: bool, pooled: int, M: int, s_out: int, n
         wb = gb if nw == 2 * gb and gb > 1 else 1
         regs = conv_regions(cfg, nres + nw, s, ni, slot, al, skip=skip, pooled=pooled, wbatch=wb, lists=False)
         if regs is not None and not (pooled or skip):      # the largest output slots that fit
-            s, regs = _largest_out_slot(cfg, nres + nw, s, M, ni, slot, al, wb, regs["o"][0])
+            s, regs = _largest_out_slot(cfg, nres + nw, s, M, ni, slot, al, wb, regs["o"][0], regs)
         if regs is not None:
             return nw, s, regs, al, wb
     return None
@@ -1428,18 +1438,20 @@ def _store_choice(key: tuple, i: int, gb: int, c: ConvCandidates, cfg: HwConfig,
                   aligned: bool, wb: int) -> tuple:
     """``_conv_choice``'s result for candidate ``i`` with these regions, stored in ``_CHOICES``."""
     t = c.table
-    th, tw, nbg, kbg, ni, ih, iw = (int(a[i]) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw))
-    skip, pth, ptw = key[16], int(t.PTH[t.pair[i]]), int(t.PTW[t.pair[i]])
+    th, tw, nbg, kbg, ni, ih, iw, p = (a.item(i) for a in (t.th, t.tw, t.nbg, t.kbg, t.ni, t.ih, t.iw, t.pair))
+    # (the array, table and accumulator fields of ``cfg`` as ``key`` holds them: ``conv_candidates_key``)
+    C, pw, mg, mp, acc_depth, skip = key[7], key[9], key[10], key[11], key[14], key[16]
+    pth, ptw = t.PTH.item(p), t.PTW.item(p)
     if len(_CHOICES) >= _CHOICES_MAX:
         _CHOICES.clear()
     slot = kbg * ih * iw
-    slot_words = {"w": cfg.array_cols, "p": table_slot_words(cfg), "o": cfg.requant_planes * s_out, "i": slot}
+    slot_words = {"w": C, "p": mg * pw, "o": mp * s_out, "i": slot}      # ("p": ``table_slot_words``)
     if skip:
-        slot_words["s"] = cfg.requant_planes * s_out
+        slot_words["s"] = mp * s_out
     if pth:
-        slot_words["q"] = cfg.requant_planes * pth * ptw
+        slot_words["q"] = mp * pth * ptw
     out = _CHOICES[(key, i, gb)] = (th, tw, nbg, kbg, ni, nw, s_out, ih, iw, regs, c.load_bytes(i), aligned,
-                                    slot_words, 2 * nbg * th * tw <= cfg.acc_depth_rows, pth, ptw, wb)
+                                    slot_words, 2 * nbg * th * tw <= acc_depth, pth, ptw, wb)
     return out
 
 
@@ -1488,15 +1500,15 @@ def _largest_split_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot:
         end = (top - inputs) // bw * bw                     # the last start the first input slot may have
         g = (base + end) // 2 // bw * bw
         best = max(best, min(g - base, end - g) // group, min(g + bw - base, end - g - bw) // group)
-    return _last_fitting(regions, lo, hi, min(hi, best))
+    return _last_fitting(regions, lo, hi, min(hi, best), regs)
 
 
 def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: int, aligned: bool, wbatch: int,
-                      base: int) -> tuple:
+                      base: int, at_lo: dict | None = None) -> tuple:
     """(The largest output slot (accumulator rows) in ``lo`` .. ``hi`` whose ``conv_regions`` (no
     skip or pooled slots) fit, those regions (``lists`` False)), given that they fit at ``lo``
-    and that the output slots start at word ``base`` (what comes before them does not depend on
-    their size). The regions' end grows with the slot, so the answer is where they stop fitting:
+    (``at_lo``: those regions, if known) and that the output slots start at word ``base`` (what
+    comes before them does not depend on their size). The regions' end grows with the slot, so the answer is where they stop fitting:
     worked out from the layout (two output slots of ``requant_planes`` words a row, then ``ni``
     input slots of ``slot`` words, each from a bank's start if ``aligned``), checked with
     ``conv_regions`` at it and one past it, else (never met) found by bisection."""
@@ -1508,15 +1520,15 @@ def _largest_out_slot(cfg: HwConfig, nw: int, lo: int, hi: int, ni: int, slot: i
         end = (cfg.sram_words - (ni - 1) * round_up(slot, bw) - slot) // bw * bw
     else:
         end = cfg.sram_words - ni * slot
-    return _last_fitting(regions, lo, hi, min(hi, max(lo, (end - base) // (2 * mp))))
+    return _last_fitting(regions, lo, hi, min(hi, max(lo, (end - base) // (2 * mp))), at_lo)
 
 
-def _last_fitting(regions, lo: int, hi: int, s: int) -> tuple:
+def _last_fitting(regions, lo: int, hi: int, s: int, at_lo: dict | None = None) -> tuple:
     """(The largest output slot in ``lo`` .. ``hi`` whose ``regions(slot)`` are not None, those
-    regions), given that they are at ``lo`` and grow with the slot: ``s`` (worked out from the
-    layout) if its regions fit and those of ``s + 1`` do not (or ``s`` is ``hi``), else (never
-    met) found by bisection."""
-    got = regions(s)
+    regions), given that they are at ``lo`` (``at_lo``: those regions, if known) and grow with
+    the slot: ``s`` (worked out from the layout) if its regions fit and those of ``s + 1`` do not
+    (or ``s`` is ``hi``), else (never met) found by bisection."""
+    got = at_lo if s == lo and at_lo is not None else regions(s)
     if got is not None and (s == hi or regions(s + 1) is None):
         return s, got
     while lo < hi:
