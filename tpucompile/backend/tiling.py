@@ -25,6 +25,7 @@ one slot) and ``acc_rows`` (accumulator rows per half), which the tiling verifie
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import SimpleNamespace
@@ -571,7 +572,8 @@ class ConvCandidates(NamedTuple):
     (float64: load bytes, DMA instructions, max(MXU, VPU) (inf where the candidate does not fit the
     SRAM), MXU, unaligned 0/1, wait bytes), both worked out when asked for from ``bank`` (the
     ``_ConvBankTable``); a candidate's VPU cycles on the MXU's path (``serial_at``, ``serial_of``:
-    ``_serial_cycles``) are worked out for the candidates asked for alone. ``live``: the
+    ``_serial_cycles``) are worked out for the candidates asked for alone (stored in
+    ``bank.serial``). ``live``: the
     streaming candidates that fit (int64, ascending),
     ``live_rows`` their cost terms (``_SearchSet``'s rows; ``live_terms`` in ``terms``' order),
     ``searches`` per weight batch those of them ``tile_conv`` still weighs (``_SearchSet``; under
@@ -582,7 +584,7 @@ class ConvCandidates(NamedTuple):
     ``_ConvOutTable``: ``bank.refined``, ``_shared_search_key``). A weights-resident
     candidate (index >= ``nstream``: ``table.twin`` of a streaming one) is worked out alone when
     asked for (``resident``: ``nres`` resident weight tiles (``resident_tiles``; 0 if none fit),
-    ``aligned``, DDR bytes loaded and cost terms as 1-element arrays); ``pogrp`` per pair the
+    ``aligned``, DDR bytes loaded and cost terms as Python floats); ``pogrp`` per pair the
     words of the tables and outputs rounded to banks, ``rest`` per pair those words unrounded,
     ``key`` the ``conv_candidates_key``, ``resident_memo`` the resident candidates worked out,
     ``choice_memo`` (candidate, the weight batch ``_batch_pays`` decides) -> ``_conv_choice``,
@@ -640,40 +642,51 @@ class ConvCandidates(NamedTuple):
         """``est_cycles`` of candidate ``i`` alone, in Python floats (the same IEEE double
         operations in the same order, so the same value); ``serial``: its peak plus
         ``serial_at(i)`` (as ``_group_refine`` weighs it)."""
-        load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in self.terms_at(i))
+        load_b, dma, peak, mxu, unaligned, wait_b = self.terms_at(i)
         if serial:
             peak += self.serial_at(i)
         return _est_floats((load_b, dma, peak, mxu, unaligned, wait_b), bw, dma_cycles, overlap)
 
     def serial_at(self, i: int) -> float:
-        """Candidate ``i``'s VPU cycles on the MXU's path (``_serial_cycles``)."""
-        t, key = self.table, self.key
-        p, nbg = int(t.pair[i]), int(t.nbg[i])
-        return _serial_cycles(int(t.mxu_cycles[i]), int(self.vpu[p]), int(t.M[p]), nbg, key[14], key[10],
-                              int(t.ntiles[p]) * -(-key[3] // nbg))
+        """Candidate ``i``'s VPU cycles on the MXU's path (``_serial_cycles``; stored in
+        ``bank.serial``, shared by the bank and SRAM sizes of its ``_ConvOutTable``)."""
+        out = self.bank.serial.get(i)
+        if out is None:
+            out = self._new_serial([i])[0]
+        return out
 
     def serial_of(self, idx: np.ndarray) -> np.ndarray:
         """``serial_at`` of the candidates ``idx`` (int64 array; float64), worked out for those
-        alone (a few: ``_group_refine``'s, one tile's)."""
+        alone (a few: ``_group_refine``'s, one tile's) if not stored yet."""
+        memo, ks = self.bank.serial, idx.tolist()
+        todo = [k for k in ks if k not in memo]
+        if todo:
+            self._new_serial(todo)
+        return np.array([memo[k] for k in ks], np.float64)
+
+    def _new_serial(self, idx: list) -> list:
+        """``serial_at`` of the candidates ``idx`` (a list), worked out and stored."""
         t, key = self.table, self.key
         acc_depth, mg, NB, M, vpu, ntiles = key[14], key[10], key[3], t.M, self.vpu, t.ntiles
-        return np.array([_serial_cycles(mxu, int(vpu[p]), int(M[p]), nbg, acc_depth, mg, int(ntiles[p]) * -(-NB // nbg))
-                         for p, nbg, mxu in zip(t.pair.take(idx).tolist(), t.nbg.take(idx).tolist(),
-                                                t.mxu_cycles.take(idx).tolist())], np.float64)
+        out = [_serial_cycles(mxu, int(vpu[p]), int(M[p]), nbg, acc_depth, mg, int(ntiles[p]) * -(-NB // nbg))
+               for p, nbg, mxu in zip(t.pair.take(idx).tolist(), t.nbg.take(idx).tolist(), t.mxu_cycles.take(idx).tolist())]
+        self.bank.serial.update(zip(idx, out))
+        return out
 
     def terms_at(self, i: int) -> tuple:
-        """Candidate ``i``'s cost terms (1-element float64 arrays, those ``terms`` holds)."""
+        """Candidate ``i``'s cost terms (Python floats, the values ``terms`` holds)."""
         if i < self.nstream:        # ``terms``' values at i, without working out the whole arrays
-            b, (load_b, dma, mxu, wait_b), sram_words = self.bank, self.table.terms, self.key[13]
-            peak = b.peak[i:i + 1] if b.packed_words[i] <= sram_words else np.array([np.inf])
-            unaligned = np.array([0.0 if b.aligned_words[i] <= sram_words else 1.0])
-            return load_b[i:i + 1], dma[i:i + 1], peak, mxu[i:i + 1], unaligned, wait_b[i:i + 1]
+            b, sram_words = self.bank, self.key[13]
+            load_b, dma, mxu, wait_b = self.table.stacked[:, i].tolist()
+            peak = float(b.peak[i]) if b.packed_words[i] <= sram_words else math.inf
+            return load_b, dma, peak, mxu, 0.0 if b.aligned_words[i] <= sram_words else 1.0, wait_b
         return self.resident(i)[3]
 
     def resident(self, j: int) -> tuple:
-        """(nres, aligned, load bytes, cost terms) of the weights-resident candidate ``j``: as many
-        resident weight tiles as fit next to its tables, outputs and input slots and a streaming
-        ring of two slots (none needed if all are resident); it fits only if some are resident."""
+        """(nres, aligned, load bytes, cost terms as Python floats) of the weights-resident
+        candidate ``j``: as many resident weight tiles as fit next to its tables, outputs and
+        input slots and a streaming ring of two slots (none needed if all are resident); it fits
+        only if some are resident."""
         out = self.resident_memo.get(j)
         if out is None:
             t, key = self.table, self.key
@@ -681,17 +694,16 @@ class ConvCandidates(NamedTuple):
             bwd, sram_words = self.key[12], self.key[13]
             p, total = int(t.pair[j]), KB * NB * kh * kw
             rest = int(self.rest[p]) + int(t.ni_slot[j])
-            nres = int(resident_tiles(total, C, bwd, sram_words - rest))
+            nres = resident_tiles(total, C, bwd, sram_words - rest)
             wwords = weight_region_words(nres + (0 if nres == total else 2), C, bwd)
             fit = wwords + rest <= sram_words and nres > 0
             aligned = bool(round_up(wwords, bwd) + int(self.pogrp[p]) + int(t.ni[j]) * round_up(int(t.slot[j]), bwd)
                            <= sram_words)
             saved = nres * (int(t.ntiles[p]) - 1)                    # weight tile loads saved
             load_bytes = int(t.load_bytes[j]) - saved * wcols * R // NB     # (the N tiles' mean)
-            peak = max(int(t.mxu_cycles[j]), int(self.vpu[p])) if fit else np.inf
-            terms = tuple(np.array([v], np.float64) for v in (load_bytes, int(t.n_dma[j]) - saved, peak,
-                                                                t.terms[2][j], 0.0 if aligned else 1.0,
-                                                                t.terms[3][j]))
+            peak = float(max(int(t.mxu_cycles[j]), int(self.vpu[p]))) if fit else math.inf
+            _, _, mxu, wait_b = t.stacked[:, j].tolist()
+            terms = (float(load_bytes), float(int(t.n_dma[j]) - saved), peak, mxu, 0.0 if aligned else 1.0, wait_b)
             out = self.resident_memo[j] = (nres, aligned, load_bytes, terms)
         return out
 
@@ -838,7 +850,9 @@ class _ConvOutTable(NamedTuple):
     cycles) and ``fixed`` (words of the tables and output (skip, pooled) slots); per streaming
     candidate the SRAM words it needs packed (``packed_words``) and ``peak`` (max(MXU, VPU),
     float64). ``refined``: the searches' results of the ``ConvCandidates`` of this table, shared
-    by their bank and SRAM sizes (``_shared_search_key`` -> ``_group_refine``'s result)."""
+    by their bank and SRAM sizes (``_shared_search_key`` -> ``_group_refine``'s result);
+    ``serial``: candidate (any of ``table``) -> its ``ConvCandidates.serial_at`` cycles, which
+    read only ``table``, its key and ``vpu`` (worked out when asked for, shared likewise)."""
     table: _ConvShapeTable
     nstream: int
     s_out: np.ndarray
@@ -847,6 +861,7 @@ class _ConvOutTable(NamedTuple):
     packed_words: np.ndarray
     peak: np.ndarray
     refined: dict
+    serial: dict
 
 
 @lru_cache(maxsize=512)
@@ -870,8 +885,8 @@ def _conv_out_table(okey: tuple) -> _ConvOutTable:
     # per N tile and output word: REQUANT's write; a fused residual Add's REQUANT_ADD also reads the skip word
     vpu = t.ntiles * NB * ((1 + skip) * mp * t.M + pw * -(-t.M // s_out) + taps * mp * PM)
     peak = np.maximum(t.stacked[2, :n0], vpu.astype(np.float64).take(pair))      # (float64 MXU: ``stacked`` row 2)
-    out = _ConvOutTable(t, n0, s_out, vpu, fixed, packed, peak, {})
-    for a in out[2:-1]:
+    out = _ConvOutTable(t, n0, s_out, vpu, fixed, packed, peak, {}, {})
+    for a in out[2:-2]:
         a.flags.writeable = False
     return out
 
@@ -879,7 +894,7 @@ def _conv_out_table(okey: tuple) -> _ConvOutTable:
 class _ConvBankTable(NamedTuple):
     """What ``conv_candidates`` shares across the SRAM sizes (the bank size fixed), over the
     ``nstream`` streaming candidates of ``table`` (its first): those of ``_ConvOutTable`` (the
-    same arrays, and its ``refined`` dict) and per (tw, th) pair ``pogrp`` (``fixed`` rounded to
+    same arrays, and its ``refined`` and ``serial`` dicts) and per (tw, th) pair ``pogrp`` (``fixed`` rounded to
     banks), per streaming candidate the SRAM words it needs bank-aligned (``aligned_words``)."""
     table: _ConvShapeTable
     nstream: int
@@ -891,6 +906,7 @@ class _ConvBankTable(NamedTuple):
     aligned_words: np.ndarray
     peak: np.ndarray
     refined: dict
+    serial: dict
 
 
 def _round_up_words(words: np.ndarray, bwd: int) -> np.ndarray:
@@ -917,7 +933,7 @@ def _conv_bank_table(bkey: tuple) -> _ConvBankTable:
                + t.ni[:n0] * _round_up_words(t.slot[:n0], bwd))
     for a in (pogrp, aligned):
         a.flags.writeable = False
-    return _ConvBankTable(t, n0, o.s_out, o.vpu, o.fixed, pogrp, o.packed_words, aligned, o.peak, o.refined)
+    return _ConvBankTable(t, n0, o.s_out, o.vpu, o.fixed, pogrp, o.packed_words, aligned, o.peak, o.refined, o.serial)
 
 
 @lru_cache(maxsize=256)
@@ -1223,7 +1239,7 @@ def _twin_terms(c: ConvCandidates, i: int) -> tuple | None:
     j = int(c.table.twin[i])
     out = None
     if j >= 0 and c.nres(j) > 0 and c.aligned_at(j) >= c.aligned_at(i):
-        load_b, dma, peak, mxu, unaligned, wait_b = (float(a[0]) for a in c.terms_at(j))
+        load_b, dma, peak, mxu, unaligned, wait_b = c.terms_at(j)
         peak += c.serial_at(j)
         out = (j, (load_b, dma, peak, mxu, unaligned, wait_b))
     c.twin_memo[i] = out
@@ -1251,7 +1267,7 @@ def _pays_terms(c: ConvCandidates, i: int) -> tuple:
     bytes, DMA instructions and MXU cycles (Python floats) and its streaming weight tiles."""
     t, key = c.table, c.key
     pair = int(t.pair_cycles[t.pair[i]])
-    load_b, dma, _, mxu, *_ = (float(a[0]) for a in c.terms_at(i))
+    load_b, dma, _, mxu, *_ = c.terms_at(i)
     (kh, kw), KB, NB = key[0], key[2], key[3]
     wtiles = int(t.ntiles[t.pair[i]]) * (NB * KB * kh * kw - c.nres(i))
     out = c.pays_memo[i] = (pair, load_b, dma, mxu, wtiles)
