@@ -287,10 +287,11 @@ class _Flat:
         self.store = self._sets(w.stores, _counts(w.drain_bursts), w.exposed_stores)
 
     @staticmethod
-    def _sets(*maps: dict) -> tuple:
-        return (np.array([b for d in maps for b in d], dtype=np.int64),
-                np.array([n for d in maps for n in d.values()], dtype=np.float64),
-                np.repeat(np.arange(len(maps), dtype=np.int64), [len(d) for d in maps]))
+    def _sets(every: dict, ends: dict, exposed: dict) -> tuple:
+        """The three sets' (bursts -> instructions) maps as ``_Flat``'s arrays, in that order."""
+        return (np.array([*every, *ends, *exposed], dtype=np.int64),
+                np.array([*every.values(), *ends.values(), *exposed.values()], dtype=np.float64),
+                np.array([0] * len(every) + [1] * len(ends) + [2] * len(exposed), dtype=np.int64))
 
 
 class _Channel:
