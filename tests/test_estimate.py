@@ -182,6 +182,29 @@ def test_conv_tables_read_no_ddr_timing(hw):
         assert view.names and not view.names & set(_TIMING + _TIMING_ONLY), view.names
 
 
+def test_channel_sums_time_each_instruction_as_dma_timing():
+    """``_Channel.sums`` (a DMA timing's table of 0 .. EXACT_BURSTS bursts, longer instructions
+    extrapolated from its last): per set and layer the sum of count x ``load_ps_array`` /
+    ``store_ps_array`` of its instructions, the first set's each plus a DMA cycle, in the order of
+    the layer's map: the very values, for two timings at once."""
+    from tpucompile.backend.estimate import _Channel, _Flat, _Flats
+    from tpusim.arch.dma_timing import EXACT_BURSTS
+    per_layer = [_Flat._sets({1: 3, EXACT_BURSTS: 2, EXACT_BURSTS + 70: 1}, {7: 1}, {}),
+                 _Flat._sets({2 * EXACT_BURSTS + 5: 4}, {}, {EXACT_BURSTS + 1: 2, 30: 1})]
+    dts = [DmaTiming(load_config("seed")), DmaTiming(dataclasses.replace(load_config("small"), ddr_latency_cycles=37))]
+    flats = _Flats()
+    for i, channel in enumerate(("load", "store")):
+        got = _Channel(per_layer).sums([flats.tables(dt)[i] for dt in dts])
+        for k, dt in enumerate(dts):
+            ps_of = dt.load_ps_array if channel == "load" else dt.store_ps_array
+            for layer, (bursts, counts, sets) in enumerate(per_layer):
+                for s in range(3):
+                    want = 0.0
+                    for b, n in zip(bursts[sets == s], counts[sets == s]):
+                        want += n * (ps_of(np.array([b]))[0] + (float(dt.dma.period_ps) if s == 0 else 0.0))
+                    assert got[s][k][layer] == want, (channel, k, layer, s)
+
+
 def test_layers_overlap_as_the_engines_allow():
     """``_Geometry.overlap``: a layer that does not read the one before it starts under all of
     its drain, one that reads it under READ_OVERLAP of it; none ends before the one before it.

@@ -52,7 +52,7 @@ from tpucompile.backend.work import generic_work
 from tpucompile.ops import OP_TABLE
 from tpucompile.qgraph import QGraph
 from tpusim.arch.config import HwConfig
-from tpusim.arch.dma_timing import DmaTiming
+from tpusim.arch.dma_timing import EXACT_BURSTS, DmaTiming
 from tpusim.arch.errors import CompileError
 
 #: core cycles an engine spends between instructions (dispatch, token hand-over)
@@ -121,28 +121,29 @@ class Estimate:
 
 class _Geometry:
     """The layers of one geometry (``_geometry_key``) as arrays: per layer the engines' cycles,
-    bytes, event counts; per DMA channel its instructions as (bin, burst count index, count)
-    triples (``_Channel``): a point times each distinct burst count once, and the points
-    evaluated together sum their layers' instructions in one ``np.bincount``."""
+    bytes, event counts; per DMA channel its instructions as (bin, table slot, count) triples
+    (``_Channel``): a DMA timing's ps per burst count are tabled once (``_Flats.tables``), and
+    the points evaluated together sum their layers' instructions in one ``np.bincount``."""
 
-    def __init__(self, layers: list, flat: dict | None = None, after: tuple | None = None) -> None:
-        """``layers``: (name, op kind, LayerWork, MACs) per layer; ``flat``: id(LayerWork) ->
-        its ``_Flat`` (a cache shared by the geometries of an Estimator); ``after``: per layer
-        the index of the last earlier layer it reads (``last_producers``; -1: none; default:
-        each layer reads the one before it)."""
+    def __init__(self, layers: list, flats: _Flats | None = None, after: tuple | None = None) -> None:
+        """``layers``: (name, op kind, LayerWork, MACs) per layer; ``flats``: the ``_Flat`` of
+        each LayerWork and the DMA timings' tables (``_Flats``, shared by the geometries of an
+        Estimator; default: this geometry's own); ``after``: per layer the index of the last
+        earlier layer it reads (``last_producers``; -1: none; default: each layer reads the one
+        before it)."""
         self.after = tuple(range(-1, len(layers) - 1)) if after is None else tuple(after)
         self.names = tuple(n for n, _, _, _ in layers)
         self.kinds = tuple(k for _, k, _, _ in layers)
-        flat = {} if flat is None else flat
-        flats = [_Flat.of(w, flat) for _, _, w, _ in layers]
-        rows = np.array([f.row for f in flats], dtype=np.float64).reshape(-1, 10)
+        self._flats = flats = _Flats() if flats is None else flats
+        flat = [flats.of(w) for _, _, w, _ in layers]
+        rows = np.array([f.row for f in flat], dtype=np.float64).reshape(-1, 10)
         (self.mxu, self.vpu, self.drain, self.load_bytes, self.store_bytes, self.sram_words, self.acc,
          self.exposed, self.load_bursts, self.store_bursts) = (np.ascontiguousarray(c) for c in rows.T)
         self.macs = np.array([m for _, _, _, m in layers], dtype=np.float64)
-        self.serial = np.array([f.serial for f in flats], dtype=bool)
+        self.serial = np.array([f.serial for f in flat], dtype=bool)
         self.any_serial = bool(self.serial.any())
-        self.load = _Channel([f.load for f in flats])
-        self.store = _Channel([f.store for f in flats])
+        self.load = _Channel([f.load for f in flat])
+        self.store = _Channel([f.store for f in flat])
         self._energy: dict = {}            # _prices -> per-layer energy (uJ)
 
     def energy(self, prices: tuple) -> np.ndarray:
@@ -165,11 +166,11 @@ class _Geometry:
         per-layer arrays stacked, (points, layers), each step one numpy pass over all of them (each
         element the same operations as alone: the same values)."""
         core = np.array([[p[2]] for p in points], dtype=np.float64)         # (k, 1): ps per core cycle
-        dma = [float(dt.dma.period_ps) for _, dt, _, _ in points]
         # ps per layer of: its instructions (each plus a DMA cycle of issue), the first tile's
         # (fill: LOADs; drain: STOREs), those on the MXU's path (exposed)
-        load_ps, fill_ps, exposed_load_ps = self.load.sums([dt.load_ps_array for _, dt, _, _ in points], dma)
-        store_ps, drain_store_ps, exposed_store_ps = self.store.sums([dt.store_ps_array for _, dt, _, _ in points], dma)
+        tables = [self._flats.tables(dt) for _, dt, _, _ in points]
+        load_ps, fill_ps, exposed_load_ps = self.load.sums([t for t, _ in tables])
+        store_ps, drain_store_ps, exposed_store_ps = self.store.sums([t for _, t in tables])
         load, store = load_ps / core, store_ps / core
         bus = np.array([[dt.bus_burst_ps] for _, dt, _, _ in points], dtype=np.float64) / core
         load_bus, store_bus = self.load_bursts * bus, self.store_bursts * bus
@@ -205,26 +206,26 @@ class _Geometry:
         ended; its compute (``compute``: the MXU's and VPU's paths without the fill) starts at
         the earliest when the previous layer's last compute ends (``drain_store`` before its
         end); a layer ends no earlier than the one before it. A layer that reads the one before it
-        starts at its end (docs/backend.md "Cross-layer overlap": not counted). Arrays per layer
-        (core cycles, float64); the sum of ``cycles`` when every layer reads the one before it."""
+        starts under ``READ_OVERLAP`` of that one's drain (docs/backend.md "Cross-layer overlap").
+        Arrays per layer (core cycles, float64)."""
         c, dr, ds, comp = cycles.tolist(), drain.tolist(), drain_store.tolist(), compute.tolist()
         if not c:
             return 0.0
-        ends = [c[0]]
         end = c[0]
-        steps = enumerate(self.after)
-        next(steps)
-        # (``max`` spelt out: each ``if x > m: m = x`` is the builtin's comparison, so the same value)
-        for i, a in steps:
-            if a < i - 1:                       # not reading the layer before it
-                start = end - dr[i - 1]
+        ends = [end]
+        # per layer but the first (``dr`` and ``ds`` the previous layer's): ``a`` the last layer it
+        # reads when not the previous one, else None; ``max`` spelt out: each ``if x > m: m = x`` is
+        # the builtin's comparison, so the same value
+        for a, ci, compi, d, s in zip(_apart(self.after), c[1:], comp[1:], dr, ds):
+            if a is None:
+                start = end - READ_OVERLAP * d
+            else:                               # not reading the layer before it
+                start = end - d
                 x = ends[a] if a >= 0 else 0.0
                 if x > start:
                     start = x
-            else:
-                start = end - READ_OVERLAP * dr[i - 1]
-            m = start + c[i]
-            x = end - ds[i - 1] + comp[i]
+            m = start + ci
+            x = end - s + compi
             if x > m:
                 m = x
             if end > m:
@@ -234,19 +235,47 @@ class _Geometry:
         return end
 
 
+@functools.lru_cache(maxsize=256)
+def _apart(after: tuple) -> tuple:
+    """Per layer but the first (``after``: ``_Geometry.after``) the last layer it reads if that is
+    not the layer before it, else None."""
+    return tuple(a if a < i - 1 else None for i, a in enumerate(after))[1:]
+
+
+class _Flats:
+    """The ``_Flat`` of each LayerWork met (by id: each holds its work, so the id stays its) and
+    per DMA timing its ps tables (``tables``). One per Estimator: its geometries share both."""
+
+    def __init__(self) -> None:
+        self._flat: dict = {}              # id(LayerWork) -> its _Flat
+        self._tables: dict = {}            # DmaTiming -> its ``tables``
+
+    def of(self, w) -> _Flat:
+        """The _Flat of ``w``."""
+        f = self._flat.get(id(w))
+        if f is None or f.work is not w:
+            f = self._flat[id(w)] = _Flat(w)
+        return f
+
+    def tables(self, dt: DmaTiming) -> tuple:
+        """Per DMA channel of ``dt`` (LOAD, STORE) its ``_Channel.sums`` table: (the ps of an
+        instruction of 0 .. EXACT_BURSTS bursts plus a DMA cycle of issue and without it,
+        interleaved: slot 2 n + 1 is ``n`` bursts without issue; float64), then the ps of
+        EXACT_BURSTS bursts, the steady ps per burst beyond, the issue ps. Worked out once per
+        timing (the DmaTiming is held: the key stays its)."""
+        got = self._tables.get(dt)
+        if got is None:
+            issue = float(dt.dma.period_ps)
+            got = self._tables[dt] = tuple((np.stack((ps + issue, ps), axis=1).ravel(), ps[EXACT_BURSTS], slope, issue)
+                                           for ps, slope in (dt.load_ps_table(), dt.store_ps_table()))
+        return got
+
+
 class _Flat:
     """One LayerWork as ``_Geometry`` takes it: ``row`` (float64: MXU and VPU cycles with issue, drain
     cycles, load and store bytes, SRAM words, accumulator accesses, exposed cycles, load and
     store bursts), ``serial``, and per DMA channel its instructions (``_Channel``'s three
     sets: all, fill or drain, exposed) as (bursts int64, count float64, set int64) arrays."""
-
-    @classmethod
-    def of(cls, w, cache: dict) -> _Flat:
-        """The _Flat of ``w``, kept in ``cache`` by id (it holds ``w``, so the id stays its)."""
-        f = cache.get(id(w))
-        if f is None or f.work is not w:
-            f = cache[id(w)] = cls(w)
-        return f
 
     def __init__(self, w) -> None:
         self.work = w
@@ -258,42 +287,45 @@ class _Flat:
         self.store = self._sets(w.stores, _counts(w.drain_bursts), w.exposed_stores)
 
     @staticmethod
-    def _sets(*maps: dict) -> tuple:
-        return (np.array([b for d in maps for b in d], dtype=np.int64),
-                np.array([n for d in maps for n in d.values()], dtype=np.float64),
-                np.repeat(np.arange(len(maps), dtype=np.int64), [len(d) for d in maps]))
+    def _sets(every: dict, ends: dict, exposed: dict) -> tuple:
+        """The three sets' (bursts -> instructions) maps as ``_Flat``'s arrays, in that order."""
+        return (np.array([*every, *ends, *exposed], dtype=np.int64),
+                np.array([*every.values(), *ends.values(), *exposed.values()], dtype=np.float64),
+                np.array([0] * len(every) + [1] * len(ends) + [2] * len(exposed), dtype=np.int64))
 
 
 class _Channel:
     """One DMA channel's instructions in a geometry (per layer ``_Flat``'s arrays of it),
-    flattened into (bin = set x layers + layer, index into a table of ps per distinct burst
-    count, count) arrays; the entries of a bin in the order of the layer's map. ``bursts``: the
-    distinct burst counts (int64)."""
+    flattened into (bin = set x layers + layer, slot in a ``_Flats.tables`` table, count)
+    arrays, the entries of a bin in the order of the layer's map; the instructions of more than
+    EXACT_BURSTS bursts (``big``) extrapolated from the table's last as ``DmaTiming`` does:
+    their bursts beyond it (``over``) and 1.0 for those of the first set (issue included)."""
 
     def __init__(self, per_layer: list) -> None:
         self.nlayers = nl = len(per_layer)
         if nl == 0:
-            self.bursts, self.bins, self.idx, self.counts = (np.zeros(0, np.int64),) * 3 + (np.zeros(0),)
+            self.bins, self.slots, self.counts, self.big = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), None
             return
-        bursts, counts, sets = (np.concatenate(a) for a in zip(*per_layer))
+        bursts, self.counts, sets = (np.concatenate(a) for a in zip(*per_layer))
         self.bins = sets * nl + np.repeat(np.arange(nl, dtype=np.int64), [len(b) for b, _, _ in per_layer])
-        self.bursts, idx = np.unique(bursts, return_inverse=True)
-        # the first set's instructions read the table's first half (each plus a DMA cycle)
-        self.idx = idx + np.where(sets == 0, 0, len(self.bursts))
-        self.counts = counts
+        later = sets != 0                          # (no issue cycle)
+        self.slots = 2 * np.minimum(np.maximum(bursts, 0), EXACT_BURSTS) + later
+        big = np.flatnonzero(bursts > EXACT_BURSTS)
+        self.big = big if len(big) else None
+        if self.big is not None:
+            self.over, self.first = bursts[big] - EXACT_BURSTS, np.where(later[big], 0.0, 1.0)
 
-    def sums(self, curves: list, issue_ps: list) -> np.ndarray:
-        """Per point (a DMA timing: ``curves[i](bursts)`` ps per instruction, the first set's
-        plus ``issue_ps[i]``), set and layer the sum of count x ps of its instructions: three
-        (points, layers) float64 arrays (one ``np.bincount`` over all points: each bin summed
-        in the order of one point's)."""
-        k, size = len(curves), 3 * self.nlayers
-        tables = np.empty((k, 2 * len(self.bursts)))
-        for i, (curve, issue) in enumerate(zip(curves, issue_ps)):
-            ps = curve(self.bursts)
-            tables[i] = np.concatenate((ps + issue, ps))
+    def sums(self, tables: list) -> np.ndarray:
+        """Per point (its ``_Flats.tables`` entry of this channel), set and layer the sum of
+        count x ps of its instructions: three (points, layers) float64 arrays (one
+        ``np.bincount`` over all points: each bin summed in the order of one point's)."""
+        k, size = len(tables), 3 * self.nlayers
+        ps = (np.stack([t[0] for t in tables]) if k > 1 else tables[0][0][None])[:, self.slots]
+        if self.big is not None:
+            last, slope, issue = np.array([t[1:] for t in tables], dtype=np.float64).T[:, :, None]
+            ps[:, self.big] = (last + self.over * slope) + issue * self.first
         bins = (self.bins + np.arange(0, k * size, size, dtype=np.int64)[:, None]).ravel() if k > 1 else self.bins
-        out = np.bincount(bins, weights=(self.counts * tables[:, self.idx]).ravel(), minlength=k * size)
+        out = np.bincount(bins, weights=(self.counts * ps).ravel(), minlength=k * size)
         return out.reshape(k, 3, self.nlayers).transpose(1, 0, 2)
 
 
@@ -460,7 +492,7 @@ class Estimator:
         self._interned: dict = {}          # _tiling_value -> the first tiling of that value
         self._by_works: dict = {}          # (plan, work records) -> _Geometry
         self._after: dict = {}             # (plan, signatures without a work record) -> last_producers
-        self._flat: dict = {}              # id(work record) -> its _Flat
+        self._flats = _Flats()             # the _Flat of each work record, the DMA timings' tables
         self._geometries: dict = {}        # _geometry_key -> _Geometry
         self._groups: dict = {}            # _timing_group -> its number
         self._conv_shapes: dict = {}       # signature number of a conv-tiled op -> its DeviceOp.conv_shape
@@ -571,7 +603,7 @@ class Estimator:
             if after is None:
                 after = self._after[views] = last_producers([(op, w is not None) for op, w, _ in with_work])
             g = self._by_works[key] = _Geometry([(op.name, type(op).__name__, w, macs) for op, w, macs in with_work
-                                                 if w is not None], self._flat, after)
+                                                 if w is not None], self._flats, after)
         return g
 
     def estimate(self, cfg: HwConfig) -> Estimate:

@@ -732,11 +732,11 @@ def _conv_kinds(op: QConv, X, Ho: int, Wo: int, tl, ap: int) -> dict:
     """{(th, tw, window rows, window columns, None): tiles} of ``conv_tiles`` in the order first
     met (rows outer): a window's rows depend on the tile's rows only, its columns on the tile's
     columns only (``input_window``), so per kind of row x kind of column."""
-    rows: dict = {}                     # th -> (window rows, row tiles)
-    for oy0 in range(0, Ho, tl.th):
-        th = min(tl.th, Ho - oy0)
-        r = rows.get(th)
-        rows[th] = (input_window(op, X, oy0, th, 0, 1, ap, skip_rows=True).nrows, 1) if r is None else (r[0], r[1] + 1)
+    full, rest = divmod(Ho, tl.th)
+    rows: dict = {}                     # th -> (window rows of its first tile, row tiles)
+    for oy0, th, n in ((0, tl.th, full), (full * tl.th, rest, 1)):
+        if n and th:
+            rows[th] = (input_window(op, X, oy0, th, 0, 1, ap, skip_rows=True).nrows, n)
     cols: dict = {}                     # (tw, window columns) -> column tiles
     for ox0 in range(0, Wo, tl.tw):
         tw = min(tl.tw, Wo - ox0)

@@ -124,7 +124,9 @@ class DmaTiming:
         """(completion ps of bursts 1..EXACT_BURSTS, steady ps per burst beyond, the same
         completions as float64 with a leading 0.0 for no burst)."""
         slope = (done_ps[-1] - done_ps[-1 - STEADY_BURSTS]) / STEADY_BURSTS
-        return done_ps, slope, np.concatenate(([0.0], np.asarray(done_ps, dtype=np.float64)))
+        table = np.concatenate(([0.0], np.asarray(done_ps, dtype=np.float64)))
+        table.flags.writeable = False           # (shared: ``load_ps_table``)
+        return done_ps, slope, table
 
     @staticmethod
     def _at_array(curve, n: np.ndarray) -> np.ndarray:
@@ -140,6 +142,16 @@ class DmaTiming:
     def store_ps_array(self, n_bursts: np.ndarray) -> np.ndarray:
         """``store_ps`` of each element (float64 ps)."""
         return self._at_array(self._store, n_bursts)
+
+    def load_ps_table(self) -> tuple[np.ndarray, float]:
+        """(``load_ps`` of 0 .. EXACT_BURSTS bursts, float64, read-only; the steady ps per burst
+        beyond): a longer instruction of ``n`` bursts takes the table's last + (n - EXACT_BURSTS)
+        x that (``load_ps_array``'s very operations)."""
+        return self._load[2], self._load[1]
+
+    def store_ps_table(self) -> tuple[np.ndarray, float]:
+        """``load_ps_table`` of ``store_ps``."""
+        return self._store[2], self._store[1]
 
     @staticmethod
     def _at(curve, n: int) -> float:
