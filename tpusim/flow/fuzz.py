@@ -128,7 +128,8 @@ def valid_binaries() -> list:
             TpuBinary(h, 0x40000, encode_program(prog), consts=[(0x30000, bytes(range(40)))],
                       fills=[{"addr": 0x20000, "size": 120, "value": -3}], inputs=[x], outputs=[y],
                       meta={"model": "m", "input_transforms": [{"name": "x", "orig_shape": [1, 3, 2, 2]}],
-                            "layers": [{"op": "QConv", "pc_begin": 0}]}).to_bytes(),
+                            "layers": [{"name": "c", "op": "QConv", "instr_begin": 0, "instr_end": 3,
+                                        "pc_begin": 0}]}).to_bytes(),
         ])
     return _VALID_BINARIES
 
