@@ -104,9 +104,12 @@ bench-zoo: $(VENV_STAMP)
 # architecture sweep: MODELS (default resnet50,shufflenet,squeezenet) x ARRAYS x SRAMS (and
 # SPEC=file.yaml for any knob grid: python -m tpusim.sweep --help); SimPy on 2 local Dask workers
 # (SCHEDULER=tcp://HOST:PORT for a cluster), ESTIMATE_ONLY=1 / REFINE=N; results in runs/sweep
+SWEEP_MODELS := $(if $(MODELS),$(MODELS),resnet50,shufflenet,squeezenet)
+SWEEP_ARRAYS := $(if $(ARRAYS),$(ARRAYS),128x128,64x64,32x32)
+SWEEP_SRAMS := $(if $(SRAMS),$(SRAMS),128K,256K)
 sweep: $(VENV_STAMP)
-	$(PY) -m tpusim.sweep $(if $(SPEC),--spec $(SPEC),--models $(or $(MODELS),resnet50,shufflenet,squeezenet) \
-	  --array $(or $(ARRAYS),128x128,64x64,32x32) --sram $(or $(SRAMS),128K,256K)) \
+	$(PY) -m tpusim.sweep $(if $(SPEC),--spec $(SPEC),--models $(SWEEP_MODELS) \
+	  --array $(SWEEP_ARRAYS) --sram $(SWEEP_SRAMS)) \
 	  $(if $(SCHEDULER),--scheduler $(SCHEDULER),) $(if $(ESTIMATE_ONLY),--estimate-only,) \
 	  $(if $(REFINE),--refine $(REFINE),) --out $(or $(OUT),runs/sweep)
 
@@ -114,7 +117,7 @@ sweep: $(VENV_STAMP)
 bench-sweep: $(VENV_STAMP)
 	$(PY) -m tpusim.flow.bench_sweep --model $(MODEL)
 
-# the estimator against SimPy on docs/estimator_eval.yaml (117 points: 39 configs x 3 models; SimPy on
+# the estimator against SimPy on docs/estimator_eval.yaml (159 points: 47 configs x 3 CNNs, bert-tiny on 18; SimPy on
 # 2 Dask workers, cached by compiled binary in OUT/cache): median / max error and Spearman per set
 # and model, the worst layers (SPEC=, OUT=, MODELS=a,b, SETS=eval)
 estimator-eval: $(VENV_STAMP)

@@ -458,6 +458,8 @@ _LAYER = {"name": "conv1", "op": "QConv", "instr_begin": 0, "instr_end": 2}
     ([{**_LAYER, "macs": 1e9}], "layers[0] ('conv1'): macs must be an integer >= 0, got 1000000000.0"),
     ([{**_LAYER, "compulsory_bytes": -1}], "layers[0] ('conv1'): compulsory_bytes must be an integer >= 0, got -1"),
     ([{**_LAYER, "instr_end": True}], "layers[0]: instr_end must be an integer >= instr_begin, got True"),
+    ([_LAYER, {**_LAYER, "name": "conv2", "instr_begin": 1, "instr_end": 4}],
+     "section 1 (META): layers[1] ('conv2') instructions [1, 4) overlap layers[0] ('conv1') [0, 2)"),
 ])
 def test_meta_layers_checked(layers, msg):
     """A hand-edited meta["layers"] (read by the profiler, cosim, the sweep) is refused naming the
@@ -465,6 +467,13 @@ def test_meta_layers_checked(layers, msg):
     raw = pack([code_sec(), js(META, {"layers": layers})])
     with pytest.raises(BinaryFormatError, match=re.escape(msg)):
         TpuBinary.from_bytes(raw)
+
+
+def test_meta_layers_may_be_empty_or_adjacent():
+    """Views (no instructions) may sit anywhere; adjacent ranges do not overlap."""
+    layers = [_LAYER, {**_LAYER, "name": "view", "instr_begin": 1, "instr_end": 1},
+              {**_LAYER, "name": "conv2", "instr_begin": 2, "instr_end": 5}]
+    assert TpuBinary.from_bytes(pack([code_sec(), js(META, {"layers": layers})])).meta["layers"] == layers
 
 
 def test_meta_layers_extra_keys_kept():

@@ -71,7 +71,19 @@ def test_trace_is_trace_event_format(residual_run, tmp_path):
         if e["ph"] == "C":
             assert all(isinstance(v, (int, float)) and v >= 0 for v in e["args"].values())
     xs = [e for e in ev if e["ph"] == "X"]
-    assert len(xs) == len(sim.timeline) and {e["tid"] for e in xs} <= set(range(4))
+    assert len(xs) == len(sim.timeline)
+    named = {e["tid"]: e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+    assert {e["tid"] for e in xs} <= set(named) and {"LOAD", "STORE", "MXU", "VPU"} <= set(named.values())
+    # complete events on one thread nest (Perfetto drops slices that partly overlap): each
+    # thread's slices, by start, begin no earlier than the one before ends (the DMA channels'
+    # overlapping instructions drawn on lanes "LOAD #2", ...)
+    by_tid: dict = {}
+    for e in xs:
+        by_tid.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for tid, spans in by_tid.items():
+        spans.sort()
+        assert all(b[0] >= a[1] - 1e-9 for a, b in zip(spans, spans[1:])), named[tid]
+    assert len(by_tid) > 4          # this run has overlapping DMAs: more lanes than engines
     assert {e["name"] for e in xs} >= {r["layer"] for r in rows}
     assert max(e["ts"] + e["dur"] for e in xs) <= sim.halt_ps / 1e6
     header = (tmp_path / "profile.csv").read_text().splitlines()[0].split(",")

@@ -127,6 +127,48 @@ def test_estimate_only_and_refine(tmp_path):
     assert sorted(r["estimated_cycles"] for r in best) == est[:2]
 
 
+def test_refine_and_plots_rank_by_time_when_clocks_differ(tmp_path):
+    """Points of different core clocks are ranked by time per inference (cycles / core MHz): a
+    500 MHz chip takes fewer cycles but more time than the same chip at 1,000 MHz (the trial:
+    --refine picked only the slow clock, and the plots showed it fastest)."""
+    cands = sweep.candidates("small", {"core_mhz": [500, 1000]}, [])
+    res = sweep.run_sweep(["digits"], cands, tmp_path, estimate_only=True, progress=False)
+    slow, fast = sorted(res.rows, key=lambda r: r["core_mhz"])
+    assert slow["estimated_cycles"] < fast["estimated_cycles"]          # fewer, slower cycles
+    assert slow["estimated_time_us"] == pytest.approx(slow["estimated_cycles"] / 500)
+    assert fast["estimated_time_us"] < slow["estimated_time_us"]
+    assert sweep.choose_simulated(res.rows, 1) == [fast]
+    speed, label = sweep._speed_axis(res.rows)
+    assert label == "time per inference (us)" and speed(fast) < speed(slow)
+    assert sweep._speed_axis([fast])[1] == "cycles"
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"core_mhz", "time_us", "estimated_time_us"} <= set(header)
+
+
+def test_yaml_values_must_be_integers(tmp_path, capsys):
+    """A YAML spec's 10.7 for an integer knob is refused, as on the command line (int() cut it
+    to 10 and the sweep ran the wrong chip)."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("models: [digits]\nbase: small\ngrid: {ddr_latency: [10.7]}\n")
+    assert sweep.main(["--spec", str(spec), "--estimate-only", "--out", str(tmp_path / "o")]) == 2
+    assert "ddr_latency: 10.7 is not an integer" in capsys.readouterr().err
+    assert sweep._knob_value("ddr_latency", 12.0) == 12
+    with pytest.raises(sweep.SweepError, match="outstanding: True is not an integer"):
+        sweep._knob_value("outstanding", True)
+
+
+def test_a_sweep_of_refused_points_leaves_no_stale_plots(tmp_path, capsys):
+    out = tmp_path / "o"
+    sweep.run_sweep(["digits"], sweep.candidates("small", {"array": ["8x8"]}, []), out, estimate_only=True,
+                    progress=False)
+    assert (out / "cycles.png").is_file()
+    res = sweep.run_sweep(["digits"], sweep.candidates("small", {"outstanding": [0]}, []), out, estimate_only=True)
+    assert [r["status"] for r in res.rows] == ["refused"]
+    assert not (out / "cycles.png").exists() and not (out / "pareto.png").exists()
+    printed = capsys.readouterr().out
+    assert "no plots written" in printed
+
+
 def test_sweep_cli_errors(tmp_path, capsys):
     assert cli.main(["sweep", "--models", "digits", "--base", "small", "--array", "8x8", "--estimate-only",
                      "--out", str(tmp_path / "o")]) == 0

@@ -210,7 +210,7 @@ def _check_fills(obj, w: str, i: int) -> list:
 def _check_meta(obj, w: str, i: int) -> dict:
     """META is a JSON object; its ``input_transforms`` (read by ``tpusim run``) a list of
     {"name", "orig_shape", ...} objects; its ``layers`` (read by the profiler, cosim and the
-    sweep) a list of entries that pass ``_check_layer``."""
+    sweep) a list of entries that pass ``_check_layer``, their instruction ranges disjoint."""
     if not isinstance(obj, dict):
         raise BinaryFormatError(f"{w}section {i} (META) must be a JSON object, got {type(obj).__name__}")
     trs = obj.get("input_transforms", [])
@@ -223,7 +223,19 @@ def _check_meta(obj, w: str, i: int) -> dict:
         raise BinaryFormatError(f"{w}section {i} (META): layers must be a list, got {type(layers).__name__}")
     for k, L in enumerate(layers):
         _check_layer(L, f"{w}section {i} (META): layers[{k}]")
+    _check_disjoint(layers, f"{w}section {i} (META)")
     return obj
+
+
+def _check_disjoint(layers: list, where: str) -> None:
+    """The instruction ranges of the layers that have instructions do not overlap (each
+    instruction belongs to one layer: the profiler counts it there; an overlapping layer lost its
+    instructions to the other and vanished from the profile). BinaryFormatError naming both."""
+    spans = sorted((L["instr_begin"], L["instr_end"], k) for k, L in enumerate(layers) if L["instr_end"] > L["instr_begin"])
+    for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise BinaryFormatError(f"{where}: layers[{k1}] ({layers[k1]['name']!r}) instructions [{b1}, {e1}) "
+                                    f"overlap layers[{k0}] ({layers[k0]['name']!r}) [{b0}, {e0})")
 
 
 #: the keys of a ``meta["layers"]`` entry that the tools read, and the check each must pass

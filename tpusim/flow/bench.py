@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("whole cosim (sum of the steps above)", total, budgets["cosim_total"]))
         figures.update(rtl_build_s=r.build_s, rtl_run_s=r.run_s, rtl_cycles=r.cycles, cosim_total_s=total)
 
-    print_table(layer_rows, "per layer: cycles against the layer's own floor max(MACs / PEs, compulsory bytes / peak)")
+    print_table(layer_rows, "per layer: cycles against the layer's own floor max(MACs / PEs, vector busy cycles, compulsory bytes / peak)")
     print("matmul utilisation and the cycle shares of Softmax / LayerNorm / LUT (GELU):")
     shares = print_matmuls_and_shares(layer_rows)
     figures["op_shares"] = {label: {"layers": n, "cycles": c, "share": sh} for label, n, c, sh in shares}

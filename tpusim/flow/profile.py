@@ -40,9 +40,12 @@ Inputs: the binary (its ``meta["layers"]``: name, op, MACs, instruction range) a
   memory floors) (the engines did not overlap: what to look at first).
 
 The trace (``chrome_trace``) is the Trace Event Format (the JSON the Perfetto UI and
-chrome://tracing open): one thread per engine, each instruction a complete event ("ph": "X") named
-after its layer, timestamps in microseconds, and a counter track of the DDR bandwidth (GB/s) the
-running DMA instructions move, each at its average rate.
+chrome://tracing open): one thread per engine ("LOAD", "STORE", "MXU", "VPU"), each instruction a
+complete event ("ph": "X") named after its layer, timestamps in microseconds; instructions of one
+engine that overlap in time (a DMA channel's bursts in flight, a LOAD_WEIGHTS under a MATMUL) on
+further lanes of it ("LOAD #2", ...: complete events on one thread must nest, or Perfetto drops
+them); and a counter track of the DDR bandwidth (GB/s) the running DMA instructions move, each
+at its average rate.
 """
 from __future__ import annotations
 
@@ -278,17 +281,16 @@ def chrome_trace(binary: TpuBinary, cfg, timeline: list, program: list[Instructi
     owner = _layer_of(binary)
     program = decode_program(binary.code) if program is None else program
     events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": f"tpusim {cfg.name}"}}]
-    events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": e, "args": {"name": key.upper()}}
-               for e, key in enumerate(ENGINE_KEYS)]
     steps = []
-    for eng, pc, r_ps, s_ps, c_ps in timeline:
+    lanes = _lanes(timeline)
+    for (eng, pc, r_ps, s_ps, c_ps), lane in zip(timeline, lanes):
         k = pc // INSTR_BYTES
         if not 0 <= k < len(program):
             raise TpuError(f"timeline instruction at pc {pc:#x} is outside the binary's {len(program)} instructions")
         ins = program[k]
         li = owner[k]
         name = layers[li]["name"] if li is not None else ins.op
-        events.append({"name": name, "cat": ins.op, "ph": "X", "pid": 1, "tid": eng, "ts": s_ps / 1e6,
+        events.append({"name": name, "cat": ins.op, "ph": "X", "pid": 1, "tid": _tid(eng, lane), "ts": s_ps / 1e6,
                        "dur": max(c_ps - s_ps, 1) / 1e6,
                        "args": {"pc": pc, "op": ins.op, "token_wait_ns": (s_ps - r_ps) / 1e3}})
         nbytes = _dma_bytes(ins)
@@ -306,7 +308,40 @@ def chrome_trace(binary: TpuBinary, cfg, timeline: list, program: list[Instructi
             times.append((t, level))
     events += [{"name": "DDR bandwidth (GB/s)", "ph": "C", "pid": 1, "ts": t / 1e6,
                 "args": {"GB/s": round(max(v, 0.0), 3)}} for t, v in times]
+    used = sorted(set(zip((t[0] for t in timeline), lanes)) | {(e, 0) for e in range(len(ENGINE_KEYS))})
+    for eng, lane in used:
+        tid, label = _tid(eng, lane), ENGINE_KEYS[eng].upper() + (f" #{lane + 1}" if lane else "")
+        events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": label}},
+                   {"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid, "args": {"sort_index": tid}}]
     return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+#: trace thread ids per engine: engine e's lanes are tids e * LANE_TIDS + lane
+LANE_TIDS = 100
+
+
+def _tid(eng: int, lane: int) -> int:
+    return eng * LANE_TIDS + lane
+
+
+def _lanes(timeline: list) -> list:
+    """Per timeline entry the lane of its engine's track it is drawn on: instructions of one
+    engine that overlap in time (a DMA channel's bursts in flight, the MXU's LOAD_WEIGHTS under a
+    MATMUL) go to the first lane free at their start, so complete events on one trace thread
+    never partly overlap (the Trace Event Format's nesting rule, which Perfetto enforces)."""
+    order = sorted(range(len(timeline)), key=lambda i: (timeline[i][0], timeline[i][3], i))
+    lanes = [0] * len(timeline)
+    free: dict = {}                        # engine -> per lane the end (ps) of its last slice
+    for i in order:
+        eng, s_ps, c_ps = timeline[i][0], timeline[i][3], max(timeline[i][4], timeline[i][3] + 1)
+        ends = free.setdefault(eng, [])
+        lane = next((k for k, end in enumerate(ends) if end <= s_ps), len(ends))
+        if lane == len(ends):
+            ends.append(c_ps)
+        else:
+            ends[lane] = c_ps
+        lanes[i] = lane
+    return lanes
 
 
 def roofline_png(rows: list[dict], cfg, path: Path) -> tuple:

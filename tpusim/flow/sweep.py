@@ -26,8 +26,10 @@ stressgen.cluster). Finished SimPy points are cached in ``OUT/cache`` by (config
 tables, model graph digest, simulator and compiler source digest): a rerun is instant.
 
 Outputs in ``--out`` (default runs/sweep): ``results.csv`` and ``results.json`` (one row per model x
-config, ``COLUMNS``), ``cycles.png`` (cycles per model per config), ``pareto.png`` (cycles against
-area and against energy, the Pareto frontier of each model drawn), and on stdout the table and the
+config, ``COLUMNS``; ``time_us`` = cycles / ``core_mhz``), ``cycles.png`` (cycles per model per
+config), ``pareto.png`` (cycles against area and against energy, the Pareto frontier of each model
+drawn; both plots, and ``--refine``'s choice, rank by time per inference instead when the points'
+core clocks differ, so a slower clock does not look faster), and on stdout the table and the
 estimator's error against SimPy: median and maximum relative error and the Spearman rank
 correlation over the points that ran both.
 """
@@ -66,8 +68,9 @@ from tpusim.flow.stagecache import make_key, source_digest
 from tpusim.sim import run_binary
 
 COLUMNS = ("model", "config", "rows", "cols", "sram_bytes", "banks", "acc_depth", "outstanding", "ddr_latency",
-           "status", "cycles", "estimated_cycles", "estimate_error", "utilisation", "ddr_bytes",
-           "estimated_ddr_bytes", "energy_uj", "estimated_energy_uj", "area_mm2", "sim_seconds", "reason")
+           "core_mhz", "status", "cycles", "estimated_cycles", "estimate_error", "time_us", "estimated_time_us",
+           "utilisation", "ddr_bytes", "estimated_ddr_bytes", "energy_uj", "estimated_energy_uj", "area_mm2",
+           "sim_seconds", "reason")
 
 #: knob -> (YAML path in the config, parser)
 KNOBS = {
@@ -142,6 +145,8 @@ def _knob_value(knob: str, value):
     kind = KNOBS[knob][1]
     if kind == "bytes":
         return parse_bytes(value, knob)
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise SweepError(f"{knob}: {value!r} is not an integer")   # a YAML 10.7 (int() would cut it)
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -330,8 +335,9 @@ def _row(md_name: str, c: Candidate) -> dict:
     return {"model": md_name, "config": c.name, "rows": d["array"]["rows"], "cols": d["array"]["cols"],
             "sram_bytes": d["sram"]["size_bytes"], "banks": d["sram"]["banks"],
             "acc_depth": d["accumulator"]["depth_rows"], "outstanding": d["dma"]["outstanding"],
-            "ddr_latency": d["ddr"]["latency_cycles"], "status": "", "cycles": None, "estimated_cycles": None,
-            "estimate_error": None, "utilisation": None, "ddr_bytes": None, "estimated_ddr_bytes": None,
+            "ddr_latency": d["ddr"]["latency_cycles"], "core_mhz": d["clocks"]["core"]["freq_mhz"], "status": "",
+            "cycles": None, "estimated_cycles": None, "estimate_error": None, "time_us": None,
+            "estimated_time_us": None, "utilisation": None, "ddr_bytes": None, "estimated_ddr_bytes": None,
             "energy_uj": None, "estimated_energy_uj": None, "area_mm2": None, "sim_seconds": None, "reason": ""}
 
 
@@ -360,20 +366,22 @@ def estimate_rows(models: list, cands: list) -> tuple[list, float]:
                 r["status"], r["reason"] = "compile error", str(e)
                 continue
             r["_estimate"] = e          # kept in memory (per-layer comparison), not written
-            r.update(status="estimated", estimated_cycles=e.cycles, estimated_ddr_bytes=e.ddr_bytes,
+            r.update(status="estimated", estimated_cycles=e.cycles, estimated_time_us=e.cycles / r["core_mhz"],
+                     estimated_ddr_bytes=e.ddr_bytes,
                      estimated_energy_uj=e.energy_uj, utilisation=e.macs / (e.cycles * c.cfg.pes) if e.cycles else 0.0,
                      macs=e.macs)
     return rows, t
 
 
 def choose_simulated(rows: list, refine: int | None) -> list:
-    """Rows to run on SimPy: every estimated one, or the ``refine`` lowest estimates per model."""
+    """Rows to run on SimPy: every estimated one, or the ``refine`` fastest estimates per model (by
+    time per inference: estimated cycles / core MHz, so a slower clock does not look better)."""
     ok = [r for r in rows if r["status"] == "estimated"]
     if refine is None:
         return ok
     out = []
     for m in dict.fromkeys(r["model"] for r in ok):
-        mine = sorted((r for r in ok if r["model"] == m), key=lambda r: r["estimated_cycles"])
+        mine = sorted((r for r in ok if r["model"] == m), key=lambda r: r["estimated_time_us"])
         out += mine[:refine]
     return out
 
@@ -422,7 +430,8 @@ def _fill(r: dict, out: dict, cfg, cached: bool) -> None:
     if "error" in out:
         r["status"], r["reason"] = "sim error", out["error"]
         return
-    r.update(status="cached" if cached else "simulated", cycles=out["cycles"], ddr_bytes=out["ddr_bytes"],
+    r.update(status="cached" if cached else "simulated", cycles=out["cycles"], time_us=out["cycles"] / r["core_mhz"],
+             ddr_bytes=out["ddr_bytes"],
              energy_uj=out["energy_uj"], sim_seconds=round(out["sim_seconds"], 2), sim_layers=out.get("layers"),
              utilisation=out["macs"] / (out["cycles"] * cfg.pes))
     if r["estimated_cycles"]:
@@ -520,6 +529,15 @@ def _cycles_of(r: dict):
     return r["cycles"] if r["cycles"] else r["estimated_cycles"]
 
 
+def _speed_axis(rows: list) -> tuple:
+    """(figure of a row, its axis label) that ranks the rows: cycles (SimPy where run, else the
+    estimate) when every row has one core clock, else time per inference (cycles / core MHz, in
+    microseconds), so a slower clock does not look faster."""
+    if len({r["core_mhz"] for r in rows}) <= 1:
+        return _cycles_of, "cycles"
+    return (lambda r: _cycles_of(r) / r["core_mhz"] if _cycles_of(r) else None), "time per inference (us)"
+
+
 def pareto_front(points: list) -> list:
     """The points (x, y, ...) no other point beats in both x and y (lower is better), by x."""
     front, best_y = [], math.inf
@@ -536,20 +554,22 @@ def plot_cycles(rows: list, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     ok = [r for r in rows if _cycles_of(r)]
+    speed, label = _speed_axis(ok)
     models = list(dict.fromkeys(r["model"] for r in ok))
     configs = list(dict.fromkeys(r["config"] for r in ok))
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(configs) * max(1, len(models)) + 2), 4.5))
     width = 0.8 / max(1, len(models))
     for i, m in enumerate(models):
-        vals = {r["config"]: _cycles_of(r) for r in ok if r["model"] == m}
+        vals = {r["config"]: speed(r) for r in ok if r["model"] == m}
         xs = [j + i * width for j, c in enumerate(configs) if c in vals]
         ax.bar(xs, [vals[c] for c in configs if c in vals], width, label=m)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(configs))])
     ax.set_xticklabels(configs, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("cycles")
+    ax.set_ylabel(label)
     ax.set_xlabel("config")
     ax.set_yscale("log")
-    ax.set_title("cycles per inference (SimPy; estimate where not simulated)")
+    ax.set_title(f"{label} per inference (SimPy; estimate where not simulated)" if label == "cycles"
+                 else f"{label} (SimPy; estimate where not simulated)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -562,22 +582,24 @@ def plot_pareto(rows: list, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     ok = [r for r in rows if _cycles_of(r)]
+    speed, label = _speed_axis(ok)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, key, label in ((axes[0], "area_mm2", "area (mm^2)"), (axes[1], "energy", "energy per inference (uJ)")):
+    for ax, key, xlabel in ((axes[0], "area_mm2", "area (mm^2)"), (axes[1], "energy", "energy per inference (uJ)")):
         for m in dict.fromkeys(r["model"] for r in ok):
             pts = [((r["area_mm2"] if key == "area_mm2" else (r["energy_uj"] or r["estimated_energy_uj"])),
-                    _cycles_of(r), r["config"]) for r in ok if r["model"] == m]
+                    speed(r), r["config"]) for r in ok if r["model"] == m]
             line = ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, label=m)
             front = pareto_front(pts)
             ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=line.get_facecolor()[0], lw=1)
             for x, y, name in front:
                 ax.annotate(name, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-        ax.set_xlabel(label)
-        ax.set_ylabel("cycles")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
         ax.set_yscale("log")
         ax.legend(fontsize=8)
-    axes[0].set_title("cycles vs area (Pareto frontier per model)")
-    axes[1].set_title("cycles vs energy (Pareto frontier per model)")
+    what = "cycles" if label == "cycles" else "time"
+    axes[0].set_title(f"{what} vs area (Pareto frontier per model)")
+    axes[1].set_title(f"{what} vs energy (Pareto frontier per model)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -594,8 +616,8 @@ def print_summary(rows: list, stats: dict, est_seconds: float, n_est: int) -> No
                   f"{r['estimated_cycles']:,}" if r["estimated_cycles"] else "-",
                   f"{100 * r['estimate_error']:+.1f}%" if r["estimate_error"] is not None else "-",
                   f"{100 * r['utilisation']:.1f}%" if r["utilisation"] is not None else "-",
-                  f"{(r['ddr_bytes'] or r['estimated_ddr_bytes'] or 0) / 1e6:.1f}",
-                  f"{(r['energy_uj'] or r['estimated_energy_uj'] or 0):,.0f}",
+                  _or_dash(r["ddr_bytes"] or r["estimated_ddr_bytes"], lambda v: f"{v / 1e6:.1f}"),
+                  _or_dash(r["energy_uj"] or r["estimated_energy_uj"], lambda v: f"{v:,.0f}"),
                   f"{r['area_mm2']:.2f}" if r["area_mm2"] else "-")
     Console(width=160).print(t)
     for r in rows:
@@ -605,8 +627,15 @@ def print_summary(rows: list, stats: dict, est_seconds: float, n_est: int) -> No
         print(f"estimator: {n_est} points in {est_seconds:.2f} s ({n_est / max(est_seconds, 1e-9):,.0f} points/s)")
     for m, s in stats.items():
         if s["points"]:
+            rank = (f"Spearman {s['spearman']:.3f}" if s["points"] >= 3 and s["spearman"] == s["spearman"]
+                    else "Spearman n/a (needs 3 points of different cycles)")
             print(f"estimator vs SimPy ({m}, {s['points']} points): median error {100 * s['median_error']:.1f} %, "
-                  f"max {100 * s['max_error']:.1f} %, Spearman {s['spearman']:.3f}")
+                  f"max {100 * s['max_error']:.1f} %, {rank}")
+
+
+def _or_dash(value, fmt) -> str:
+    """``fmt(value)``, or "-" for a point without the figure (refused: no bytes, no energy)."""
+    return "-" if value is None else fmt(value)
 
 
 def run_sweep(models: list, cands: list, out: Path, *, estimate_only: bool = False, refine: int | None = None,
@@ -625,11 +654,17 @@ def run_sweep(models: list, cands: list, out: Path, *, estimate_only: bool = Fal
     meta = {"models": models, "configs": [c.name for c in cands], "estimate_seconds": est_s,
             "estimated_points": n_est}
     write_results(rows, stats, out, meta)
-    if any(_cycles_of(r) for r in rows):
+    plotted = any(_cycles_of(r) for r in rows)
+    if plotted:
         plot_cycles(rows, out / "cycles.png")
         plot_pareto(rows, out / "pareto.png")
+    else:                   # no point has cycles: an earlier sweep's plots in ``out`` would mislead
+        for name in ("cycles.png", "pareto.png"):
+            (out / name).unlink(missing_ok=True)
     if progress:
         print_summary(rows, stats, est_s, n_est)
+        if not plotted:
+            print("no point was estimated or simulated (every one refused or failed, above): no plots written")
     return SweepResult(rows, stats)
 
 
