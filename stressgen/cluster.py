@@ -132,7 +132,11 @@ def connect(cs: ClusterSpec, local_directory: str | Path | None = None):
     try:
         with dask.config.set({"distributed.comm.timeouts.connect": f"{cs.connect_timeout_s}s"}):
             client = Client(cs.scheduler, security=cs.security(), timeout=cs.connect_timeout_s)
-    except (OSError, TimeoutError, ValueError, TypeError) as e:
+    except ValueError as e:          # refused before any attempt: a malformed address
+        raise CampaignError(f"--scheduler {cs.scheduler}: not a scheduler address ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else 'unparsable'}); expected e.g. "
+                            "tcp://HOST:8786") from None
+    except (OSError, TimeoutError, TypeError) as e:
         raise CampaignError(f"--scheduler {cs.scheduler}: cannot connect within {cs.connect_timeout_s:g} s "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no answer'})") from None
     with client:

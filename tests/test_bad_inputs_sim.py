@@ -169,6 +169,8 @@ def test_output_names_cannot_escape_out_dir(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kind, msg", [
+    ("text", r"^tpusim: error: input 'x': .*t\.npy is not a \.npy file \(no NumPy header\): save the array with "
+             r"numpy\.save$"),
     ("empty", r"^tpusim: error: cannot load input 'x' from .*e\.npy: (No data left in file|EOFError)$"),
     ("npz", r"^tpusim: error: input 'x': .*z\.npz holds several arrays \(\.npz\); give one \.npy file$"),
     ("twice", r"^tpusim: error: input 'x' is given twice \(--input\)$"),
@@ -179,7 +181,9 @@ def test_unreadable_or_repeated_input_files(tmp_path, capsys, kind, msg):
     (tmp_path / "e.npy").write_bytes(b"")
     np.savez(tmp_path / "z.npz", a=np.zeros(2, np.int8))
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 1, 2), np.int8))
-    arg = {"empty": ["x=" + str(tmp_path / "e.npy")], "npz": ["x=" + str(tmp_path / "z.npz")],
+    (tmp_path / "t.npy").write_text("1 2 3\n")
+    arg = {"text": ["x=" + str(tmp_path / "t.npy")], "empty": ["x=" + str(tmp_path / "e.npy")],
+           "npz": ["x=" + str(tmp_path / "z.npz")],
            "twice": ["x=" + str(tmp_path / "x.npy"), "x=" + str(tmp_path / "x.npy")]}[kind]
     argv = ["run", str(p), "--hw", "small"]
     for a in arg:

@@ -218,6 +218,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_malformed_scheduler_address_is_named_as_such(tmp_path, capsys):
+    """An address Dask cannot parse fails at once: it says so (was 'cannot connect within 10 s',
+    though nothing was tried)."""
+    rc = main(["run", "--seed", "1", "--count", "2", "--no-rtl", "--db", str(tmp_path / "s.db"),
+               "--scheduler", "nonsense"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("stressgen: error: --scheduler nonsense: not a scheduler address ("), err
+    assert err.rstrip().endswith("expected e.g. tcp://HOST:8786") and err.count("\n") == 1
+
+
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
     t = time.monotonic()
     addr = f"tcp://127.0.0.1:{_free_port()}"

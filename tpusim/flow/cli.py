@@ -51,6 +51,7 @@ def _parse_inputs(specs: list[str], binary) -> dict:
             pos += 1
         if name in out:
             raise TpuError(f"input {name!r} is given twice (--input)")
+        _check_npy(path, name)
         try:
             arr = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
@@ -59,6 +60,20 @@ def _parse_inputs(specs: list[str], binary) -> dict:
             raise TpuError(f"input {name!r}: {path} holds several arrays (.npz); give one .npy file")
         out[name] = (path, arr)
     return out
+
+
+def _check_npy(path: str, name: str) -> None:
+    """TpuError unless ``path`` starts as a .npy (or .npz) file does: a text or other file would
+    get numpy's advice about pickled data, which is not the problem. A missing or unreadable file
+    is left to ``np.load``'s message."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return
+    if head and head != b"\x93NUMPY" and not head.startswith(b"PK"):
+        raise TpuError(f"input {name!r}: {path} is not a .npy file (no NumPy header): save the array with "
+                       "numpy.save")
 
 
 def _accepted_shapes(binary, name: str) -> list:
